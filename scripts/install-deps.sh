@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what llrouter needs to build and test on a fresh Debian machine.
+# Idempotent: packages already present are skipped, so it is cheap to run every time.
+set -euo pipefail
+
+need_pkgs=()
+# clang/llvm compile the eBPF classifier (bpf/*.c) at build time; libbpf-dev ships bpf_helpers.h.
+# iproute2 and ethtool drive the namespace testbed and hardware steering; fonts-dejavu-core
+# gives the PNG plots a font without fontconfig.
+for p in clang llvm libbpf-dev iproute2 ethtool fonts-dejavu-core pkg-config ca-certificates; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
+done
+
+if [ "${#need_pkgs[@]}" -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "install-deps: installing ${need_pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${need_pkgs[@]}"
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  if [ -x "$HOME/.cargo/bin/cargo" ]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+  else
+    echo "install-deps: cargo not found; install Rust stable with rustup (https://rustup.rs) first" >&2
+    exit 1
+  fi
+fi
+rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt 2>/dev/null || true
