@@ -15,6 +15,7 @@
 
 pub mod classify;
 pub mod fwd;
+pub mod probe;
 pub mod sched;
 pub mod stats;
 pub mod wire;
