@@ -1,1 +1,2 @@
 //! (in progress)
+pub mod netns;
