@@ -70,10 +70,10 @@ pub fn sweep_stale(prefix: &str) -> Result<Vec<String>> {
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
             continue;
         };
-        if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            if ip(&["netns", "del", &name]).is_ok() {
-                removed.push(name);
-            }
+        let dead =
+            pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists();
+        if dead && ip(&["netns", "del", &name]).is_ok() {
+            removed.push(name);
         }
     }
     Ok(removed)
