@@ -229,12 +229,12 @@ impl SeqTracker {
 /// [`SeqTracker`]s of many flows, created on first sight with base 0.
 #[derive(Debug, Clone, Default)]
 pub struct FlowTable {
-    flows: HashMap<u32, SeqTracker>,
+    flows: HashMap<u16, SeqTracker>,
 }
 
 impl FlowTable {
     /// Accounts a packet of `flow`.
-    pub fn record(&mut self, flow: u32, seq: u64) {
+    pub fn record(&mut self, flow: u16, seq: u64) {
         self.flows.entry(flow).or_default().record(seq);
     }
 
@@ -244,7 +244,7 @@ impl FlowTable {
     }
 
     /// One flow's tracker.
-    pub fn get(&self, flow: u32) -> Option<&SeqTracker> {
+    pub fn get(&self, flow: u16) -> Option<&SeqTracker> {
         self.flows.get(&flow)
     }
 
