@@ -1,1 +1,12 @@
-//! (in progress)
+//! llrouter operations: everything an operator touches around the datapath.
+//!
+//! - [`tune`]: host tuning after paper 002 — per-core load ECDFs from `/proc/stat`, the worker
+//!   core, IRQ affinities, ring and socket-buffer sizes;
+//! - [`metrics`]: Prometheus text exposition of a [`metrics::MetricsSnapshot`] and a tiny HTTP
+//!   endpoint serving it;
+//! - [`ctl`]: the run-time control plane (paper 003): a versioned JSON protocol over a Unix
+//!   socket, its server (the router implements [`ctl::ControlTarget`]) and its client.
+//!
+//! Nothing here knows the datapath: the router hands in snapshots and implements a trait.
+
+pub mod tune;
