@@ -1,0 +1,91 @@
+//! The Internet checksum: full computation ([RFC 1071]) and incremental update ([RFC 1624]).
+//!
+//! [RFC 1071]: https://www.rfc-editor.org/rfc/rfc1071
+//! [RFC 1624]: https://www.rfc-editor.org/rfc/rfc1624
+
+/// Folds a 32-bit accumulator into a 16-bit ones'-complement sum.
+#[inline]
+fn fold(mut sum: u32) -> u16 {
+    // Two rounds suffice: after the first the value is at most 0x1fffe.
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum as u16
+}
+
+/// Ones'-complement sum of `data` as big-endian 16-bit words (odd length padded with a zero byte).
+#[inline]
+pub fn ones_complement_sum(data: &[u8]) -> u16 {
+    let mut sum: u32 = 0;
+    let mut chunks = data.chunks_exact(2);
+    for c in &mut chunks {
+        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+        // Fold early so that even 64 KiB inputs cannot overflow the accumulator.
+        if sum > 0xffff_0000 {
+            sum = u32::from(fold(sum));
+        }
+    }
+    if let [last] = chunks.remainder() {
+        sum += u32::from(*last) << 8;
+    }
+    fold(sum)
+}
+
+/// The RFC 1071 checksum of `data`: the complement of its ones'-complement sum.
+#[inline]
+pub fn checksum(data: &[u8]) -> u16 {
+    !ones_complement_sum(data)
+}
+
+/// True if `data` (which contains its own checksum field) sums to 0xffff, i.e. verifies.
+#[inline]
+pub fn verify(data: &[u8]) -> bool {
+    ones_complement_sum(data) == 0xffff
+}
+
+/// RFC 1624 eqn. 3: the new checksum after one 16-bit word of the covered data changes `old` → `new`.
+#[inline]
+pub fn update_word(csum: u16, old: u16, new: u16) -> u16 {
+    // HC' = ~(~HC + ~m + m'); eqn. 3 rather than eqn. 2 avoids producing -0 (0xffff → 0x0000 issue).
+    let sum = u32::from(!csum) + u32::from(!old) + u32::from(new);
+    !fold(sum)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc1071_example() {
+        // The worked example of RFC 1071 §3: sum of 0001 f203 f4f5 f6f7 is 0xddf2.
+        let data = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
+        assert_eq!(ones_complement_sum(&data), 0xddf2);
+        assert_eq!(checksum(&data), !0xddf2);
+    }
+
+    #[test]
+    fn odd_length_pads_with_zero() {
+        assert_eq!(ones_complement_sum(&[0x12, 0x34, 0x56]), 0x1234 + 0x5600);
+    }
+
+    #[test]
+    fn incremental_matches_full_recompute() {
+        let mut hdr = [
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8,
+            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        ];
+        let c = checksum(&hdr);
+        hdr[10..12].copy_from_slice(&c.to_be_bytes());
+        assert!(verify(&hdr));
+        for _ in 0..64 {
+            let old = u16::from_be_bytes([hdr[8], hdr[9]]);
+            hdr[8] = hdr[8].wrapping_sub(1);
+            let new = u16::from_be_bytes([hdr[8], hdr[9]]);
+            let inc = update_word(u16::from_be_bytes([hdr[10], hdr[11]]), old, new);
+            hdr[10..12].copy_from_slice(&[0, 0]);
+            let full = checksum(&hdr);
+            assert_eq!(inc, full);
+            hdr[10..12].copy_from_slice(&inc.to_be_bytes());
+            assert!(verify(&hdr));
+        }
+    }
+}
