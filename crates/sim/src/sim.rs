@@ -1,0 +1,573 @@
+//! The event loop: per-class arrival streams, per-core rings and poll engines.
+
+use crate::model;
+use hdrhistogram::Histogram;
+use llr_core::sched::{ConfigError, Grant, Layout, PollEngine, Ring, SchedConfig};
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::Serialize;
+
+/// Offered load.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rate {
+    /// Relative to the capacity of all cores (1.0 = every core 100 % busy on average).
+    Utilization(f64),
+    /// Absolute, in packets per second over all classes.
+    Pps(f64),
+}
+
+/// Arrival process of every class (each class has its own independent stream).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arrivals {
+    Poisson,
+    /// Constant gaps per class, with a random phase per class.
+    Cbr,
+    /// Bursts: exponentially distributed on and off periods with these means; Poisson arrivals
+    /// during on periods at the rate that keeps the configured mean rate.
+    OnOff {
+        on_ns: f64,
+        off_ns: f64,
+    },
+}
+
+/// Distribution of the per-packet service time around its mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServiceDist {
+    /// Every packet takes exactly the mean (paper 001's model; M/D/1).
+    Deterministic,
+    /// Exponentially distributed (M/M/1), for checking against queueing theory.
+    Exponential,
+}
+
+/// Service time `x = a·S + b + c` (paper 001), or a fixed override.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServiceModel {
+    pub a_ns_per_byte: f64,
+    pub b_ns: f64,
+    pub c_ns: f64,
+    pub override_ns: Option<f64>,
+    pub dist: ServiceDist,
+}
+
+impl Default for ServiceModel {
+    fn default() -> Self {
+        ServiceModel {
+            a_ns_per_byte: model::CAL_A_NS_PER_BYTE,
+            b_ns: model::CAL_B_NS,
+            c_ns: model::CAL_C_NS,
+            override_ns: None,
+            dist: ServiceDist::Deterministic,
+        }
+    }
+}
+
+impl ServiceModel {
+    /// Mean service time of a packet of `size` bytes.
+    pub fn mean_ns(&self, size: u32) -> f64 {
+        self.override_ns
+            .unwrap_or(self.a_ns_per_byte * size as f64 + self.b_ns + self.c_ns)
+    }
+}
+
+/// One simulation run.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Scheduler of every core.
+    pub sched: SchedConfig,
+    /// Share of the traffic per class, in class order; sums to 1.
+    pub shares: Vec<f64>,
+    pub cores: usize,
+    /// Flows in total; split over classes by share (at least one each), hashed to cores.
+    pub flows: usize,
+    pub rate: Rate,
+    /// Frame size in bytes.
+    pub packet_size: u32,
+    pub service: ServiceModel,
+    /// Add paper 001's extra latency T+ to every packet's latency.
+    pub extra_latency: bool,
+    pub ring_size: usize,
+    /// CPU time one wake-up (interrupt) costs, in ns.
+    pub wakeup_cost_ns: f64,
+    pub arrivals: Arrivals,
+    /// Packets offered in total; the run ends when all of them are delivered or dropped.
+    pub packets: u64,
+    pub seed: u64,
+}
+
+impl SimConfig {
+    /// Paper 000's scenario: one core, two classes (rt, be), 128 B packets, rings of 512.
+    pub fn paper000(sched: SchedConfig, rt_share: f64, utilization: f64, packets: u64) -> Self {
+        SimConfig {
+            sched,
+            shares: vec![rt_share, 1.0 - rt_share],
+            cores: 1,
+            flows: 64,
+            rate: Rate::Utilization(utilization),
+            packet_size: 128,
+            service: ServiceModel::default(),
+            extra_latency: false,
+            ring_size: 512,
+            wakeup_cost_ns: 0.0,
+            arrivals: Arrivals::Poisson,
+            packets,
+            seed: 1,
+        }
+    }
+
+    /// Checks every parameter; errors name the flag.
+    pub fn validate(&self) -> Result<Layout, SimError> {
+        let layout = self.sched.layout().map_err(SimError::Config)?;
+        let n = self.sched.classes.len();
+        let bad =
+            |field: &str, reason: String| Err(SimError::Config(ConfigError::new(field, reason)));
+        if self.shares.len() != n {
+            return bad(
+                "classes",
+                format!("{} shares for {} classes", self.shares.len(), n),
+            );
+        }
+        for (s, c) in self.shares.iter().zip(&self.sched.classes) {
+            if !(0.0..=1.0).contains(s) || !s.is_finite() {
+                return bad(
+                    "classes",
+                    format!("share of `{}` is {s}; shares must lie in 0–1", c.name),
+                );
+            }
+        }
+        let sum: f64 = self.shares.iter().sum();
+        if (sum - 1.0).abs() > 1e-6 {
+            return bad("classes", format!("shares sum to {sum}, not 1"));
+        }
+        if self.cores == 0 {
+            return bad("cores", "must be at least 1".into());
+        }
+        if self.cores > 1024 {
+            return bad("cores", format!("{} cores; at most 1024", self.cores));
+        }
+        if self.flows == 0 {
+            return bad("flows", "must be at least 1".into());
+        }
+        match self.rate {
+            Rate::Utilization(u) if !(u > 0.0 && u.is_finite()) => {
+                return bad("utilization", format!("{u}; must be greater than 0"))
+            }
+            Rate::Pps(p) if !(p > 0.0 && p.is_finite()) => {
+                return bad("rate-pps", format!("{p}; must be greater than 0"))
+            }
+            _ => {}
+        }
+        if !(40..=65_535).contains(&self.packet_size) {
+            return bad(
+                "packet-size",
+                format!("{} bytes; must be 40–65535", self.packet_size),
+            );
+        }
+        let x = self.service.mean_ns(self.packet_size);
+        if !(x > 0.0 && x.is_finite()) {
+            return bad(
+                "service-ns",
+                format!("service time {x} ns; must be greater than 0"),
+            );
+        }
+        if self.ring_size == 0 {
+            return bad("ring-size", "must be at least 1".into());
+        }
+        if !(self.wakeup_cost_ns >= 0.0 && self.wakeup_cost_ns.is_finite()) {
+            return bad(
+                "wakeup-cost-ns",
+                format!("{}; must be 0 or more", self.wakeup_cost_ns),
+            );
+        }
+        if let Arrivals::OnOff { on_ns, off_ns } = self.arrivals {
+            if !(on_ns > 0.0 && off_ns >= 0.0) {
+                return bad("arrivals", "on/off periods must be positive".into());
+            }
+        }
+        if self.packets == 0 {
+            return bad("packets", "must be at least 1".into());
+        }
+        Ok(layout)
+    }
+
+    /// Offered packets per second over all classes.
+    pub fn offered_pps(&self) -> f64 {
+        match self.rate {
+            Rate::Pps(p) => p,
+            Rate::Utilization(u) => {
+                u * self.cores as f64 * 1e9 / self.service.mean_ns(self.packet_size)
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// Per-class outcome. Latency = arrival at the ring → end of processing (+ T+ if enabled).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ClassResult {
+    #[serde(skip)]
+    pub name: String,
+    pub sent: u64,
+    pub delivered: u64,
+    pub dropped: u64,
+    pub mean_ns: f64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+    /// Mean time from arrival to start of service.
+    pub mean_wait_ns: f64,
+    /// Longest time from arrival to start of service.
+    pub max_wait_ns: f64,
+}
+
+/// Outcome of one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimResult {
+    pub classes: Vec<ClassResult>,
+    /// Busy fraction of the cores (service plus wake-up cost), averaged over cores.
+    pub utilization: f64,
+    pub core_utilization: Vec<f64>,
+    pub wakeups_per_sec: f64,
+    pub wakeups: u64,
+    pub events: u64,
+    pub sim_time_ns: f64,
+    pub offered_pps: f64,
+    pub service_ns: f64,
+    /// Times a device budget ran out with packets left, over all cores.
+    pub budget_exhaustions: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pkt {
+    arrival: f64,
+    class: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum State {
+    Idle,
+    Waking,
+    Serving,
+}
+
+struct Core {
+    engine: PollEngine,
+    rings: Vec<Ring<Pkt>>,
+    state: State,
+    t_done: f64,
+    cur: Option<(Grant, Pkt, f64)>,
+    busy_ns: f64,
+}
+
+struct Stream {
+    next: f64,
+    rate_per_ns: f64,
+    gap: f64,
+    on_end: f64,
+    flow_base: usize,
+    flows: usize,
+    rr: usize,
+}
+
+struct Acc {
+    hist: Histogram<u64>,
+    sum_lat: f64,
+    sum_wait: f64,
+    max_wait: f64,
+    delivered: u64,
+}
+
+#[inline]
+fn exp_sample(rng: &mut Xoshiro256PlusPlus, mean: f64) -> f64 {
+    // 1 − u lies in (0, 1], so the log is finite.
+    -mean * (1.0 - rng.random::<f64>()).ln()
+}
+
+fn flow_core(flow: usize, cores: usize) -> usize {
+    // splitmix64 finaliser: a cheap stand-in for an RSS hash of the flow's 5-tuple.
+    let mut z = (flow as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    ((z ^ (z >> 31)) % cores as u64) as usize
+}
+
+/// Runs one simulation to completion.
+pub fn run(cfg: &SimConfig) -> Result<SimResult, SimError> {
+    let layout = cfg.validate()?;
+    let n = cfg.shares.len();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed);
+    let x_mean = cfg.service.mean_ns(cfg.packet_size);
+    let extra = if cfg.extra_latency {
+        model::extra_latency_ns(x_mean)
+    } else {
+        0.0
+    };
+    let lambda_per_ns = cfg.offered_pps() / 1e9;
+
+    let engine = PollEngine::new(&layout);
+    let ring_dev: Vec<usize> = (0..layout.rings.len())
+        .map(|r| engine.device_of(r))
+        .collect();
+    let mut cores: Vec<Core> = (0..cfg.cores)
+        .map(|_| Core {
+            engine: engine.clone(),
+            rings: (0..layout.rings.len())
+                .map(|_| Ring::new(cfg.ring_size))
+                .collect(),
+            state: State::Idle,
+            t_done: f64::INFINITY,
+            cur: None,
+            busy_ns: 0.0,
+        })
+        .collect();
+
+    // Flows: split by share, at least one per active class.
+    let mut streams = Vec::with_capacity(n);
+    let mut flow_base = 0;
+    for &share in &cfg.shares {
+        let flows = ((cfg.flows as f64 * share).round() as usize).max(1);
+        let rate = lambda_per_ns * share;
+        let gap = if rate > 0.0 {
+            1.0 / rate
+        } else {
+            f64::INFINITY
+        };
+        let next = if rate <= 0.0 {
+            f64::INFINITY
+        } else {
+            match cfg.arrivals {
+                Arrivals::Poisson => exp_sample(&mut rng, gap),
+                Arrivals::Cbr => rng.random::<f64>() * gap,
+                Arrivals::OnOff { .. } => 0.0,
+            }
+        };
+        streams.push(Stream {
+            next,
+            rate_per_ns: rate,
+            gap,
+            on_end: 0.0,
+            flow_base,
+            flows,
+            rr: 0,
+        });
+        flow_base += flows;
+    }
+    let core_of_flow: Vec<usize> = (0..flow_base).map(|f| flow_core(f, cfg.cores)).collect();
+    if let Arrivals::OnOff { on_ns, off_ns } = cfg.arrivals {
+        for s in streams.iter_mut().filter(|s| s.rate_per_ns > 0.0) {
+            s.on_end = exp_sample(&mut rng, on_ns);
+            let on_gap = s.gap * on_ns / (on_ns + off_ns);
+            s.next = next_onoff(&mut rng, 0.0, s, on_gap, on_ns, off_ns);
+        }
+    }
+
+    let mut acc: Vec<Acc> = (0..n)
+        .map(|_| Acc {
+            hist: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+                .expect("valid histogram bounds"),
+            sum_lat: 0.0,
+            sum_wait: 0.0,
+            max_wait: 0.0,
+            delivered: 0,
+        })
+        .collect();
+    let mut sent = vec![0u64; n];
+    let mut dropped = vec![0u64; n];
+    let mut total_sent = 0u64;
+    let mut events = 0u64;
+    let mut wakeups = 0u64;
+    let mut now = 0.0f64;
+    let exp_service = cfg.service.dist == ServiceDist::Exponential;
+
+    loop {
+        // Next arrival over all class streams (there are few classes: a scan beats a heap).
+        let (mut ac, mut ta) = (usize::MAX, f64::INFINITY);
+        if total_sent < cfg.packets {
+            for (i, s) in streams.iter().enumerate() {
+                if s.next < ta {
+                    ta = s.next;
+                    ac = i;
+                }
+            }
+        }
+        let (mut cc, mut tc) = (usize::MAX, f64::INFINITY);
+        for (i, c) in cores.iter().enumerate() {
+            if c.t_done < tc {
+                tc = c.t_done;
+                cc = i;
+            }
+        }
+        if ac == usize::MAX && cc == usize::MAX {
+            break;
+        }
+        events += 1;
+        if ta <= tc {
+            now = ta;
+            let s = &mut streams[ac];
+            let flow = match cfg.arrivals {
+                Arrivals::Cbr => {
+                    s.rr = (s.rr + 1) % s.flows;
+                    s.rr
+                }
+                _ => rng.random_range(0..s.flows),
+            } + s.flow_base;
+            s.next = match cfg.arrivals {
+                Arrivals::Poisson => ta + exp_sample(&mut rng, s.gap),
+                Arrivals::Cbr => ta + s.gap,
+                Arrivals::OnOff { on_ns, off_ns } => {
+                    let on_gap = s.gap * on_ns / (on_ns + off_ns);
+                    next_onoff(&mut rng, ta, s, on_gap, on_ns, off_ns)
+                }
+            };
+            total_sent += 1;
+            sent[ac] += 1;
+            let core = &mut cores[core_of_flow[flow]];
+            let ring = layout.class_to_ring[ac];
+            if core.rings[ring]
+                .push(Pkt {
+                    arrival: ta,
+                    class: ac as u32,
+                })
+                .is_err()
+            {
+                dropped[ac] += 1;
+                continue;
+            }
+            let dev = ring_dev[ring];
+            if core.engine.wake(dev) {
+                wakeups += 1;
+                let cost = cfg.wakeup_cost_ns;
+                core.busy_ns += cost;
+                match core.state {
+                    State::Idle if cost > 0.0 => {
+                        core.state = State::Waking;
+                        core.t_done = ta + cost;
+                    }
+                    State::Idle => start_next(core, ta, x_mean, exp_service, &mut rng),
+                    // An interrupt taken while busy delays the work in hand.
+                    State::Waking | State::Serving => core.t_done += cost,
+                }
+            }
+        } else {
+            now = tc;
+            let core = &mut cores[cc];
+            if let Some((g, pkt, x)) = core.cur.take() {
+                let a = &mut acc[pkt.class as usize];
+                let lat = tc - pkt.arrival + extra;
+                let wait = tc - x - pkt.arrival;
+                a.hist.saturating_record(lat.round().max(1.0) as u64);
+                a.sum_lat += lat;
+                a.sum_wait += wait;
+                if wait > a.max_wait {
+                    a.max_wait = wait;
+                }
+                a.delivered += 1;
+                core.engine.complete(g, 1, x as u64);
+            }
+            start_next(core, tc, x_mean, exp_service, &mut rng);
+        }
+    }
+
+    let sim_time = now.max(1.0);
+    let classes = (0..n)
+        .map(|i| {
+            let a = &acc[i];
+            let h = &a.hist;
+            let d = a.delivered;
+            let q = |p: f64| if d == 0 { 0 } else { h.value_at_quantile(p) };
+            ClassResult {
+                name: cfg.sched.classes[i].name.clone(),
+                sent: sent[i],
+                delivered: d,
+                dropped: dropped[i],
+                mean_ns: if d == 0 { 0.0 } else { a.sum_lat / d as f64 },
+                p50_ns: q(0.5),
+                p90_ns: q(0.9),
+                p99_ns: q(0.99),
+                p999_ns: q(0.999),
+                max_ns: if d == 0 { 0 } else { h.max() },
+                mean_wait_ns: if d == 0 { 0.0 } else { a.sum_wait / d as f64 },
+                max_wait_ns: a.max_wait,
+            }
+        })
+        .collect();
+    let core_utilization: Vec<f64> = cores
+        .iter()
+        .map(|c| (c.busy_ns / sim_time).min(1.0))
+        .collect();
+    Ok(SimResult {
+        classes,
+        utilization: core_utilization.iter().sum::<f64>() / cores.len() as f64,
+        core_utilization,
+        wakeups_per_sec: wakeups as f64 * 1e9 / sim_time,
+        wakeups,
+        events,
+        sim_time_ns: sim_time,
+        offered_pps: cfg.offered_pps(),
+        service_ns: x_mean,
+        budget_exhaustions: cores
+            .iter()
+            .flat_map(|c| c.engine.device_stats().iter().map(|d| d.budget_exhaustions))
+            .sum(),
+    })
+}
+
+#[inline]
+fn start_next(
+    core: &mut Core,
+    t: f64,
+    x_mean: f64,
+    exp_service: bool,
+    rng: &mut Xoshiro256PlusPlus,
+) {
+    match core.engine.pick(&core.rings[..]) {
+        None => {
+            core.state = State::Idle;
+            core.t_done = f64::INFINITY;
+        }
+        Some(g) => {
+            let pkt = core.rings[g.ring]
+                .pop()
+                .expect("the engine grants only non-empty rings");
+            let x = if exp_service {
+                exp_sample(rng, x_mean)
+            } else {
+                x_mean
+            };
+            core.state = State::Serving;
+            core.t_done = t + x;
+            core.busy_ns += x;
+            core.cur = Some((g, pkt, x));
+        }
+    }
+}
+
+fn next_onoff(
+    rng: &mut Xoshiro256PlusPlus,
+    t: f64,
+    s: &mut Stream,
+    on_gap: f64,
+    on_ns: f64,
+    off_ns: f64,
+) -> f64 {
+    let mut t = t + exp_sample(rng, on_gap);
+    // Memorylessness lets an arrival that falls past the on period restart in the next one.
+    while t > s.on_end {
+        let off = if off_ns > 0.0 {
+            exp_sample(rng, off_ns)
+        } else {
+            0.0
+        };
+        let start = s.on_end + off;
+        s.on_end = start + exp_sample(rng, on_ns);
+        t = start + exp_sample(rng, on_gap);
+    }
+    t
+}
