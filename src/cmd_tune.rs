@@ -1,0 +1,244 @@
+//! `llrouter tune`: host tuning after paper 002 — per-core load percentiles, the worker core,
+//! IRQ affinities, ring and socket-buffer sizes. Shows a plan; changes nothing without `--apply`.
+
+use anyhow::{bail, Result};
+use clap::Args as ClapArgs;
+use llr_ops::tune::{self, TuneParams, TunePlan};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Sample per-core load and propose host settings for the router's worker (paper 002).
+///
+/// Reads <PROC_ROOT>/stat SAMPLES times, INTERVAL_MS apart, and reports the busy-fraction
+/// percentiles (p50, p90, p99, max) of every core; picks the least-loaded core for the worker
+/// (smallest p90, then p99, then mean, at 0.1 % resolution; then fewest device interrupts; then
+/// the highest core number); finds the interrupts of --dev devices in <PROC_ROOT>/interrupts and
+/// proposes smp_affinity masks that keep them off the worker core; sizes rings as
+/// next_pow2(ceil(rate × stall)) clamped to [--ring-min, --ring-max], the rate measured from
+/// <PROC_ROOT>/net/dev unless --rate-pps is given; and socket buffers as ceil(k·2·B·D/8) bytes
+/// when --bandwidth-mbps is given.
+///
+/// Without --apply nothing is written. With --apply the proposed masks are written to
+/// <PROC_ROOT>/irq/N/smp_affinity (root needed); failures are reported per IRQ.
+#[derive(Debug, Clone, ClapArgs)]
+pub struct Args {
+    /// Number of /proc/stat samples (at least 2; intervals = samples − 1).
+    #[arg(long, default_value_t = 6)]
+    pub samples: usize,
+    /// Time between samples, in ms.
+    #[arg(long, default_value_t = 1000)]
+    pub interval_ms: u64,
+    /// Network device whose interrupts to move and whose arrival rate sizes the rings
+    /// (repeatable, or comma-separated).
+    #[arg(long = "dev", value_delimiter = ',')]
+    pub devices: Vec<String>,
+    /// Cores the worker may run on, e.g. "1,2,3" (default: every online core).
+    #[arg(long, value_delimiter = ',')]
+    pub cores: Vec<usize>,
+    /// Arrival rate in packets/s (default: the peak measured on --dev during sampling).
+    #[arg(long)]
+    pub rate_pps: Option<f64>,
+    /// Longest worker stall the ring must absorb without loss, in µs.
+    #[arg(long, default_value_t = 1000)]
+    pub stall_us: u64,
+    /// Smallest ring size the driver accepts (power of two).
+    #[arg(long, default_value_t = 64)]
+    pub ring_min: u32,
+    /// Largest ring size the driver accepts (power of two; see `ethtool -g`).
+    #[arg(long, default_value_t = 4096)]
+    pub ring_max: u32,
+    /// Link bandwidth in Mbit/s, for the socket-buffer size.
+    #[arg(long)]
+    pub bandwidth_mbps: Option<f64>,
+    /// One-way delay to the peers in µs, for the socket-buffer size.
+    #[arg(long, default_value_t = 100)]
+    pub delay_us: u64,
+    /// Safety factor k ≥ 1 of the socket-buffer formula.
+    #[arg(long, default_value_t = 1.0)]
+    pub k: f64,
+    /// Root of the proc file system (tests point it at a synthetic tree).
+    #[arg(long, default_value = "/proc")]
+    pub proc_root: PathBuf,
+    /// Write the proposed IRQ affinities.
+    #[arg(long)]
+    pub apply: bool,
+    /// Print the plan as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    if args.samples < 2 {
+        bail!("--samples: {} is too few, need at least 2", args.samples);
+    }
+    if args.interval_ms == 0 {
+        bail!("--interval-ms: must be positive");
+    }
+    let interval = Duration::from_millis(args.interval_ms);
+    let params = TuneParams {
+        devices: args.devices.clone(),
+        candidates: (!args.cores.is_empty())
+            .then(|| args.cores.iter().copied().collect::<BTreeSet<_>>()),
+        rate_pps: args.rate_pps,
+        stall: Duration::from_micros(args.stall_us),
+        ring_min: args.ring_min,
+        ring_max: args.ring_max,
+        bandwidth_bps: args.bandwidth_mbps.map(|m| m * 1e6),
+        one_way_delay: Duration::from_micros(args.delay_us),
+        k: args.k,
+    };
+    if !args.json {
+        eprintln!(
+            "sampling {} for {:.1} s ({} samples)…",
+            args.proc_root.join("stat").display(),
+            (args.samples - 1) as f64 * interval.as_secs_f64(),
+            args.samples
+        );
+    }
+    let input = tune::sample(
+        &args.proc_root,
+        args.samples,
+        interval,
+        &args.devices,
+        std::thread::sleep,
+    )?;
+    let plan = tune::plan(&input, &params)?;
+    let applied = if args.apply {
+        Some(tune::apply(&plan, &args.proc_root))
+    } else {
+        None
+    };
+    if args.json {
+        let v = serde_json::json!({ "plan": plan, "applied": applied });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{}", render(&plan));
+        match &applied {
+            None if plan.irqs.iter().any(|i| i.change) => {
+                println!("\n(nothing written; rerun with --apply to set the IRQ affinities)")
+            }
+            None => {}
+            Some(done) => {
+                println!();
+                for a in done {
+                    match &a.error {
+                        None => println!("wrote {} to {}", a.mask, a.path.display()),
+                        Some(e) => println!("FAILED {} to {}: {e}", a.mask, a.path.display()),
+                    }
+                }
+                if done.is_empty() {
+                    println!("nothing to write: every affinity already matches");
+                }
+            }
+        }
+    }
+    if let Some(done) = &applied {
+        let failed = done.iter().filter(|a| a.error.is_some()).count();
+        if failed > 0 {
+            bail!(
+                "{failed} of {} IRQ affinities could not be written",
+                done.len()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Human-readable plan.
+pub fn render(p: &TunePlan) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let pct = |v: f64| format!("{:5.1}%", v * 100.0);
+    let _ = writeln!(
+        s,
+        "per-core busy fraction over {} intervals of {} ms:",
+        p.cores.first().map_or(0, |c| c.samples.len()),
+        p.interval_ms
+    );
+    let _ = writeln!(s, "  core    mean     p50     p90     p99     max");
+    for c in &p.cores {
+        let mark = if c.core == p.worker_core {
+            "  <- worker"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            s,
+            "  {:>4}  {}  {}  {}  {}  {}{mark}",
+            c.core,
+            pct(c.mean),
+            pct(c.p50),
+            pct(c.p90),
+            pct(c.p99),
+            pct(c.max)
+        );
+    }
+    let _ = writeln!(s, "worker core: {}", p.worker_core);
+    if !p.irqs.is_empty() {
+        let _ = writeln!(
+            s,
+            "IRQ affinities (keep device interrupts off core {}):",
+            p.worker_core
+        );
+        for i in &p.irqs {
+            let _ = writeln!(
+                s,
+                "  irq {:>4} {:<20} served by {:?}: {} -> {}{}",
+                i.irq,
+                i.action,
+                i.serving_cores,
+                i.current.as_deref().unwrap_or("?"),
+                i.proposed,
+                if i.change { "" } else { " (unchanged)" }
+            );
+        }
+    }
+    if let Some(r) = &p.ring {
+        let _ = writeln!(
+            s,
+            "ring size: {} descriptors = next_pow2(ceil({:.0} pps × {} µs)) clamped to [{}, {}]{}",
+            r.ring_size,
+            r.rate_pps,
+            r.stall_us,
+            r.ring_min,
+            r.ring_max,
+            if r.measured { " (rate measured)" } else { "" }
+        );
+    }
+    if let Some(b) = &p.socket_buffer {
+        let _ = writeln!(
+            s,
+            "socket buffer: {} bytes = ceil({} · 2 · {:.0} bit/s · {} µs / 8); \
+             sysctl net.core.rmem_max=net.core.wmem_max={}",
+            b.bytes, b.k, b.bandwidth_bps, b.one_way_delay_us, b.bytes
+        );
+    }
+    for w in &p.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn real_proc_plan_renders() {
+        // Smoke test on this host's /proc: two quick samples must yield one row per core.
+        let input = tune::sample(
+            std::path::Path::new("/proc"),
+            2,
+            Duration::from_millis(50),
+            &[],
+            std::thread::sleep,
+        )
+        .unwrap();
+        let plan = tune::plan(&input, &TuneParams::default()).unwrap();
+        let text = render(&plan);
+        println!("{text}");
+        assert!(text.contains("<- worker"));
+        assert!(!plan.cores.is_empty());
+    }
+}
