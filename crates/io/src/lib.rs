@@ -1,2 +1,13 @@
-//! (in progress)
+//! llrouter's I/O layer: the eBPF classifier, AF_XDP sockets, netlink, the live poll loop.
+//!
+//! - [`bpf_objects`]: the compiled `bpf/*.c` programs;
+//! - [`ebpf`]: load, configure and attach the XDP classifier;
+//! - [`netns`]: network-namespace fixtures for tests and the testbed.
+
+pub mod bpf_objects {
+    //! The eBPF objects compiled from `bpf/*.c` by `build.rs` (one constant per file, named
+    //! after it in upper case).
+    include!(concat!(env!("OUT_DIR"), "/bpf_objects.rs"));
+}
+pub mod ebpf;
 pub mod netns;

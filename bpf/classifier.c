@@ -1,0 +1,403 @@
+// SPDX-License-Identifier: MIT OR GPL-2.0
+/*
+ * llrouter's ingress classifier: sorts every frame into the AF_XDP socket ("Rx ring") of its
+ * traffic class *before* the router's CPU spends time on it (paper 000, Fig. 2; the Flow
+ * Director match set of the papers, done in XDP here).
+ *
+ * Per frame:
+ *   - not for us to forward (non-IP, multicast/broadcast MAC, an address of the router itself,
+ *     IPv6 link-local, TTL/hop limit <= 1) -> XDP_PASS: the kernel keeps ARP, ND, ping and ICMP
+ *     time-exceeded working;
+ *   - otherwise the first matching rule of `llr_rules` gives the class (unmatched -> the lowest
+ *     class, `llr_config.default_class`); malformed IP headers also go to the lowest class so
+ *     the user-space forwarder counts and drops them by reason;
+ *   - class -> XSKMAP key via `llr_class_ring`, then bpf_redirect_map() with XDP_PASS as the
+ *     fallback (no socket bound for the key -> the kernel gets the frame).
+ *
+ * `struct llr_rule` must match llr-core's `Rule::to_bpf_bytes()` byte for byte.
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define LLR_MAX_RULES 64
+#define LLR_MAX_CLASSES 64
+
+#define F_IFINDEX (1u << 0)
+#define F_VLAN_ID (1u << 1)
+#define F_VLAN_PCP (1u << 2)
+#define F_PROTO (1u << 3)
+#define F_DSCP (1u << 4)
+#define F_SRC (1u << 5)
+#define F_DST (1u << 6)
+#define F_SPORT (1u << 7)
+#define F_DPORT (1u << 8)
+#define F_FLEX (1u << 9)
+#define F_IPVER (1u << 10)
+
+/* llr_config.flags */
+#define CFG_TIMESTAMP (1u << 0) /* write bpf_ktime_get_ns() into 8 bytes of XDP metadata */
+
+/* Counter slots of llr_stats after the per-class ones. */
+#define ST_PASS_NONIP (LLR_MAX_CLASSES + 0)
+#define ST_PASS_MCAST (LLR_MAX_CLASSES + 1)
+#define ST_PASS_LOCAL (LLR_MAX_CLASSES + 2)
+#define ST_PASS_TTL (LLR_MAX_CLASSES + 3)
+#define ST_MALFORMED (LLR_MAX_CLASSES + 4)
+#define ST_NO_SOCKET (LLR_MAX_CLASSES + 5)
+#define ST_RULE_HIT (LLR_MAX_CLASSES + 6)
+#define ST_SLOTS (LLR_MAX_CLASSES + 8)
+
+struct llr_rule {
+	__u32 fields;
+	__u32 ifindex;
+	__u16 vlan_id;
+	__u8 vlan_pcp;
+	__u8 proto;
+	__u8 dscp;
+	__u8 ip_version;
+	__u8 klass;
+	__u8 flex_off;
+	__u16 flex_value;
+	__u16 flex_mask;
+	__u16 sport_lo;
+	__u16 sport_hi;
+	__u16 dport_lo;
+	__u16 dport_hi;
+	__u8 src[16];
+	__u8 dst[16];
+	__u8 src_plen;
+	__u8 dst_plen;
+	__u8 pad[2];
+};
+_Static_assert(sizeof(struct llr_rule) == 64, "struct llr_rule must be 64 bytes");
+
+struct llr_config {
+	__u32 nrules;
+	__u32 default_class;
+	__u32 flags;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LLR_MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct llr_rule);
+} llr_rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct llr_config);
+} llr_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LLR_MAX_CLASSES);
+	__type(key, __u32);
+	__type(value, __u32);
+} llr_class_ring SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, LLR_MAX_CLASSES);
+	__type(key, __u32);
+	__type(value, __u32);
+} llr_xsks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, ST_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} llr_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32); /* IPv4 address, network order */
+	__type(value, __u8);
+} llr_local4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u8[16]);
+	__type(value, __u8);
+} llr_local6 SEC(".maps");
+
+/* What the rules can look at. */
+struct pkt {
+	__u8 src[16];
+	__u8 dst[16];
+	__u16 vlan_id;
+	__u16 sport;
+	__u16 dport;
+	__u8 has_vlan;
+	__u8 pcp;
+	__u8 ipver; /* 0: no (valid) IP header */
+	__u8 proto;
+	__u8 dscp;
+	__u8 has_ports;
+};
+
+static __always_inline void count(__u32 slot)
+{
+	__u64 *c = bpf_map_lookup_elem(&llr_stats, &slot);
+	if (c)
+		*c += 1;
+}
+
+static __always_inline int prefix_match(const __u8 *addr, const __u8 *pfx, __u32 plen)
+{
+#pragma unroll
+	for (int i = 0; i < 16; i++) {
+		if (plen >= 8) {
+			if (addr[i] != pfx[i])
+				return 0;
+			plen -= 8;
+		} else if (plen > 0) {
+			__u8 m = (__u8)(0xff << (8 - plen));
+			if ((addr[i] ^ pfx[i]) & m)
+				return 0;
+			plen = 0;
+		}
+	}
+	return 1;
+}
+
+static __always_inline int rule_match(const struct llr_rule *r, const struct pkt *p,
+				      struct xdp_md *ctx, void *data, void *data_end)
+{
+	__u32 f = r->fields;
+
+	if ((f & F_IFINDEX) && r->ifindex != ctx->ingress_ifindex)
+		return 0;
+	if ((f & F_VLAN_ID) && (!p->has_vlan || p->vlan_id != r->vlan_id))
+		return 0;
+	if ((f & F_VLAN_PCP) && (!p->has_vlan || p->pcp != r->vlan_pcp))
+		return 0;
+	if ((f & F_IPVER) && p->ipver != r->ip_version)
+		return 0;
+	if ((f & (F_PROTO | F_DSCP | F_SRC | F_DST | F_SPORT | F_DPORT)) && !p->ipver)
+		return 0;
+	if ((f & F_PROTO) && p->proto != r->proto)
+		return 0;
+	if ((f & F_DSCP) && p->dscp != r->dscp)
+		return 0;
+	if (f & (F_SRC | F_DST)) {
+		/* a prefix implies its IP version */
+		if (p->ipver != r->ip_version)
+			return 0;
+		if ((f & F_SRC) && !prefix_match(p->src, r->src, r->src_plen > 128 ? 128 : r->src_plen))
+			return 0;
+		if ((f & F_DST) && !prefix_match(p->dst, r->dst, r->dst_plen > 128 ? 128 : r->dst_plen))
+			return 0;
+	}
+	if ((f & (F_SPORT | F_DPORT)) && !p->has_ports)
+		return 0;
+	if ((f & F_SPORT) && (p->sport < r->sport_lo || p->sport > r->sport_hi))
+		return 0;
+	if ((f & F_DPORT) && (p->dport < r->dport_lo || p->dport > r->dport_hi))
+		return 0;
+	if (f & F_FLEX) {
+		__u32 off = r->flex_off;
+		if (off > 62)
+			return 0;
+		__u8 *b = (__u8 *)data + off;
+		if ((void *)(b + 2) > data_end)
+			return 0;
+		__u16 v = ((__u16)b[0] << 8) | b[1];
+		if ((v & r->flex_mask) != (r->flex_value & r->flex_mask))
+			return 0;
+	}
+	return 1;
+}
+
+SEC("xdp")
+int llr_classify(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct pkt p = {};
+	__u32 zero = 0;
+	__u32 l3off = sizeof(struct ethhdr);
+	__u32 cls;
+	int malformed = 0;
+
+	struct llr_config *cfg = bpf_map_lookup_elem(&llr_config, &zero);
+	if (!cfg)
+		return XDP_PASS;
+	cls = cfg->default_class;
+
+	if ((void *)(eth + 1) > data_end) {
+		/* runt frame: the lowest class, where user space counts and drops it */
+		count(ST_MALFORMED);
+		goto redirect;
+	}
+	if (eth->h_dest[0] & 1) {
+		/* broadcast / multicast: ARP, ND, routing protocols -> the kernel */
+		count(ST_PASS_MCAST);
+		return XDP_PASS;
+	}
+
+	__u16 etype = bpf_ntohs(eth->h_proto);
+	if (etype == ETH_P_8021Q || etype == ETH_P_8021AD) {
+		__u8 *tag = (__u8 *)data + l3off;
+		if ((void *)(tag + 4) > data_end) {
+			count(ST_MALFORMED);
+			goto redirect;
+		}
+		__u16 tci = ((__u16)tag[0] << 8) | tag[1];
+		p.has_vlan = 1;
+		p.vlan_id = tci & 0x0fff;
+		p.pcp = tci >> 13;
+		etype = ((__u16)tag[2] << 8) | tag[3];
+		l3off += 4;
+		if (etype == ETH_P_8021Q || etype == ETH_P_8021AD) {
+			/* stacked VLANs are not forwarded: user space counts and drops */
+			malformed = 1;
+			goto rules;
+		}
+	}
+
+	if (etype == ETH_P_IP) {
+		__u8 *ip = (__u8 *)data + l3off;
+		if ((void *)(ip + 20) > data_end || (ip[0] >> 4) != 4 || (ip[0] & 0xf) < 5) {
+			malformed = 1;
+			goto rules;
+		}
+		__u32 ihl = (ip[0] & 0xf) * 4;
+		__u16 tot = ((__u16)ip[2] << 8) | ip[3];
+		if (tot < ihl) {
+			malformed = 1;
+			goto rules;
+		}
+		__builtin_memcpy(p.src, ip + 12, 4);
+		__builtin_memcpy(p.dst, ip + 16, 4);
+		if (bpf_map_lookup_elem(&llr_local4, ip + 16)) {
+			count(ST_PASS_LOCAL);
+			return XDP_PASS;
+		}
+		if (ip[8] <= 1) {
+			/* TTL expiry: the kernel sends ICMP time exceeded */
+			count(ST_PASS_TTL);
+			return XDP_PASS;
+		}
+		p.ipver = 4;
+		p.dscp = ip[1] >> 2;
+		p.proto = ip[9];
+		__u16 frag = (((__u16)ip[6] << 8) | ip[7]) & 0x3fff;
+		if (!frag && (p.proto == IPPROTO_UDP || p.proto == IPPROTO_TCP)) {
+			__u8 *l4 = ip + ihl;
+			if ((void *)(l4 + 4) <= data_end) {
+				p.has_ports = 1;
+				p.sport = ((__u16)l4[0] << 8) | l4[1];
+				p.dport = ((__u16)l4[2] << 8) | l4[3];
+			}
+		}
+	} else if (etype == ETH_P_IPV6) {
+		__u8 *ip6 = (__u8 *)data + l3off;
+		if ((void *)(ip6 + 40) > data_end || (ip6[0] >> 4) != 6) {
+			malformed = 1;
+			goto rules;
+		}
+		__builtin_memcpy(p.src, ip6 + 8, 16);
+		__builtin_memcpy(p.dst, ip6 + 24, 16);
+		if (p.dst[0] == 0xff || (p.dst[0] == 0xfe && (p.dst[1] & 0xc0) == 0x80)) {
+			count(ST_PASS_MCAST);
+			return XDP_PASS;
+		}
+		if (bpf_map_lookup_elem(&llr_local6, p.dst)) {
+			count(ST_PASS_LOCAL);
+			return XDP_PASS;
+		}
+		if (ip6[7] <= 1) {
+			count(ST_PASS_TTL);
+			return XDP_PASS;
+		}
+		p.ipver = 6;
+		p.dscp = (((ip6[0] & 0x0f) << 4) | (ip6[1] >> 4)) >> 2;
+		__u8 nh = ip6[6];
+		__u32 off = l3off + 40;
+		int frag = 0;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			if (nh != 0 && nh != 43 && nh != 60 && nh != 44)
+				break;
+			if (off > 512)
+				break;
+			__u8 *h = (__u8 *)data + off;
+			if ((void *)(h + 8) > data_end) {
+				malformed = 1;
+				goto rules;
+			}
+			if (nh == 44) {
+				frag = 1;
+				off += 8;
+			} else {
+				off += ((__u32)h[1] + 1) * 8;
+			}
+			nh = h[0];
+		}
+		p.proto = nh;
+		if (!frag && (nh == IPPROTO_UDP || nh == IPPROTO_TCP) && off <= 600) {
+			__u8 *l4 = (__u8 *)data + off;
+			if ((void *)(l4 + 4) <= data_end) {
+				p.has_ports = 1;
+				p.sport = ((__u16)l4[0] << 8) | l4[1];
+				p.dport = ((__u16)l4[2] << 8) | l4[3];
+			}
+		}
+	} else {
+		count(ST_PASS_NONIP);
+		return XDP_PASS;
+	}
+
+rules:
+	if (malformed) {
+		count(ST_MALFORMED);
+		p.ipver = 0;
+		p.has_ports = 0;
+	}
+	for (__u32 i = 0; i < LLR_MAX_RULES; i++) {
+		if (i >= cfg->nrules)
+			break;
+		__u32 k = i;
+		struct llr_rule *r = bpf_map_lookup_elem(&llr_rules, &k);
+		if (!r)
+			break;
+		if (rule_match(r, &p, ctx, data, data_end)) {
+			cls = r->klass;
+			count(ST_RULE_HIT);
+			break;
+		}
+	}
+
+redirect:;
+	__u32 c = cls & (LLR_MAX_CLASSES - 1);
+	__u32 key = c;
+	__u32 *ring = bpf_map_lookup_elem(&llr_class_ring, &c);
+	if (ring)
+		key = *ring;
+	count(c);
+	if (cfg->flags & CFG_TIMESTAMP) {
+		if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(__u64)) == 0) {
+			void *d = (void *)(long)ctx->data;
+			__u64 *meta = (void *)(long)ctx->data_meta;
+			if ((void *)(meta + 1) <= d)
+				*meta = bpf_ktime_get_ns();
+		}
+	}
+	long ret = bpf_redirect_map(&llr_xsks, key, XDP_PASS);
+	if (ret != XDP_REDIRECT)
+		count(ST_NO_SOCKET);
+	return ret;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

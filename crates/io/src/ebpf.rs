@@ -1,0 +1,375 @@
+//! Loading, configuring and attaching the XDP classifier (`bpf/classifier.c`).
+//!
+//! One [`Classifier`] per interface: each has its own maps, so XSKMAP keys (= ring ids of the
+//! layout) never collide between interfaces. It attaches through a `bpf_link` where the kernel
+//! offers one, so a router killed with SIGKILL leaves no program behind (the link dies with its
+//! last fd); a stale *netlink*-attached llrouter program found on the interface is replaced.
+//! Dropping the classifier detaches it.
+
+use std::net::IpAddr;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+
+use anyhow::{bail, Context, Result};
+use aya::maps::{Array, HashMap, PerCpuArray, XskMap};
+use aya::programs::{ProgramError, TestRun, TestRunOptions, Xdp, XdpMode};
+use aya::Ebpf;
+
+/// Name of the XDP program in `bpf/classifier.c`; also how a stale one is recognised.
+pub const PROGRAM_NAME: &str = "llr_classify";
+/// Rules the program evaluates at most (`LLR_MAX_RULES`).
+pub const MAX_RULES: usize = 64;
+/// Classes, and XSKMAP keys, at most (`LLR_MAX_CLASSES`).
+pub const MAX_CLASSES: usize = 64;
+/// `llr_config.flags`: write a `bpf_ktime_get_ns()` timestamp into 8 bytes of XDP metadata.
+pub const FLAG_TIMESTAMP: u32 = 1;
+
+/// XDP return codes (`enum xdp_action`).
+pub const XDP_ABORTED: u32 = 0;
+pub const XDP_DROP: u32 = 1;
+pub const XDP_PASS: u32 = 2;
+pub const XDP_TX: u32 = 3;
+pub const XDP_REDIRECT: u32 = 4;
+
+const ST_PASS_NONIP: u32 = MAX_CLASSES as u32;
+const ST_SLOTS: u32 = MAX_CLASSES as u32 + 8;
+
+/// How to attach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttachMode {
+    /// Native (driver) mode, falling back to generic (skb) mode.
+    #[default]
+    Auto,
+    Driver,
+    Skb,
+}
+
+/// The classifier's own counters, summed over CPUs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ClassifierStats {
+    /// Frames steered to each class (index = class id), whether or not a socket took them.
+    pub per_class: Vec<u64>,
+    /// Passed to the kernel: not IPv4/IPv6 (ARP, LLDP, ...).
+    pub pass_non_ip: u64,
+    /// Passed to the kernel: multicast/broadcast MAC, IPv6 multicast or link-local destination.
+    pub pass_multicast: u64,
+    /// Passed to the kernel: addressed to the router itself.
+    pub pass_local: u64,
+    /// Passed to the kernel: TTL / hop limit <= 1 (the kernel sends ICMP time exceeded).
+    pub pass_ttl: u64,
+    /// Malformed L2/L3 headers (steered to the lowest class; user space drops them).
+    pub malformed: u64,
+    /// No socket bound for the class's ring: the frame went to the kernel instead.
+    pub no_socket: u64,
+    /// Frames that matched a rule.
+    pub rule_hits: u64,
+}
+
+/// Outcome of [`Classifier::test_run`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TestOutcome {
+    /// The XDP action returned.
+    pub action: u32,
+    /// The class the frame was steered to (`None`: passed to the kernel before classification).
+    pub class: Option<u32>,
+}
+
+/// The loaded classifier of one interface.
+pub struct Classifier {
+    ebpf: Ebpf,
+    attached: Option<(u32, XdpMode)>,
+}
+
+impl std::fmt::Debug for Classifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Classifier")
+            .field("attached", &self.attached)
+            .finish()
+    }
+}
+
+impl Classifier {
+    /// Loads the program and its maps into the kernel (not attached). Every frame goes to class
+    /// `default_class` until rules are set.
+    pub fn load(default_class: u32) -> Result<Classifier> {
+        let mut ebpf =
+            Ebpf::load(crate::bpf_objects::CLASSIFIER).context("load bpf/classifier.o")?;
+        let prog: &mut Xdp = ebpf
+            .program_mut(PROGRAM_NAME)
+            .context("program llr_classify missing in classifier.o")?
+            .try_into()?;
+        prog.load().context("verifier rejected llr_classify")?;
+        let mut c = Classifier {
+            ebpf,
+            attached: None,
+        };
+        c.set_rules(&[], default_class, 0)?;
+        Ok(c)
+    }
+
+    fn prog(&self) -> &Xdp {
+        self.ebpf
+            .program(PROGRAM_NAME)
+            .expect("loaded")
+            .try_into()
+            .expect("xdp")
+    }
+
+    fn prog_mut(&mut self) -> &mut Xdp {
+        self.ebpf
+            .program_mut(PROGRAM_NAME)
+            .expect("loaded")
+            .try_into()
+            .expect("xdp")
+    }
+
+    /// Installs `rules` (each `llr_core`'s 64-byte `struct llr_rule` image; first match wins),
+    /// the class of unmatched frames and the `FLAG_*` flags.
+    pub fn set_rules(&mut self, rules: &[[u8; 64]], default_class: u32, flags: u32) -> Result<()> {
+        if rules.len() > MAX_RULES {
+            bail!(
+                "rules: {} rules; the classifier holds at most {MAX_RULES}",
+                rules.len()
+            );
+        }
+        if default_class as usize >= MAX_CLASSES {
+            bail!("default class {default_class} >= {MAX_CLASSES}");
+        }
+        let mut cfg: Array<_, [u32; 4]> =
+            Array::try_from(self.ebpf.map_mut("llr_config").context("llr_config")?)?;
+        // Zero the count first so a concurrent frame never sees a half-written rule set.
+        cfg.set(0, [0, default_class, flags, 0], 0)?;
+        let mut map: Array<_, [u8; 64]> =
+            Array::try_from(self.ebpf.map_mut("llr_rules").context("llr_rules")?)?;
+        for (i, r) in rules.iter().enumerate() {
+            map.set(i as u32, r, 0)?;
+        }
+        let mut cfg: Array<_, [u32; 4]> =
+            Array::try_from(self.ebpf.map_mut("llr_config").context("llr_config")?)?;
+        cfg.set(0, [rules.len() as u32, default_class, flags, 0], 0)?;
+        Ok(())
+    }
+
+    /// Maps each class (index) to the XSKMAP key (ring id) it is redirected to.
+    pub fn set_class_rings(&mut self, class_to_ring: &[usize]) -> Result<()> {
+        let mut map: Array<_, u32> = Array::try_from(
+            self.ebpf
+                .map_mut("llr_class_ring")
+                .context("llr_class_ring")?,
+        )?;
+        for (c, r) in class_to_ring.iter().enumerate().take(MAX_CLASSES) {
+            map.set(c as u32, *r as u32, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Addresses of the router itself: frames to them go to the kernel (XDP_PASS).
+    pub fn set_local_addrs(&mut self, addrs: &[IpAddr]) -> Result<()> {
+        for a in addrs {
+            match a {
+                IpAddr::V4(v4) => {
+                    let mut m: HashMap<_, u32, u8> =
+                        HashMap::try_from(self.ebpf.map_mut("llr_local4").context("llr_local4")?)?;
+                    m.insert(u32::from_ne_bytes(v4.octets()), 1, 0)?;
+                }
+                IpAddr::V6(v6) => {
+                    let mut m: HashMap<_, [u8; 16], u8> =
+                        HashMap::try_from(self.ebpf.map_mut("llr_local6").context("llr_local6")?)?;
+                    m.insert(v6.octets(), 1, 0)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Binds the AF_XDP socket `fd` to XSKMAP key `key` (a ring id).
+    pub fn set_socket(&mut self, key: u32, fd: RawFd) -> Result<()> {
+        let mut m = XskMap::try_from(self.ebpf.map_mut("llr_xsks").context("llr_xsks")?)?;
+        m.set(key, fd, 0)
+            .with_context(|| format!("XSKMAP[{key}] = fd {fd}"))?;
+        Ok(())
+    }
+
+    /// Attaches to `ifindex` (of the calling thread's network namespace). A stale llrouter
+    /// program attached through netlink is replaced; anything else attached is an error.
+    pub fn attach(&mut self, ifindex: u32, mode: AttachMode) -> Result<XdpMode> {
+        if let Some((i, _)) = self.attached {
+            bail!("classifier already attached to ifindex {i}");
+        }
+        let ifname = ifname(ifindex)?;
+        let modes: &[XdpMode] = match mode {
+            AttachMode::Auto => &[XdpMode::Driver, XdpMode::Skb],
+            AttachMode::Driver => &[XdpMode::Driver],
+            AttachMode::Skb => &[XdpMode::Skb],
+        };
+        let mut last_err = None;
+        let mut replaced = false;
+        let mut i = 0;
+        while i < modes.len() {
+            let m = modes[i];
+            match self.prog_mut().attach_to_if_index(ifindex, m) {
+                Ok(_) => {
+                    self.attached = Some((ifindex, m));
+                    return Ok(m);
+                }
+                Err(e) if is_busy(&e) && !replaced => {
+                    replaced = true;
+                    detach_stale(&ifname)?;
+                    continue; // retry the same mode
+                }
+                Err(e) => last_err = Some(e),
+            }
+            i += 1;
+        }
+        Err(anyhow::Error::new(last_err.expect("tried a mode")))
+            .with_context(|| format!("attach XDP to {ifname} (ifindex {ifindex}, {mode:?})"))
+    }
+
+    /// Where and how the program is attached.
+    pub fn attached(&self) -> Option<(u32, XdpMode)> {
+        self.attached
+    }
+
+    /// Detaches from the interface (also done on drop).
+    pub fn detach(&mut self) -> Result<()> {
+        if self.attached.take().is_some() {
+            // Unloading the program's data drops its links: bpf_link fds close, netlink
+            // attachments are removed by aya.
+            let prog = self.prog_mut();
+            prog.unload()?;
+        }
+        Ok(())
+    }
+
+    /// The classifier's counters, summed over CPUs.
+    pub fn stats(&self) -> Result<ClassifierStats> {
+        let m: PerCpuArray<_, u64> =
+            PerCpuArray::try_from(self.ebpf.map("llr_stats").context("llr_stats")?)?;
+        let mut v = vec![0u64; ST_SLOTS as usize];
+        for (i, slot) in v.iter_mut().enumerate() {
+            *slot = m.get(&(i as u32), 0)?.iter().sum();
+        }
+        let s = |k: u32| v[(ST_PASS_NONIP + k) as usize];
+        Ok(ClassifierStats {
+            per_class: v[..MAX_CLASSES].to_vec(),
+            pass_non_ip: s(0),
+            pass_multicast: s(1),
+            pass_local: s(2),
+            pass_ttl: s(3),
+            malformed: s(4),
+            no_socket: s(5),
+            rule_hits: s(6),
+        })
+    }
+
+    /// Runs the program once over `frame` with `BPF_PROG_TEST_RUN` (nothing is attached or
+    /// sent). `ingress_ifindex`: the `ctx->ingress_ifindex` to present (must exist in the calling
+    /// thread's namespace; `None`: the kernel's default). The class is read from the per-class
+    /// counters, so do not run this on a classifier that sees live traffic.
+    pub fn test_run(&self, frame: &[u8], ingress_ifindex: Option<u32>) -> Result<TestOutcome> {
+        let before = self.stats()?;
+        let mut out = vec![0u8; frame.len() + 256];
+        let ctx: Vec<u8> = ingress_ifindex
+            .map(|i| {
+                let md: [u32; 6] = [0, frame.len() as u32, 0, i, 0, 0];
+                md.iter().flat_map(|w| w.to_ne_bytes()).collect()
+            })
+            .unwrap_or_default();
+        let opts = TestRunOptions {
+            data_in: Some(frame),
+            data_out: Some(&mut out),
+            ctx_in: ingress_ifindex.map(|_| &ctx[..]),
+            repeat: 1,
+            ..Default::default()
+        };
+        let r = self.prog().test_run(opts).context("BPF_PROG_TEST_RUN")?;
+        let after = self.stats()?;
+        let class = (0..MAX_CLASSES)
+            .find(|&c| after.per_class[c] > before.per_class[c])
+            .map(|c| c as u32);
+        Ok(TestOutcome {
+            action: r.return_value,
+            class,
+        })
+    }
+
+    /// The program's fd (e.g. for `bpftool`-style inspection).
+    pub fn prog_fd(&self) -> Result<RawFd> {
+        Ok(self.prog().fd()?.as_fd().as_raw_fd())
+    }
+}
+
+impl Drop for Classifier {
+    fn drop(&mut self) {
+        if let Err(e) = self.detach() {
+            tracing::warn!("detach XDP: {e:#}");
+        }
+    }
+}
+
+fn is_busy(e: &ProgramError) -> bool {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = src {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            if io.raw_os_error() == Some(libc::EBUSY) || io.raw_os_error() == Some(libc::EEXIST) {
+                return true;
+            }
+        }
+        src = s.source();
+    }
+    false
+}
+
+/// Removes a netlink-attached llrouter program left by a crashed run from `ifname`.
+fn detach_stale(ifname: &str) -> Result<()> {
+    let out = std::process::Command::new("ip")
+        .args(["-d", "link", "show", "dev", ifname])
+        .output()
+        .context("run ip -d link show")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !text.contains(&format!("name {PROGRAM_NAME}")) {
+        bail!("{ifname} already has an XDP program that is not llrouter's:\n{text}");
+    }
+    tracing::warn!("{ifname}: replacing a stale llrouter XDP program");
+    let mut ok = false;
+    for flavour in ["xdp", "xdpgeneric", "xdpdrv"] {
+        let st = std::process::Command::new("ip")
+            .args(["link", "set", "dev", ifname, flavour, "off"])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .context("run ip link set xdp off")?;
+        ok |= st.success();
+    }
+    if !ok {
+        bail!("{ifname}: an llrouter XDP program is attached through a live bpf_link (another llrouter running?)");
+    }
+    Ok(())
+}
+
+/// The name of `ifindex` in the calling thread's namespace.
+pub fn ifname(ifindex: u32) -> Result<String> {
+    let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
+    // SAFETY: buf has IF_NAMESIZE bytes as if_indextoname requires; it NUL-terminates on success.
+    let p = unsafe { libc::if_indextoname(ifindex, buf.as_mut_ptr()) };
+    if p.is_null() {
+        bail!(
+            "no interface with ifindex {ifindex}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    // SAFETY: on success buf holds a NUL-terminated string.
+    Ok(unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned())
+}
+
+/// The index of `name` in the calling thread's namespace.
+pub fn ifindex(name: &str) -> Result<u32> {
+    let c = std::ffi::CString::new(name).context("interface name contains NUL")?;
+    // SAFETY: c is a valid NUL-terminated string for the duration of the call.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        bail!("no interface named `{name}`");
+    }
+    Ok(i)
+}
