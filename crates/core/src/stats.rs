@@ -248,6 +248,11 @@ impl FlowTable {
         self.flows.get(&flow)
     }
 
+    /// All flows (in no particular order).
+    pub fn iter(&self) -> impl Iterator<Item = (u16, &SeqTracker)> {
+        self.flows.iter().map(|(&f, t)| (f, t))
+    }
+
     /// Sum of all flows' counters.
     pub fn total(&self) -> SeqStats {
         let mut t = SeqStats::default();

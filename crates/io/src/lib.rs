@@ -11,3 +11,5 @@ pub mod bpf_objects {
 }
 pub mod ebpf;
 pub mod netns;
+pub mod gen;
+pub mod sink;

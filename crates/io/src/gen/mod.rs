@@ -1,0 +1,510 @@
+//! Traffic generator: UDP probes (IPv4 or IPv6) carrying an [`llr_core::probe`] header, at a
+//! chosen frame size, rate (constant or Poisson gaps), RT share and number of flows, bounded in
+//! packets and time.
+//!
+//! Classes: flow `f` is real-time (class 0) for `f < rt_flows`, best-effort (class 1) otherwise.
+//! Each packet picks its class with probability `rt_share`, then a flow of that class uniformly.
+//! RT packets carry DSCP EF (46) when `rt_dscp` and go to `rt_port` when set.
+//!
+//! Frame size counts the Ethernet frame without FCS (what veth and AF_XDP see): IPv4 64..=1518
+//! (UDP payload = size − 42), IPv6 84..=1518 (payload = size − 62); the probe needs 22 bytes.
+//!
+//! Backends: [`udp`] (sendmmsg, one socket per flow, works anywhere).
+
+pub mod udp;
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+
+/// DSCP Expedited Forwarding.
+pub const DSCP_EF: u8 = 46;
+/// Class id of real-time packets.
+pub const CLASS_RT: u8 = 0;
+/// Class id of best-effort packets.
+pub const CLASS_BE: u8 = 1;
+
+/// `CLOCK_MONOTONIC` in ns (the clock of the probe timestamps and of `bpf_ktime_get_ns()`).
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Pins the calling thread to one CPU.
+pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET indexes within it (checked below); pid 0 = caller.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Inter-arrival process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Gaps {
+    Constant,
+    Poisson,
+}
+
+/// What to send.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GenConfig {
+    pub dst: IpAddr,
+    pub dst_port: u16,
+    /// Destination port of RT packets (default: `dst_port`).
+    pub rt_port: Option<u16>,
+    /// Mark RT packets with DSCP EF.
+    pub rt_dscp: bool,
+    /// Frame size in bytes, without FCS.
+    pub frame_size: usize,
+    /// Offered rate in packets/s; 0 = as fast as possible.
+    pub rate_pps: f64,
+    pub gaps: Gaps,
+    /// Probability that a packet is RT, 0..=1.
+    pub rt_share: f64,
+    pub flows: u16,
+    /// Stop after this many packets (None: unbounded by count).
+    pub packets: Option<u64>,
+    /// Stop after this long (None: unbounded by time). One of the two is required.
+    pub duration: Option<Duration>,
+    pub seed: u64,
+    /// Packets per send call at most.
+    pub batch: usize,
+}
+
+impl Default for GenConfig {
+    fn default() -> Self {
+        GenConfig {
+            dst: IpAddr::from([127, 0, 0, 1]),
+            dst_port: 9000,
+            rt_port: None,
+            rt_dscp: true,
+            frame_size: 64,
+            rate_pps: 10_000.0,
+            gaps: Gaps::Constant,
+            rt_share: 0.3,
+            flows: 8,
+            packets: Some(10_000),
+            duration: None,
+            seed: 1,
+            batch: 32,
+        }
+    }
+}
+
+impl GenConfig {
+    /// Header bytes below the UDP payload (Ethernet + IP + UDP).
+    pub fn header_len(&self) -> usize {
+        14 + if self.dst.is_ipv4() { 20 } else { 40 } + 8
+    }
+
+    /// UDP payload length for the frame size.
+    pub fn payload_len(&self) -> usize {
+        self.frame_size.saturating_sub(self.header_len())
+    }
+
+    /// Number of RT flows.
+    pub fn rt_flows(&self) -> u16 {
+        let f = self.flows as f64;
+        let n = (f * self.rt_share).round() as u16;
+        let lo = u16::from(self.rt_share > 0.0);
+        let hi = if self.rt_share < 1.0 {
+            self.flows - 1
+        } else {
+            self.flows
+        };
+        n.clamp(lo, hi)
+    }
+
+    /// Class of a flow.
+    pub fn class_of(&self, flow: u16) -> u8 {
+        if flow < self.rt_flows() {
+            CLASS_RT
+        } else {
+            CLASS_BE
+        }
+    }
+
+    /// Checks every field; errors name the CLI flag.
+    pub fn validate(&self) -> Result<()> {
+        let min = self.header_len() + llr_core::probe::LEN;
+        if self.frame_size < min || self.frame_size > 1518 {
+            bail!(
+                "--size {}: must be {min}..=1518 for {} (frame without FCS, probe needs {} bytes)",
+                self.frame_size,
+                if self.dst.is_ipv4() { "IPv4" } else { "IPv6" },
+                llr_core::probe::LEN
+            );
+        }
+        if !(self.rate_pps >= 0.0 && self.rate_pps.is_finite()) {
+            bail!("--rate {}: must be a finite number ≥ 0", self.rate_pps);
+        }
+        if !(0.0..=1.0).contains(&self.rt_share) {
+            bail!("--rt-share {}: must be within 0..=1", self.rt_share);
+        }
+        if self.flows == 0 || (self.rt_share > 0.0 && self.rt_share < 1.0 && self.flows < 2) {
+            bail!(
+                "--flows {}: need ≥ 1, and ≥ 2 when both classes are sent",
+                self.flows
+            );
+        }
+        if self.packets.is_none() && self.duration.is_none() {
+            bail!("--packets or --duration: at least one bound is required");
+        }
+        if self.packets == Some(0) {
+            bail!("--packets 0: must be ≥ 1");
+        }
+        if self.batch == 0 || self.batch > 1024 {
+            bail!("--batch {}: must be 1..=1024", self.batch);
+        }
+        if self.dst_port == 0 || self.rt_port == Some(0) {
+            bail!("--port/--rt-port: must be 1..=65535");
+        }
+        Ok(())
+    }
+}
+
+/// What was sent.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct GenReport {
+    pub backend: String,
+    pub sent: u64,
+    pub sent_rt: u64,
+    pub sent_be: u64,
+    /// Packets the local stack refused (send error); not numbered, not counted as sent.
+    pub send_errors: u64,
+    pub duration_s: f64,
+    pub achieved_pps: f64,
+    pub offered_pps: f64,
+    pub frame_size: usize,
+    /// Packets sent per flow (index = flow id): the sink's `unique` per flow can be compared.
+    pub per_flow: Vec<u64>,
+}
+
+/// Small, fast, seeded PRNG (splitmix64): reproducible traffic without a dependency.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in (0, 1].
+    pub fn unit(&mut self) -> f64 {
+        ((self.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
+    }
+    /// Uniform in 0..n.
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+/// Decides when the next packet is due and which flow it belongs to.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    rng: Rng,
+    gaps: Gaps,
+    mean_gap_ns: f64,
+    rt_share: f64,
+    rt_flows: u16,
+    flows: u16,
+    /// Due time of the next packet, ns (fractional part kept for exact constant rates).
+    next_due: f64,
+}
+
+impl Schedule {
+    pub fn new(cfg: &GenConfig, start_ns: u64) -> Self {
+        Schedule {
+            rng: Rng::new(cfg.seed),
+            gaps: cfg.gaps,
+            mean_gap_ns: if cfg.rate_pps > 0.0 {
+                1e9 / cfg.rate_pps
+            } else {
+                0.0
+            },
+            rt_share: cfg.rt_share,
+            rt_flows: cfg.rt_flows(),
+            flows: cfg.flows,
+            next_due: start_ns as f64,
+        }
+    }
+
+    /// Due time of the next packet.
+    pub fn next_due(&self) -> u64 {
+        self.next_due as u64
+    }
+
+    /// Takes the next packet: returns its flow and advances the due time.
+    pub fn take(&mut self) -> u16 {
+        let gap = match self.gaps {
+            Gaps::Constant => self.mean_gap_ns,
+            Gaps::Poisson => -self.rng.unit().ln() * self.mean_gap_ns,
+        };
+        self.next_due += gap;
+        let rt = self.rng.unit() <= self.rt_share && self.rt_flows > 0;
+        if rt || self.rt_flows == self.flows {
+            self.rng.below(self.rt_flows as u64) as u16
+        } else {
+            self.rt_flows + self.rng.below((self.flows - self.rt_flows) as u64) as u16
+        }
+    }
+}
+
+/// Sends per-flow batches; implemented by each backend.
+pub trait Sender {
+    /// Sends `count` packets of `flow` numbered `first_seq..`, stamping the probe with the current
+    /// time; returns how many were sent (a prefix).
+    fn send(&mut self, flow: u16, first_seq: u64, count: usize) -> Result<usize>;
+    /// Backend name for reports.
+    fn name(&self) -> &'static str;
+}
+
+/// The pacing loop shared by all backends: runs until the packet or time bound or `stop`.
+pub fn drive(cfg: &GenConfig, tx: &mut dyn Sender, stop: &AtomicBool) -> Result<GenReport> {
+    cfg.validate()?;
+    let start = mono_ns();
+    let end = cfg
+        .duration
+        .map(|d| start + d.as_nanos() as u64)
+        .unwrap_or(u64::MAX);
+    let limit = cfg.packets.unwrap_or(u64::MAX);
+    let mut sched = Schedule::new(cfg, start);
+    let mut seq = vec![0u64; cfg.flows as usize];
+    let mut rep = GenReport {
+        backend: tx.name().to_owned(),
+        offered_pps: cfg.rate_pps,
+        frame_size: cfg.frame_size,
+        ..Default::default()
+    };
+    let mut pending: Vec<u16> = Vec::with_capacity(cfg.batch);
+    let mut counts = vec![0usize; cfg.flows as usize];
+    let mut attempted = 0u64;
+    loop {
+        let now = mono_ns();
+        if now >= end || attempted >= limit || stop.load(Ordering::Relaxed) {
+            break;
+        }
+        pending.clear();
+        while pending.len() < cfg.batch
+            && attempted + (pending.len() as u64) < limit
+            && sched.next_due() <= now
+        {
+            pending.push(sched.take());
+        }
+        if pending.is_empty() {
+            let wait = sched.next_due().saturating_sub(now);
+            if wait > 200_000 {
+                // Sleep most of a long gap, spin the rest (wake-ups cost ~20 µs here).
+                std::thread::sleep(Duration::from_nanos((wait - 100_000).min(50_000_000)));
+            } else {
+                std::hint::spin_loop();
+            }
+            continue;
+        }
+        attempted += pending.len() as u64;
+        // Group by flow, keeping per-flow order (one send call per flow).
+        for &f in &pending {
+            counts[f as usize] += 1;
+        }
+        for &f in &pending {
+            let n = std::mem::take(&mut counts[f as usize]);
+            if n == 0 {
+                continue;
+            }
+            let sent = tx.send(f, seq[f as usize], n)?;
+            seq[f as usize] += sent as u64;
+            rep.sent += sent as u64;
+            rep.send_errors += (n - sent) as u64;
+            if cfg.class_of(f) == CLASS_RT {
+                rep.sent_rt += sent as u64;
+            } else {
+                rep.sent_be += sent as u64;
+            }
+        }
+    }
+    rep.duration_s = (mono_ns() - start) as f64 / 1e9;
+    rep.achieved_pps = rep.sent as f64 / rep.duration_s.max(1e-9);
+    rep.per_flow = seq;
+    Ok(rep)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rt_flow_split() {
+        let mut c = GenConfig {
+            flows: 10,
+            rt_share: 0.3,
+            ..Default::default()
+        };
+        assert_eq!(c.rt_flows(), 3);
+        c.rt_share = 0.01;
+        assert_eq!(c.rt_flows(), 1);
+        c.rt_share = 0.99;
+        assert_eq!(c.rt_flows(), 9);
+        c.rt_share = 0.0;
+        assert_eq!(c.rt_flows(), 0);
+        c.rt_share = 1.0;
+        assert_eq!(c.rt_flows(), 10);
+    }
+
+    #[test]
+    fn schedule_rates_and_shares() {
+        for gaps in [Gaps::Constant, Gaps::Poisson] {
+            let c = GenConfig {
+                rate_pps: 1e6,
+                gaps,
+                flows: 10,
+                rt_share: 0.3,
+                ..Default::default()
+            };
+            let mut s = Schedule::new(&c, 0);
+            let n = 100_000;
+            let mut rt = 0;
+            for _ in 0..n {
+                if c.class_of(s.take()) == CLASS_RT {
+                    rt += 1;
+                }
+            }
+            // 100k packets at 1 Mpps: 100 ms of schedule.
+            let t = s.next_due() as f64;
+            assert!((t - 1e8).abs() < 2e6, "{gaps:?}: {t}");
+            let share = rt as f64 / n as f64;
+            assert!((share - 0.3).abs() < 0.01, "{share}");
+        }
+    }
+
+    #[test]
+    fn validation_names_flags() {
+        let bad = |c: GenConfig, flag: &str| {
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains(flag), "{e}");
+        };
+        let d = GenConfig::default();
+        bad(
+            GenConfig {
+                frame_size: 63,
+                ..d.clone()
+            },
+            "--size",
+        );
+        bad(
+            GenConfig {
+                dst: "::1".parse().unwrap(),
+                frame_size: 64,
+                ..d.clone()
+            },
+            "--size",
+        );
+        bad(
+            GenConfig {
+                rt_share: 1.5,
+                ..d.clone()
+            },
+            "--rt-share",
+        );
+        bad(
+            GenConfig {
+                packets: None,
+                duration: None,
+                ..d.clone()
+            },
+            "--packets",
+        );
+        bad(GenConfig { flows: 1, ..d }, "--flows");
+        assert!(GenConfig::default().validate().is_ok());
+    }
+}
+
+#[cfg(test)]
+mod e2e {
+    use super::*;
+    use crate::netns::{addr, Topology};
+    use crate::sink::{Sink, SinkConfig};
+
+    /// UDP generator → kernel-forwarding router namespace → sink, IPv4 and IPv6, light load:
+    /// every packet arrives, in order, with the right class split.
+    #[test]
+    fn udp_gen_through_topology_to_sink() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let topo = Topology::new("llrge").unwrap();
+        for dst in [addr::SINK_V4, addr::SINK_V6] {
+            let mut sink = topo
+                .sink
+                .run(|| {
+                    Sink::bind(SinkConfig {
+                        ports: vec![9000, 9001],
+                        packets: Some(2000),
+                        duration: Some(Duration::from_secs(10)),
+                        idle: Some(Duration::from_secs(3)),
+                        ..Default::default()
+                    })
+                })
+                .unwrap()
+                .unwrap();
+            let stop = AtomicBool::new(false);
+            let cfg = GenConfig {
+                dst: dst.parse().unwrap(),
+                rt_port: Some(9001),
+                frame_size: if dst.contains(':') { 84 } else { 64 },
+                rate_pps: 20_000.0,
+                packets: Some(2000),
+                duration: Some(Duration::from_secs(5)),
+                ..Default::default()
+            };
+            let (g, st) = std::thread::scope(|s| {
+                let h = s.spawn(|| sink.run(&stop).unwrap());
+                let g = topo
+                    .gen
+                    .run(|| {
+                        let mut tx = udp::UdpSender::new(&cfg).unwrap();
+                        drive(&cfg, &mut tx, &AtomicBool::new(false)).unwrap()
+                    })
+                    .unwrap();
+                (g, h.join().unwrap())
+            });
+            assert_eq!(g.sent, 2000);
+            assert_eq!(g.sent_rt + g.sent_be, 2000);
+            let r = st.report();
+            assert_eq!(r.received, 2000, "{r:?}");
+            assert_eq!(r.invalid, 0);
+            let rt = r.classes.iter().find(|c| c.class == CLASS_RT).unwrap();
+            assert_eq!(rt.seq.received, g.sent_rt);
+            assert_eq!(rt.seq.lost + rt.seq.duplicates, 0);
+            let share = g.sent_rt as f64 / 2000.0;
+            assert!((share - 0.3).abs() < 0.06, "{share}");
+            for (f, s) in &r.flows {
+                assert_eq!(s.unique, g.per_flow[*f as usize]);
+            }
+        }
+    }
+}
