@@ -9,4 +9,5 @@
 //!
 //! Nothing here knows the datapath: the router hands in snapshots and implements a trait.
 
+pub mod metrics;
 pub mod tune;
