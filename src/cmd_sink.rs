@@ -1,0 +1,115 @@
+//! `llrouter sink`: receive probe traffic, report one-way latency, loss and reordering per class.
+
+use clap::Args;
+use llr_io::gen::pin_to_cpu;
+use llr_io::netns::Netns;
+use llr_io::sink::{Sink, SinkConfig, SinkReport};
+
+use crate::cli_util::{table, us, usage};
+use crate::cmd_gen::{secs, stop_on_signal, to_usage};
+
+/// Receive probe traffic and measure latency, loss and reordering per class.
+#[derive(Debug, Args)]
+pub struct SinkArgs {
+    /// UDP ports to listen on (comma-separated; dual-stack, IPv4 and IPv6).
+    #[arg(long, value_delimiter = ',', default_value = "9000")]
+    pub port: Vec<u16>,
+    /// Stop after this many packets.
+    #[arg(long)]
+    pub packets: Option<u64>,
+    /// Stop after this many seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Stop when nothing arrived for this many seconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub idle: f64,
+    /// Spin instead of sleeping in poll() (lower latency, burns a core).
+    #[arg(long)]
+    pub busy: bool,
+    /// Packets per recvmmsg call at most.
+    #[arg(long, default_value_t = 64)]
+    pub batch: usize,
+    /// Run inside this network namespace.
+    #[arg(long)]
+    pub netns: Option<String>,
+    /// Pin the receiving thread to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Prints a sink report as a table.
+pub fn print_report(r: &SinkReport) {
+    let rows: Vec<Vec<String>> = r
+        .classes
+        .iter()
+        .map(|c| {
+            let l = &c.latency;
+            vec![
+                c.class.to_string(),
+                c.flows.to_string(),
+                c.seq.received.to_string(),
+                c.seq.lost.to_string(),
+                c.seq.reordered.to_string(),
+                c.seq.duplicates.to_string(),
+                format!("{:.0}", c.pps),
+                us(l.mean),
+                us(l.p50 as f64),
+                us(l.p90 as f64),
+                us(l.p99 as f64),
+                us(l.p999 as f64),
+                us(l.max as f64),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table(
+            &[
+                "class", "flows", "recv", "lost", "reord", "dup", "pps", "mean_us", "p50_us",
+                "p90_us", "p99_us", "p999_us", "max_us"
+            ],
+            &rows
+        )
+    );
+    println!(
+        "total {} packets in {:.3} s ({:.0} pps), {} invalid",
+        r.received, r.duration_s, r.pps, r.invalid
+    );
+}
+
+/// `llrouter sink`.
+pub fn run(args: SinkArgs) -> anyhow::Result<()> {
+    let cfg = SinkConfig {
+        ports: args.port.clone(),
+        busy: args.busy,
+        packets: args.packets,
+        duration: secs("duration", Some(args.duration))?,
+        idle: secs("idle", Some(args.idle))?,
+        batch: args.batch,
+    };
+    cfg.validate().map_err(to_usage)?;
+    let stop = stop_on_signal();
+    let cpu = args.cpu;
+    let work = move || -> anyhow::Result<SinkReport> {
+        if let Some(c) = cpu {
+            pin_to_cpu(c).map_err(|e| usage("cpu", format!("{c}: {e}")))?;
+        }
+        let mut sink = Sink::bind(cfg)?;
+        Ok(sink.run(&stop)?.report())
+    };
+    let rep = match &args.netns {
+        Some(n) => Netns::open(n)
+            .map_err(|e| usage("netns", e.to_string()))?
+            .run(work)??,
+        None => work()?,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rep)?);
+    } else {
+        print_report(&rep);
+    }
+    Ok(())
+}
