@@ -2,6 +2,7 @@
 //!
 //! - [`bpf_objects`]: the compiled `bpf/*.c` programs;
 //! - [`ebpf`]: load, configure and attach the XDP classifier;
+//! - [`xsk`]: AF_XDP sockets on one shared UMEM, as the poll engine's rings;
 //! - [`netns`]: network-namespace fixtures for tests and the testbed.
 
 pub mod bpf_objects {
@@ -11,5 +12,6 @@ pub mod bpf_objects {
 }
 pub mod ebpf;
 pub mod netns;
+pub mod xsk;
 pub mod gen;
 pub mod sink;

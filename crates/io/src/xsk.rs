@@ -1,0 +1,618 @@
+//! AF_XDP sockets: one UMEM per worker, shared by every interface queue ("port") the worker
+//! serves and by one socket per ring of the layout on each port (`XDP_SHARED_UMEM`).
+//!
+//! Why one UMEM across interfaces: a frame received on the ingress port is transmitted from the
+//! same UMEM chunk on the egress port's Tx ring, with no copy (copy mode on veth still copies in
+//! the kernel, but user space never does). The price is one fill/completion pair per
+//! (ifindex, queue), which the kernel supports for shared UMEMs, and a single owner of the free
+//! chunk list: the worker thread. Each port's first socket owns its fill + completion rings;
+//! later sockets of the port bind with `XDP_SHARED_UMEM` only (NOTES: `XDP_COPY` or
+//! `XDP_USE_NEED_WAKEUP` there is EINVAL).
+//!
+//! [`Device`] implements [`RingView`]: the backlog of ring *r* is the number of rx descriptors
+//! waiting in ring *r*'s sockets on all ports, so the poll engine of `llr-core` schedules the
+//! real rings exactly as it schedules the simulator's FIFOs.
+
+use std::collections::VecDeque;
+use std::num::NonZeroU32;
+use std::ptr::NonNull;
+
+use anyhow::{bail, Result};
+use llr_core::sched::{RingId, RingView};
+use xdpilone::xdp::XdpDesc;
+use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, Umem, UmemConfig, User};
+
+use crate::ebpf::{AttachMode, Classifier};
+
+/// How the worker waits for packets when its poll engine is idle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WakeMode {
+    /// NAPI: block in poll() on the rx fds when every ring is empty (the "interrupt").
+    #[default]
+    Interrupt,
+    /// Never sleep; `SO_PREFER_BUSY_POLL`/`SO_BUSY_POLL` set where the kernel accepts them.
+    Busy,
+    /// Spin `spin_us` before blocking.
+    Adaptive,
+}
+
+/// Socket and UMEM sizes.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct XskOptions {
+    /// UMEM chunk size (power of two, 2048 or 4096).
+    pub frame_size: u32,
+    /// Rx ring entries per socket (= per class ring per port).
+    pub rx_size: u32,
+    /// Tx ring entries per port.
+    pub tx_size: u32,
+    /// Fill and completion ring entries per port.
+    pub fill_size: u32,
+    /// Egress queue (software, per port and ring) used when the Tx ring is full.
+    pub egress_queue: u32,
+    /// `SO_BUSY_POLL_BUDGET` in busy mode.
+    pub busy_poll_budget: u32,
+}
+
+impl Default for XskOptions {
+    fn default() -> Self {
+        XskOptions {
+            frame_size: 2048,
+            rx_size: 512,
+            tx_size: 1024,
+            fill_size: 2048,
+            egress_queue: 1024,
+            busy_poll_budget: 64,
+        }
+    }
+}
+
+impl XskOptions {
+    /// Checks the sizes; errors name the field.
+    pub fn validate(&self) -> Result<()> {
+        for (name, v) in [
+            ("rx-size", self.rx_size),
+            ("tx-size", self.tx_size),
+            ("fill-size", self.fill_size),
+        ] {
+            if !v.is_power_of_two() || !(64..=32768).contains(&v) {
+                bail!("{name}: {v} must be a power of two between 64 and 32768");
+            }
+        }
+        if self.frame_size != 2048 && self.frame_size != 4096 {
+            bail!("frame-size: {} must be 2048 or 4096", self.frame_size);
+        }
+        if self.egress_queue == 0 {
+            bail!("egress-queue: must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// What the caller of [`Device::recv`] decided for one frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Transmit the first `len` bytes of the (rewritten) frame on interface `ifindex`.
+    Tx { ifindex: u32, len: usize },
+    /// Give the chunk back (dropped, counted by the caller).
+    Drop,
+}
+
+/// Per-port counters.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct PortStats {
+    pub ifindex: u32,
+    pub rx: u64,
+    pub tx: u64,
+    /// Frames dropped because the egress software queue of their ring was full.
+    pub egress_drops: u64,
+    /// Tx to an interface this device does not serve.
+    pub no_port: u64,
+    /// Fill-ring wake-ups (need_wakeup set).
+    pub fill_wakeups: u64,
+    /// Kernel counters of the port's sockets, summed: rx dropped, rx ring full, fill ring empty.
+    pub kernel_rx_dropped: u64,
+    pub kernel_rx_ring_full: u64,
+    pub kernel_fill_empty: u64,
+    pub kernel_tx_invalid: u64,
+}
+
+/// An anonymous private mapping, unmapped on drop.
+struct Mmap {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+impl Mmap {
+    fn new(len: usize) -> Result<Mmap> {
+        // SAFETY: an anonymous mapping with no address hint has no preconditions; the result is
+        // checked against MAP_FAILED.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            bail!(
+                "mmap {len} bytes for the UMEM: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(Mmap {
+            ptr: NonNull::new(p.cast()).expect("mmap returned non-null"),
+            len,
+        })
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len are exactly what mmap returned; the UMEM that registered this area is
+        // dropped before (field order of `Device`), so the kernel no longer references it.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+struct Port {
+    ifindex: u32,
+    dq: DeviceQueue,
+    /// Rx ring of each layout ring (index = ring id).
+    rx: Vec<RingRx>,
+    tx: RingTx,
+    fds: Vec<i32>,
+    users: Vec<User>,
+    /// Frames waiting for the Tx ring, per ring id (index 0 = highest priority).
+    egress: Vec<VecDeque<XdpDesc>>,
+    /// Tx descriptors submitted and not yet completed.
+    in_flight: u32,
+    stats: PortStats,
+    // Declared last: detached after the sockets above are closed? No: the XSKMAP holds socket
+    // references; detaching first stops new redirects. Dropped explicitly in `Device::drop`.
+    classifier: Option<Classifier>,
+}
+
+/// The AF_XDP side of one worker: its ports (interface queues) sharing one UMEM.
+pub struct Device {
+    // Field order matters for drop: ports (sockets, rings) before the UMEM before its memory.
+    ports: Vec<Port>,
+    umem: Umem,
+    area: Mmap,
+    free: Vec<u64>,
+    frame_size: u32,
+    nrings: usize,
+    opts: XskOptions,
+    cursor: usize,
+    /// Times the worker blocked in poll() and was woken by packets.
+    pub sleeps: u64,
+    pub wakeups: u64,
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Device")
+            .field(
+                "ports",
+                &self.ports.iter().map(|p| p.ifindex).collect::<Vec<_>>(),
+            )
+            .field("nrings", &self.nrings)
+            .finish()
+    }
+}
+
+/// One interface queue to open: its index and its (loaded, configured, not yet attached)
+/// classifier.
+pub struct PortSpec {
+    pub ifindex: u32,
+    pub classifier: Classifier,
+}
+
+fn setsockopt_u32(fd: i32, opt: i32, v: u32) -> bool {
+    let v = v as libc::c_int;
+    // SAFETY: passes a pointer to a live c_int with its exact size; the kernel only reads it.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            opt,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
+impl Device {
+    /// Opens `nrings` sockets on queue `queue` of every port, all on one UMEM, registers them in
+    /// each port's classifier (XSKMAP key = ring id) and attaches the classifiers.
+    pub fn open(
+        ports: Vec<PortSpec>,
+        queue: u32,
+        nrings: usize,
+        opts: &XskOptions,
+        wake: WakeMode,
+        attach: AttachMode,
+    ) -> Result<Device> {
+        opts.validate()?;
+        if ports.is_empty() || nrings == 0 {
+            bail!("a device needs at least one port and one ring");
+        }
+        // Enough chunks that a full set of rings never starves the fill rings: the early drop
+        // then happens at a full class ring (paper 004), not at an empty fill ring.
+        let per_port = opts.fill_size as usize
+            + nrings * opts.rx_size as usize
+            + opts.tx_size as usize
+            + nrings * opts.egress_queue as usize;
+        let frames = (per_port * ports.len()).next_power_of_two();
+        let area = Mmap::new(frames * opts.frame_size as usize)?;
+        let ucfg = UmemConfig {
+            fill_size: opts.fill_size,
+            complete_size: opts.fill_size,
+            frame_size: opts.frame_size,
+            headroom: 0,
+            flags: 0,
+        };
+        // SAFETY: `area` is a fresh mapping of frames*frame_size bytes that outlives the UMEM
+        // (it is dropped after it: field order of `Device`), and nothing else aliases it.
+        let umem = unsafe { Umem::new(ucfg, NonNull::slice_from_raw_parts(area.ptr, area.len)) }
+            .map_err(|e| anyhow::anyhow!("register UMEM: errno {}", e.get_raw()))?;
+
+        let mut out = Vec::new();
+        for (pi, spec) in ports.into_iter().enumerate() {
+            let mut info = IfInfo::invalid();
+            info.from_ifindex(spec.ifindex)
+                .map_err(|e| anyhow::anyhow!("ifindex {}: errno {}", spec.ifindex, e.get_raw()))?;
+            info.set_queue(queue);
+            let first = if pi == 0 {
+                Socket::with_shared(&info, &umem)
+            } else {
+                Socket::new(&info)
+            }
+            .map_err(|e| anyhow::anyhow!("AF_XDP socket: errno {}", e.get_raw()))?;
+            let dq = umem
+                .fq_cq(&first)
+                .map_err(|e| anyhow::anyhow!("fill/completion rings: errno {}", e.get_raw()))?;
+            let mut users = Vec::new();
+            let mut rx = Vec::new();
+            let mut fds = Vec::new();
+            let mut tx = None;
+            for r in 0..nrings {
+                let other;
+                let sock: &Socket = if r == 0 {
+                    &first
+                } else {
+                    other = Socket::new(&info)
+                        .map_err(|e| anyhow::anyhow!("AF_XDP socket: errno {}", e.get_raw()))?;
+                    &other
+                };
+                let cfg = SocketConfig {
+                    rx_size: NonZeroU32::new(opts.rx_size),
+                    tx_size: if r == 0 {
+                        NonZeroU32::new(opts.tx_size)
+                    } else {
+                        None
+                    },
+                    // Only the UMEM owner may ask for need_wakeup; the others inherit it.
+                    bind_flags: if pi == 0 && r == 0 {
+                        SocketConfig::XDP_BIND_NEED_WAKEUP
+                    } else {
+                        0
+                    },
+                };
+                let user = umem
+                    .rx_tx(sock, &cfg)
+                    .map_err(|e| anyhow::anyhow!("rx/tx rings: errno {}", e.get_raw()))?;
+                let ring = user
+                    .map_rx()
+                    .map_err(|e| anyhow::anyhow!("map rx: errno {}", e.get_raw()))?;
+                if r == 0 {
+                    tx = Some(
+                        user.map_tx()
+                            .map_err(|e| anyhow::anyhow!("map tx: errno {}", e.get_raw()))?,
+                    );
+                    umem.bind(&user)
+                } else {
+                    dq.bind(&user)
+                }
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "bind AF_XDP socket (ifindex {}, queue {queue}, ring {r}): {}",
+                        spec.ifindex,
+                        std::io::Error::from_raw_os_error(e.get_raw().abs())
+                    )
+                })?;
+                let fd = ring.as_raw_fd();
+                if wake == WakeMode::Busy {
+                    // Accepted only where the kernel supports busy polling for the socket; a
+                    // refusal is harmless (we spin anyway).
+                    setsockopt_u32(fd, 69 /* SO_PREFER_BUSY_POLL */, 1);
+                    setsockopt_u32(fd, libc::SO_BUSY_POLL, 20);
+                    setsockopt_u32(fd, 70 /* SO_BUSY_POLL_BUDGET */, opts.busy_poll_budget);
+                }
+                fds.push(fd);
+                rx.push(ring);
+                users.push(user);
+            }
+            out.push(Port {
+                ifindex: spec.ifindex,
+                dq,
+                rx,
+                tx: tx.expect("ring 0 has tx"),
+                fds,
+                users,
+                egress: (0..nrings).map(|_| VecDeque::new()).collect(),
+                in_flight: 0,
+                stats: PortStats {
+                    ifindex: spec.ifindex,
+                    ..Default::default()
+                },
+                classifier: Some(spec.classifier),
+            });
+        }
+        let fs = opts.frame_size as u64;
+        let mut dev = Device {
+            ports: out,
+            umem,
+            area,
+            free: (0..frames as u64).rev().map(|i| i * fs).collect(),
+            frame_size: opts.frame_size,
+            nrings,
+            opts: opts.clone(),
+            cursor: 0,
+            sleeps: 0,
+            wakeups: 0,
+        };
+        dev.refill();
+        for p in &mut dev.ports {
+            let c = p.classifier.as_mut().expect("classifier");
+            for (r, fd) in p.fds.iter().enumerate() {
+                c.set_socket(r as u32, *fd)?;
+            }
+            let mode = c.attach(p.ifindex, attach)?;
+            tracing::info!("ifindex {}: classifier attached ({mode:?})", p.ifindex);
+        }
+        Ok(dev)
+    }
+
+    /// Number of rings (per port).
+    pub fn num_rings(&self) -> usize {
+        self.nrings
+    }
+
+    /// The interfaces served.
+    pub fn ifindexes(&self) -> Vec<u32> {
+        self.ports.iter().map(|p| p.ifindex).collect()
+    }
+
+    /// The classifier of port `ifindex`.
+    pub fn classifier(&self, ifindex: u32) -> Option<&Classifier> {
+        self.ports
+            .iter()
+            .find(|p| p.ifindex == ifindex)
+            .and_then(|p| p.classifier.as_ref())
+    }
+
+    /// Serves up to `max` frames of ring `ring` (over all ports, rotating the start port),
+    /// handing each to `f`. Returns how many were served. Frames for Tx go to the egress queue
+    /// of their ring on the egress port; call [`Device::flush`] to transmit them.
+    pub fn recv<F>(&mut self, ring: RingId, max: u32, mut f: F) -> u32
+    where
+        F: FnMut(&mut [u8], u32) -> Action,
+    {
+        let np = self.ports.len();
+        let mut served = 0;
+        let base = self.area.ptr;
+        let area_len = self.area.len as u64;
+        let fs = self.frame_size as u64;
+        for k in 0..np {
+            if served >= max {
+                break;
+            }
+            let pi = (self.cursor + k) % np;
+            let in_if = self.ports[pi].ifindex;
+            let mut descs = [XdpDesc {
+                addr: 0,
+                len: 0,
+                options: 0,
+            }; 64];
+            let n = {
+                let port = &mut self.ports[pi];
+                let want = (max - served).min(64);
+                let mut rd = port.rx[ring].receive(want);
+                let mut n = 0;
+                while let Some(d) = rd.read() {
+                    descs[n] = d;
+                    n += 1;
+                }
+                rd.release();
+                port.stats.rx += n as u64;
+                n
+            };
+            for d in &descs[..n] {
+                let chunk = d.addr & !(fs - 1);
+                let room = (chunk + fs).saturating_sub(d.addr);
+                if d.addr + d.len as u64 > area_len || room < d.len as u64 {
+                    // never from a sane kernel; do not touch memory outside the chunk
+                    self.free.push(chunk);
+                    continue;
+                }
+                // SAFETY: [addr, addr+room) lies inside one chunk of the UMEM mapping (checked
+                // above); the kernel handed this chunk to us through the rx ring and will not
+                // write it until we return it through the fill ring, so the slice is exclusive.
+                let frame = unsafe {
+                    std::slice::from_raw_parts_mut(
+                        base.as_ptr().add(d.addr as usize),
+                        room as usize,
+                    )
+                };
+                let len = d.len as usize;
+                match f(&mut frame[..], len as u32) {
+                    Action::Tx { ifindex, len } if len <= room as usize && len > 0 => {
+                        match self.ports.iter_mut().find(|p| p.ifindex == ifindex) {
+                            Some(out) => {
+                                let q = &mut out.egress[ring];
+                                if q.len() < self.opts.egress_queue as usize {
+                                    q.push_back(XdpDesc {
+                                        addr: d.addr,
+                                        len: len as u32,
+                                        options: 0,
+                                    });
+                                } else {
+                                    out.stats.egress_drops += 1;
+                                    self.free.push(chunk);
+                                }
+                            }
+                            None => {
+                                self.ports[pi].stats.no_port += 1;
+                                self.free.push(chunk);
+                            }
+                        }
+                    }
+                    _ => self.free.push(chunk),
+                }
+                let _ = in_if;
+            }
+            served += n as u32;
+        }
+        self.cursor = (self.cursor + 1) % np;
+        served
+    }
+
+    /// Reaps Tx completions, moves queued egress frames into the Tx rings (highest ring first:
+    /// egress priority), kicks the kernel, and refills the fill rings.
+    pub fn flush(&mut self) {
+        let fs = self.frame_size as u64;
+        for p in &mut self.ports {
+            // completions
+            let mut c = p.dq.complete(p.in_flight.max(1).min(4096));
+            let mut n = 0;
+            while let Some(addr) = c.read() {
+                self.free.push(addr & !(fs - 1));
+                n += 1;
+            }
+            c.release();
+            drop(c);
+            p.in_flight -= n.min(p.in_flight);
+            // transmit, strict priority by ring
+            let mut submitted = 0;
+            for q in p.egress.iter_mut() {
+                if q.is_empty() {
+                    continue;
+                }
+                let mut w = p.tx.transmit(q.len() as u32);
+                let cap = w.capacity() as usize;
+                let k = cap.min(q.len());
+                let sent = w.insert(q.drain(..k));
+                w.commit();
+                drop(w);
+                submitted += sent;
+                if k < q.len() || cap == k && !q.is_empty() {
+                    break; // Tx ring full: lower rings wait
+                }
+            }
+            p.in_flight += submitted;
+            p.stats.tx += submitted as u64;
+            if submitted > 0 || (p.in_flight > 0 && p.tx.needs_wakeup()) {
+                // Copy mode transmits in this syscall.
+                p.tx.wake();
+            }
+        }
+        self.refill();
+    }
+
+    /// Gives free chunks to every port's fill ring (never more than its free slots).
+    pub fn refill(&mut self) {
+        for p in &mut self.ports {
+            if self.free.is_empty() {
+                break;
+            }
+            let mut w = p.dq.fill(self.free.len().min(u32::MAX as usize) as u32);
+            let k = (w.capacity() as usize).min(self.free.len());
+            let start = self.free.len() - k;
+            w.insert(self.free.drain(start..));
+            w.commit();
+            drop(w);
+            if p.dq.needs_wakeup() {
+                p.dq.wake();
+                p.stats.fill_wakeups += 1;
+            }
+        }
+    }
+
+    /// Blocks in poll() on every rx fd until a packet arrives or `timeout_ms` passes. Returns
+    /// whether any socket became readable.
+    pub fn wait(&mut self, timeout_ms: i32) -> bool {
+        let mut pfds: Vec<libc::pollfd> = self
+            .ports
+            .iter()
+            .flat_map(|p| p.fds.iter())
+            .map(|&fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        self.sleeps += 1;
+        // SAFETY: pfds is a live, correctly sized array of pollfd for the duration of the call.
+        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+        if n > 0 {
+            self.wakeups += 1;
+        }
+        n > 0
+    }
+
+    /// Whether any egress queue still holds frames.
+    pub fn egress_pending(&self) -> bool {
+        self.ports
+            .iter()
+            .any(|p| p.egress.iter().any(|q| !q.is_empty()))
+    }
+
+    /// Per-port counters (kernel socket statistics included).
+    pub fn port_stats(&self) -> Vec<PortStats> {
+        self.ports
+            .iter()
+            .map(|p| {
+                let mut s = p.stats.clone();
+                for u in &p.users {
+                    if let Ok(k) = u.statistics_v2() {
+                        s.kernel_rx_dropped += k.rx_dropped;
+                        s.kernel_rx_ring_full += k.rx_ring_full;
+                        s.kernel_fill_empty += k.rx_fill_ring_empty_descs;
+                        s.kernel_tx_invalid += k.tx_invalid_descs;
+                    }
+                }
+                s
+            })
+            .collect()
+    }
+
+    /// Chunks in the free list (for tests and leak checks).
+    pub fn free_chunks(&self) -> usize {
+        self.free.len()
+    }
+}
+
+impl RingView for Device {
+    #[inline]
+    fn backlog(&self, ring: RingId) -> usize {
+        self.ports
+            .iter()
+            .map(|p| p.rx[ring].available() as usize)
+            .sum()
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        // Detach the classifiers first so no frame is redirected into closing sockets.
+        for p in &mut self.ports {
+            drop(p.classifier.take());
+        }
+        let _ = &self.umem;
+    }
+}
