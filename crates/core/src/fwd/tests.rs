@@ -1,0 +1,296 @@
+use super::*;
+use crate::wire::build::{frame, FrameSpec};
+use crate::wire::{parse_frame, Vlan};
+
+const IN_MAC: Mac = [0x02, 0, 0, 0, 0, 1];
+const OUT_MAC: Mac = [0x02, 0, 0, 0, 0, 0xee];
+const GW_MAC: Mac = [0x02, 0, 0, 0, 0, 0x99];
+const HOST_MAC: Mac = [0x02, 0, 0, 0, 0, 0x55];
+
+fn p(s: &str) -> crate::classify::IpPrefix {
+    s.parse().unwrap()
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+/// Interface 1 (10.0.0.254/24, 2001:db8::fe/64) in, interface 2 (10.1.0.254/24, 2001:db8:1::fe/64)
+/// out; 10.1.0.0/24 connected, 10.2.0.0/16 via 10.1.0.1, default v6 via 2001:db8:1::1.
+fn forwarder() -> Forwarder {
+    let mut f = Forwarder::new();
+    f.interfaces.upsert(Interface::new(1, IN_MAC, 1500));
+    f.interfaces.upsert(Interface::new(2, OUT_MAC, 1500));
+    f.interfaces.add_addr(1, ip("10.0.0.254"), 24);
+    f.interfaces.add_addr(2, ip("10.1.0.254"), 24);
+    f.interfaces.add_addr(1, ip("2001:db8::fe"), 64);
+    let on2 = NextHop {
+        ifindex: 2,
+        gateway: None,
+    };
+    f.routes.insert(p("10.1.0.0/24"), on2).unwrap();
+    f.routes
+        .insert(
+            p("10.2.0.0/16"),
+            NextHop {
+                ifindex: 2,
+                gateway: Some(ip("10.1.0.1")),
+            },
+        )
+        .unwrap();
+    f.routes
+        .insert(
+            p("::/0"),
+            NextHop {
+                ifindex: 2,
+                gateway: Some(ip("2001:db8:1::1")),
+            },
+        )
+        .unwrap();
+    f.routes
+        .insert(
+            p("10.9.0.0/16"),
+            NextHop {
+                ifindex: 7,
+                gateway: None,
+            },
+        )
+        .unwrap();
+    f.neighbors.insert(2, ip("10.1.0.1"), GW_MAC);
+    f.neighbors.insert(2, ip("10.1.0.1"), GW_MAC);
+    f.neighbors.insert(2, ip("10.1.0.7"), HOST_MAC);
+    f.neighbors.insert(2, ip("2001:db8:1::1"), GW_MAC);
+    f
+}
+
+fn spec(dst: &str) -> FrameSpec {
+    FrameSpec {
+        dst_mac: IN_MAC,
+        dst: ip(dst),
+        ..FrameSpec::default()
+    }
+}
+
+fn spec6(dst: &str) -> FrameSpec {
+    FrameSpec {
+        src: ip("2001:db8::1"),
+        ..spec(dst)
+    }
+}
+
+fn run(f: &Forwarder, s: &FrameSpec) -> (Verdict, Vec<u8>) {
+    let mut b = frame(s);
+    let v = f.process(&mut b, 1);
+    (v, b)
+}
+
+#[test]
+fn forwards_via_gateway_with_valid_checksum() {
+    let f = forwarder();
+    let s = FrameSpec {
+        vlan: Some(Vlan { id: 7, pcp: 3 }),
+        ..spec("10.2.3.4")
+    };
+    let before = frame(&s);
+    let (v, after) = run(&f, &s);
+    assert_eq!(
+        v,
+        Verdict::Tx {
+            ifindex: 2,
+            len: before.len()
+        }
+    );
+    assert_eq!(&after[..6], &GW_MAC);
+    assert_eq!(&after[6..12], &OUT_MAC);
+    assert_eq!(&after[12..18], &before[12..18], "VLAN tag unchanged");
+    let ip4 = &after[18..38];
+    assert_eq!(ip4[8], 63);
+    assert!(checksum::verify(ip4));
+    let mut recomputed = ip4.to_vec();
+    recomputed[10..12].copy_from_slice(&[0, 0]);
+    assert_eq!(
+        checksum::checksum(&recomputed).to_be_bytes(),
+        [ip4[10], ip4[11]]
+    );
+    // Only TTL, checksum and MACs changed.
+    for (i, (a, b)) in before.iter().zip(&after).enumerate() {
+        if !(i < 12 || i == 26 || i == 28 || i == 29) {
+            assert_eq!(a, b, "byte {i}");
+        }
+    }
+}
+
+#[test]
+fn forwards_on_link_and_ipv6() {
+    let f = forwarder();
+    let (v, b) = run(&f, &spec("10.1.0.7"));
+    assert!(matches!(v, Verdict::Tx { ifindex: 2, .. }));
+    assert_eq!(&b[..6], &HOST_MAC);
+    let (v, b) = run(&f, &spec6("2001:db8:5::1"));
+    assert!(matches!(v, Verdict::Tx { ifindex: 2, .. }));
+    assert_eq!(b[14 + 7], 63);
+    assert_eq!(&b[..6], &GW_MAC);
+}
+
+#[test]
+fn pass_reasons() {
+    let f = forwarder();
+    let pass = |s: FrameSpec| run(&f, &s).0;
+    use PassReason as P;
+    assert_eq!(pass(spec("10.0.0.254")), Verdict::Pass(P::Local));
+    assert_eq!(pass(spec("10.1.0.255")), Verdict::Pass(P::Broadcast));
+    assert_eq!(pass(spec("255.255.255.255")), Verdict::Pass(P::Broadcast));
+    assert_eq!(pass(spec("224.0.0.5")), Verdict::Pass(P::Multicast));
+    assert_eq!(pass(spec("169.254.1.1")), Verdict::Pass(P::LinkLocal));
+    assert_eq!(pass(spec("127.0.0.1")), Verdict::Pass(P::Martian));
+    assert_eq!(pass(spec("10.3.0.1")), Verdict::Pass(P::NoRoute));
+    assert_eq!(pass(spec("10.9.0.1")), Verdict::Pass(P::NoRoute));
+    assert_eq!(pass(spec("10.1.0.8")), Verdict::Pass(P::NoNeighbor));
+    assert_eq!(
+        pass(FrameSpec {
+            ttl: 1,
+            ..spec("10.2.0.1")
+        }),
+        Verdict::Pass(P::TtlExpired)
+    );
+    assert_eq!(
+        pass(FrameSpec {
+            ttl: 0,
+            ..spec("10.2.0.1")
+        }),
+        Verdict::Pass(P::TtlExpired)
+    );
+    assert_eq!(
+        pass(FrameSpec {
+            payload_len: 1500,
+            ..spec("10.2.0.1")
+        }),
+        Verdict::Pass(P::MtuExceeded)
+    );
+    assert_eq!(
+        pass(FrameSpec {
+            dst_mac: [0xff; 6],
+            ..spec("10.2.0.1")
+        }),
+        Verdict::Pass(P::L2Multicast)
+    );
+    assert_eq!(
+        pass(FrameSpec {
+            dst_mac: HOST_MAC,
+            ..spec("10.2.0.1")
+        }),
+        Verdict::Pass(P::OtherHost)
+    );
+    assert_eq!(pass(spec6("2001:db8::fe")), Verdict::Pass(P::Local));
+    assert_eq!(pass(spec6("ff02::1")), Verdict::Pass(P::Multicast));
+    assert_eq!(pass(spec6("fe80::1")), Verdict::Pass(P::LinkLocal));
+    let mut b = frame(&spec("10.2.0.1"));
+    assert_eq!(f.process(&mut b, 9), Verdict::Pass(P::UnknownIngress));
+    let mut arp = frame(&spec("10.2.0.1"));
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    assert_eq!(f.process(&mut arp, 1), Verdict::Pass(P::NonIp));
+}
+
+#[test]
+fn pass_and_drop_leave_frame_untouched() {
+    let f = forwarder();
+    let s = FrameSpec {
+        ttl: 1,
+        ..spec("10.2.0.1")
+    };
+    let (_, b) = run(&f, &s);
+    assert_eq!(b, frame(&s));
+}
+
+#[test]
+fn fragments_follow_policy() {
+    let mut f = forwarder();
+    let mut b = frame(&spec("10.2.0.1"));
+    b[20] = 0x20; // MF
+    Ipv4Packet::new_checked(&mut b[14..])
+        .unwrap()
+        .fill_checksum();
+    assert_eq!(
+        f.process(&mut b.clone(), 1),
+        Verdict::Pass(PassReason::Fragment)
+    );
+    f.fragments = FragmentPolicy::Drop;
+    assert_eq!(
+        f.process(&mut b.clone(), 1),
+        Verdict::Drop(DropReason::Parse(ParseError::Fragment))
+    );
+    f.fragments = FragmentPolicy::Forward;
+    assert!(matches!(f.process(&mut b, 1), Verdict::Tx { .. }));
+}
+
+#[test]
+fn drop_reasons() {
+    let f = forwarder();
+    let mut b = frame(&spec("10.2.0.1"));
+    b[24] ^= 0x55; // corrupt checksum
+    assert_eq!(f.process(&mut b, 1), Verdict::Drop(DropReason::BadChecksum));
+    let mut b = frame(&spec("10.2.0.1"));
+    b[14] = 0x43;
+    assert_eq!(
+        f.process(&mut b, 1),
+        Verdict::Drop(DropReason::Parse(ParseError::BadIhl))
+    );
+    assert_eq!(
+        f.process(&mut [0u8; 10], 1),
+        Verdict::Drop(DropReason::Parse(ParseError::Runt))
+    );
+    for i in 0..DropReason::COUNT {
+        assert_eq!(DropReason::from_index(i).unwrap().index(), i);
+    }
+    assert_eq!(DropReason::from_index(DropReason::COUNT), None);
+    for (i, r) in PassReason::ALL.iter().enumerate() {
+        assert_eq!(r.index(), i);
+    }
+}
+
+#[test]
+fn ip_options_go_to_the_kernel() {
+    let f = forwarder();
+    let base = frame(&spec("10.2.0.1"));
+    // Rebuild with a 4-byte NOP option block: IHL 6.
+    let mut b = base[..34].to_vec();
+    b.extend_from_slice(&[1, 1, 1, 0]);
+    b.extend_from_slice(&base[34..]);
+    b[14] = 0x46;
+    let tl = u16::from_be_bytes([b[16], b[17]]) + 4;
+    b[16..18].copy_from_slice(&tl.to_be_bytes());
+    Ipv4Packet::new_checked(&mut b[14..])
+        .unwrap()
+        .fill_checksum();
+    assert!(parse_frame(&b).is_ok());
+    assert_eq!(f.process(&mut b, 1), Verdict::Pass(PassReason::IpOptions));
+}
+
+#[test]
+fn route_table_replace_and_remove() {
+    let mut f = forwarder();
+    let old = f
+        .routes
+        .insert(
+            p("10.2.0.0/16"),
+            NextHop {
+                ifindex: 2,
+                gateway: Some(ip("10.1.0.7")),
+            },
+        )
+        .unwrap();
+    assert_eq!(old.unwrap().gateway, Some(ip("10.1.0.1")));
+    let (v, b) = run(&f, &spec("10.2.0.1"));
+    assert!(matches!(v, Verdict::Tx { .. }));
+    assert_eq!(&b[..6], &HOST_MAC);
+    assert!(f.routes.remove(p("10.2.0.0/16")).is_some());
+    assert_eq!(
+        run(&f, &spec("10.2.0.1")).0,
+        Verdict::Pass(PassReason::NoRoute)
+    );
+    assert!(f.routes.remove(p("::/0")).is_some());
+    assert_eq!(
+        run(&f, &spec6("2001:db8:5::1")).0,
+        Verdict::Pass(PassReason::NoRoute)
+    );
+}
