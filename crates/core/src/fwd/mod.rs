@@ -9,7 +9,6 @@ mod hash;
 mod tables;
 
 use core::fmt;
-use core::net::IpAddr;
 
 pub use dir24_8::{Dir24_8, LpmError, MAX_VALUE};
 pub use tables::{

@@ -1,6 +1,7 @@
 use super::*;
 use crate::wire::build::{frame, FrameSpec};
 use crate::wire::{parse_frame, Vlan};
+use core::net::IpAddr;
 
 const IN_MAC: Mac = [0x02, 0, 0, 0, 0, 1];
 const OUT_MAC: Mac = [0x02, 0, 0, 0, 0, 0xee];
