@@ -9,5 +9,6 @@
 //!
 //! Nothing here knows the datapath: the router hands in snapshots and implements a trait.
 
+pub mod ctl;
 pub mod metrics;
 pub mod tune;
