@@ -86,7 +86,7 @@ pub(crate) fn to_usage(e: anyhow::Error) -> anyhow::Error {
     match msg.strip_prefix("--") {
         Some(rest) => {
             let flag = rest
-                .split(|c: char| c == ' ' || c == ':' || c == '/')
+                .split([' ', ':', '/'])
                 .next()
                 .unwrap_or("")
                 .to_owned();

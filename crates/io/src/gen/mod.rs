@@ -54,6 +54,19 @@ pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Gives the calling thread SCHED_FIFO priority `prio` (1..=99), so that a sink sharing a core
+/// with a busy generator is scheduled the moment a packet wakes it.
+pub fn set_fifo(prio: i32) -> std::io::Result<()> {
+    let p = libc::sched_param {
+        sched_priority: prio,
+    };
+    // SAFETY: p is a valid sched_param; pid 0 = calling thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Inter-arrival process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -302,6 +315,8 @@ pub fn drive(cfg: &GenConfig, tx: &mut dyn Sender, stop: &AtomicBool) -> Result<
     let mut pending: Vec<u16> = Vec::with_capacity(cfg.batch);
     let mut counts = vec![0usize; cfg.flows as usize];
     let mut attempted = 0u64;
+    // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack (1 µs: precise sleeps).
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
     loop {
         let now = mono_ns();
         if now >= end || attempted >= limit || stop.load(Ordering::Relaxed) {
@@ -316,9 +331,10 @@ pub fn drive(cfg: &GenConfig, tx: &mut dyn Sender, stop: &AtomicBool) -> Result<
         }
         if pending.is_empty() {
             let wait = sched.next_due().saturating_sub(now);
-            if wait > 200_000 {
-                // Sleep most of a long gap, spin the rest (wake-ups cost ~20 µs here).
-                std::thread::sleep(Duration::from_nanos((wait - 100_000).min(50_000_000)));
+            if wait > 60_000 {
+                // Sleep most of a long gap (leaving the core to a sink sharing it), spin the
+                // rest: wake-ups cost ~20 µs here.
+                std::thread::sleep(Duration::from_nanos((wait - 40_000).min(50_000_000)));
             } else {
                 std::hint::spin_loop();
             }

@@ -1,0 +1,795 @@
+//! `llrouter testbed`: the namespace testbed (gen ns → router ns → sink ns) and the study that
+//! compares forwarding targets on the same traffic.
+//!
+//! - `up` / `down`: create / remove a named, persistent topology;
+//! - `run`: sweep offered load × RT share for each target, write `results.csv`, PNG plots and
+//!   `report.md`;
+//! - `mlffr`: RFC 2544-style binary search for the maximum loss-free forwarding rate.
+//!
+//! Targets: `kernel` (Linux forwarding in the router ns, its softirq steered to the router CPU
+//! with RPS), `kernel-htb` (plus an egress HTB qdisc on the router's egress veth giving DSCP EF
+//! the higher priority) and `llrouter:<strategy>` (not yet available: needs `llrouter run`).
+//! Generator and sink run as threads of this process, in their namespaces, pinned to `--gen-cpu`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use llr_io::gen::{self, Gaps, GenConfig, GenReport, CLASS_BE, CLASS_RT};
+use llr_io::netns::{addr, sweep_stale, Topology};
+use llr_io::sink::{Sink, SinkConfig, SinkReport};
+use serde::Serialize;
+
+use crate::cli_util::{parse_values, usage};
+use crate::cmd_gen::{stop_on_signal, Backend};
+use crate::plot::{line_chart, Series};
+
+/// Prefix of every namespace the testbed creates (`{prefix}-{pid}-{n}-{gen,rtr,sink}` for
+/// temporary ones).
+pub const PREFIX: &str = "llrtb";
+
+/// The namespace testbed.
+#[derive(Debug, Args)]
+pub struct TestbedArgs {
+    #[command(subcommand)]
+    pub cmd: TestbedCmd,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TestbedCmd {
+    /// Create a persistent topology (namespaces NAME-gen, NAME-rtr, NAME-sink).
+    Up {
+        #[arg(long, default_value = "llr")]
+        name: String,
+    },
+    /// Remove a topology created by `up`.
+    Down {
+        #[arg(long, default_value = "llr")]
+        name: String,
+    },
+    /// Sweep offered load and RT share for each target.
+    Run(RunArgs),
+    /// Find the maximum loss-free forwarding rate of each target.
+    Mlffr(MlffrArgs),
+}
+
+/// Options shared by `run` and `mlffr`.
+#[derive(Debug, Args, Clone)]
+pub struct Common {
+    /// Targets, comma-separated: kernel, kernel-htb, llrouter:<strategy>.
+    #[arg(long, default_value = "kernel,kernel-htb")]
+    pub targets: String,
+    /// Use this topology (from `up`) instead of a temporary one.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Frame size in bytes without FCS.
+    #[arg(long, default_value_t = 64)]
+    pub size: usize,
+    /// Number of flows.
+    #[arg(long, default_value_t = 16)]
+    pub flows: u16,
+    /// Inter-arrival times: constant or poisson.
+    #[arg(long, default_value = "poisson")]
+    pub gaps: String,
+    /// Seconds of traffic per measurement point.
+    #[arg(long, default_value_t = 2.0)]
+    pub point_secs: f64,
+    /// CPU of the router (RPS target of the kernel, worker of llrouter).
+    #[arg(long, default_value_t = 1)]
+    pub router_cpu: usize,
+    /// CPU of the generator and sink threads.
+    #[arg(long, default_value_t = 0)]
+    pub gen_cpu: usize,
+    /// Use IPv6 instead of IPv4.
+    #[arg(long)]
+    pub ipv6: bool,
+    /// Output directory.
+    #[arg(long, default_value = "testbed-out")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Offered loads in packets/s: list `a,b,c` or range `start:stop:step`.
+    #[arg(long, default_value = "20000,100000,200000,400000")]
+    pub loads: String,
+    /// RT shares: list or range.
+    #[arg(long, default_value = "0.3")]
+    pub rt_shares: String,
+}
+
+#[derive(Debug, Args)]
+pub struct MlffrArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// RT share of the traffic.
+    #[arg(long, default_value_t = 0.3)]
+    pub rt_share: f64,
+    /// Tolerated loss ratio (noisy VMs: e.g. 0.001).
+    #[arg(long, default_value_t = 0.0)]
+    pub loss_tolerance: f64,
+    /// Search range, packets/s.
+    #[arg(long, default_value_t = 10_000.0)]
+    pub min_rate: f64,
+    #[arg(long, default_value_t = 2_000_000.0)]
+    pub max_rate: f64,
+    /// Binary-search steps.
+    #[arg(long, default_value_t = 8)]
+    pub steps: u32,
+}
+
+/// A forwarding target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Kernel,
+    KernelHtb,
+    Llrouter(String),
+}
+
+impl Target {
+    pub fn parse(s: &str) -> Result<Target> {
+        Ok(match s.trim() {
+            "kernel" => Target::Kernel,
+            "kernel-htb" => Target::KernelHtb,
+            t => match t.strip_prefix("llrouter:") {
+                Some(strat) if !strat.is_empty() => Target::Llrouter(strat.to_owned()),
+                _ => {
+                    return Err(usage(
+                        "targets",
+                        format!("`{t}`: expected kernel, kernel-htb or llrouter:<strategy>"),
+                    ))
+                }
+            },
+        })
+    }
+
+    pub fn label(&self) -> String {
+        match self {
+            Target::Kernel => "kernel".into(),
+            Target::KernelHtb => "kernel-htb".into(),
+            Target::Llrouter(s) => format!("llrouter:{s}"),
+        }
+    }
+}
+
+/// A running target; undoes its setup on drop.
+struct Active<'a> {
+    topo: &'a Topology,
+    target: Target,
+}
+
+impl<'a> Active<'a> {
+    fn start(topo: &'a Topology, target: &Target, router_cpu: usize) -> Result<Active<'a>> {
+        // Kernel forwarding: steer the router's receive processing to its CPU (RPS), as on a
+        // NIC whose IRQ is pinned there.
+        let mask = format!("{:x}", 1u64 << router_cpu);
+        let rps = format!("/sys/class/net/{}/queues/rx-0/rps_cpus", addr::RTR_IN_IF);
+        topo.router
+            .exec(&["sh", "-c", &format!("echo {mask} > {rps}")])
+            .context("set RPS on the router's ingress veth")?;
+        let act = Active {
+            topo,
+            target: target.clone(),
+        };
+        match target {
+            Target::Kernel => {}
+            Target::KernelHtb => {
+                let dev = addr::RTR_OUT_IF;
+                let tc = |args: &str| -> Result<()> {
+                    let mut argv = vec!["tc"];
+                    argv.extend(args.split_whitespace());
+                    topo.router.exec(&argv).map(|_| ())
+                };
+                tc(&format!(
+                    "qdisc add dev {dev} root handle 1: htb default 20"
+                ))?;
+                tc(&format!(
+                    "class add dev {dev} parent 1: classid 1:1 htb rate 10gbit"
+                ))?;
+                tc(&format!(
+                    "class add dev {dev} parent 1:1 classid 1:10 htb rate 5gbit ceil 10gbit prio 0"
+                ))?;
+                tc(&format!(
+                    "class add dev {dev} parent 1:1 classid 1:20 htb rate 5gbit ceil 10gbit prio 1"
+                ))?;
+                tc(&format!(
+                    "filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip dsfield 0xb8 0xfc flowid 1:10"
+                ))?;
+                tc(&format!(
+                    "filter add dev {dev} parent 1: protocol ipv6 prio 2 u32 match ip6 priority 0xb8 0xfc flowid 1:10"
+                ))?;
+            }
+            Target::Llrouter(s) => {
+                bail!("target llrouter:{s}: `llrouter run` is not integrated into the testbed yet")
+            }
+        }
+        Ok(act)
+    }
+}
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        if self.target == Target::KernelHtb {
+            let _ = self
+                .topo
+                .router
+                .exec(&["tc", "qdisc", "del", "dev", addr::RTR_OUT_IF, "root"]);
+        }
+    }
+}
+
+/// One measurement point.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub target: String,
+    pub rt_share: f64,
+    pub offered_pps: f64,
+    pub sent_pps: f64,
+    pub sent_rt: u64,
+    pub sent_be: u64,
+    pub recv_rt: u64,
+    pub recv_be: u64,
+    pub loss_rt: f64,
+    pub loss_be: f64,
+    pub reordered: u64,
+    pub throughput_pps: f64,
+    pub rt_mean_us: f64,
+    pub rt_p50_us: f64,
+    pub rt_p99_us: f64,
+    pub rt_p999_us: f64,
+    pub be_mean_us: f64,
+    pub be_p50_us: f64,
+    pub be_p99_us: f64,
+    pub be_p999_us: f64,
+    /// Packets dropped at the router CPU's input backlog (/proc/net/softnet_stat column 2).
+    pub backlog_drops: u64,
+}
+
+fn softnet_drops(cpu: usize) -> u64 {
+    std::fs::read_to_string("/proc/net/softnet_stat")
+        .ok()
+        .and_then(|s| {
+            s.lines().nth(cpu).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .map(|h| u64::from_str_radix(h, 16))
+            })
+        })
+        .and_then(|r| r.ok())
+        .unwrap_or(0)
+}
+
+/// Sends one point's traffic through the topology and measures it.
+fn measure(
+    topo: &Topology,
+    c: &Common,
+    rate: f64,
+    rt_share: f64,
+    stop: &AtomicBool,
+) -> Result<(GenReport, SinkReport, u64)> {
+    let (dst, size) = if c.ipv6 {
+        (addr::SINK_V6, c.size.max(84))
+    } else {
+        (addr::SINK_V4, c.size)
+    };
+    let cfg = GenConfig {
+        dst: dst.parse()?,
+        dst_port: 9000,
+        rt_port: Some(9001),
+        rt_dscp: true,
+        frame_size: size,
+        rate_pps: rate,
+        gaps: if c.gaps == "constant" {
+            Gaps::Constant
+        } else {
+            Gaps::Poisson
+        },
+        rt_share,
+        flows: c.flows,
+        packets: None,
+        duration: Some(Duration::from_secs_f64(c.point_secs)),
+        seed: 1,
+        batch: 32,
+    };
+    cfg.validate().map_err(crate::cmd_gen::to_usage)?;
+    let gen_cpu = c.gen_cpu;
+    let mut sink = topo.sink.run(|| {
+        Sink::bind(SinkConfig {
+            ports: vec![9000, 9001],
+            busy: false,
+            packets: None,
+            duration: Some(Duration::from_secs_f64(c.point_secs + 5.0)),
+            idle: Some(Duration::from_millis(500)),
+            batch: 64,
+        })
+    })??;
+    let drops0 = softnet_drops(c.router_cpu);
+    let sink_stop = AtomicBool::new(false);
+    let (g, s) = std::thread::scope(|sc| -> Result<(GenReport, SinkReport)> {
+        let h = sc.spawn(|| -> Result<SinkReport> {
+            let _ = gen::pin_to_cpu(gen_cpu);
+            // The sink shares the generator's core: let it preempt the generator on wake-up.
+            let _ = gen::set_fifo(50);
+            Ok(sink.run(&sink_stop)?.report())
+        });
+        let g = topo.gen.run(|| {
+            let _ = gen::pin_to_cpu(gen_cpu);
+            crate::cmd_gen::generate(&cfg, Backend::Udp, stop)
+        });
+        if g.is_err() || stop.load(Ordering::Relaxed) {
+            sink_stop.store(true, Ordering::Relaxed);
+        }
+        let s = h
+            .join()
+            .map_err(|_| anyhow::anyhow!("sink thread panicked"))??;
+        Ok((g??, s))
+    })?;
+    Ok((g, s, softnet_drops(c.router_cpu).saturating_sub(drops0)))
+}
+
+fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, drops: u64) -> Row {
+    let class = |k: u8| {
+        s.classes
+            .iter()
+            .find(|c| c.class == k)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (rt, be) = (class(CLASS_RT), class(CLASS_BE));
+    let loss = |sent: u64, got: u64| {
+        if sent == 0 {
+            0.0
+        } else {
+            sent.saturating_sub(got) as f64 / sent as f64
+        }
+    };
+    let u = |ns: u64| ns as f64 / 1000.0;
+    Row {
+        target: target.label(),
+        rt_share,
+        offered_pps: g.offered_pps,
+        sent_pps: g.achieved_pps,
+        sent_rt: g.sent_rt,
+        sent_be: g.sent_be,
+        recv_rt: rt.seq.unique,
+        recv_be: be.seq.unique,
+        loss_rt: loss(g.sent_rt, rt.seq.unique),
+        loss_be: loss(g.sent_be, be.seq.unique),
+        reordered: rt.seq.reordered + be.seq.reordered,
+        throughput_pps: (rt.seq.unique + be.seq.unique) as f64 / g.duration_s.max(1e-9),
+        rt_mean_us: rt.latency.mean / 1000.0,
+        rt_p50_us: u(rt.latency.p50),
+        rt_p99_us: u(rt.latency.p99),
+        rt_p999_us: u(rt.latency.p999),
+        be_mean_us: be.latency.mean / 1000.0,
+        be_p50_us: u(be.latency.p50),
+        be_p99_us: u(be.latency.p99),
+        be_p999_us: u(be.latency.p999),
+        backlog_drops: drops,
+    }
+}
+
+/// Opens the named topology or creates a temporary one (removed on drop, Ctrl-C included).
+fn topology(c: &Common) -> Result<Topology> {
+    match &c.name {
+        Some(n) => {
+            Topology::open(n).map_err(|e| usage("name", format!("{e:#} (run `testbed up`)")))
+        }
+        None => {
+            let _ = sweep_stale(PREFIX);
+            Topology::new(PREFIX)
+        }
+    }
+}
+
+fn targets(c: &Common) -> Result<Vec<Target>> {
+    let t: Vec<Target> = c
+        .targets
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(Target::parse)
+        .collect::<Result<_>>()?;
+    if t.is_empty() {
+        return Err(usage("targets", "is empty"));
+    }
+    Ok(t)
+}
+
+fn check_common(c: &Common) -> Result<()> {
+    if !(c.point_secs > 0.0 && c.point_secs <= 600.0) {
+        return Err(usage("point-secs", "must be within (0, 600]"));
+    }
+    if c.gaps != "constant" && c.gaps != "poisson" {
+        return Err(usage("gaps", format!("`{}`: constant or poisson", c.gaps)));
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("the testbed needs root (network namespaces)");
+    }
+    Ok(())
+}
+
+fn write_csv(path: &Path, rows: &[Row]) -> Result<()> {
+    let mut s = String::from(
+        "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops\n",
+    );
+    for r in rows {
+        writeln!(
+            s,
+            "{},{},{:.0},{:.0},{},{},{},{},{:.6},{:.6},{},{:.0},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{}",
+            r.target, r.rt_share, r.offered_pps, r.sent_pps, r.sent_rt, r.sent_be, r.recv_rt,
+            r.recv_be, r.loss_rt, r.loss_be, r.reordered, r.throughput_pps, r.rt_mean_us,
+            r.rt_p50_us, r.rt_p99_us, r.rt_p999_us, r.be_mean_us, r.be_p50_us, r.be_p99_us,
+            r.be_p999_us, r.backlog_drops
+        )?;
+    }
+    std::fs::write(path, s).with_context(|| format!("write {}", path.display()))
+}
+
+fn plots(out: &Path, rows: &[Row], tg: &[Target], loads: &[f64], shares: &[f64]) -> Vec<String> {
+    let mut made = Vec::new();
+    let mut lat_vs = |name: &str, x_of: &dyn Fn(&Row) -> Option<f64>, xlabel: &str| {
+        let mut series = Vec::new();
+        for t in tg {
+            for (cls, f) in [("RT", true), ("BE", false)] {
+                let pts: Vec<(f64, f64)> = rows
+                    .iter()
+                    .filter(|r| r.target == t.label())
+                    .filter_map(|r| x_of(r).map(|x| (x, if f { r.rt_p99_us } else { r.be_p99_us })))
+                    .collect();
+                series.push(Series {
+                    label: format!("{} {cls}", t.label()),
+                    points: pts,
+                    dashed: !f,
+                });
+            }
+        }
+        let p = out.join(name);
+        match line_chart(
+            &p,
+            &format!("p99 latency vs {xlabel}"),
+            xlabel,
+            "p99 latency (µs)",
+            &series,
+            true,
+        ) {
+            Ok(()) => made.push(name.to_owned()),
+            Err(e) => tracing::warn!("plot {name}: {e}"),
+        }
+    };
+    let s0 = shares[0];
+    let l_max = *loads.last().unwrap_or(&0.0);
+    if loads.len() > 1 {
+        lat_vs(
+            "latency_vs_load.png",
+            &|r: &Row| (r.rt_share == s0).then_some(r.offered_pps / 1000.0),
+            "offered load (kpps)",
+        );
+    }
+    if shares.len() > 1 {
+        lat_vs(
+            "latency_vs_rt_share.png",
+            &|r: &Row| (r.offered_pps == l_max).then_some(r.rt_share),
+            "RT share",
+        );
+        let series: Vec<Series> = tg
+            .iter()
+            .map(|t| Series {
+                label: t.label(),
+                points: rows
+                    .iter()
+                    .filter(|r| r.target == t.label() && r.offered_pps == l_max)
+                    .map(|r| (r.rt_share, r.throughput_pps / 1000.0))
+                    .collect(),
+                dashed: false,
+            })
+            .collect();
+        let name = "throughput_vs_rt_share.png";
+        if line_chart(
+            &out.join(name),
+            "throughput vs RT share",
+            "RT share",
+            "forwarded (kpps)",
+            &series,
+            false,
+        )
+        .is_ok()
+        {
+            made.push(name.to_owned());
+        }
+    }
+    made
+}
+
+fn report_md(c: &Common, rows: &[Row], plots: &[String], errors: &[String]) -> String {
+    let mut s = String::from("# llrouter testbed run\n\n## Setup\n\n");
+    let _ = writeln!(
+        s,
+        "gen ns → router ns → sink ns over two veth pairs ({}), frame size {} B (no FCS), {} flows, {} gaps, {} s per point. \
+         Generator and sink: UDP sockets, threads pinned to CPU {}; router receive processing on CPU {} (RPS). \
+         Latency: sink CLOCK_MONOTONIC − send timestamp, per packet, HDR histogram. \
+         Loss: 1 − unique received / sent per class. Noisy 2-core VM: repeat runs before trusting small differences.\n",
+        if c.ipv6 { "IPv6" } else { "IPv4" },
+        c.size, c.flows, c.gaps, c.point_secs, c.gen_cpu, c.router_cpu
+    );
+    s.push_str("## Results\n\n| target | RT share | offered pps | sent pps | fwd pps | RT loss | BE loss | RT p50 µs | RT p99 µs | BE p50 µs | BE p99 µs | backlog drops |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.4} | {:.4} | {:.1} | {:.1} | {:.1} | {:.1} | {} |",
+            r.target, r.rt_share, r.offered_pps, r.sent_pps, r.throughput_pps, r.loss_rt, r.loss_be,
+            r.rt_p50_us, r.rt_p99_us, r.be_p50_us, r.be_p99_us, r.backlog_drops
+        );
+    }
+    s.push_str("\n## Findings (computed from the rows above)\n\n");
+    let mut targets: Vec<&str> = rows.iter().map(|r| r.target.as_str()).collect();
+    targets.dedup();
+    for t in targets {
+        let tr: Vec<&Row> = rows.iter().filter(|r| r.target == t).collect();
+        let (Some(lo), Some(hi)) = (
+            tr.iter()
+                .min_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps)),
+            tr.iter()
+                .max_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps)),
+        ) else {
+            continue;
+        };
+        let ratio = if lo.rt_p99_us > 0.0 {
+            hi.rt_p99_us / lo.rt_p99_us
+        } else {
+            f64::NAN
+        };
+        let _ = writeln!(
+            s,
+            "- {t}: from {:.0} to {:.0} pps offered, RT p99 goes {:.1} → {:.1} µs (×{:.2}), BE p99 {:.1} → {:.1} µs; RT loss at the highest load {:.3} %, BE {:.3} %; generator achieved {:.0} pps at the highest setting{}.",
+            lo.offered_pps, hi.offered_pps, lo.rt_p99_us, hi.rt_p99_us, ratio, lo.be_p99_us, hi.be_p99_us,
+            hi.loss_rt * 100.0, hi.loss_be * 100.0, hi.sent_pps,
+            if hi.sent_pps < 0.95 * hi.offered_pps { " (below the offered rate: the UDP generator, not the router, was the limit)" } else { "" }
+        );
+    }
+    for e in errors {
+        let _ = writeln!(s, "- not measured: {e}");
+    }
+    if !plots.is_empty() {
+        s.push_str("\n## Plots\n\n");
+        for p in plots {
+            let _ = writeln!(s, "![{p}]({p})");
+        }
+    }
+    s
+}
+
+fn run_sweep(a: RunArgs) -> Result<()> {
+    let c = &a.common;
+    check_common(c)?;
+    let tg = targets(c)?;
+    let loads = parse_values("loads", &a.loads)?;
+    let shares = parse_values("rt-shares", &a.rt_shares)?;
+    if loads.iter().any(|&l| l <= 0.0) {
+        return Err(usage("loads", "every load must be > 0 packets/s"));
+    }
+    if shares.iter().any(|s| !(0.0..=1.0).contains(s)) {
+        return Err(usage("rt-shares", "every share must be within 0..=1"));
+    }
+    std::fs::create_dir_all(&c.out).with_context(|| format!("create {}", c.out.display()))?;
+    let stop = stop_on_signal();
+    let topo = topology(c)?;
+    let n = (tg.len() * loads.len() * shares.len()) as u64;
+    let bar = indicatif::ProgressBar::new(n);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:30} {pos}/{len} {msg} [{elapsed}/~{duration}]",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut rows = Vec::new();
+    let mut errors = Vec::new();
+    'outer: for t in &tg {
+        let act = match Active::start(&topo, t, c.router_cpu) {
+            Ok(a) => a,
+            Err(e) => {
+                errors.push(format!("{e:#}"));
+                bar.inc((loads.len() * shares.len()) as u64);
+                continue;
+            }
+        };
+        for &sh in &shares {
+            for &l in &loads {
+                if stop.load(Ordering::Relaxed) {
+                    break 'outer;
+                }
+                bar.set_message(format!("{} rt={sh} {l:.0} pps", t.label()));
+                let (g, s, d) = measure(&topo, c, l, sh, &stop)?;
+                rows.push(row(t, sh, &g, &s, d));
+                bar.inc(1);
+            }
+        }
+        drop(act);
+    }
+    bar.finish_and_clear();
+    write_csv(&c.out.join("results.csv"), &rows)?;
+    let made = plots(&c.out, &rows, &tg, &loads, &shares);
+    std::fs::write(c.out.join("report.md"), report_md(c, &rows, &made, &errors))?;
+    println!("{}", report_md(c, &rows, &made, &errors));
+    println!(
+        "wrote {}/results.csv, report.md and {} plots",
+        c.out.display(),
+        made.len()
+    );
+    if stop.load(Ordering::Relaxed) {
+        bail!("interrupted (partial results written)");
+    }
+    Ok(())
+}
+
+fn run_mlffr(a: MlffrArgs) -> Result<()> {
+    let c = &a.common;
+    check_common(c)?;
+    if !(0.0..1.0).contains(&a.loss_tolerance) {
+        return Err(usage("loss-tolerance", "must be within [0, 1)"));
+    }
+    if !(a.min_rate > 0.0 && a.max_rate > a.min_rate) {
+        return Err(usage("max-rate", "need 0 < --min-rate < --max-rate"));
+    }
+    if a.steps == 0 || a.steps > 30 {
+        return Err(usage("steps", "must be 1..=30"));
+    }
+    let tg = targets(c)?;
+    std::fs::create_dir_all(&c.out)?;
+    let stop = stop_on_signal();
+    let topo = topology(c)?;
+    let bar = indicatif::ProgressBar::new(tg.len() as u64 * a.steps as u64);
+    let mut rows = Vec::new();
+    let mut out = String::from("target,mlffr_pps,loss_tolerance,generator_limited\n");
+    for t in &tg {
+        let _act = match Active::start(&topo, t, c.router_cpu) {
+            Ok(x) => x,
+            Err(e) => {
+                println!("{}: not measured: {e:#}", t.label());
+                bar.inc(a.steps as u64);
+                continue;
+            }
+        };
+        let (mut lo, mut hi) = (0.0f64, a.max_rate);
+        let mut rate = a.max_rate;
+        let mut gen_limited = false;
+        for _ in 0..a.steps {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            bar.set_message(format!("{} {rate:.0} pps", t.label()));
+            let (g, s, d) = measure(&topo, c, rate, a.rt_share, &stop)?;
+            let r = row(t, a.rt_share, &g, &s, d);
+            let loss = 1.0 - (r.recv_rt + r.recv_be) as f64 / (g.sent.max(1)) as f64;
+            if g.achieved_pps < 0.95 * rate {
+                gen_limited = true;
+            }
+            if loss <= a.loss_tolerance {
+                // Loss-free at what was actually sent.
+                lo = lo.max(g.achieved_pps.min(rate));
+            } else {
+                hi = rate;
+            }
+            rows.push(r);
+            bar.inc(1);
+            if lo >= hi * 0.99 {
+                break;
+            }
+            rate = if hi <= lo {
+                lo
+            } else {
+                (lo.max(a.min_rate) + hi) / 2.0
+            };
+        }
+        let _ = writeln!(
+            out,
+            "{},{lo:.0},{},{gen_limited}",
+            t.label(),
+            a.loss_tolerance
+        );
+    }
+    bar.finish_and_clear();
+    write_csv(&c.out.join("mlffr_trials.csv"), &rows)?;
+    std::fs::write(c.out.join("mlffr.csv"), &out)?;
+    print!("{out}");
+    Ok(())
+}
+
+/// `llrouter testbed`.
+pub fn run(args: TestbedArgs) -> Result<()> {
+    match args.cmd {
+        TestbedCmd::Up { name } => {
+            if name.is_empty()
+                || name.len() > 40
+                || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            {
+                return Err(usage("name", "1..=40 characters of [A-Za-z0-9-]"));
+            }
+            if Topology::exists(&name) {
+                println!("topology {name} already up");
+                return Ok(());
+            }
+            let mut t = Topology::create(&name)?;
+            t.persist();
+            println!(
+                "up: {0}-gen ({1}, {2}) → {0}-rtr ({3} | {4}) → {0}-sink ({5}, {6})",
+                name,
+                addr::GEN_V4,
+                addr::GEN_V6,
+                addr::RTR_IN_IF,
+                addr::RTR_OUT_IF,
+                addr::SINK_V4,
+                addr::SINK_V6
+            );
+            Ok(())
+        }
+        TestbedCmd::Down { name } => {
+            if !Topology::exists(&name) {
+                println!("topology {name} is not up");
+                return Ok(());
+            }
+            Topology::open(&name)?.down()?;
+            println!("down: {name}");
+            Ok(())
+        }
+        TestbedCmd::Run(a) => run_sweep(a),
+        TestbedCmd::Mlffr(a) => run_mlffr(a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_parse() {
+        assert_eq!(Target::parse("kernel").unwrap(), Target::Kernel);
+        assert_eq!(
+            Target::parse("llrouter:ll-wfq").unwrap(),
+            Target::Llrouter("ll-wfq".into())
+        );
+        let e = Target::parse("linux").unwrap_err();
+        assert!(e.downcast_ref::<crate::cli_util::UsageError>().is_some());
+    }
+
+    /// A short real sweep (root): kernel and kernel-htb at two light loads. Run with
+    /// `cargo test -p llrouter --lib testbed -- --ignored`.
+    #[test]
+    #[ignore = "needs root, takes ~10 s"]
+    fn short_kernel_sweep_writes_results() {
+        let out = std::env::temp_dir().join(format!("llrtb-test-{}", std::process::id()));
+        let args = RunArgs {
+            common: Common {
+                targets: "kernel,kernel-htb".into(),
+                name: None,
+                size: 64,
+                flows: 4,
+                gaps: "poisson".into(),
+                point_secs: 0.5,
+                router_cpu: 1,
+                gen_cpu: 0,
+                ipv6: false,
+                out: out.clone(),
+            },
+            loads: "5000,20000".into(),
+            rt_shares: "0.3".into(),
+        };
+        run_sweep(args).unwrap();
+        let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+        assert_eq!(csv.lines().count(), 5, "{csv}");
+        for l in csv.lines().skip(1) {
+            let f: Vec<&str> = l.split(',').collect();
+            // Light load: nothing lost.
+            assert_eq!(f[8].parse::<f64>().unwrap(), 0.0, "{l}");
+            assert_eq!(f[9].parse::<f64>().unwrap(), 0.0, "{l}");
+        }
+        assert!(out.join("report.md").exists());
+        assert!(out.join("latency_vs_load.png").exists());
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
