@@ -3,6 +3,8 @@
 //! - [`bpf_objects`]: the compiled `bpf/*.c` programs;
 //! - [`ebpf`]: load, configure and attach the XDP classifier;
 //! - [`xsk`]: AF_XDP sockets on one shared UMEM, as the poll engine's rings;
+//! - [`router`]: the worker loop (poll engine + forwarder over the AF_XDP device);
+//! - [`kernel`]: interfaces, routes and neighbours mirrored from the kernel;
 //! - [`netns`]: network-namespace fixtures for tests and the testbed.
 
 pub mod bpf_objects {
@@ -11,7 +13,9 @@ pub mod bpf_objects {
     include!(concat!(env!("OUT_DIR"), "/bpf_objects.rs"));
 }
 pub mod ebpf;
-pub mod netns;
-pub mod xsk;
 pub mod gen;
+pub mod kernel;
+pub mod netns;
+pub mod router;
 pub mod sink;
+pub mod xsk;

@@ -397,11 +397,12 @@ impl Device {
     }
 
     /// Serves up to `max` frames of ring `ring` (over all ports, rotating the start port),
-    /// handing each to `f`. Returns how many were served. Frames for Tx go to the egress queue
+    /// handing each to `f(frame, len, ingress_ifindex)` (`frame` is the whole chunk from the
+    /// frame's start; its first `len` bytes were received). Returns how many were served. Frames for Tx go to the egress queue
     /// of their ring on the egress port; call [`Device::flush`] to transmit them.
     pub fn recv<F>(&mut self, ring: RingId, max: u32, mut f: F) -> u32
     where
-        F: FnMut(&mut [u8], u32) -> Action,
+        F: FnMut(&mut [u8], u32, u32) -> Action,
     {
         let np = self.ports.len();
         let mut served = 0;
@@ -450,7 +451,7 @@ impl Device {
                     )
                 };
                 let len = d.len as usize;
-                match f(&mut frame[..], len as u32) {
+                match f(&mut frame[..], len as u32, in_if) {
                     Action::Tx { ifindex, len } if len <= room as usize && len > 0 => {
                         match self.ports.iter_mut().find(|p| p.ifindex == ifindex) {
                             Some(out) => {
@@ -474,7 +475,6 @@ impl Device {
                     }
                     _ => self.free.push(chunk),
                 }
-                let _ = in_if;
             }
             served += n as u32;
         }
@@ -488,7 +488,7 @@ impl Device {
         let fs = self.frame_size as u64;
         for p in &mut self.ports {
             // completions
-            let mut c = p.dq.complete(p.in_flight.max(1).min(4096));
+            let mut c = p.dq.complete(p.in_flight.clamp(1, 4096));
             let mut n = 0;
             while let Some(addr) = c.read() {
                 self.free.push(addr & !(fs - 1));

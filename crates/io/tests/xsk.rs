@@ -107,7 +107,7 @@ fn forwards_between_ports_and_steers_by_dscp() {
                 let mut any = 0;
                 for (r, s) in served.iter_mut().enumerate() {
                     if dev.backlog(r) > 0 {
-                        let n = dev.recv(r, 64, |f, len| forward(f, len, out_if));
+                        let n = dev.recv(r, 64, |f, len, _in| forward(f, len, out_if));
                         *s += n as u64;
                         any += n;
                     }
@@ -133,6 +133,18 @@ fn forwards_between_ports_and_steers_by_dscp() {
         .unwrap();
     sink.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
+    let total = 200u64 + 300;
+    let reader = std::thread::spawn(move || {
+        let mut got = 0u64;
+        let mut buf = [0u8; 64];
+        let t0 = Instant::now();
+        while got < total && t0.elapsed() < Duration::from_secs(8) {
+            if sink.recv_from(&mut buf).is_ok() {
+                got += 1;
+            }
+        }
+        got
+    });
     let gen = topo
         .gen
         .run(|| UdpSocket::bind("0.0.0.0:0"))
