@@ -1,0 +1,104 @@
+//! DIR-24-8 and the IPv6 trie agree with a naive linear longest-prefix match.
+
+use std::collections::HashMap;
+
+use llr_core::fwd::{Dir24_8, Lpm6};
+use proptest::prelude::*;
+
+fn mask32(len: u8) -> u32 {
+    u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0)
+}
+
+fn naive4(routes: &HashMap<(u32, u8), u32>, a: u32) -> Option<u32> {
+    routes
+        .iter()
+        .filter(|((net, len), _)| a & mask32(*len) == *net)
+        .max_by_key(|((_, len), _)| *len)
+        .map(|(_, v)| *v)
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(u32, u8, u32),
+    /// Remove the n-th (modulo) currently installed prefix, or a random one if none.
+    RemoveExisting(usize),
+    RemoveRandom(u32, u8),
+}
+
+fn addr() -> impl Strategy<Value = u32> {
+    // Half the addresses crowd into a few /24s under 10.0.0.0/14, so prefixes overlap at every
+    // level, including several longer than /24 in the same extension group.
+    prop_oneof![
+        any::<u32>(),
+        any::<u32>().prop_map(|r| 0x0a00_0000 | (r & 0x0003_01ff))
+    ]
+}
+
+fn plen() -> impl Strategy<Value = u8> {
+    // Short prefixes rewrite millions of entries: keep them rare so cases stay fast.
+    prop_oneof![1 => 0u8..8, 7 => 8u8..=24, 8 => 25u8..=32]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        5 => (addr(), plen(), 0u32..1000).prop_map(|(a, l, v)| Op::Insert(a, l, v)),
+        3 => any::<usize>().prop_map(Op::RemoveExisting),
+        1 => (addr(), plen()).prop_map(|(a, l)| Op::RemoveRandom(a, l)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn dir24_8_matches_naive(ops in prop::collection::vec(op(), 1..40), probes in prop::collection::vec(any::<u32>(), 32)) {
+        let mut t = Dir24_8::new();
+        let mut naive: HashMap<(u32, u8), u32> = HashMap::new();
+        let mut interesting = probes.clone();
+        for op in ops {
+            match op {
+                Op::Insert(a, l, v) => {
+                    let old = t.insert(a, l, v).unwrap();
+                    prop_assert_eq!(old, naive.insert((a & mask32(l), l), v));
+                    interesting.extend([a, a ^ 1, a | 0xff, a & !0xff, a.wrapping_add(1 << (32 - u32::from(l.max(1))))]);
+                }
+                Op::RemoveExisting(n) => {
+                    let mut keys: Vec<_> = naive.keys().copied().collect();
+                    keys.sort_unstable();
+                    if let Some(&(net, l)) = keys.get(n % keys.len().max(1)) {
+                        prop_assert_eq!(t.remove(net | (n as u32 & !mask32(l)), l), naive.remove(&(net, l)));
+                    }
+                }
+                Op::RemoveRandom(a, l) => {
+                    prop_assert_eq!(t.remove(a, l), naive.remove(&(a & mask32(l), l)));
+                }
+            }
+            for &a in &interesting {
+                prop_assert_eq!(t.lookup(a), naive4(&naive, a), "addr {:#010x}", a);
+            }
+        }
+        prop_assert_eq!(t.len(), naive.len());
+    }
+
+    #[test]
+    fn lpm6_matches_naive(ops in prop::collection::vec((any::<u128>(), 0u8..=128, 0u32..100, any::<bool>()), 1..40), probes in prop::collection::vec(any::<u128>(), 16)) {
+        let m = |l: u8| u128::MAX.checked_shl(128 - u32::from(l)).unwrap_or(0);
+        let mut t = Lpm6::default();
+        let mut naive: HashMap<(u128, u8), u32> = HashMap::new();
+        let mut interesting = probes;
+        for (a, l, v, ins) in ops {
+            // Share the top 16 bits so prefixes nest.
+            let a = (0x2001u128 << 112) | (a >> 16);
+            if ins {
+                prop_assert_eq!(t.insert(a, l, v), naive.insert((a & m(l), l), v));
+            } else {
+                prop_assert_eq!(t.remove(a, l), naive.remove(&(a & m(l), l)));
+            }
+            interesting.extend([a, a ^ 1]);
+            for &x in &interesting {
+                let want = naive.iter().filter(|((n, l), _)| x & m(*l) == *n).max_by_key(|((_, l), _)| *l).map(|(_, v)| *v);
+                prop_assert_eq!(t.lookup(x), want);
+            }
+        }
+    }
+}
