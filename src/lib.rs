@@ -3,5 +3,16 @@
 //! Each command lives in its own module; `main.rs` only parses arguments and dispatches.
 //! (Engineers: add one `pub mod NAME;` line per module, keep the list sorted.)
 
+pub mod cli_util;
 pub mod cmd_ctl;
+pub mod cmd_demo;
+pub mod cmd_gen;
+pub mod cmd_model;
+pub mod cmd_run;
+pub mod cmd_sim;
+pub mod cmd_sink;
+pub mod cmd_top;
 pub mod cmd_tune;
+pub mod config;
+pub mod plot;
+pub mod testbed;

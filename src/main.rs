@@ -1,1 +1,58 @@
-fn main() {}
+//! `llrouter`: a low-latency, QoS-aware software router. See README.md.
+
+use clap::{Parser, Subcommand};
+use llrouter::cli_util::UsageError;
+use llrouter::{cmd_ctl, cmd_demo, cmd_gen, cmd_model, cmd_sim, cmd_sink, cmd_tune, testbed};
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(name = "llrouter", version, about = "Low-latency, QoS-aware software router", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Run the simulator (paper 000/001 scenarios) on the shared poll engine.
+    Sim(cmd_sim::SimCmd),
+    /// Analytic model: RT latency bound Tmax and the ring budget rule (paper 000, Eq. 1–2).
+    Model(cmd_model::ModelArgs),
+    /// The demo: strategies side by side under load up to overload.
+    Demo(cmd_demo::DemoArgs),
+    /// Traffic generator: UDP probes with sequence numbers, class and send timestamps.
+    Gen(cmd_gen::GenArgs),
+    /// Latency sink: one-way latency per class, loss and reordering per flow.
+    Sink(cmd_sink::SinkArgs),
+    /// Namespace testbed: topology up/down, sweeps and MLFFR against the Linux kernel.
+    Testbed(testbed::TestbedArgs),
+    /// Host tuning (paper 002): per-core load, worker core, IRQ affinities, ring and buffer sizes.
+    Tune(cmd_tune::Args),
+    /// Control-plane client of a running router.
+    Ctl(cmd_ctl::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let res = match cli.cmd {
+        Cmd::Sim(a) => cmd_sim::run(a),
+        Cmd::Model(a) => cmd_model::run(a),
+        Cmd::Demo(a) => cmd_demo::run(a),
+        Cmd::Gen(a) => cmd_gen::run(a),
+        Cmd::Sink(a) => cmd_sink::run(a),
+        Cmd::Testbed(a) => testbed::run(a),
+        Cmd::Tune(a) => cmd_tune::run(a),
+        Cmd::Ctl(a) => cmd_ctl::run(a),
+    };
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            if e.downcast_ref::<UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}

@@ -1,0 +1,619 @@
+//! `llrouter sim` and `llrouter sim sweep`: the discrete-event simulator from the command line.
+
+use crate::cli_util::{parse_pairs, parse_values, table, us, usage, UsageError};
+use crate::plot;
+use clap::{Args, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use llr_core::sched::{ClassSpec, SchedConfig, StrategyKind};
+use llr_sim::{Arrivals, Rate, ServiceDist, ServiceModel, SimConfig, SimResult};
+use rayon::prelude::*;
+use serde_json::{json, Map, Value};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(Args, Debug, Clone)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct SimCmd {
+    #[command(subcommand)]
+    pub sub: Option<SimSub>,
+    #[command(flatten)]
+    pub args: SimArgs,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum SimSub {
+    /// Vary one parameter over several strategies; write results.csv and PNG plots.
+    Sweep(SweepArgs),
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum ArrivalKind {
+    Poisson,
+    Cbr,
+    Onoff,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum DistKind {
+    /// Every packet takes the mean service time (paper 001).
+    Det,
+    /// Exponentially distributed service times.
+    Exp,
+}
+
+/// Parameters of one simulation.
+#[derive(Args, Debug, Clone)]
+pub struct SimArgs {
+    /// Scheduling strategy: sq, rr, ll-rr, ll-wfq, fcfs, prio, rr-slice, wfq, ll-rr-slice, ll-wfq-slice.
+    #[arg(long, default_value = "ll-wfq")]
+    pub strategy: String,
+    /// Number of cores; flows are hashed to cores.
+    #[arg(long, default_value_t = 1)]
+    pub cores: usize,
+    /// Traffic classes with their shares, highest priority first: hi=0.2,mid=0.3,lo=0.5.
+    #[arg(long, conflicts_with = "rt_share")]
+    pub classes: Option<String>,
+    /// Shorthand for --classes rt=S,be=1-S.
+    #[arg(long)]
+    pub rt_share: Option<f64>,
+    /// Offered load relative to the capacity of all cores (1.0 = saturation).
+    #[arg(long, conflicts_with = "rate_pps")]
+    pub utilization: Option<f64>,
+    /// Offered load in packets per second.
+    #[arg(long)]
+    pub rate_pps: Option<f64>,
+    /// Frame size in bytes (service time x = a·S + b + c).
+    #[arg(long, default_value_t = 128)]
+    pub packet_size: u32,
+    /// Fixed mean service time in ns, overriding the calibration.
+    #[arg(long)]
+    pub service_ns: Option<f64>,
+    /// Calibration override as a,b,c (ns/B, ns, ns); default 2.34,272.47,225.18 (paper 001).
+    #[arg(long)]
+    pub calibration: Option<String>,
+    /// Service time distribution.
+    #[arg(long, value_enum, default_value_t = DistKind::Det)]
+    pub service_dist: DistKind,
+    /// Add paper 001's extra latency T+ = 4·T_DMA + 2·8·x to every packet.
+    #[arg(long, value_enum, default_value_t = OnOff::Off)]
+    pub extra_latency: OnOff,
+    /// Slots per ring.
+    #[arg(long, default_value_t = 512)]
+    pub ring_size: usize,
+    /// Device budget (NAPI weight), packets per turn on the poll list.
+    #[arg(long, default_value_t = 64)]
+    pub device_budget: u32,
+    /// Ring budgets per class in packets, e.g. rt=60,be=4.
+    #[arg(long)]
+    pub budgets: Option<String>,
+    /// Weights per class for wfq / ll-wfq-slice, e.g. rt=3,be=1.
+    #[arg(long)]
+    pub weights: Option<String>,
+    /// Time slice Δt in µs for the time-slice strategies.
+    #[arg(long, default_value_t = 50.0)]
+    pub time_slice_us: f64,
+    /// CPU cost of one wake-up (interrupt) in ns; 0 is the pure queueing model.
+    #[arg(long, default_value_t = 0.0)]
+    pub wakeup_cost_ns: f64,
+    /// Arrival process of every class.
+    #[arg(long, value_enum, default_value_t = ArrivalKind::Poisson)]
+    pub arrivals: ArrivalKind,
+    /// Mean on and off periods in µs for --arrivals onoff, as ON,OFF.
+    #[arg(long, default_value = "100,100")]
+    pub onoff_us: String,
+    /// Flows in total, hashed to cores.
+    #[arg(long, default_value_t = 64)]
+    pub flows: usize,
+    /// Packets offered in total.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub packets: u64,
+    /// Seed of the random number generator.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `llrouter sim sweep`.
+#[derive(Args, Debug, Clone)]
+pub struct SweepArgs {
+    /// Parameter to vary: rt-share, utilization, time-slice (µs) or budget (the lowest class's ring budget).
+    #[arg(long, default_value = "rt-share")]
+    pub param: String,
+    /// Values: a,b,c or start:stop:step (inclusive). Default depends on --param.
+    #[arg(long)]
+    pub values: Option<String>,
+    /// Strategies to compare, comma separated.
+    #[arg(long, default_value = "sq,rr,ll-rr,ll-wfq")]
+    pub strategies: String,
+    /// Output directory for results.csv and the plots.
+    #[arg(long, default_value = "results/sim-sweep")]
+    pub out: PathBuf,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Do not draw a progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub base: SimArgs,
+}
+
+impl SimArgs {
+    /// Builds the simulation configuration; errors name the flag.
+    pub fn to_config(&self) -> anyhow::Result<SimConfig> {
+        let strategy: StrategyKind = self.strategy.parse().map_err(UsageError::from)?;
+        let shares: Vec<(String, f64)> = match (&self.classes, self.rt_share) {
+            (Some(c), _) => parse_pairs("classes", c)?,
+            (None, Some(s)) => {
+                if !(0.0..=1.0).contains(&s) {
+                    return Err(usage("rt-share", format!("{s} is outside 0–1")));
+                }
+                vec![("rt".into(), s), ("be".into(), 1.0 - s)]
+            }
+            (None, None) => vec![("rt".into(), 0.3), ("be".into(), 0.7)],
+        };
+        let mut classes: Vec<ClassSpec> = shares
+            .iter()
+            .map(|(n, _)| ClassSpec::named(n.clone()))
+            .collect();
+        let lookup = |flag: &str, name: &str| -> anyhow::Result<usize> {
+            shares.iter().position(|(n, _)| n == name).ok_or_else(|| {
+                usage(
+                    flag,
+                    format!(
+                        "class `{name}` is not one of the classes ({})",
+                        shares
+                            .iter()
+                            .map(|(n, _)| n.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+            })
+        };
+        if let Some(b) = &self.budgets {
+            let pairs: Vec<(String, u32)> = parse_pairs("budgets", b)?;
+            for (name, v) in pairs {
+                classes[lookup("budgets", &name)?].budget = Some(v);
+            }
+        }
+        if let Some(w) = &self.weights {
+            let pairs: Vec<(String, u32)> = parse_pairs("weights", w)?;
+            for (name, v) in pairs {
+                classes[lookup("weights", &name)?].weight = Some(v);
+            }
+        }
+        if !(self.time_slice_us > 0.0 && self.time_slice_us.is_finite()) {
+            return Err(usage(
+                "time-slice-us",
+                format!("{}; must be greater than 0", self.time_slice_us),
+            ));
+        }
+        let sched = SchedConfig {
+            strategy,
+            classes,
+            device_budget: self.device_budget,
+            time_slice_ns: (self.time_slice_us * 1000.0).round() as u64,
+        };
+        let rate = match (self.utilization, self.rate_pps) {
+            (Some(u), _) => Rate::Utilization(u),
+            (None, Some(p)) => Rate::Pps(p),
+            (None, None) => Rate::Utilization(0.8),
+        };
+        let mut service = ServiceModel {
+            override_ns: self.service_ns,
+            dist: match self.service_dist {
+                DistKind::Det => ServiceDist::Deterministic,
+                DistKind::Exp => ServiceDist::Exponential,
+            },
+            ..ServiceModel::default()
+        };
+        if let Some(cal) = &self.calibration {
+            let v = parse_values("calibration", cal)?;
+            if v.len() != 3 || v.iter().any(|x| *x < 0.0) {
+                return Err(usage(
+                    "calibration",
+                    "expects three non-negative numbers a,b,c",
+                ));
+            }
+            (service.a_ns_per_byte, service.b_ns, service.c_ns) = (v[0], v[1], v[2]);
+        }
+        if let Some(s) = self.service_ns {
+            if !(s > 0.0 && s.is_finite()) {
+                return Err(usage("service-ns", format!("{s}; must be greater than 0")));
+            }
+        }
+        let arrivals = match self.arrivals {
+            ArrivalKind::Poisson => Arrivals::Poisson,
+            ArrivalKind::Cbr => Arrivals::Cbr,
+            ArrivalKind::Onoff => {
+                let v = parse_values("onoff-us", &self.onoff_us)?;
+                if v.len() != 2 || v[0] <= 0.0 || v[1] < 0.0 {
+                    return Err(usage(
+                        "onoff-us",
+                        "expects ON,OFF in µs with ON > 0 and OFF ≥ 0",
+                    ));
+                }
+                Arrivals::OnOff {
+                    on_ns: v[0] * 1000.0,
+                    off_ns: v[1] * 1000.0,
+                }
+            }
+        };
+        let cfg = SimConfig {
+            sched,
+            shares: shares.iter().map(|(_, s)| *s).collect(),
+            cores: self.cores,
+            flows: self.flows,
+            rate,
+            packet_size: self.packet_size,
+            service,
+            extra_latency: self.extra_latency == OnOff::On,
+            ring_size: self.ring_size,
+            wakeup_cost_ns: self.wakeup_cost_ns,
+            arrivals,
+            packets: self.packets,
+            seed: self.seed,
+        };
+        cfg.validate()
+            .map_err(|llr_sim::SimError::Config(e)| UsageError::from(e))?;
+        Ok(cfg)
+    }
+}
+
+/// The JSON object of one result, in the documented shape.
+pub fn result_json(r: &SimResult, events_per_sec: Option<f64>) -> Value {
+    let mut classes = Map::new();
+    for c in &r.classes {
+        classes.insert(
+            c.name.clone(),
+            serde_json::to_value(c).expect("serialisable"),
+        );
+    }
+    let mut v = json!({
+        "classes": classes,
+        "utilization": r.utilization,
+        "core_utilization": r.core_utilization,
+        "wakeups_per_sec": r.wakeups_per_sec,
+        "offered_pps": r.offered_pps,
+        "service_ns": r.service_ns,
+        "sim_time_ns": r.sim_time_ns,
+        "budget_exhaustions": r.budget_exhaustions,
+    });
+    if let Some(e) = events_per_sec {
+        v["events_per_sec"] = json!(e);
+    }
+    v
+}
+
+/// Per-class table of a result.
+pub fn result_table(r: &SimResult) -> String {
+    let rows: Vec<Vec<String>> = r
+        .classes
+        .iter()
+        .map(|c| {
+            vec![
+                c.name.clone(),
+                c.sent.to_string(),
+                c.delivered.to_string(),
+                c.dropped.to_string(),
+                format!(
+                    "{:.2}",
+                    if c.sent == 0 {
+                        0.0
+                    } else {
+                        100.0 * c.dropped as f64 / c.sent as f64
+                    }
+                ),
+                us(c.mean_ns),
+                us(c.p50_ns as f64),
+                us(c.p99_ns as f64),
+                us(c.p999_ns as f64),
+                us(c.max_ns as f64),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "class",
+            "sent",
+            "delivered",
+            "dropped",
+            "loss%",
+            "mean µs",
+            "p50 µs",
+            "p99 µs",
+            "p99.9 µs",
+            "max µs",
+        ],
+        &rows,
+    )
+}
+
+pub fn run(cmd: SimCmd) -> anyhow::Result<()> {
+    match cmd.sub {
+        Some(SimSub::Sweep(s)) => sweep(s),
+        None => {
+            let cfg = cmd.args.to_config()?;
+            let t0 = Instant::now();
+            let r =
+                llr_sim::run(&cfg).map_err(|llr_sim::SimError::Config(e)| UsageError::from(e))?;
+            let eps = r.events as f64 / t0.elapsed().as_secs_f64();
+            if cmd.args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&result_json(&r, Some(eps)))?
+                );
+            } else {
+                println!(
+                    "strategy {}  cores {}  offered {:.3} Mpps  service {:.0} ns  utilisation {:.3}  wake-ups {:.0}/s",
+                    cfg.sched.strategy,
+                    cfg.cores,
+                    r.offered_pps / 1e6,
+                    r.service_ns,
+                    r.utilization,
+                    r.wakeups_per_sec
+                );
+                print!("{}", result_table(&r));
+                println!(
+                    "({} events in {:.2} s, {:.1} M events/s)",
+                    r.events,
+                    t0.elapsed().as_secs_f64(),
+                    eps / 1e6
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+/// One row of a sweep.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SweepRow {
+    pub strategy: String,
+    pub param: String,
+    pub value: f64,
+    pub class: String,
+    pub sent: u64,
+    pub delivered: u64,
+    pub dropped: u64,
+    pub mean_ns: f64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+    pub utilization: f64,
+    pub wakeups_per_sec: f64,
+}
+
+fn apply_param(args: &mut SimArgs, param: &str, v: f64) -> anyhow::Result<()> {
+    match param {
+        "rt-share" => {
+            args.classes = None;
+            args.rt_share = Some(v);
+        }
+        "utilization" => {
+            args.rate_pps = None;
+            args.utilization = Some(v);
+        }
+        "time-slice" => args.time_slice_us = v,
+        "budget" => {
+            let cfg = args.to_config()?;
+            let low = &cfg.sched.classes.last().expect("classes").name;
+            let mut pairs: Vec<String> = args
+                .budgets
+                .as_deref()
+                .map(|b| {
+                    b.split(',')
+                        .filter(|p| !p.starts_with(&format!("{low}=")))
+                        .map(String::from)
+                        .collect()
+                })
+                .unwrap_or_default();
+            pairs.push(format!("{low}={}", v.round() as u32));
+            args.budgets = Some(pairs.join(","));
+        }
+        other => return Err(usage(
+            "param",
+            format!(
+                "unknown parameter `{other}`; expected rt-share, utilization, time-slice or budget"
+            ),
+        )),
+    }
+    Ok(())
+}
+
+pub fn sweep(s: SweepArgs) -> anyhow::Result<()> {
+    let values = match &s.values {
+        Some(v) => parse_values("values", v)?,
+        None => match s.param.as_str() {
+            "rt-share" => parse_values("values", "0:1:0.05")?,
+            "utilization" => parse_values("values", "0.1:1.5:0.1")?,
+            "time-slice" => parse_values("values", "10,25,50,100,200,400")?,
+            "budget" => parse_values("values", "1,2,4,8,16,32,64")?,
+            _ => vec![],
+        },
+    };
+    let strategies: Vec<StrategyKind> = s
+        .strategies
+        .split(',')
+        .map(|x| {
+            x.parse::<StrategyKind>()
+                .map_err(|e| usage("strategies", e.reason))
+        })
+        .collect::<Result<_, _>>()?;
+    // Validate every point before spending CPU on any of them.
+    let mut jobs = Vec::new();
+    for st in &strategies {
+        for &v in &values {
+            let mut a = s.base.clone();
+            a.strategy = st.name().to_string();
+            apply_param(&mut a, &s.param, v)?;
+            if s.param == "budget" && *st == StrategyKind::LlRr {
+                // ll-rr has one budget for every ring: vary them together.
+                let cfg = a.to_config();
+                if cfg.is_err() {
+                    let names: Vec<String> = s
+                        .base
+                        .to_config()?
+                        .sched
+                        .classes
+                        .iter()
+                        .map(|c| c.name.clone())
+                        .collect();
+                    a.budgets = Some(
+                        names
+                            .iter()
+                            .map(|n| format!("{n}={}", v.round() as u32))
+                            .collect::<Vec<_>>()
+                            .join(","),
+                    );
+                }
+            }
+            let cfg = a.to_config()?;
+            jobs.push((st.name().to_string(), v, cfg));
+        }
+    }
+    std::fs::create_dir_all(&s.out)
+        .map_err(|e| usage("out", format!("cannot create {}: {e}", s.out.display())))?;
+    let pb = if s.quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(jobs.len() as u64)
+    };
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{spinner} sweep {param} [{bar:30}] {pos}/{len} ({elapsed}, eta {eta})",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    pb.set_message(s.param.clone());
+    let t0 = Instant::now();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(s.jobs.unwrap_or(0))
+        .build()?;
+    let results: Vec<(String, f64, SimResult)> = pool.install(|| {
+        jobs.par_iter()
+            .map(|(st, v, cfg)| {
+                let r = llr_sim::run(cfg).expect("validated above");
+                pb.inc(1);
+                (st.clone(), *v, r)
+            })
+            .collect()
+    });
+    pb.finish_and_clear();
+    let elapsed = t0.elapsed();
+    let mut rows = Vec::new();
+    for (st, v, r) in &results {
+        for c in &r.classes {
+            rows.push(SweepRow {
+                strategy: st.clone(),
+                param: s.param.clone(),
+                value: *v,
+                class: c.name.clone(),
+                sent: c.sent,
+                delivered: c.delivered,
+                dropped: c.dropped,
+                mean_ns: c.mean_ns,
+                p50_ns: c.p50_ns,
+                p99_ns: c.p99_ns,
+                p999_ns: c.p999_ns,
+                max_ns: c.max_ns,
+                utilization: r.utilization,
+                wakeups_per_sec: r.wakeups_per_sec,
+            });
+        }
+    }
+    let csv = s.out.join("results.csv");
+    let mut f = std::fs::File::create(&csv)?;
+    writeln!(f, "strategy,param,value,class,sent,delivered,dropped,mean_ns,p50_ns,p99_ns,p999_ns,max_ns,utilization,wakeups_per_sec")?;
+    for r in &rows {
+        writeln!(
+            f,
+            "{},{},{},{},{},{},{},{:.1},{},{},{},{},{:.4},{:.1}",
+            r.strategy,
+            r.param,
+            r.value,
+            r.class,
+            r.sent,
+            r.delivered,
+            r.dropped,
+            r.mean_ns,
+            r.p50_ns,
+            r.p99_ns,
+            r.p999_ns,
+            r.max_ns,
+            r.utilization,
+            r.wakeups_per_sec
+        )?;
+    }
+    let total_packets: u64 = jobs.iter().map(|(_, _, c)| c.packets).sum();
+    println!(
+        "{} runs, {} simulated packets in {:.1} s ({:.1} M packets/s over {} threads)",
+        jobs.len(),
+        total_packets,
+        elapsed.as_secs_f64(),
+        total_packets as f64 / elapsed.as_secs_f64() / 1e6,
+        pool.current_num_threads()
+    );
+    println!("wrote {}", csv.display());
+    let xlabel = match s.param.as_str() {
+        "rt-share" => "RT share",
+        "utilization" => "utilisation",
+        "time-slice" => "time slice Δt (µs)",
+        _ => "BE ring budget (packets)",
+    };
+    let classes: Vec<String> = results
+        .first()
+        .map(|(_, _, r)| r.classes.iter().map(|c| c.name.clone()).collect())
+        .unwrap_or_default();
+    for (metric, label) in [("mean", "mean latency (µs)"), ("p99", "p99 latency (µs)")] {
+        let mut series = Vec::new();
+        for st in &strategies {
+            for class in &classes {
+                let pts: Vec<(f64, f64)> = rows
+                    .iter()
+                    .filter(|r| r.strategy == st.name() && &r.class == class && r.delivered > 0)
+                    .map(|r| {
+                        (
+                            r.value,
+                            if metric == "mean" {
+                                r.mean_ns
+                            } else {
+                                r.p99_ns as f64
+                            } / 1000.0,
+                        )
+                    })
+                    .collect();
+                series.push(plot::Series {
+                    label: format!("{st} {class}"),
+                    points: pts,
+                    dashed: class != &classes[0],
+                });
+            }
+        }
+        let path = s.out.join(format!("latency_{metric}_vs_{}.png", s.param));
+        match plot::line_chart(
+            &path,
+            &format!("{label} vs {xlabel}"),
+            xlabel,
+            label,
+            &series,
+            true,
+        ) {
+            Ok(()) => println!("wrote {}", path.display()),
+            Err(e) => eprintln!("warning: plot {} skipped: {e}", path.display()),
+        }
+    }
+    Ok(())
+}
