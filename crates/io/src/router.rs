@@ -286,3 +286,22 @@ pub fn pin_to_core(core: usize) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_sig: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Installs SIGINT/SIGTERM handlers that set the returned flag (async-signal-safe: one atomic
+/// store). The worker loop polls it at least every 50 ms.
+pub fn install_stop_signals() -> &'static AtomicBool {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only performs an atomic store, which is async-signal-safe; the
+        // function pointer has the C ABI signal() expects.
+        unsafe {
+            libc::signal(sig, on_stop_signal as *const () as libc::sighandler_t);
+        }
+    }
+    &STOP
+}

@@ -1,0 +1,319 @@
+//! `llrouter run`'s configuration (TOML). Unknown keys are errors; validation names the field.
+//!
+//! ```toml
+//! interfaces = ["veth-rin", "veth-rout"]
+//! cores = [1]
+//! strategy = "ll-wfq"
+//! device-budget = 64
+//! wake = "interrupt"          # interrupt | busy | adaptive
+//! [[classes]]
+//! name = "rt"
+//! budget = 60
+//! [[classes]]
+//! name = "be"
+//! budget = 4
+//! [[rules]]
+//! class = "rt"
+//! dscp = 46
+//! ```
+
+use std::net::IpAddr;
+
+use anyhow::{bail, Context, Result};
+use llr_core::classify::{RuleSet, RuleSpec};
+use llr_core::sched::{ClassSpec, Layout, SchedConfig, StrategyKind};
+use llr_io::ebpf::AttachMode;
+use llr_io::kernel::{parse_mac, parse_prefix, StaticNeighbor, StaticRoute};
+use llr_io::xsk::{WakeMode, XskOptions};
+use serde::Deserialize;
+
+fn default_strategy() -> String {
+    "ll-wfq".into()
+}
+fn default_device_budget() -> u32 {
+    SchedConfig::DEFAULT_DEVICE_BUDGET
+}
+fn default_time_slice() -> u64 {
+    SchedConfig::DEFAULT_TIME_SLICE_NS
+}
+fn default_true() -> bool {
+    true
+}
+fn default_spin() -> u64 {
+    50
+}
+fn default_batch() -> u32 {
+    32
+}
+fn default_refresh() -> u64 {
+    500
+}
+
+/// A static route.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// `addr/len`.
+    pub prefix: String,
+    /// Egress interface name.
+    pub dev: String,
+    /// Next hop (absent: directly connected).
+    pub via: Option<IpAddr>,
+}
+
+/// A static neighbour.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NeighborConfig {
+    pub ip: IpAddr,
+    pub mac: String,
+    pub dev: String,
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RouterConfig {
+    /// Interfaces to route between (at least one).
+    pub interfaces: Vec<String>,
+    /// CPU cores of the workers (one worker per core; empty: one unpinned worker).
+    #[serde(default)]
+    pub cores: Vec<usize>,
+    #[serde(default = "default_strategy")]
+    pub strategy: String,
+    #[serde(default = "default_device_budget")]
+    pub device_budget: u32,
+    #[serde(default = "default_time_slice")]
+    pub time_slice_ns: u64,
+    /// Highest priority first; unmatched traffic goes to the last.
+    pub classes: Vec<ClassSpec>,
+    #[serde(default)]
+    pub rules: Vec<RuleSpec>,
+    #[serde(default)]
+    pub routes: Vec<RouteConfig>,
+    #[serde(default)]
+    pub neighbors: Vec<NeighborConfig>,
+    /// Mirror the kernel's routes and neighbours (static entries override them).
+    #[serde(default = "default_true")]
+    pub kernel_routes: bool,
+    #[serde(default = "default_refresh")]
+    pub route_refresh_ms: u64,
+    #[serde(default)]
+    pub wake: WakeMode,
+    #[serde(default = "default_spin")]
+    pub spin_us: u64,
+    #[serde(default = "default_batch")]
+    pub batch: u32,
+    /// Artificial per-packet cost, ns of busy waiting.
+    #[serde(default)]
+    pub cost_ns: u64,
+    #[serde(default)]
+    pub attach: AttachMode,
+    /// Write an XDP-metadata timestamp per frame (ring-latency metrics).
+    #[serde(default)]
+    pub timestamp_meta: bool,
+    #[serde(default)]
+    pub rings: XskOptions,
+}
+
+/// A checked configuration, resolved against the interfaces of the calling namespace.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub cfg: RouterConfig,
+    pub ifindexes: Vec<u32>,
+    pub layout: Layout,
+    pub rule_images: Vec<[u8; 64]>,
+    pub default_class: u32,
+    pub routes: Vec<StaticRoute>,
+    pub neighbors: Vec<StaticNeighbor>,
+}
+
+impl RouterConfig {
+    /// Parses TOML text.
+    pub fn from_toml(text: &str) -> Result<RouterConfig> {
+        toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    /// Reads and parses a file.
+    pub fn load(path: &std::path::Path) -> Result<RouterConfig> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+        Self::from_toml(&text).with_context(|| format!("config {}", path.display()))
+    }
+
+    /// The scheduler configuration (checked by `layout()`).
+    pub fn sched(&self) -> Result<SchedConfig> {
+        let strategy: StrategyKind = self.strategy.parse()?;
+        Ok(SchedConfig {
+            strategy,
+            classes: self.classes.clone(),
+            device_budget: self.device_budget,
+            time_slice_ns: self.time_slice_ns,
+        })
+    }
+
+    /// Checks everything that does not need the interfaces; errors name the field.
+    pub fn validate(&self) -> Result<Layout> {
+        if self.interfaces.is_empty() {
+            bail!("interfaces: at least one interface is required");
+        }
+        for (i, n) in self.interfaces.iter().enumerate() {
+            if self.interfaces[..i].contains(n) {
+                bail!("interfaces: `{n}` is listed twice");
+            }
+        }
+        if self.cores.len() > 1 {
+            bail!("cores: {} cores given; one worker per interface queue is implemented for single-queue interfaces only, give one core", self.cores.len());
+        }
+        let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if let Some(c) = self.cores.iter().find(|&&c| c >= ncpu) {
+            bail!("cores: core {c} does not exist (this machine has {ncpu})");
+        }
+        if self.batch == 0 {
+            bail!("batch: must be at least 1");
+        }
+        if self.route_refresh_ms == 0 {
+            bail!("route-refresh-ms: must be at least 1");
+        }
+        self.rings.validate()?;
+        let layout = self.sched()?.layout()?;
+        if layout.rings.len() > llr_io::ebpf::MAX_CLASSES {
+            bail!("classes: at most {} rings", llr_io::ebpf::MAX_CLASSES);
+        }
+        Ok(layout)
+    }
+
+    /// Validates and resolves names with `ifindex_of` (the calling namespace's interfaces).
+    pub fn resolve(self, ifindex_of: impl Fn(&str) -> Option<u32>) -> Result<Resolved> {
+        let layout = self.validate()?;
+        let mut ifindexes = Vec::new();
+        for n in &self.interfaces {
+            ifindexes.push(
+                ifindex_of(n).with_context(|| format!("interfaces: no interface named `{n}`"))?,
+            );
+        }
+        let names: Vec<String> = self.classes.iter().map(|c| c.name.clone()).collect();
+        let default_class = (names.len() - 1) as u32;
+        let mut rules = Vec::new();
+        for (i, r) in self.rules.iter().enumerate() {
+            rules.push(
+                r.resolve(&names, &ifindex_of)
+                    .map_err(|e| anyhow::anyhow!("rules[{i}].{}: {}", e.field, e.reason))?,
+            );
+        }
+        let set = RuleSet::with_rules(rules, default_class as usize);
+        let rule_images = set
+            .to_bpf_map()
+            .map_err(|e| anyhow::anyhow!("rules: {}: {}", e.field, e.reason))?;
+        let mut routes = Vec::new();
+        for (i, r) in self.routes.iter().enumerate() {
+            let prefix = parse_prefix(&r.prefix).with_context(|| {
+                format!(
+                    "routes[{i}].prefix: `{}` is not an addr/len prefix",
+                    r.prefix
+                )
+            })?;
+            let ifindex = ifindex_of(&r.dev)
+                .with_context(|| format!("routes[{i}].dev: no interface named `{}`", r.dev))?;
+            if !ifindexes.contains(&ifindex) {
+                bail!(
+                    "routes[{i}].dev: `{}` is not one of the router's interfaces",
+                    r.dev
+                );
+            }
+            routes.push(StaticRoute {
+                prefix,
+                ifindex,
+                gateway: r.via,
+            });
+        }
+        let mut neighbors = Vec::new();
+        for (i, n) in self.neighbors.iter().enumerate() {
+            let mac = parse_mac(&n.mac)
+                .with_context(|| format!("neighbors[{i}].mac: `{}` is not a MAC address", n.mac))?;
+            let ifindex = ifindex_of(&n.dev)
+                .with_context(|| format!("neighbors[{i}].dev: no interface named `{}`", n.dev))?;
+            neighbors.push(StaticNeighbor {
+                ifindex,
+                addr: n.ip,
+                mac,
+            });
+        }
+        Ok(Resolved {
+            cfg: self,
+            ifindexes,
+            layout,
+            rule_images,
+            default_class,
+            routes,
+            neighbors,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+interfaces = ["a", "b"]
+strategy = "ll-wfq"
+[[classes]]
+name = "rt"
+budget = 60
+[[classes]]
+name = "be"
+budget = 4
+[[rules]]
+class = "rt"
+dscp = 46
+[[routes]]
+prefix = "10.9.0.0/16"
+dev = "b"
+via = "10.0.2.1"
+"#;
+
+    fn idx(n: &str) -> Option<u32> {
+        match n {
+            "a" => Some(2),
+            "b" => Some(3),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn parses_and_resolves() {
+        let r = RouterConfig::from_toml(GOOD).unwrap().resolve(idx).unwrap();
+        assert_eq!(r.ifindexes, vec![2, 3]);
+        assert_eq!(r.layout.rings.len(), 2);
+        assert_eq!(r.rule_images.len(), 1);
+        assert_eq!(r.default_class, 1);
+        assert_eq!(r.routes[0].ifindex, 3);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let e = RouterConfig::from_toml(&format!("{GOOD}\nbogus = 1")).unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+        let e = RouterConfig::from_toml(&GOOD.replace("ll-wfq", "wrr"))
+            .unwrap()
+            .resolve(idx)
+            .unwrap_err();
+        assert!(e.to_string().starts_with("strategy"), "{e}");
+        let e = RouterConfig::from_toml(&GOOD.replace("dev = \"b\"", "dev = \"zz\""))
+            .unwrap()
+            .resolve(idx)
+            .unwrap_err();
+        assert!(e.to_string().starts_with("routes[0].dev"), "{e}");
+        let e = RouterConfig::from_toml(&GOOD.replace("dscp = 46", "dscp = 99"))
+            .unwrap()
+            .resolve(idx)
+            .unwrap_err();
+        assert!(e.to_string().starts_with("rules[0].dscp"), "{e}");
+        let e = RouterConfig::from_toml(&GOOD.replace("budget = 4", "budget = 0"))
+            .unwrap()
+            .resolve(idx)
+            .unwrap_err();
+        assert!(e.to_string().starts_with("budgets"), "{e}");
+    }
+}
