@@ -72,6 +72,43 @@ impl Histogram {
     pub fn count(&self) -> u64 {
         self.counts.iter().sum()
     }
+
+    /// Observations since `earlier` (same bounds), e.g. over one refresh interval; counters
+    /// that went backwards (a restart) count from zero.
+    pub fn since(&self, earlier: &Histogram) -> Histogram {
+        if earlier.bounds != self.bounds {
+            return self.clone();
+        }
+        let counts = self
+            .counts
+            .iter()
+            .enumerate()
+            .map(|(i, c)| c.saturating_sub(earlier.counts.get(i).copied().unwrap_or(0)))
+            .collect();
+        Histogram {
+            bounds: self.bounds.clone(),
+            counts,
+            sum: (self.sum - earlier.sum).max(0.0),
+        }
+    }
+
+    /// Upper bound of the bucket holding the `q`-quantile (`+Inf` when it lies above every
+    /// bound); `None` when empty. A histogram only knows quantiles to a bucket's resolution.
+    pub fn quantile_bound(&self, q: f64) -> Option<f64> {
+        let total = self.count();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+        let mut cum = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            cum += c;
+            if cum >= rank {
+                return Some(self.bounds.get(i).copied().unwrap_or(f64::INFINITY));
+            }
+        }
+        Some(f64::INFINITY)
+    }
 }
 
 /// Counters of one ring (one traffic class on one device of one worker).
@@ -782,6 +819,24 @@ mod tests {
         );
         // an empty snapshot still renders a valid document
         parse(&render(&MetricsSnapshot::default())).unwrap();
+    }
+
+    #[test]
+    fn histogram_delta_and_quantiles() {
+        let mut a = Histogram::new(vec![1.0, 2.0, 4.0]);
+        a.observe(0.5);
+        let before = a.clone();
+        for v in [1.5, 1.5, 3.0, 9.0] {
+            a.observe(v);
+        }
+        let d = a.since(&before);
+        assert_eq!(d.counts, vec![0, 2, 1, 1]);
+        assert_eq!(d.sum, 15.0);
+        assert_eq!(d.quantile_bound(0.5), Some(2.0));
+        assert_eq!(d.quantile_bound(0.75), Some(4.0));
+        assert_eq!(d.quantile_bound(0.99), Some(f64::INFINITY));
+        assert_eq!(a.quantile_bound(0.0), Some(1.0));
+        assert_eq!(Histogram::new(vec![1.0]).quantile_bound(0.5), None);
     }
 
     #[test]
