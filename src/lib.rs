@@ -12,7 +12,6 @@ pub mod cmd_run;
 pub mod cmd_sim;
 pub mod cmd_sink;
 pub mod cmd_top;
-pub mod cmd_top;
 pub mod cmd_tune;
 pub mod config;
 pub mod plot;
