@@ -7,7 +7,7 @@ need_pkgs=()
 # clang/llvm compile the eBPF classifier (bpf/*.c) at build time; libbpf-dev ships bpf_helpers.h.
 # iproute2 and ethtool drive the namespace testbed and hardware steering; fonts-dejavu-core
 # gives the PNG plots a font without fontconfig.
-for p in clang llvm libbpf-dev iproute2 ethtool fonts-dejavu-core pkg-config ca-certificates; do
+for p in clang llvm libbpf-dev iproute2 ethtool iputils-ping fonts-dejavu-core pkg-config ca-certificates; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 

@@ -35,8 +35,52 @@ pub struct RunArgs {
     pub json: bool,
 }
 
-/// Runs the router.
+/// What a run counted.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    pub worker: llr_io::router::WorkerStats,
+    /// Per interface (name, classifier counters).
+    pub classifier: Vec<(String, llr_io::ebpf::ClassifierStats)>,
+    pub class_names: Vec<String>,
+}
+
+/// Runs the router and prints its counters on exit.
 pub fn run(args: RunArgs) -> Result<()> {
+    let json = args.json;
+    let Some(rep) = run_report(&args)? else {
+        return Ok(());
+    };
+    let (stats, cls) = (&rep.worker, &rep.classifier);
+    if json {
+        let v = serde_json::json!({ "worker": stats, "classifier": cls.iter().map(|(n, s)| serde_json::json!({"interface": n, "stats": s})).collect::<Vec<_>>() });
+        println!("{v}");
+    } else {
+        println!("llrouter counters:\n{stats}");
+        for (n, s) in cls {
+            let per: Vec<String> = rep
+                .class_names
+                .iter()
+                .enumerate()
+                .map(|(k, c)| format!("{c}={}", s.per_class[k]))
+                .collect();
+            println!(
+                "  xdp {n}: classes {} pass: non-ip {} multicast {} local {} ttl {} malformed {} no-socket {}",
+                per.join(" "),
+                s.pass_non_ip,
+                s.pass_multicast,
+                s.pass_local,
+                s.pass_ttl,
+                s.malformed,
+                s.no_socket
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Runs the router in the calling thread's namespace; returns the counters (`None` for
+/// `--check`).
+pub fn run_report(args: &RunArgs) -> Result<Option<RunReport>> {
     let cfg = RouterConfig::load(&args.config)?;
     let r = cfg.resolve(|n| llr_io::ebpf::ifindex(n).ok())?;
     if args.check {
@@ -47,7 +91,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             r.layout.rings.len(),
             r.rule_images.len()
         );
-        return Ok(());
+        return Ok(None);
     }
     let stop = router::install_stop_signals();
     if let Some(&core) = r.cfg.cores.first() {
@@ -120,30 +164,9 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
     }
     drop(dev); // detaches the classifiers, closes the sockets, frees the UMEM
-    if args.json {
-        let v = serde_json::json!({ "worker": stats, "classifier": cls.iter().map(|(n, s)| serde_json::json!({"interface": n, "stats": s})).collect::<Vec<_>>() });
-        println!("{v}");
-    } else {
-        println!("llrouter counters:\n{stats}");
-        for (n, s) in &cls {
-            let per: Vec<String> = r
-                .cfg
-                .classes
-                .iter()
-                .enumerate()
-                .map(|(k, c)| format!("{}={}", c.name, s.per_class[k]))
-                .collect();
-            println!(
-                "  xdp {n}: classes {} pass: non-ip {} multicast {} local {} ttl {} malformed {} no-socket {}",
-                per.join(" "),
-                s.pass_non_ip,
-                s.pass_multicast,
-                s.pass_local,
-                s.pass_ttl,
-                s.malformed,
-                s.no_socket
-            );
-        }
-    }
-    Ok(())
+    Ok(Some(RunReport {
+        worker: stats,
+        classifier: cls,
+        class_names: r.cfg.classes.iter().map(|c| c.name.clone()).collect(),
+    }))
 }

@@ -1,0 +1,199 @@
+//! gen ns → router ns (llrouter, in-process) → sink ns over veth (root; skipped otherwise):
+//! forwarded with TTL decremented and valid checksums (the sink's kernel accepts the UDP
+//! datagrams and reports the TTL), DSCP EF and rule-matched traffic served from the RT ring,
+//! the rest from BE; ping to the router answered by its kernel; nothing left attached.
+
+use std::net::{SocketAddrV4, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use llr_io::netns::{addr, Topology};
+use llrouter::cmd_run::{run_report, RunArgs};
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn setopt(fd: i32, level: i32, opt: i32, v: i32) {
+    // SAFETY: pointer to a live c_int with its exact size.
+    let rc = unsafe { libc::setsockopt(fd, level, opt, (&v as *const i32).cast(), 4) };
+    assert_eq!(rc, 0);
+}
+
+#[test]
+fn forwards_classifies_and_cleans_up() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let topo = Topology::new("llrfwd").expect("topology");
+    // veth offloads UDP checksums; through AF_XDP the sender must compute them itself.
+    topo.gen
+        .exec(&["ethtool", "-K", addr::GEN_IF, "tx", "off"])
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("llr-router-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("router.toml");
+    std::fs::write(
+        &cfg,
+        r#"
+interfaces = ["veth-rin", "veth-rout"]
+strategy = "ll-wfq"
+wake = "interrupt"
+route-refresh-ms = 100
+[[classes]]
+name = "rt"
+[[classes]]
+name = "be"
+[[rules]]
+class = "rt"
+dscp = 46
+[[rules]]
+class = "rt"
+proto = "udp"
+dst_port = "5000-5010"
+"#,
+    )
+    .unwrap();
+    let args = RunArgs {
+        config: cfg.clone(),
+        duration: Some(12.0),
+        check: false,
+        json: false,
+    };
+    let router = topo.router.spawn(move || run_report(&args));
+    // ready when both interfaces carry the classifier (loading takes a while in debug builds)
+    let t0 = Instant::now();
+    loop {
+        let l = topo.router.ip(&["-d", "link", "show"]).unwrap();
+        if String::from_utf8_lossy(&l.stdout)
+            .matches("prog/xdp")
+            .count()
+            >= 2
+        {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "router did not attach"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+
+    let sink = topo
+        .sink
+        .run(|| UdpSocket::bind("0.0.0.0:9000"))
+        .unwrap()
+        .unwrap();
+    let sink_rule = topo
+        .sink
+        .run(|| UdpSocket::bind("0.0.0.0:5005"))
+        .unwrap()
+        .unwrap();
+    for s in [&sink, &sink_rule] {
+        setopt(s.as_raw_fd(), libc::IPPROTO_IP, libc::IP_RECVTTL, 1);
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+    }
+    let gen = topo
+        .gen
+        .run(|| UdpSocket::bind("0.0.0.0:0"))
+        .unwrap()
+        .unwrap();
+    let sink_ip = addr::SINK_V4.parse().unwrap();
+    let (n_ef, n_rule, n_be) = (100u64, 50u64, 150u64);
+    let reader = |s: UdpSocket, want: u64| {
+        std::thread::spawn(move || {
+            let mut got = 0;
+            let mut ttls = Vec::new();
+            let t0 = Instant::now();
+            while got < want && t0.elapsed() < Duration::from_secs(4) {
+                if let Some(ttl) = recv_ttl(&s) {
+                    got += 1;
+                    ttls.push(ttl);
+                }
+            }
+            (got, ttls)
+        })
+    };
+    let r1 = reader(sink, n_ef + n_be);
+    let r2 = reader(sink_rule, n_rule);
+    let send = |n: u64, port: u16| {
+        for i in 0..n {
+            gen.send_to(&i.to_be_bytes(), SocketAddrV4::new(sink_ip, port))
+                .unwrap();
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    };
+    setopt(gen.as_raw_fd(), libc::IPPROTO_IP, libc::IP_TOS, 46 << 2);
+    send(n_ef, 9000);
+    setopt(gen.as_raw_fd(), libc::IPPROTO_IP, libc::IP_TOS, 0);
+    send(n_rule, 5005);
+    send(n_be, 9000);
+    // ping to the router: answered by the router's kernel (XDP_PASS for local addresses)
+    let ping = topo
+        .gen
+        .exec(&["ping", "-c", "2", "-W", "1", "-i", "0.2", addr::RTR_IN_V4]);
+    let (got, ttls) = r1.join().unwrap();
+    let (got_rule, _) = r2.join().unwrap();
+    let rep = router.join().unwrap().unwrap().unwrap().expect("report");
+    eprintln!("{}", rep.worker);
+    eprintln!("{:?}", rep.classifier);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    assert!(ping.is_ok(), "ping to the router: {ping:?}");
+    assert_eq!(
+        got,
+        n_ef + n_be,
+        "datagrams to 9000 arrived (valid checksums)"
+    );
+    assert_eq!(got_rule, n_rule, "rule-matched datagrams arrived");
+    assert!(
+        ttls.iter().all(|&t| t == 63),
+        "TTL decremented once: {ttls:?}"
+    );
+    assert_eq!(rep.worker.rings, vec!["rt", "be"]);
+    assert_eq!(
+        rep.worker.forwarded[0],
+        n_ef + n_rule,
+        "EF + rule-matched in RT"
+    );
+    assert_eq!(rep.worker.forwarded[1], n_be, "the rest in BE");
+    let l = topo.router.ip(&["-d", "link", "show"]).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&l.stdout).contains("prog/xdp"),
+        "XDP detached"
+    );
+}
+
+/// Receives one datagram and returns its IP TTL (IP_RECVTTL control message).
+fn recv_ttl(s: &UdpSocket) -> Option<u8> {
+    let mut buf = [0u8; 256];
+    let mut cbuf = [0u64; 16];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is plain data; every pointer set below refers to a live local buffer with
+    // the length given, for the duration of recvmsg.
+    unsafe {
+        let mut m: libc::msghdr = std::mem::zeroed();
+        m.msg_iov = &mut iov;
+        m.msg_iovlen = 1;
+        m.msg_control = cbuf.as_mut_ptr().cast();
+        m.msg_controllen = std::mem::size_of_val(&cbuf);
+        if libc::recvmsg(s.as_raw_fd(), &mut m, 0) < 0 {
+            return None;
+        }
+        let mut c = libc::CMSG_FIRSTHDR(&m);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_TTL {
+                return Some(*(libc::CMSG_DATA(c) as *const i32) as u8);
+            }
+            c = libc::CMSG_NXTHDR(&m, c);
+        }
+    }
+    Some(0)
+}
