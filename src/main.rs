@@ -2,7 +2,9 @@
 
 use clap::{Parser, Subcommand};
 use llrouter::cli_util::UsageError;
-use llrouter::{cmd_ctl, cmd_demo, cmd_gen, cmd_model, cmd_sim, cmd_sink, cmd_tune, testbed};
+use llrouter::{
+    cmd_ctl, cmd_demo, cmd_gen, cmd_model, cmd_sim, cmd_sink, cmd_top, cmd_tune, testbed,
+};
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
@@ -30,6 +32,8 @@ enum Cmd {
     Tune(cmd_tune::Args),
     /// Control-plane client of a running router.
     Ctl(cmd_ctl::Args),
+    /// Live terminal view of a running router's counters.
+    Top(cmd_top::Args),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +47,7 @@ fn main() -> ExitCode {
         Cmd::Testbed(a) => testbed::run(a),
         Cmd::Tune(a) => cmd_tune::run(a),
         Cmd::Ctl(a) => cmd_ctl::run(a),
+        Cmd::Top(a) => cmd_top::run(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

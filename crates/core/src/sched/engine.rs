@@ -244,10 +244,6 @@ impl PollEngine {
         let budget = self.device_budget;
         let d = &mut self.devs[dev];
         d.left = budget;
-        if self.kind.is_packet_budget() {
-            d.cursor = 0;
-            d.ring_left = self.ring_budget[d.rings[0]];
-        }
     }
 
     #[inline]
@@ -268,21 +264,25 @@ impl PollEngine {
     /// Paper 000, Fig. 2: passes over the rings in priority order, each ring served up to
     /// min(ring budget, device budget left); after a pass, leave the poll list if every ring is
     /// empty, go to the tail if the device budget is spent, else make another pass.
+    ///
+    /// When the device budget runs out in the middle of a pass (ring budgets summing to more
+    /// than the device budget, e.g. three classes with 60/4/4 under 64), the device goes to the
+    /// tail and its next turn resumes the pass where it stopped. Restarting the pass instead
+    /// would starve the rings at its end forever.
     #[inline]
     fn pick_budget<V: RingView + ?Sized>(&mut self, dev: DevId, rings: &V) -> Step {
         let d = &mut self.devs[dev];
         loop {
             while d.cursor < d.rings.len() {
                 let r = d.rings[d.cursor];
-                let max = d.ring_left.min(d.left);
-                let backlog = rings.backlog(r);
-                if backlog > 0 {
-                    if max > 0 {
-                        return Step::Serve(r, max);
+                if rings.backlog(r) > 0 {
+                    if d.left == 0 {
+                        return Step::Exhausted;
                     }
-                    if d.ring_left == 0 {
-                        self.ring_stats[r].budget_hits += 1;
+                    if d.ring_left > 0 {
+                        return Step::Serve(r, d.ring_left.min(d.left));
                     }
+                    self.ring_stats[r].budget_hits += 1;
                 }
                 d.cursor += 1;
                 if d.cursor < d.rings.len() {
@@ -290,14 +290,14 @@ impl PollEngine {
                 }
             }
             self.dev_stats[dev].passes += 1;
+            d.cursor = 0;
+            d.ring_left = self.ring_budget[d.rings[0]];
             if d.rings.iter().all(|&r| rings.backlog(r) == 0) {
                 return Step::Empty;
             }
             if d.left == 0 {
                 return Step::Exhausted;
             }
-            d.cursor = 0;
-            d.ring_left = self.ring_budget[d.rings[0]];
         }
     }
 
