@@ -3,7 +3,7 @@
 use clap::{Parser, Subcommand};
 use llrouter::cli_util::UsageError;
 use llrouter::{
-    cmd_ctl, cmd_demo, cmd_gen, cmd_model, cmd_sim, cmd_sink, cmd_top, cmd_tune, testbed,
+    cmd_ctl, cmd_demo, cmd_gen, cmd_model, cmd_run, cmd_sim, cmd_sink, cmd_top, cmd_tune, testbed,
 };
 use std::process::ExitCode;
 
@@ -16,6 +16,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
+    /// Run the router: XDP classifier, per-class AF_XDP rings, poll engine, forwarding.
+    Run(cmd_run::RunArgs),
     /// Run the simulator (paper 000/001 scenarios) on the shared poll engine.
     Sim(cmd_sim::SimCmd),
     /// Analytic model: RT latency bound Tmax and the ring budget rule (paper 000, Eq. 1–2).
@@ -39,6 +41,7 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let res = match cli.cmd {
+        Cmd::Run(a) => cmd_run::run(a),
         Cmd::Sim(a) => cmd_sim::run(a),
         Cmd::Model(a) => cmd_model::run(a),
         Cmd::Demo(a) => cmd_demo::run(a),
