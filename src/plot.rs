@@ -101,6 +101,10 @@ pub fn line_chart(
                 .configure_mesh()
                 .x_desc(xlabel)
                 .y_desc(ylabel)
+                .x_labels(12)
+                .y_labels(12)
+                .max_light_lines(2)
+                .y_label_formatter(&|v: &f64| fmt_tick(*v))
                 .label_style(("sans-serif", 14))
                 .draw()
                 .map_err(|e| e.to_string())?;
@@ -158,4 +162,17 @@ pub fn line_chart(
     }
     root.present().map_err(|e| e.to_string())?;
     Ok(())
+}
+
+/// Tick labels readable on a log axis: 0.5, 3, 40, 2k.
+fn fmt_tick(v: f64) -> String {
+    if v >= 10_000.0 {
+        format!("{:.0}k", v / 1000.0)
+    } else if v >= 10.0 {
+        format!("{v:.0}")
+    } else if v >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
 }
