@@ -23,6 +23,9 @@ pub enum GapsArg {
 pub enum Backend {
     /// UDP sockets with sendmmsg (~0.4 Mpps per core; works anywhere).
     Udp,
+    /// BPF_PROG_RUN with live XDP frames redirected into the route's egress interface
+    /// (Mpps; root; bursts of --batch frames spaced to the average --rate).
+    BpfLive,
 }
 
 /// Send UDP probe traffic (sequence number, class, flow and send timestamp in every payload).
@@ -85,11 +88,7 @@ pub(crate) fn to_usage(e: anyhow::Error) -> anyhow::Error {
     let msg = e.to_string();
     match msg.strip_prefix("--") {
         Some(rest) => {
-            let flag = rest
-                .split([' ', ':', '/'])
-                .next()
-                .unwrap_or("")
-                .to_owned();
+            let flag = rest.split([' ', ':', '/']).next().unwrap_or("").to_owned();
             usage(
                 &flag,
                 rest[flag.len()..].trim_start_matches([':', ' ']).to_owned(),
@@ -143,6 +142,7 @@ pub fn generate(cfg: &GenConfig, backend: Backend, stop: &AtomicBool) -> anyhow:
             let mut tx = gen::udp::UdpSender::new(cfg)?;
             gen::drive(cfg, &mut tx, stop)
         }
+        Backend::BpfLive => gen::bpf_live::run(cfg, stop),
     }
 }
 

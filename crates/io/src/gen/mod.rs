@@ -9,8 +9,10 @@
 //! Frame size counts the Ethernet frame without FCS (what veth and AF_XDP see): IPv4 64..=1518
 //! (UDP payload = size − 42), IPv6 84..=1518 (payload = size − 62); the probe needs 22 bytes.
 //!
-//! Backends: [`udp`] (sendmmsg, one socket per flow, works anywhere).
+//! Backends: [`udp`] (sendmmsg, one socket per flow, works anywhere) and [`bpf_live`]
+//! (`BPF_PROG_RUN` with live XDP frames redirected into the egress veth; Mpps, root).
 
+pub mod bpf_live;
 pub mod udp;
 
 use std::net::IpAddr;
