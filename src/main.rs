@@ -10,6 +10,9 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(name = "llrouter", version, about = "Low-latency, QoS-aware software router", long_about = None)]
 struct Cli {
+    /// Log level (error, warn, info, debug, trace) or a tracing filter; RUST_LOG overrides it.
+    #[arg(long, global = true, default_value = "warn")]
+    log: String,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -40,6 +43,21 @@ enum Cmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&cli.log));
+    match filter {
+        Ok(f) => tracing_subscriber::fmt()
+            .with_env_filter(f)
+            .with_writer(std::io::stderr)
+            .init(),
+        Err(e) => {
+            eprintln!(
+                "error: --log: `{}` is not a log level or filter: {e}",
+                cli.log
+            );
+            return ExitCode::from(2);
+        }
+    }
     let res = match cli.cmd {
         Cmd::Run(a) => cmd_run::run(a),
         Cmd::Sim(a) => cmd_sim::run(a),
