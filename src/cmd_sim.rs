@@ -422,12 +422,14 @@ fn apply_param(args: &mut SimArgs, param: &str, v: f64) -> anyhow::Result<()> {
             pairs.push(format!("{low}={}", v.round() as u32));
             args.budgets = Some(pairs.join(","));
         }
-        other => return Err(usage(
-            "param",
-            format!(
+        other => {
+            return Err(usage(
+                "param",
+                format!(
                 "unknown parameter `{other}`; expected rt-share, utilization, time-slice or budget"
             ),
-        )),
+            ))
+        }
     }
     Ok(())
 }
