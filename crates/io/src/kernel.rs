@@ -1,22 +1,52 @@
-//! Mirrors the router namespace's interfaces, routes and neighbours into a `Forwarder`.
+//! Mirrors the router namespace's interfaces, routes and neighbours into a `Forwarder` over
+//! rtnetlink ([rtnetlink(7)]), so `ip route`, FRR or BIRD configure llrouter.
 //!
-//! Implementation: a periodic dump through iproute2's JSON output (`ip -j addr/route/neigh`),
-//! rebuilt and swapped in whole, with the static configuration applied on top as an override.
-//! Simple and robust; the price is a refresh latency of one period (default 500 ms) instead of
-//! netlink's event-driven updates. (TODO: subscribe to RTNLGRP_IPV4_ROUTE/IPV6_ROUTE/NEIGH.)
+//! - [`build`]: one dump of links, addresses, routes (table main) and neighbours, with the
+//!   static configuration applied on top as an override.
+//! - [`refresh_loop`] (a thread in the router's namespace): subscribes to `RTMGRP_LINK`,
+//!   `RTMGRP_NEIGH`, `RTMGRP_IPV4_IFADDR`/`IPV6_IFADDR` and `RTMGRP_IPV4_ROUTE`/`IPV6_ROUTE`
+//!   *before* dumping, then applies route and neighbour events incrementally (a batch of events
+//!   under one write lock of the forwarder; a DIR-24-8 insert or delete, never a rebuild). Link
+//!   and address events, a socket overrun (`ENOBUFS`) and every `period` trigger a full
+//!   re-dump, which is *diffed* against what was applied, so only changes reach the forwarder.
+//!   (IPv4 removes the routes of a downed link or a deleted address without notifications;
+//!   the re-dump catches that.)
+//!
+//! What reaches the forwarder, per prefix: the static route if the configuration has one, else
+//! the kernel's route of lowest metric in table main. Kernel routes that llrouter must not
+//! forward itself (blackhole, unreachable, prohibit, ... and routes through interfaces that are
+//! not the router's) are installed with their egress ifindex (0 for the non-unicast kinds), so
+//! the forwarder's lookup finds them and hands such packets to the kernel (`NoRoute`) instead of
+//! following a shorter prefix. Neighbours: every entry with a MAC that is not `FAILED` or
+//! `INCOMPLETE`; static neighbours override.
+//!
+//! [rtnetlink(7)]: https://man7.org/linux/man-pages/man7/rtnetlink.7.html
 
-use std::net::IpAddr;
-use std::process::Command;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use llr_core::classify::IpPrefix;
-use llr_core::fwd::{Forwarder, Interface, NextHop};
-use serde_json::Value;
+use llr_core::fwd::{Forwarder, Interface, Interfaces, NextHop};
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST,
+};
+use netlink_packet_route::address::{AddressAttribute, AddressMessage};
+use netlink_packet_route::link::{LinkAttribute, LinkMessage};
+use netlink_packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
+};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteType,
+};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
-/// A static route or neighbour from the configuration (overrides the kernel's).
+/// A static route from the configuration (overrides the kernel's).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StaticRoute {
     pub prefix: IpPrefix,
@@ -24,6 +54,7 @@ pub struct StaticRoute {
     pub gateway: Option<IpAddr>,
 }
 
+/// A static neighbour from the configuration (overrides the kernel's).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StaticNeighbor {
     pub ifindex: u32,
@@ -34,31 +65,12 @@ pub struct StaticNeighbor {
 /// What to mirror.
 #[derive(Debug, Clone, Default)]
 pub struct MirrorSpec {
-    /// The router's interfaces (only routes through them are mirrored).
+    /// The router's interfaces (their links and addresses are mirrored).
     pub ifindexes: Vec<u32>,
     /// Mirror kernel routes and neighbours (interfaces are always read).
     pub kernel_routes: bool,
     pub routes: Vec<StaticRoute>,
     pub neighbors: Vec<StaticNeighbor>,
-}
-
-fn ip_json(args: &[&str]) -> Result<Value> {
-    let out = Command::new("ip")
-        .arg("-j")
-        .args(args)
-        .output()
-        .context("run ip")?;
-    if !out.status.success() {
-        bail!(
-            "ip -j {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    if out.stdout.iter().all(|b| b.is_ascii_whitespace()) {
-        return Ok(Value::Array(vec![]));
-    }
-    serde_json::from_slice(&out.stdout).with_context(|| format!("parse ip -j {}", args.join(" ")))
 }
 
 /// Parses `aa:bb:cc:dd:ee:ff`.
@@ -71,134 +83,842 @@ pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
     v.try_into().ok()
 }
 
-/// Builds a forwarder from the kernel's tables (calling thread's namespace) and the overrides.
-pub fn build(spec: &MirrorSpec) -> Result<Forwarder> {
-    let mut f = Forwarder::new();
-    let links = ip_json(&["addr", "show"])?;
-    for l in links.as_array().into_iter().flatten() {
-        let idx = l["ifindex"].as_u64().unwrap_or(0) as u32;
-        if !spec.ifindexes.contains(&idx) {
-            continue;
-        }
-        let mac = l["address"].as_str().and_then(parse_mac).unwrap_or([0; 6]);
-        let mtu = l["mtu"].as_u64().unwrap_or(1500) as u32;
-        f.interfaces.upsert(Interface::new(idx, mac, mtu));
-        for a in l["addr_info"].as_array().into_iter().flatten() {
-            if let (Some(ip), Some(len)) = (
-                a["local"].as_str().and_then(|s| s.parse::<IpAddr>().ok()),
-                a["prefixlen"].as_u64(),
-            ) {
-                f.interfaces.add_addr(idx, ip, len as u8);
-            }
-        }
-    }
-    if spec.kernel_routes {
-        let name_to_idx = |dev: &str| -> Option<u32> {
-            links.as_array()?.iter().find_map(|l| {
-                (l["ifname"].as_str() == Some(dev))
-                    .then(|| l["ifindex"].as_u64().unwrap_or(0) as u32)
-            })
-        };
-        for fam in ["-4", "-6"] {
-            let routes = ip_json(&[fam, "route", "show", "table", "main"])?;
-            for r in routes.as_array().into_iter().flatten() {
-                if r["type"].as_str().is_some_and(|t| t != "unicast") {
-                    continue;
-                }
-                let Some(idx) = r["dev"].as_str().and_then(name_to_idx) else {
-                    continue;
-                };
-                if !spec.ifindexes.contains(&idx) {
-                    continue;
-                }
-                let dst = r["dst"].as_str().unwrap_or("");
-                let prefix = match dst {
-                    "default" => {
-                        if fam == "-4" {
-                            "0.0.0.0/0".to_string()
-                        } else {
-                            "::/0".to_string()
-                        }
-                    }
-                    d if d.contains('/') => d.to_string(),
-                    d => format!("{d}/{}", if fam == "-4" { 32 } else { 128 }),
-                };
-                let Some(p) = parse_prefix(&prefix) else {
-                    continue;
-                };
-                let gw = r["gateway"].as_str().and_then(|g| g.parse().ok());
-                let _ = f.routes.insert(
-                    p,
-                    NextHop {
-                        ifindex: idx,
-                        gateway: gw,
-                    },
-                );
-            }
-        }
-        let neigh = ip_json(&["neigh", "show"])?;
-        for n in neigh.as_array().into_iter().flatten() {
-            let states: Vec<&str> = n["state"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|s| s.as_str())
-                .collect();
-            if states.iter().any(|s| *s == "FAILED" || *s == "INCOMPLETE") {
-                continue;
-            }
-            let (Some(idx), Some(ip), Some(mac)) = (
-                n["dev"].as_str().and_then(name_to_idx),
-                n["dst"].as_str().and_then(|s| s.parse::<IpAddr>().ok()),
-                n["lladdr"].as_str().and_then(parse_mac),
-            ) else {
-                continue;
-            };
-            if spec.ifindexes.contains(&idx) {
-                f.neighbors.insert(idx, ip, mac);
-            }
-        }
-    }
-    for r in &spec.routes {
-        f.routes
-            .insert(
-                r.prefix,
-                NextHop {
-                    ifindex: r.ifindex,
-                    gateway: r.gateway,
-                },
-            )
-            .map_err(|e| anyhow::anyhow!("routes: {:?}: {e:?}", r.prefix))?;
-    }
-    for n in &spec.neighbors {
-        f.neighbors.insert(n.ifindex, n.addr, n.mac);
-    }
-    Ok(f)
-}
-
 /// Parses `addr/len`.
 pub fn parse_prefix(s: &str) -> Option<IpPrefix> {
     let (a, l) = s.split_once('/')?;
     IpPrefix::new(a.parse().ok()?, l.parse().ok()?).ok()
 }
 
-/// Rebuilds the forwarder every `period` until `stop` (run on a thread in the router's
-/// namespace). Errors are logged and the previous tables kept.
+// rtnetlink multicast groups (linux/rtnetlink.h, the legacy RTMGRP_* bitmask for bind()).
+const RTMGRP_LINK: u32 = 0x1;
+const RTMGRP_NEIGH: u32 = 0x4;
+const RTMGRP_IPV4_IFADDR: u32 = 0x10;
+const RTMGRP_IPV4_ROUTE: u32 = 0x40;
+const RTMGRP_IPV6_IFADDR: u32 = 0x100;
+const RTMGRP_IPV6_ROUTE: u32 = 0x400;
+const RT_TABLE_MAIN: u32 = 254;
+
+/// Bytes per netlink receive; dumps send at most ~32 KiB per datagram.
+const RECV_BUF: usize = 1 << 16;
+
+/// A netlink route socket: request/response for dumps, or bound to groups for events.
+struct NlSocket {
+    sock: Socket,
+    seq: u32,
+    buf: Vec<u8>,
+}
+
+impl NlSocket {
+    fn new(groups: u32) -> Result<NlSocket> {
+        let mut sock = Socket::new(NETLINK_ROUTE).context("netlink: socket(NETLINK_ROUTE)")?;
+        sock.bind(&SocketAddr::new(0, groups))
+            .context("netlink: bind")?;
+        if groups != 0 {
+            // Room for bursts (a routing daemon installing a full table); an overrun is
+            // recovered by a re-dump anyway.
+            let _ = sock.set_rx_buf_sz(4 << 20);
+            sock.set_non_blocking(true)
+                .context("netlink: non-blocking")?;
+        }
+        Ok(NlSocket {
+            sock,
+            seq: 0,
+            buf: vec![0; RECV_BUF],
+        })
+    }
+
+    /// Sends a dump request and collects every answer up to `NLMSG_DONE`. Retries (a bounded
+    /// number of times) when the kernel flags the dump as interrupted by a concurrent change.
+    fn dump(&mut self, req: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>> {
+        for _attempt in 0..5 {
+            self.seq = self.seq.wrapping_add(1);
+            let seq = self.seq;
+            let mut hdr = NetlinkHeader::default();
+            hdr.flags = NLM_F_DUMP | NLM_F_REQUEST;
+            hdr.sequence_number = seq;
+            let mut msg = NetlinkMessage::new(hdr, NetlinkPayload::from(req.clone()));
+            msg.finalize();
+            let mut out = vec![0; msg.header.length as usize];
+            msg.serialize(&mut out[..]);
+            self.sock
+                .send_to(&out, &SocketAddr::new(0, 0), 0)
+                .context("netlink: send dump request")?;
+            let mut got = Vec::new();
+            let mut interrupted = false;
+            let deadline = Instant::now() + Duration::from_secs(10);
+            'recv: loop {
+                if Instant::now() > deadline {
+                    bail!("netlink: dump did not finish within 10 s");
+                }
+                let n = self
+                    .sock
+                    .recv(&mut &mut self.buf[..], 0)
+                    .context("netlink: recv dump")?;
+                for (h_flags, h_seq, m) in frames(&self.buf[..n]) {
+                    if h_seq != seq {
+                        continue; // a stale answer to an earlier, abandoned request
+                    }
+                    if h_flags & NLM_F_DUMP_INTR != 0 {
+                        interrupted = true;
+                    }
+                    match m {
+                        Frame::Done => break 'recv,
+                        Frame::Error(code) => {
+                            bail!(
+                                "netlink: dump request failed: {}",
+                                std::io::Error::from_raw_os_error(-code)
+                            )
+                        }
+                        Frame::Msg(m) => got.push(m),
+                        Frame::Other => {}
+                    }
+                }
+            }
+            if !interrupted {
+                return Ok(got);
+            }
+        }
+        bail!("netlink: dump interrupted 5 times in a row (tables changing too fast)")
+    }
+}
+
+enum Frame {
+    Msg(RouteNetlinkMessage),
+    Done,
+    Error(i32),
+    Other,
+}
+
+/// Splits a netlink datagram into messages: (header flags, sequence number, payload). A message
+/// the parser cannot decode (a newer kernel's attribute layout, say) is skipped, not fatal.
+fn frames(mut b: &[u8]) -> Vec<(u16, u32, Frame)> {
+    let mut out = Vec::new();
+    while b.len() >= 16 {
+        let len = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize;
+        if len < 16 || len > b.len() {
+            break;
+        }
+        let flags = u16::from_ne_bytes([b[6], b[7]]);
+        let seq = u32::from_ne_bytes([b[8], b[9], b[10], b[11]]);
+        let f = match NetlinkMessage::<RouteNetlinkMessage>::deserialize(&b[..len]) {
+            Ok(m) => match m.payload {
+                NetlinkPayload::InnerMessage(x) => Frame::Msg(x),
+                NetlinkPayload::Done(_) => Frame::Done,
+                NetlinkPayload::Error(e) => match e.code {
+                    Some(c) => Frame::Error(c.get()),
+                    None => Frame::Other, // an ACK
+                },
+                _ => Frame::Other,
+            },
+            Err(e) => {
+                tracing::debug!("netlink: skipping undecodable message: {e}");
+                Frame::Other
+            }
+        };
+        out.push((flags, seq, f));
+        // Messages are 4-byte aligned (NLMSG_ALIGN).
+        let adv = (len + 3) & !3;
+        if adv >= b.len() {
+            break;
+        }
+        b = &b[adv..];
+    }
+    out
+}
+
+/// ifindex → (MAC, MTU).
+type Links = BTreeMap<u32, ([u8; 6], u32)>;
+/// ifindex → sorted (address, prefix length).
+type Addrs = BTreeMap<u32, Vec<(IpAddr, u8)>>;
+
+/// The kernel's tables, as far as llrouter cares.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct KernelView {
+    /// The router's links: ifindex → (MAC, MTU).
+    links: BTreeMap<u32, ([u8; 6], u32)>,
+    /// The router's addresses: ifindex → (address, prefix length), sorted.
+    addrs: BTreeMap<u32, Vec<(IpAddr, u8)>>,
+    /// Table main: prefix → entries (metric, next hop).
+    routes: HashMap<IpPrefix, Vec<(u32, NextHop)>>,
+    /// Resolved neighbours of the router's interfaces.
+    neighbors: HashMap<(u32, IpAddr), [u8; 6]>,
+}
+
+/// One decoded change.
+#[derive(Debug, Clone, PartialEq)]
+enum Change {
+    /// Add or replace the route (prefix, metric) → next hop.
+    RouteSet(IpPrefix, u32, NextHop),
+    /// Remove the route (prefix, metric).
+    RouteDel(IpPrefix, u32),
+    NeighSet(u32, IpAddr, [u8; 6]),
+    NeighDel(u32, IpAddr),
+    /// Links or addresses changed: re-dump them.
+    Resync,
+    Ignore,
+}
+
+fn route_addr(a: &RouteAddress) -> Option<IpAddr> {
+    match a {
+        RouteAddress::Inet(v4) => Some(IpAddr::V4(*v4)),
+        RouteAddress::Inet6(v6) => Some(IpAddr::V6(*v6)),
+        _ => None,
+    }
+}
+
+/// Decodes a route message of table main: (prefix, metric, next hop). The next hop of a route
+/// llrouter must not forward itself has the route's own interface (maybe not one of the
+/// router's) or ifindex 0, so the forwarder passes matching packets to the kernel.
+fn decode_route(m: &RouteMessage) -> Option<(IpPrefix, u32, NextHop)> {
+    let h: &RouteHeader = &m.header;
+    let mut table = u32::from(h.table);
+    let (mut dst, mut oif, mut gw, mut metric) = (None, None, None, 0u32);
+    let mut first_hop = None;
+    for a in &m.attributes {
+        match a {
+            RouteAttribute::Table(t) => table = *t,
+            RouteAttribute::Destination(d) => dst = route_addr(d),
+            RouteAttribute::Oif(i) => oif = Some(*i),
+            RouteAttribute::Gateway(g) => gw = route_addr(g),
+            RouteAttribute::Priority(p) => metric = *p,
+            RouteAttribute::MultiPath(hops) => {
+                // ECMP: llrouter follows the first next hop (no multipath hashing yet).
+                first_hop = hops.first().map(|nh| {
+                    let g = nh.attributes.iter().find_map(|x| match x {
+                        RouteAttribute::Gateway(g) => route_addr(g),
+                        _ => None,
+                    });
+                    (nh.interface_index, g)
+                });
+            }
+            _ => {}
+        }
+    }
+    if table != RT_TABLE_MAIN || h.flags.contains(RouteFlags::Cloned) {
+        return None;
+    }
+    let dst = match (dst, h.address_family) {
+        (Some(d), _) => d,
+        (None, AddressFamily::Inet) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        (None, AddressFamily::Inet6) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        _ => return None,
+    };
+    let prefix = IpPrefix::new(dst, h.destination_prefix_length).ok()?;
+    if let (None, Some((i, g))) = (oif, first_hop) {
+        oif = Some(i);
+        gw = g;
+    }
+    let nh = if h.kind == RouteType::Unicast {
+        NextHop {
+            ifindex: oif.unwrap_or(0),
+            gateway: gw,
+        }
+    } else {
+        NextHop {
+            ifindex: 0,
+            gateway: None,
+        }
+    };
+    Some((prefix, metric, nh))
+}
+
+fn decode_neigh(m: &NeighbourMessage) -> Option<(u32, IpAddr, Option<[u8; 6]>)> {
+    let mut ip = None;
+    let mut mac = None;
+    for a in &m.attributes {
+        match a {
+            NeighbourAttribute::Destination(NeighbourAddress::Inet(v4)) => {
+                ip = Some(IpAddr::V4(*v4))
+            }
+            NeighbourAttribute::Destination(NeighbourAddress::Inet6(v6)) => {
+                ip = Some(IpAddr::V6(*v6))
+            }
+            NeighbourAttribute::LinkLayerAddress(l) => mac = <[u8; 6]>::try_from(&l[..]).ok(),
+            _ => {}
+        }
+    }
+    let usable = !matches!(
+        m.header.state,
+        NeighbourState::Failed | NeighbourState::Incomplete | NeighbourState::None
+    );
+    Some((m.header.ifindex, ip?, if usable { mac } else { None }))
+}
+
+fn decode_link(m: &LinkMessage) -> (u32, [u8; 6], u32) {
+    let mut mac = [0u8; 6];
+    let mut mtu = 1500;
+    for a in &m.attributes {
+        match a {
+            LinkAttribute::Address(a) => {
+                if let Ok(x) = <[u8; 6]>::try_from(&a[..]) {
+                    mac = x;
+                }
+            }
+            LinkAttribute::Mtu(x) => mtu = *x,
+            _ => {}
+        }
+    }
+    (m.header.index, mac, mtu)
+}
+
+fn decode_addr(m: &AddressMessage) -> Option<(u32, IpAddr, u8)> {
+    // IFA_LOCAL is the interface's own address (differs from IFA_ADDRESS on point-to-point
+    // links); IPv6 sends only IFA_ADDRESS.
+    let mut local = None;
+    let mut address = None;
+    for a in &m.attributes {
+        match a {
+            AddressAttribute::Local(ip) => local = Some(*ip),
+            AddressAttribute::Address(ip) => address = Some(*ip),
+            _ => {}
+        }
+    }
+    Some((m.header.index, local.or(address)?, m.header.prefix_len))
+}
+
+fn classify_event(m: &RouteNetlinkMessage, spec: &MirrorSpec) -> Change {
+    use RouteNetlinkMessage as M;
+    match m {
+        M::NewRoute(r) if spec.kernel_routes => match decode_route(r) {
+            Some((p, metric, nh)) => Change::RouteSet(p, metric, nh),
+            None => Change::Ignore,
+        },
+        M::DelRoute(r) if spec.kernel_routes => match decode_route(r) {
+            Some((p, metric, _)) => Change::RouteDel(p, metric),
+            None => Change::Ignore,
+        },
+        M::NewNeighbour(n) if spec.kernel_routes => match decode_neigh(n) {
+            Some((i, _, _)) if !spec.ifindexes.contains(&i) => Change::Ignore,
+            Some((i, ip, Some(mac))) => Change::NeighSet(i, ip, mac),
+            Some((i, ip, None)) => Change::NeighDel(i, ip),
+            None => Change::Ignore,
+        },
+        M::DelNeighbour(n) if spec.kernel_routes => match decode_neigh(n) {
+            Some((i, ip, _)) if spec.ifindexes.contains(&i) => Change::NeighDel(i, ip),
+            _ => Change::Ignore,
+        },
+        M::NewLink(_) | M::DelLink(_) | M::NewAddress(_) | M::DelAddress(_) => Change::Resync,
+        _ => Change::Ignore,
+    }
+}
+
+/// Reads the kernel's tables with netlink dumps (calling thread's namespace).
+fn dump_view(sock: &mut NlSocket, spec: &MirrorSpec) -> Result<KernelView> {
+    let mut v = KernelView::default();
+    for m in sock.dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))? {
+        if let RouteNetlinkMessage::NewLink(l) = m {
+            let (i, mac, mtu) = decode_link(&l);
+            if spec.ifindexes.contains(&i) {
+                v.links.insert(i, (mac, mtu));
+            }
+        }
+    }
+    for m in sock.dump(RouteNetlinkMessage::GetAddress(AddressMessage::default()))? {
+        if let RouteNetlinkMessage::NewAddress(a) = m {
+            if let Some((i, ip, len)) = decode_addr(&a) {
+                if spec.ifindexes.contains(&i) {
+                    v.addrs.entry(i).or_default().push((ip, len));
+                }
+            }
+        }
+    }
+    for a in v.addrs.values_mut() {
+        a.sort();
+        a.dedup();
+    }
+    if spec.kernel_routes {
+        for fam in [AddressFamily::Inet, AddressFamily::Inet6] {
+            let mut req = RouteMessage::default();
+            req.header.address_family = fam;
+            for m in sock.dump(RouteNetlinkMessage::GetRoute(req))? {
+                if let RouteNetlinkMessage::NewRoute(r) = m {
+                    if let Some((p, metric, nh)) = decode_route(&r) {
+                        set_route(&mut v.routes, p, metric, nh);
+                    }
+                }
+            }
+        }
+        for m in sock.dump(RouteNetlinkMessage::GetNeighbour(
+            NeighbourMessage::default(),
+        ))? {
+            if let RouteNetlinkMessage::NewNeighbour(n) = m {
+                if let Some((i, ip, Some(mac))) = decode_neigh(&n) {
+                    if spec.ifindexes.contains(&i) {
+                        v.neighbors.insert((i, ip), mac);
+                    }
+                }
+            }
+        }
+    }
+    Ok(v)
+}
+
+fn set_route(
+    routes: &mut HashMap<IpPrefix, Vec<(u32, NextHop)>>,
+    p: IpPrefix,
+    metric: u32,
+    nh: NextHop,
+) {
+    let e = routes.entry(p).or_default();
+    match e.iter_mut().find(|(m, _)| *m == metric) {
+        Some(slot) => slot.1 = nh,
+        None => e.push((metric, nh)),
+    }
+}
+
+/// The kernel's mirror, with what has been applied to the forwarder (so updates are diffs).
+struct Mirror {
+    kernel: KernelView,
+    static_routes: HashMap<IpPrefix, NextHop>,
+    static_neigh: HashMap<(u32, IpAddr), [u8; 6]>,
+    applied_routes: HashMap<IpPrefix, NextHop>,
+    applied_neigh: HashMap<(u32, IpAddr), [u8; 6]>,
+    applied_ifaces: Option<(Links, Addrs)>,
+}
+
+impl Mirror {
+    fn new(spec: &MirrorSpec) -> Mirror {
+        Mirror {
+            kernel: KernelView::default(),
+            static_routes: spec
+                .routes
+                .iter()
+                .map(|r| {
+                    (
+                        r.prefix,
+                        NextHop {
+                            ifindex: r.ifindex,
+                            gateway: r.gateway,
+                        },
+                    )
+                })
+                .collect(),
+            static_neigh: spec
+                .neighbors
+                .iter()
+                .map(|n| ((n.ifindex, n.addr), n.mac))
+                .collect(),
+            applied_routes: HashMap::new(),
+            applied_neigh: HashMap::new(),
+            applied_ifaces: None,
+        }
+    }
+
+    fn desired_route(&self, p: &IpPrefix) -> Option<NextHop> {
+        if let Some(nh) = self.static_routes.get(p) {
+            return Some(*nh);
+        }
+        self.kernel
+            .routes
+            .get(p)?
+            .iter()
+            .min_by_key(|(m, _)| *m)
+            .map(|(_, nh)| *nh)
+    }
+
+    fn desired_neigh(&self, k: &(u32, IpAddr)) -> Option<[u8; 6]> {
+        self.static_neigh
+            .get(k)
+            .or_else(|| self.kernel.neighbors.get(k))
+            .copied()
+    }
+
+    /// Brings one prefix of the forwarder to the desired state; errors name the prefix.
+    fn sync_route(&mut self, f: &mut Forwarder, p: IpPrefix) -> Result<bool> {
+        let want = self.desired_route(&p);
+        if want == self.applied_routes.get(&p).copied() {
+            return Ok(false);
+        }
+        match want {
+            Some(nh) => {
+                f.routes
+                    .insert(p, nh)
+                    .map_err(|e| anyhow::anyhow!("routes: {p}: {e}"))?;
+                self.applied_routes.insert(p, nh);
+            }
+            None => {
+                f.routes.remove(p);
+                self.applied_routes.remove(&p);
+            }
+        }
+        Ok(true)
+    }
+
+    fn sync_neigh(&mut self, f: &mut Forwarder, k: (u32, IpAddr)) -> bool {
+        let want = self.desired_neigh(&k);
+        if want == self.applied_neigh.get(&k).copied() {
+            return false;
+        }
+        match want {
+            Some(mac) => {
+                f.neighbors.insert(k.0, k.1, mac);
+                self.applied_neigh.insert(k, mac);
+            }
+            None => {
+                f.neighbors.remove(k.0, k.1);
+                self.applied_neigh.remove(&k);
+            }
+        }
+        true
+    }
+
+    fn sync_ifaces(&mut self, f: &mut Forwarder) -> bool {
+        let now = (self.kernel.links.clone(), self.kernel.addrs.clone());
+        if self.applied_ifaces.as_ref() == Some(&now) {
+            return false;
+        }
+        let mut ifs = Interfaces::new();
+        for (&i, &(mac, mtu)) in &now.0 {
+            ifs.upsert(Interface::new(i, mac, mtu));
+            for &(ip, len) in now.1.get(&i).into_iter().flatten() {
+                ifs.add_addr(i, ip, len);
+            }
+        }
+        f.interfaces = ifs;
+        self.applied_ifaces = Some(now);
+        true
+    }
+
+    /// Applies everything (after a dump): every prefix and neighbour known to the kernel, the
+    /// configuration or the forwarder. Returns the number of changed entries.
+    fn sync_all(&mut self, f: &mut Forwarder) -> Result<usize> {
+        let mut n = usize::from(self.sync_ifaces(f));
+        let prefixes: HashSet<IpPrefix> = self
+            .kernel
+            .routes
+            .keys()
+            .chain(self.static_routes.keys())
+            .chain(self.applied_routes.keys())
+            .copied()
+            .collect();
+        for p in prefixes {
+            n += usize::from(self.sync_route(f, p)?);
+        }
+        let neigh: HashSet<(u32, IpAddr)> = self
+            .kernel
+            .neighbors
+            .keys()
+            .chain(self.static_neigh.keys())
+            .chain(self.applied_neigh.keys())
+            .copied()
+            .collect();
+        for k in neigh {
+            n += usize::from(self.sync_neigh(f, k));
+        }
+        Ok(n)
+    }
+
+    /// Applies one incremental change; `true` if the forwarder changed.
+    fn apply(&mut self, f: &mut Forwarder, c: &Change) -> Result<bool> {
+        match c {
+            Change::RouteSet(p, metric, nh) => {
+                set_route(&mut self.kernel.routes, *p, *metric, *nh);
+                self.sync_route(f, *p)
+            }
+            Change::RouteDel(p, metric) => {
+                if let Some(e) = self.kernel.routes.get_mut(p) {
+                    e.retain(|(m, _)| m != metric);
+                    if e.is_empty() {
+                        self.kernel.routes.remove(p);
+                    }
+                }
+                self.sync_route(f, *p)
+            }
+            Change::NeighSet(i, ip, mac) => {
+                self.kernel.neighbors.insert((*i, *ip), *mac);
+                Ok(self.sync_neigh(f, (*i, *ip)))
+            }
+            Change::NeighDel(i, ip) => {
+                self.kernel.neighbors.remove(&(*i, *ip));
+                Ok(self.sync_neigh(f, (*i, *ip)))
+            }
+            Change::Resync | Change::Ignore => Ok(false),
+        }
+    }
+}
+
+/// Builds a forwarder from the kernel's tables (calling thread's namespace) and the overrides.
+pub fn build(spec: &MirrorSpec) -> Result<Forwarder> {
+    let mut sock = NlSocket::new(0)?;
+    let mut m = Mirror::new(spec);
+    m.kernel = dump_view(&mut sock, spec)?;
+    let mut f = Forwarder::new();
+    m.sync_all(&mut f)?;
+    Ok(f)
+}
+
+/// Counters of the route mirror.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MirrorStats {
+    /// Netlink event messages received.
+    pub events: u64,
+    /// Full re-dumps (start, links/addresses, overruns, period).
+    pub resyncs: u64,
+    /// Forwarder entries changed.
+    pub updates: u64,
+    /// Event-socket overruns (ENOBUFS), each followed by a re-dump.
+    pub overruns: u64,
+}
+
+/// Keeps `fwd` in step with the kernel until `stop` (run on a thread in the router's
+/// namespace): netlink events applied as they arrive (checked for every 50 ms), plus a full
+/// re-dump diffed against the forwarder every `period` and after link/address events or an
+/// overrun. Errors are logged and the previous tables kept; the loop retries.
 pub fn refresh_loop(
     spec: MirrorSpec,
     fwd: Arc<RwLock<Forwarder>>,
     period: Duration,
     stop: Arc<AtomicBool>,
 ) {
-    while !stop.load(Ordering::Relaxed) {
-        let mut slept = Duration::ZERO;
-        while slept < period && !stop.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(20));
-            slept += Duration::from_millis(20);
+    let stats = run_mirror(&spec, &fwd, period, &stop, None);
+    tracing::debug!("route mirror stopped: {stats:?}");
+}
+
+/// [`refresh_loop`] with its counters, published to `progress` after every batch if given.
+pub fn run_mirror(
+    spec: &MirrorSpec,
+    fwd: &RwLock<Forwarder>,
+    period: Duration,
+    stop: &AtomicBool,
+    progress: Option<&std::sync::Mutex<MirrorStats>>,
+) -> MirrorStats {
+    let mut st = MirrorStats::default();
+    let period = period.max(Duration::from_millis(100));
+    'outer: while !stop.load(Ordering::Relaxed) {
+        // Subscribe first, dump second: a change between the two is seen as an event and
+        // re-applied idempotently.
+        let groups = RTMGRP_LINK
+            | RTMGRP_IPV4_IFADDR
+            | RTMGRP_IPV6_IFADDR
+            | if spec.kernel_routes {
+                RTMGRP_NEIGH | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE
+            } else {
+                0
+            };
+        let (mut events, mut dumper) = match (NlSocket::new(groups), NlSocket::new(0)) {
+            (Ok(e), Ok(d)) => (e, d),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!("route mirror: {e:#}; retrying in 1 s");
+                sleep_unless(stop, Duration::from_secs(1));
+                continue;
+            }
+        };
+        let mut mirror = Mirror::new(spec);
+        // A new mirror knows nothing of what is in the forwarder: its first dump replaces the
+        // forwarder's tables wholesale; later ones are diffs.
+        let mut fresh_start = true;
+        let mut need_resync = true;
+        let mut last_resync = Instant::now();
+        let mut batch: Vec<Change> = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            if need_resync || last_resync.elapsed() >= period {
+                need_resync = false;
+                last_resync = Instant::now();
+                st.resyncs += 1;
+                match dump_view(&mut dumper, spec) {
+                    Ok(v) => {
+                        mirror.kernel = v;
+                        let mut f = fwd.write().unwrap_or_else(|e| e.into_inner());
+                        if fresh_start {
+                            fresh_start = false;
+                            let mut fresh = Forwarder::new();
+                            fresh.fragments = f.fragments;
+                            fresh.max_frame = f.max_frame;
+                            match mirror.sync_all(&mut fresh) {
+                                Ok(n) => {
+                                    st.updates += n as u64;
+                                    *f = fresh;
+                                }
+                                Err(e) => tracing::warn!("route mirror: {e:#}"),
+                            }
+                        } else {
+                            match mirror.sync_all(&mut f) {
+                                Ok(n) => st.updates += n as u64,
+                                Err(e) => tracing::warn!("route mirror: {e:#}"),
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!("route mirror: {e:#}");
+                        sleep_unless(stop, Duration::from_millis(200));
+                        continue 'outer;
+                    }
+                }
+                if let Some(p) = progress {
+                    *p.lock().unwrap_or_else(|e| e.into_inner()) = st;
+                }
+            }
+            // Wait for events (bounded, so `stop` and the period are checked).
+            let mut pfd = libc::pollfd {
+                fd: events.sock.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: pfd is one live pollfd, and we pass a count of 1.
+            let rc = unsafe { libc::poll(&mut pfd, 1, 50) };
+            if rc <= 0 {
+                continue;
+            }
+            // Drain what is queued (bounded per turn so a storm cannot starve the stop check).
+            for _ in 0..256 {
+                match events.sock.recv(&mut &mut events.buf[..], 0) {
+                    Ok(n) => {
+                        for (_, _, fr) in frames(&events.buf[..n]) {
+                            if let Frame::Msg(m) = fr {
+                                st.events += 1;
+                                batch.push(classify_event(&m, spec));
+                            }
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                        st.overruns += 1;
+                        need_resync = true;
+                    }
+                    Err(e) => {
+                        tracing::warn!("route mirror: netlink recv: {e}; re-subscribing");
+                        continue 'outer;
+                    }
+                }
+            }
+            if batch.contains(&Change::Resync) {
+                need_resync = true;
+            }
+            if !need_resync && !batch.is_empty() {
+                let mut f = fwd.write().unwrap_or_else(|e| e.into_inner());
+                for c in &batch {
+                    match mirror.apply(&mut f, c) {
+                        Ok(true) => st.updates += 1,
+                        Ok(false) => {}
+                        Err(e) => tracing::warn!("route mirror: {e:#}"),
+                    }
+                }
+            }
+            batch.clear();
+            if let Some(p) = progress {
+                *p.lock().unwrap_or_else(|e| e.into_inner()) = st;
+            }
         }
-        match build(&spec) {
-            Ok(f) => *fwd.write().unwrap_or_else(|e| e.into_inner()) = f,
-            Err(e) => tracing::warn!("route mirror: {e:#}"),
+    }
+    st
+}
+
+fn sleep_unless(stop: &AtomicBool, d: Duration) {
+    let t = Instant::now();
+    while t.elapsed() < d && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> IpPrefix {
+        s.parse().unwrap()
+    }
+
+    fn nh(i: u32) -> NextHop {
+        NextHop {
+            ifindex: i,
+            gateway: None,
         }
+    }
+
+    #[test]
+    fn static_routes_override_kernel_and_lowest_metric_wins() {
+        let spec = MirrorSpec {
+            ifindexes: vec![2, 3],
+            kernel_routes: true,
+            routes: vec![StaticRoute {
+                prefix: p("10.9.0.0/16"),
+                ifindex: 3,
+                gateway: None,
+            }],
+            neighbors: vec![],
+        };
+        let mut m = Mirror::new(&spec);
+        let mut f = Forwarder::new();
+        m.sync_all(&mut f).unwrap();
+        let a: IpAddr = "10.9.1.1".parse().unwrap();
+        assert_eq!(f.routes.lookup(a), Some(&nh(3)));
+        // The kernel's route for the same prefix changes nothing, before or after deletion.
+        assert!(!m
+            .apply(&mut f, &Change::RouteSet(p("10.9.0.0/16"), 0, nh(2)))
+            .unwrap());
+        assert_eq!(f.routes.lookup(a), Some(&nh(3)));
+        m.apply(&mut f, &Change::RouteDel(p("10.9.0.0/16"), 0))
+            .unwrap();
+        assert_eq!(f.routes.lookup(a), Some(&nh(3)));
+        // Two metrics: the lower wins; deleting it falls back to the other.
+        let b: IpAddr = "10.8.0.1".parse().unwrap();
+        m.apply(&mut f, &Change::RouteSet(p("10.8.0.0/16"), 100, nh(2)))
+            .unwrap();
+        m.apply(&mut f, &Change::RouteSet(p("10.8.0.0/16"), 10, nh(3)))
+            .unwrap();
+        assert_eq!(f.routes.lookup(b), Some(&nh(3)));
+        m.apply(&mut f, &Change::RouteDel(p("10.8.0.0/16"), 10))
+            .unwrap();
+        assert_eq!(f.routes.lookup(b), Some(&nh(2)));
+        m.apply(&mut f, &Change::RouteDel(p("10.8.0.0/16"), 100))
+            .unwrap();
+        assert_eq!(f.routes.lookup(b), None);
+    }
+
+    #[test]
+    fn neighbours_static_override_and_delete() {
+        let ip: IpAddr = "10.0.0.2".parse().unwrap();
+        let spec = MirrorSpec {
+            ifindexes: vec![2],
+            kernel_routes: true,
+            routes: vec![],
+            neighbors: vec![StaticNeighbor {
+                ifindex: 2,
+                addr: ip,
+                mac: [2, 0, 0, 0, 0, 9],
+            }],
+        };
+        let mut m = Mirror::new(&spec);
+        let mut f = Forwarder::new();
+        m.sync_all(&mut f).unwrap();
+        m.apply(&mut f, &Change::NeighSet(2, ip, [2, 0, 0, 0, 0, 1]))
+            .unwrap();
+        assert_eq!(f.neighbors.get(2, ip), Some([2, 0, 0, 0, 0, 9]));
+        let other: IpAddr = "10.0.0.3".parse().unwrap();
+        m.apply(&mut f, &Change::NeighSet(2, other, [2, 0, 0, 0, 0, 3]))
+            .unwrap();
+        assert_eq!(f.neighbors.get(2, other), Some([2, 0, 0, 0, 0, 3]));
+        m.apply(&mut f, &Change::NeighDel(2, other)).unwrap();
+        assert_eq!(f.neighbors.get(2, other), None);
+    }
+
+    #[test]
+    fn resync_diff_removes_what_the_kernel_forgot() {
+        let spec = MirrorSpec {
+            ifindexes: vec![2],
+            kernel_routes: true,
+            ..Default::default()
+        };
+        let mut m = Mirror::new(&spec);
+        let mut f = Forwarder::new();
+        set_route(&mut m.kernel.routes, p("10.1.0.0/16"), 0, nh(2));
+        set_route(&mut m.kernel.routes, p("fd00::/8"), 0, nh(2));
+        // two routes, and the (empty) interface set the first time
+        assert_eq!(m.sync_all(&mut f).unwrap(), 3);
+        assert_eq!(m.sync_all(&mut f).unwrap(), 0, "no change, no update");
+        m.kernel.routes.remove(&p("10.1.0.0/16"));
+        assert_eq!(m.sync_all(&mut f).unwrap(), 1);
+        assert_eq!(f.routes.lookup("10.1.2.3".parse().unwrap()), None);
+        assert!(f.routes.lookup("fd00::1".parse().unwrap()).is_some());
+    }
+
+    #[test]
+    fn frames_splits_and_survives_garbage() {
+        assert!(frames(&[]).is_empty());
+        assert!(frames(&[0xff; 15]).is_empty());
+        // A length past the buffer stops the walk instead of panicking.
+        let mut b = [0u8; 32];
+        b[0] = 200;
+        assert!(frames(&b).is_empty());
     }
 }

@@ -1,0 +1,282 @@
+//! The netlink route mirror in a namespace of its own (root; skipped otherwise): `ip route add`,
+//! `ip route del`, `ip neigh replace`, `ip addr add` and `ip link set mtu` reach the forwarder
+//! within a bound, and static entries override the kernel's.
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use llr_core::fwd::{Forwarder, NextHop};
+use llr_io::kernel::{self, MirrorSpec, MirrorStats, StaticNeighbor, StaticRoute};
+use llr_io::netns::Netns;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Bound on how long a kernel change may take to reach the forwarder.
+const BOUND: Duration = Duration::from_secs(1);
+
+/// Polls `cond` on the forwarder until it holds; returns the time it took, or panics with `what`.
+fn within(fwd: &RwLock<Forwarder>, what: &str, cond: impl Fn(&Forwarder) -> bool) -> Duration {
+    let t0 = Instant::now();
+    loop {
+        if cond(&fwd.read().unwrap()) {
+            return t0.elapsed();
+        }
+        assert!(
+            t0.elapsed() < BOUND,
+            "{what}: not reflected within {BOUND:?}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Stops the mirror thread when dropped, so a failed assertion never leaves it running.
+struct StopOnDrop(Arc<AtomicBool>);
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn kernel_changes_reach_the_forwarder_quickly() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let ns = Netns::new("llrmir").expect("netns");
+    ns.ip(&[
+        "link", "add", "mir-a", "type", "veth", "peer", "name", "mir-b",
+    ])
+    .unwrap();
+    ns.ip(&[
+        "link", "add", "mir-c", "type", "veth", "peer", "name", "mir-d",
+    ])
+    .unwrap();
+    for i in ["mir-a", "mir-b", "mir-c", "mir-d"] {
+        ns.ip(&["link", "set", i, "up"]).unwrap();
+    }
+    ns.ip(&["addr", "add", "10.80.0.1/24", "dev", "mir-a"])
+        .unwrap();
+    ns.ip(&["addr", "add", "fd80::1/64", "dev", "mir-a", "nodad"])
+        .unwrap();
+    let a = ns.ifindex("mir-a").unwrap();
+    let b = ns.ifindex("mir-b").unwrap();
+    let c = ns.ifindex("mir-c").unwrap();
+
+    let spec = MirrorSpec {
+        ifindexes: vec![a, b],
+        kernel_routes: true,
+        routes: vec![StaticRoute {
+            prefix: "10.99.0.0/16".parse().unwrap(),
+            ifindex: b,
+            gateway: None,
+        }],
+        neighbors: vec![StaticNeighbor {
+            ifindex: a,
+            addr: "10.80.0.7".parse().unwrap(),
+            mac: [2, 0, 0, 0, 0, 7],
+        }],
+    };
+    let f0 = ns.run(|| kernel::build(&spec)).unwrap().expect("build");
+    let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    // The dump: connected routes of mir-a, its addresses, the static entries.
+    assert_eq!(
+        f0.routes.lookup(ip("10.80.0.9")).map(|n| n.ifindex),
+        Some(a)
+    );
+    assert_eq!(f0.routes.lookup(ip("fd80::9")).map(|n| n.ifindex), Some(a));
+    assert_eq!(
+        f0.routes.lookup(ip("10.99.1.1")).map(|n| n.ifindex),
+        Some(b)
+    );
+    assert!(f0
+        .interfaces
+        .is_local_v4(u32::from_be_bytes([10, 80, 0, 1])));
+    assert_eq!(
+        f0.neighbors.get(a, ip("10.80.0.7")),
+        Some([2, 0, 0, 0, 0, 7])
+    );
+
+    let fwd = Arc::new(RwLock::new(f0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let _guard = StopOnDrop(stop.clone());
+    let progress = Arc::new(Mutex::new(MirrorStats::default()));
+    let mirror = {
+        let (spec, fwd, stop, progress) =
+            (spec.clone(), fwd.clone(), stop.clone(), progress.clone());
+        // A long period: everything below must come from events, not from the periodic re-dump.
+        ns.spawn(move || {
+            kernel::run_mirror(
+                &spec,
+                &fwd,
+                Duration::from_secs(3600),
+                &stop,
+                Some(&progress),
+            )
+        })
+    };
+    // Wait for the mirror's first dump (it subscribes before dumping).
+    let t0 = Instant::now();
+    while progress.lock().unwrap().resyncs == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "mirror did not start"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+
+    let mut took = Vec::new();
+    ns.ip(&[
+        "route",
+        "add",
+        "10.50.0.0/16",
+        "via",
+        "10.80.0.2",
+        "dev",
+        "mir-a",
+    ])
+    .unwrap();
+    took.push(within(&fwd, "ip route add", |f| {
+        f.routes.lookup(ip("10.50.3.4"))
+            == Some(&NextHop {
+                ifindex: a,
+                gateway: Some(ip("10.80.0.2")),
+            })
+    }));
+    ns.ip(&["route", "replace", "10.50.0.0/16", "dev", "mir-b"])
+        .unwrap();
+    took.push(within(&fwd, "ip route replace", |f| {
+        f.routes.lookup(ip("10.50.3.4"))
+            == Some(&NextHop {
+                ifindex: b,
+                gateway: None,
+            })
+    }));
+    ns.ip(&["route", "del", "10.50.0.0/16"]).unwrap();
+    took.push(within(&fwd, "ip route del", |f| {
+        f.routes.lookup(ip("10.50.3.4")).is_none()
+    }));
+    // IPv6
+    ns.ip(&[
+        "-6",
+        "route",
+        "add",
+        "fd50::/32",
+        "via",
+        "fd80::2",
+        "dev",
+        "mir-a",
+    ])
+    .unwrap();
+    took.push(within(&fwd, "ip -6 route add", |f| {
+        f.routes.lookup(ip("fd50::1")).and_then(|n| n.gateway) == Some(ip("fd80::2"))
+    }));
+    // A route through an interface that is not the router's still shadows shorter prefixes:
+    // the forwarder passes such packets to the kernel instead of forwarding them itself.
+    ns.ip(&["route", "add", "10.80.0.128/25", "dev", "mir-c"])
+        .unwrap();
+    took.push(within(&fwd, "route via a foreign interface", |f| {
+        f.routes.lookup(ip("10.80.0.200")).map(|n| n.ifindex) == Some(c)
+    }));
+    ns.ip(&["route", "add", "blackhole", "10.51.0.0/16"])
+        .unwrap();
+    took.push(within(&fwd, "blackhole route", |f| {
+        f.routes.lookup(ip("10.51.0.1")).map(|n| n.ifindex) == Some(0)
+    }));
+    // Neighbours
+    ns.ip(&[
+        "neigh",
+        "replace",
+        "10.80.0.2",
+        "lladdr",
+        "02:00:00:00:00:02",
+        "dev",
+        "mir-a",
+    ])
+    .unwrap();
+    took.push(within(&fwd, "ip neigh replace", |f| {
+        f.neighbors.get(a, ip("10.80.0.2")) == Some([2, 0, 0, 0, 0, 2])
+    }));
+    ns.ip(&[
+        "neigh",
+        "replace",
+        "10.80.0.2",
+        "lladdr",
+        "02:00:00:00:00:22",
+        "dev",
+        "mir-a",
+    ])
+    .unwrap();
+    took.push(within(&fwd, "ip neigh replace (new MAC)", |f| {
+        f.neighbors.get(a, ip("10.80.0.2")) == Some([2, 0, 0, 0, 0, 0x22])
+    }));
+    ns.ip(&["neigh", "del", "10.80.0.2", "dev", "mir-a"])
+        .unwrap();
+    took.push(within(&fwd, "ip neigh del", |f| {
+        f.neighbors.get(a, ip("10.80.0.2")).is_none()
+    }));
+    // Static entries win over the kernel's.
+    ns.ip(&["route", "add", "10.99.0.0/16", "dev", "mir-a"])
+        .unwrap();
+    ns.ip(&[
+        "neigh",
+        "replace",
+        "10.80.0.7",
+        "lladdr",
+        "02:00:00:00:00:77",
+        "dev",
+        "mir-a",
+    ])
+    .unwrap();
+    // Order a later change after those two and wait for it: then they were seen too.
+    ns.ip(&["route", "add", "10.52.0.0/16", "dev", "mir-a"])
+        .unwrap();
+    within(&fwd, "marker route", |f| {
+        f.routes.lookup(ip("10.52.0.1")).is_some()
+    });
+    {
+        let f = fwd.read().unwrap();
+        assert_eq!(
+            f.routes.lookup(ip("10.99.1.1")).map(|n| n.ifindex),
+            Some(b),
+            "static route overrides the kernel's"
+        );
+        assert_eq!(
+            f.neighbors.get(a, ip("10.80.0.7")),
+            Some([2, 0, 0, 0, 0, 7]),
+            "static neighbour overrides the kernel's"
+        );
+    }
+    // Links and addresses: a re-dump.
+    ns.ip(&["addr", "add", "10.81.0.1/24", "dev", "mir-b"])
+        .unwrap();
+    took.push(within(&fwd, "ip addr add", |f| {
+        f.interfaces.is_local_v4(u32::from_be_bytes([10, 81, 0, 1]))
+    }));
+    ns.ip(&["link", "set", "mir-b", "mtu", "1400"]).unwrap();
+    took.push(within(&fwd, "ip link set mtu", |f| {
+        f.interfaces.get(b).map(|i| i.mtu) == Some(1400)
+    }));
+    // Deleting the address removes its connected route without a netlink route event (IPv4);
+    // the re-dump after the address event catches it.
+    ns.ip(&["addr", "del", "10.81.0.1/24", "dev", "mir-b"])
+        .unwrap();
+    took.push(within(&fwd, "connected route gone with its address", |f| {
+        f.routes.lookup(ip("10.81.0.5")).is_none()
+            && !f.interfaces.is_local_v4(u32::from_be_bytes([10, 81, 0, 1]))
+    }));
+
+    stop.store(true, Ordering::Relaxed);
+    let st = mirror.join().unwrap().unwrap();
+    eprintln!("mirror {st:?}; update latencies {took:?}");
+    assert!(st.events > 0);
+    assert!(
+        took.iter().all(|d| *d < BOUND),
+        "every change within {BOUND:?}: {took:?}"
+    );
+}
