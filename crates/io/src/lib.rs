@@ -18,4 +18,5 @@ pub mod kernel;
 pub mod netns;
 pub mod router;
 pub mod sink;
+pub mod sink_xdp;
 pub mod xsk;

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use aya::maps::Array;
-use aya::programs::{TestRun, TestRunAttrs, TestRunOptions, Xdp};
+use aya::programs::{TestRun, TestRunAttrs, TestRunOptions, Xdp, XdpMode};
 use aya::Ebpf;
 use llr_core::probe::Probe;
 use llr_core::wire::checksum::checksum;
@@ -251,6 +251,21 @@ impl BpfLive {
             let n = f.len().min(TMPL_LEN);
             b[..n].copy_from_slice(&f[..n]);
             t.set(k, b, 0)?;
+        }
+        // Keep the program in the XDP dispatcher (see bpf/gen.c): attached in skb mode to the
+        // egress interface, where it passes every received frame to the kernel. Detached when
+        // `ebpf` is dropped (bpf_link: also when the process dies).
+        {
+            let prog: &mut Xdp = ebpf
+                .program_mut(PROGRAM_NAME)
+                .context("llr_gen")?
+                .try_into()?;
+            if let Err(e) = prog.attach_to_if_index(path.ifindex, XdpMode::Skb) {
+                tracing::warn!(
+                    "bpf-live: cannot pin llr_gen in the XDP dispatcher via {} ({e}); every burst will cost two RCU grace periods",
+                    path.ifname
+                );
+            }
         }
         Ok(BpfLive {
             ebpf,
