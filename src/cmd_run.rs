@@ -1,22 +1,43 @@
 //! `llrouter run --config router.toml`: the live router.
 //!
-//! Loads one XDP classifier per interface (rules → classes → one AF_XDP socket per ring), opens
-//! the sockets on one shared UMEM, mirrors the kernel's routes and neighbours, and runs the
-//! worker loop until SIGINT/SIGTERM (or `--duration`); then detaches everything and prints the
-//! counters.
+//! Binds the control socket first (a second router on the same path is refused before it
+//! touches any interface), loads one XDP classifier per interface (rules → classes → one AF_XDP
+//! socket per class), opens the sockets on one shared UMEM, mirrors the kernel's routes and
+//! neighbours, serves metrics if configured, and runs the worker loop until SIGINT/SIGTERM (or
+//! `--duration`); then removes the socket, stops the metrics server, detaches everything and
+//! prints the counters. Every resource is owned by a value whose `Drop` releases it, so an error
+//! on the way out cleans up too.
+//!
+//! The control plane ([`RouterCtl`], the router's `llr_ops::ctl::ControlTarget`) validates a
+//! change on the connection thread, hands it to the worker, which applies it between poll rounds
+//! ([`llr_io::router::run_worker_ctl`]), and replies only when the worker confirmed it.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
+use llr_core::classify::{RuleSet, RuleSpec};
+use llr_core::fwd::Forwarder;
+use llr_core::sched::{Layout, StrategyKind};
 use llr_io::ebpf::{Classifier, FLAG_TIMESTAMP};
-use llr_io::kernel::{self, MirrorSpec};
-use llr_io::router::{self, WorkerOptions};
-use llr_io::xsk::{Device, PortSpec};
+use llr_io::kernel::{self, MirrorSpec, StaticRoute};
+use llr_io::router::ctl::{Change, WorkerLink, WorkerSnapshot, LATENCY_BOUNDS};
+use llr_io::router::{self, WorkerCtl, WorkerOptions};
+use llr_io::xsk::{Device, PortSpec, WakeMode};
+use llr_ops::ctl::{Command, ControlTarget, CtlError, CtlServer, RuleEntry, WakeupMode};
+use llr_ops::metrics::{
+    DeviceMetrics, Histogram, MetricsServer, MetricsSnapshot, RingMetrics, WorkerMetrics,
+};
+use serde_json::{json, Value};
 
-use crate::config::RouterConfig;
+use crate::config::{Resolved, RouterConfig};
+
+/// How long a change may wait for the worker to apply it.
+pub const APPLY_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// Arguments of `llrouter run`.
 #[derive(Debug, Clone, Args)]
@@ -115,6 +136,45 @@ pub fn run_report(args: &RunArgs) -> Result<Option<RunReport>> {
     } else {
         0
     };
+
+    // Control plane first: a second router on the same socket stops here, before touching XDP.
+    let link = WorkerLink::new().context("control: eventfd")?;
+    let ctl = Arc::new(RouterCtl::new(
+        args.config.clone(),
+        &r,
+        spec.clone(),
+        fwd.clone(),
+        link.clone(),
+        flags,
+    ));
+    let sock_path = r.cfg.control.socket.clone();
+    if let Some(dir) = sock_path.parent() {
+        if !dir.as_os_str().is_empty() && !dir.exists() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("control.socket: create {}", dir.display()))?;
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        }
+    }
+    let ctl_server = CtlServer::bind(&sock_path, ctl.clone())
+        .map_err(|e| anyhow::anyhow!("control.socket: {e}"))?;
+    let metrics_server = match &r.cfg.metrics {
+        Some(m) => {
+            let addr = m.addr()?;
+            let c = ctl.clone();
+            Some(
+                MetricsServer::start(addr, move || c.metrics(Duration::from_millis(50)))
+                    .with_context(|| format!("metrics.listen: bind {addr}"))?,
+            )
+        }
+        None => None,
+    };
+    if let Some(m) = &metrics_server {
+        *ctl.metrics_addr.lock().unwrap_or_else(|e| e.into_inner()) = Some(m.local_addr());
+    }
+
+    // One socket per class, whatever the strategy: switching to `sq` and back keeps them all.
+    let nsock = r.cfg.classes.len().max(r.layout.rings.len());
     let mut ports = Vec::new();
     for &ifindex in &r.ifindexes {
         let mut c = Classifier::load(r.default_class)?;
@@ -126,27 +186,20 @@ pub fn run_report(args: &RunArgs) -> Result<Option<RunReport>> {
             classifier: c,
         });
     }
-    let mut dev = Device::open(
-        ports,
-        0,
-        r.layout.rings.len(),
-        &r.cfg.rings,
-        r.cfg.wake,
-        r.cfg.attach,
-    )?;
+    let mut dev = Device::open(ports, 0, nsock, &r.cfg.rings, r.cfg.wake, r.cfg.attach)?;
     eprintln!(
-        "llrouter: routing between {} ({} strategy, {} rings, wake {:?}); Ctrl-C stops",
+        "llrouter: routing between {} ({} strategy, {} rings, wake {:?}); control {}{}; Ctrl-C stops",
         r.cfg.interfaces.join(", "),
         r.layout.strategy,
         r.layout.rings.len(),
-        r.cfg.wake
+        r.cfg.wake,
+        sock_path.display(),
+        metrics_server
+            .as_ref()
+            .map(|m| format!(", metrics http://{}/metrics", m.local_addr()))
+            .unwrap_or_default()
     );
-    let refresh_stop = Arc::new(AtomicBool::new(false));
-    let refresher = {
-        let (spec, fwd, stop) = (spec.clone(), fwd.clone(), refresh_stop.clone());
-        let period = Duration::from_millis(r.cfg.route_refresh_ms);
-        std::thread::spawn(move || kernel::refresh_loop(spec, fwd, period, stop))
-    };
+    ctl.start_mirror()?;
     let opts = WorkerOptions {
         wake: r.cfg.wake,
         spin_us: r.cfg.spin_us,
@@ -154,9 +207,17 @@ pub fn run_report(args: &RunArgs) -> Result<Option<RunReport>> {
         cost_ns: r.cfg.cost_ns,
         max_duration: args.duration.map(Duration::from_secs_f64),
     };
-    let stats = router::run_worker(&mut dev, &r.layout, &fwd, &opts, stop);
-    refresh_stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let _ = refresher.join();
+    let wctl = WorkerCtl {
+        link: link.clone(),
+        rules: r.rule_images.clone(),
+        default_class: r.default_class,
+        flags,
+    };
+    let stats = router::run_worker_ctl(&mut dev, &r.layout, &fwd, &opts, stop, Some(wctl));
+    // Stop taking commands, then the rest.
+    drop(ctl_server);
+    drop(metrics_server);
+    ctl.shutdown();
     let mut cls = Vec::new();
     for (i, &ifindex) in r.ifindexes.iter().enumerate() {
         if let Some(c) = dev.classifier(ifindex) {
@@ -169,4 +230,643 @@ pub fn run_report(args: &RunArgs) -> Result<Option<RunReport>> {
         classifier: cls,
         class_names: r.cfg.classes.iter().map(|c| c.name.clone()).collect(),
     }))
+}
+
+/// The kernel route mirror thread; `Drop` stops and joins it.
+struct Mirror {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Mirror {
+    fn start(spec: MirrorSpec, fwd: Arc<RwLock<Forwarder>>, period: Duration) -> Result<Mirror> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("llr-mirror".into())
+            .spawn(move || kernel::refresh_loop(spec, fwd, period, s))
+            .context("spawn the route mirror")?;
+        Ok(Mirror {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The running configuration as the control plane sees it (changed only after the worker
+/// confirmed a change).
+struct State {
+    cfg: RouterConfig,
+    ifindexes: Vec<u32>,
+    /// (id, rule) in first-match order.
+    rules: Vec<(u64, RuleSpec)>,
+    next_rule: u64,
+    images: Vec<[u8; 64]>,
+    default_class: u32,
+    spec: MirrorSpec,
+    mirror: Option<Mirror>,
+}
+
+/// The router's control target (`llr_ops::ctl::ControlTarget`).
+pub struct RouterCtl {
+    config_path: PathBuf,
+    started: Instant,
+    link: Arc<WorkerLink>,
+    fwd: Arc<RwLock<Forwarder>>,
+    flags: u32,
+    /// Serialises changes: one at a time, validated against the running state.
+    state: Mutex<State>,
+    /// Where metrics are served (for `status`).
+    pub metrics_addr: Mutex<Option<std::net::SocketAddr>>,
+}
+
+fn err(field: impl Into<String>, reason: impl Into<String>) -> CtlError {
+    CtlError::new(field, reason)
+}
+
+/// Splits an `anyhow` message of the `field: reason` form (the config's convention).
+fn split_err(e: &anyhow::Error) -> CtlError {
+    let s = format!("{e:#}");
+    let mut cut = s.as_str();
+    // `config /path: field: reason` from RouterConfig::load: drop the file context.
+    if let Some(rest) = cut.strip_prefix("config ") {
+        if let Some((_, r)) = rest.split_once(": ") {
+            cut = r;
+        }
+    }
+    match cut.split_once(": ") {
+        Some((f, r)) if !f.contains(' ') || f.starts_with("TOML") => err(f, r),
+        _ => err("config", cut),
+    }
+}
+
+fn wake_of(m: WakeupMode) -> WakeMode {
+    match m {
+        WakeupMode::Interrupt => WakeMode::Interrupt,
+        WakeupMode::Busy => WakeMode::Busy,
+        WakeupMode::Adaptive => WakeMode::Adaptive,
+    }
+}
+
+fn wake_name(w: WakeMode) -> &'static str {
+    match w {
+        WakeMode::Interrupt => "interrupt",
+        WakeMode::Busy => "busy",
+        WakeMode::Adaptive => "adaptive",
+    }
+}
+
+impl RouterCtl {
+    fn new(
+        config_path: PathBuf,
+        r: &Resolved,
+        spec: MirrorSpec,
+        fwd: Arc<RwLock<Forwarder>>,
+        link: Arc<WorkerLink>,
+        flags: u32,
+    ) -> RouterCtl {
+        let rules: Vec<(u64, RuleSpec)> = r
+            .cfg
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i as u64 + 1, s.clone()))
+            .collect();
+        RouterCtl {
+            config_path,
+            started: Instant::now(),
+            link,
+            fwd,
+            flags,
+            state: Mutex::new(State {
+                cfg: r.cfg.clone(),
+                ifindexes: r.ifindexes.clone(),
+                next_rule: rules.len() as u64 + 1,
+                rules,
+                images: r.rule_images.clone(),
+                default_class: r.default_class,
+                spec,
+                mirror: None,
+            }),
+            metrics_addr: Mutex::new(None),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts the kernel route mirror.
+    fn start_mirror(&self) -> Result<()> {
+        let mut st = self.lock();
+        let period = Duration::from_millis(st.cfg.route_refresh_ms);
+        st.mirror = Some(Mirror::start(st.spec.clone(), self.fwd.clone(), period)?);
+        Ok(())
+    }
+
+    /// Stops the route mirror (also done on drop).
+    fn shutdown(&self) {
+        drop(self.lock().mirror.take());
+    }
+
+    fn apply(&self, change: Change) -> Result<(), CtlError> {
+        self.link
+            .apply(change, APPLY_TIMEOUT)
+            .map_err(|e| err("worker", e))
+    }
+
+    /// Validates a scheduler configuration and applies its layout.
+    fn apply_sched(&self, st: &mut State, cfg: RouterConfig) -> Result<Value, CtlError> {
+        let layout = sched_layout(&cfg)?;
+        self.apply(Change::Sched(layout))?;
+        st.cfg = cfg;
+        Ok(json!({}))
+    }
+
+    /// Compiles `rules` against the running classes.
+    fn compile_rules(
+        &self,
+        st: &State,
+        rules: &[(u64, RuleSpec)],
+    ) -> Result<Vec<[u8; 64]>, CtlError> {
+        let names: Vec<String> = st.cfg.classes.iter().map(|c| c.name.clone()).collect();
+        let mut out = Vec::new();
+        for (id, s) in rules {
+            out.push(
+                s.resolve(&names, |n| llr_io::ebpf::ifindex(n).ok())
+                    .map_err(|e| err(e.field, format!("rule {id}: {}", e.reason)))?,
+            );
+        }
+        RuleSet::with_rules(out, st.default_class as usize)
+            .to_bpf_map()
+            .map_err(|e| err(e.field, e.reason))
+    }
+
+    fn set_rules(&self, st: &mut State, rules: Vec<(u64, RuleSpec)>) -> Result<(), CtlError> {
+        let images = self.compile_rules(st, &rules)?;
+        self.apply(Change::Rules {
+            images: images.clone(),
+            default_class: st.default_class,
+            flags: self.flags,
+        })?;
+        st.rules = rules;
+        st.images = images;
+        Ok(())
+    }
+
+    /// Rebuilds the forwarder for `spec` (static routes override the kernel's) and swaps it in,
+    /// restarting the mirror with the new overrides.
+    fn set_routes(&self, st: &mut State, spec: MirrorSpec) -> Result<(), CtlError> {
+        let mut f = kernel::build(&spec).map_err(|e| err("route", format!("{e:#}")))?;
+        drop(st.mirror.take()); // the old mirror must not overwrite the new table
+        {
+            let mut w = self.fwd.write().unwrap_or_else(|e| e.into_inner());
+            f.fragments = w.fragments;
+            f.max_frame = w.max_frame;
+            *w = f;
+        }
+        let period = Duration::from_millis(st.cfg.route_refresh_ms);
+        st.mirror = Some(
+            Mirror::start(spec.clone(), self.fwd.clone(), period)
+                .map_err(|e| err("route", format!("{e:#}")))?,
+        );
+        st.spec = spec;
+        Ok(())
+    }
+
+    fn status(&self) -> Value {
+        let snap = self.link.latest();
+        let st = self.lock();
+        let classes: Vec<Value> = st
+            .cfg
+            .classes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let ring = snap.class_to_ring.get(i).copied();
+                json!({
+                    "name": c.name,
+                    "budget": ring.and_then(|r| snap.ring_budgets.get(r).copied()),
+                    "configured_budget": c.budget,
+                    "ring": ring,
+                })
+            })
+            .collect();
+        let routes: Vec<Value> = st
+            .cfg
+            .routes
+            .iter()
+            .map(|r| json!({"prefix": r.prefix, "via": r.via, "dev": r.dev}))
+            .collect();
+        json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "config": self.config_path,
+            "uptime_s": self.started.elapsed().as_secs_f64(),
+            "interfaces": st.cfg.interfaces,
+            "strategy": snap.strategy.map(|s| s.name()).unwrap_or(st.cfg.strategy.as_str()),
+            "device_budget": snap.device_budget,
+            "classes": classes,
+            "rings": snap.layout_rings.iter().zip(&snap.ring_budgets).map(|(n, b)| json!({"name": n, "budget": b})).collect::<Vec<_>>(),
+            "wakeup": snap.wake.map(wake_name),
+            "spin_us": snap.spin_us,
+            "workers": [{"worker": 0, "core": st.cfg.cores.first(), "busy_ratio": snap.busy_ratio}],
+            "rules": st.rules.len(),
+            "static_routes": routes,
+            "changes_applied": snap.changes,
+            "timestamps": self.flags & FLAG_TIMESTAMP != 0,
+            "metrics": self.metrics_addr.lock().unwrap_or_else(|e| e.into_inner()).map(|a| a.to_string()),
+        })
+    }
+
+    /// A metrics snapshot (asks the worker for fresh counters, waiting up to `wait`).
+    pub fn metrics(&self, wait: Duration) -> MetricsSnapshot {
+        let snap = self.link.fresh(wait);
+        let (names, core) = {
+            let st = self.lock();
+            (
+                st.cfg
+                    .classes
+                    .iter()
+                    .map(|c| c.name.clone())
+                    .collect::<Vec<_>>(),
+                st.cfg.cores.first().copied().unwrap_or(0) as u32,
+            )
+        };
+        to_metrics(&snap, &names, core)
+    }
+}
+
+/// The layout of `cfg`'s scheduler settings, or the field and reason it is rejected for.
+fn sched_layout(cfg: &RouterConfig) -> Result<Layout, CtlError> {
+    let sc = cfg.sched().map_err(|e| split_err(&e))?;
+    sc.layout().map_err(|e| err(e.field, e.reason))
+}
+
+/// Converts a worker snapshot into the metrics model.
+pub fn to_metrics(snap: &WorkerSnapshot, class_names: &[String], core: u32) -> MetricsSnapshot {
+    let rr = snap.strategy == Some(StrategyKind::Rr);
+    let rings = snap
+        .rings
+        .iter()
+        .enumerate()
+        .map(|(k, c)| RingMetrics {
+            worker: 0,
+            device: if rr { k as u32 } else { 0 },
+            ring: k as u32,
+            class: snap
+                .layout_rings
+                .get(k)
+                .or(class_names.get(k))
+                .cloned()
+                .unwrap_or_else(|| format!("ring{k}")),
+            packets: c.served + c.backlog,
+            bytes: c.bytes,
+            drops: c.drops,
+            served: c.served,
+            budget_hits: c.budget_hits,
+            latency: Histogram {
+                bounds: LATENCY_BOUNDS.to_vec(),
+                counts: c.latency_counts.clone(),
+                sum: c.latency_sum,
+            },
+        })
+        .collect();
+    let devices = snap
+        .devices
+        .iter()
+        .enumerate()
+        .map(|(d, c)| DeviceMetrics {
+            worker: 0,
+            device: d as u32,
+            wakeups: c.wakeups,
+            rearms: c.rearms,
+            budget_exhaustions: c.budget_exhaustions,
+            passes: c.passes,
+        })
+        .collect();
+    let mut drops: Vec<(String, u64)> = snap.drop.clone();
+    drops.extend(snap.pass.iter().map(|(n, c)| (format!("pass_{n}"), *c)));
+    let mut classes: Vec<(String, u64)> = class_names.iter().map(|n| (n.clone(), 0)).collect();
+    let mut x = [0u64; 6];
+    for (_, s) in &snap.classifier {
+        for (k, slot) in classes.iter_mut().enumerate() {
+            slot.1 += s.per_class.get(k).copied().unwrap_or(0);
+        }
+        for (i, v) in [
+            s.pass_non_ip,
+            s.pass_multicast,
+            s.pass_local,
+            s.pass_ttl,
+            s.malformed,
+            s.no_socket,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            x[i] += v;
+        }
+    }
+    if !snap.classifier.is_empty() {
+        for (i, n) in [
+            "xdp_pass_non_ip",
+            "xdp_pass_multicast",
+            "xdp_pass_local",
+            "xdp_pass_ttl",
+            "xdp_malformed",
+            "xdp_no_socket",
+        ]
+        .iter()
+        .enumerate()
+        {
+            drops.push((n.to_string(), x[i]));
+        }
+    } else {
+        classes.clear();
+    }
+    drops.push((
+        "egress_queue_full".into(),
+        snap.ports.iter().map(|p| p.egress_drops).sum(),
+    ));
+    drops.push((
+        "kernel_rx_dropped".into(),
+        snap.rings.iter().map(|r| r.kernel_rx_dropped).sum(),
+    ));
+    MetricsSnapshot {
+        strategy: snap
+            .strategy
+            .map(|s| s.name().to_string())
+            .unwrap_or_default(),
+        rings,
+        devices,
+        workers: vec![WorkerMetrics {
+            worker: 0,
+            core,
+            poll_rounds: snap.poll_rounds,
+            busy_ratio: snap.busy_ratio,
+        }],
+        drops,
+        classes,
+    }
+}
+
+impl ControlTarget for RouterCtl {
+    fn handle(&self, cmd: Command) -> Result<Value, CtlError> {
+        match cmd {
+            Command::Status {} => Ok(self.status()),
+            Command::Counters {} => serde_json::to_value(self.metrics(Duration::from_millis(50)))
+                .map_err(|e| err("counters", e.to_string())),
+            Command::RulesList {} => {
+                let st = self.lock();
+                let rules: Vec<RuleEntry> = st
+                    .rules
+                    .iter()
+                    .map(|(id, r)| RuleEntry {
+                        id: *id,
+                        rule: r.to_string(),
+                    })
+                    .collect();
+                Ok(json!({ "rules": rules }))
+            }
+            Command::RulesAdd { rule } => {
+                let spec: RuleSpec = rule
+                    .parse()
+                    .map_err(|e: llr_core::classify::RuleError| err(e.field, e.reason))?;
+                let mut st = self.lock();
+                let id = st.next_rule;
+                let mut rules = st.rules.clone();
+                rules.push((id, spec));
+                self.set_rules(&mut st, rules)?;
+                st.next_rule += 1;
+                Ok(json!({ "id": id }))
+            }
+            Command::RulesRemove { id } => {
+                let mut st = self.lock();
+                let Some(pos) = st.rules.iter().position(|(i, _)| *i == id) else {
+                    return Err(err("id", format!("no rule with id {id}")));
+                };
+                let mut rules = st.rules.clone();
+                rules.remove(pos);
+                self.set_rules(&mut st, rules)?;
+                Ok(json!({}))
+            }
+            Command::BudgetSet { class, budget } => {
+                let mut st = self.lock();
+                let Some(i) = st.cfg.classes.iter().position(|c| c.name == class) else {
+                    let known: Vec<&str> = st.cfg.classes.iter().map(|c| c.name.as_str()).collect();
+                    return Err(err(
+                        "class",
+                        format!("unknown class `{class}` (known: {})", known.join(", ")),
+                    ));
+                };
+                if budget == 0 {
+                    return Err(err("budget", "must be at least 1"));
+                }
+                let mut cfg = st.cfg.clone();
+                cfg.classes[i].budget = Some(budget);
+                self.apply_sched(&mut st, cfg)
+            }
+            Command::DeviceBudgetSet { budget } => {
+                if budget == 0 {
+                    return Err(err("budget", "must be at least 1"));
+                }
+                let mut st = self.lock();
+                let mut cfg = st.cfg.clone();
+                cfg.device_budget = budget;
+                self.apply_sched(&mut st, cfg)
+            }
+            Command::StrategySet { strategy } => {
+                let mut st = self.lock();
+                let mut cfg = st.cfg.clone();
+                cfg.strategy = strategy.name().to_string();
+                self.apply_sched(&mut st, cfg)
+            }
+            Command::WakeupSet { mode, spin_us } => {
+                if spin_us.is_some() && mode != WakeupMode::Adaptive {
+                    return Err(err("spin_us", "only the adaptive mode spins"));
+                }
+                if spin_us.is_some_and(|s| s > 1_000_000) {
+                    return Err(err("spin_us", "at most 1000000 (1 s)"));
+                }
+                let mut st = self.lock();
+                let spin = spin_us.unwrap_or(st.cfg.spin_us);
+                self.apply(Change::Wake {
+                    wake: wake_of(mode),
+                    spin_us: spin,
+                })?;
+                st.cfg.wake = wake_of(mode);
+                st.cfg.spin_us = spin;
+                Ok(json!({}))
+            }
+            Command::RouteAdd { prefix, via, dev } => {
+                let p = kernel::parse_prefix(&prefix).ok_or_else(|| {
+                    err("prefix", format!("`{prefix}` is not an addr/len prefix"))
+                })?;
+                let gw: Option<std::net::IpAddr> = match &via {
+                    Some(v) => Some(
+                        v.parse()
+                            .map_err(|_| err("via", format!("`{v}` is not an IP address")))?,
+                    ),
+                    None => None,
+                };
+                if let Some(g) = gw {
+                    if g.is_ipv4() != p.addr().is_ipv4() {
+                        return Err(err(
+                            "via",
+                            "gateway and prefix are of different IP versions",
+                        ));
+                    }
+                }
+                let ifindex = llr_io::ebpf::ifindex(&dev)
+                    .map_err(|_| err("dev", format!("no interface named `{dev}`")))?;
+                let mut st = self.lock();
+                if !st.ifindexes.contains(&ifindex) {
+                    return Err(err(
+                        "dev",
+                        format!("`{dev}` is not one of the router's interfaces"),
+                    ));
+                }
+                let mut spec = st.spec.clone();
+                spec.routes.retain(|r| r.prefix != p);
+                spec.routes.push(StaticRoute {
+                    prefix: p,
+                    ifindex,
+                    gateway: gw,
+                });
+                self.set_routes(&mut st, spec)?;
+                st.cfg
+                    .routes
+                    .retain(|r| kernel::parse_prefix(&r.prefix) != Some(p));
+                st.cfg.routes.push(crate::config::RouteConfig {
+                    prefix: prefix.clone(),
+                    dev,
+                    via: gw,
+                });
+                Ok(json!({}))
+            }
+            Command::RouteRemove { prefix } => {
+                let p = kernel::parse_prefix(&prefix).ok_or_else(|| {
+                    err("prefix", format!("`{prefix}` is not an addr/len prefix"))
+                })?;
+                let mut st = self.lock();
+                if !st.spec.routes.iter().any(|r| r.prefix == p) {
+                    return Err(err(
+                        "prefix",
+                        format!("no static route for {prefix} (kernel routes are changed with `ip route`)"),
+                    ));
+                }
+                let mut spec = st.spec.clone();
+                spec.routes.retain(|r| r.prefix != p);
+                self.set_routes(&mut st, spec)?;
+                st.cfg
+                    .routes
+                    .retain(|r| kernel::parse_prefix(&r.prefix) != Some(p));
+                Ok(json!({}))
+            }
+            Command::Reload {} => self.reload(),
+        }
+    }
+}
+
+impl RouterCtl {
+    /// Re-reads the configuration file; applies it all or nothing.
+    fn reload(&self) -> Result<Value, CtlError> {
+        let new = RouterConfig::load(&self.config_path).map_err(|e| split_err(&e))?;
+        let r = new
+            .resolve(|n| llr_io::ebpf::ifindex(n).ok())
+            .map_err(|e| split_err(&e))?;
+        let mut st = self.lock();
+        let old = &st.cfg;
+        let restart = |f: &str| err(f, "changing it needs a restart of the router");
+        if r.cfg.interfaces != old.interfaces {
+            return Err(restart("interfaces"));
+        }
+        if r.cfg.cores != old.cores {
+            return Err(restart("cores"));
+        }
+        let names = |c: &RouterConfig| c.classes.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+        if names(&r.cfg) != names(old) {
+            return Err(restart("classes"));
+        }
+        if r.cfg.rings != old.rings {
+            return Err(restart("rings"));
+        }
+        if r.cfg.attach != old.attach {
+            return Err(restart("attach"));
+        }
+        if r.cfg.timestamp_meta != old.timestamp_meta {
+            return Err(restart("timestamp-meta"));
+        }
+        if r.cfg.control != old.control {
+            return Err(restart("control"));
+        }
+        if r.cfg.metrics != old.metrics {
+            return Err(restart("metrics"));
+        }
+        if r.cfg.kernel_routes != old.kernel_routes {
+            return Err(restart("kernel-routes"));
+        }
+        if r.cfg.route_refresh_ms != old.route_refresh_ms {
+            return Err(restart("route-refresh-ms"));
+        }
+        if r.cfg.batch != old.batch {
+            return Err(restart("batch"));
+        }
+        if r.cfg.cost_ns != old.cost_ns {
+            return Err(restart("cost-ns"));
+        }
+        // Routes: build the new table first, so a bad one rejects the whole reload.
+        let spec = MirrorSpec {
+            ifindexes: st.spec.ifindexes.clone(),
+            kernel_routes: r.cfg.kernel_routes,
+            routes: r.routes.clone(),
+            neighbors: r.neighbors.clone(),
+        };
+        let routes_changed = spec.routes != st.spec.routes || spec.neighbors != st.spec.neighbors;
+        if routes_changed {
+            kernel::build(&spec).map_err(|e| err("routes", format!("{e:#}")))?;
+        }
+        let mut batch = vec![Change::Sched(r.layout.clone())];
+        if r.rule_images != st.images {
+            batch.push(Change::Rules {
+                images: r.rule_images.clone(),
+                default_class: r.default_class,
+                flags: self.flags,
+            });
+        }
+        batch.push(Change::Wake {
+            wake: r.cfg.wake,
+            spin_us: r.cfg.spin_us,
+        });
+        self.apply(Change::Batch(batch))?;
+        if routes_changed {
+            self.set_routes(&mut st, spec)?;
+        }
+        let rules: Vec<(u64, RuleSpec)> = r
+            .cfg
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (st.next_rule + i as u64, s.clone()))
+            .collect();
+        st.next_rule += rules.len() as u64;
+        st.rules = rules;
+        st.images = r.rule_images;
+        st.default_class = r.default_class;
+        st.cfg = r.cfg;
+        Ok(json!({"reloaded": self.config_path}))
+    }
+}
+
+/// The control socket path of a config file (for `llrouter ctl --config`).
+pub fn socket_of(config: &Path) -> Result<PathBuf> {
+    Ok(RouterConfig::load(config)?.control.socket)
 }

@@ -61,6 +61,55 @@ pub struct RouteConfig {
     pub via: Option<IpAddr>,
 }
 
+/// `[control]`: the control socket of `llrouter ctl`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ControlConfig {
+    /// Unix socket path (mode 0600).
+    #[serde(default = "default_socket")]
+    pub socket: std::path::PathBuf,
+}
+
+fn default_socket() -> std::path::PathBuf {
+    llr_ops::ctl::DEFAULT_SOCKET.into()
+}
+
+impl Default for ControlConfig {
+    fn default() -> Self {
+        ControlConfig {
+            socket: default_socket(),
+        }
+    }
+}
+
+/// `[metrics]`: the Prometheus endpoint (off unless the section is present).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct MetricsConfig {
+    /// `addr:port`; loopback unless `allow-remote = true`.
+    pub listen: String,
+    #[serde(default)]
+    pub allow_remote: bool,
+}
+
+impl MetricsConfig {
+    /// The checked listen address.
+    pub fn addr(&self) -> Result<std::net::SocketAddr> {
+        let a: std::net::SocketAddr = self.listen.parse().map_err(|_| {
+            anyhow::anyhow!(
+                "metrics.listen: `{}` is not addr:port (e.g. 127.0.0.1:9877)",
+                self.listen
+            )
+        })?;
+        if !a.ip().is_loopback() && !self.allow_remote {
+            bail!(
+                "metrics.listen: {a} is not a loopback address; set metrics.allow-remote = true to serve metrics beyond this host"
+            );
+        }
+        Ok(a)
+    }
+}
+
 /// A static neighbour.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -109,11 +158,16 @@ pub struct RouterConfig {
     pub cost_ns: u64,
     #[serde(default)]
     pub attach: AttachMode,
-    /// Write an XDP-metadata timestamp per frame (ring-latency metrics).
-    #[serde(default)]
+    /// Write an XDP-metadata timestamp per frame (ring-latency metrics; on by default).
+    #[serde(default = "default_true")]
     pub timestamp_meta: bool,
     #[serde(default)]
     pub rings: XskOptions,
+    #[serde(default)]
+    pub control: ControlConfig,
+    /// Off unless present.
+    #[serde(default)]
+    pub metrics: Option<MetricsConfig>,
 }
 
 /// A checked configuration, resolved against the interfaces of the calling namespace.
@@ -176,6 +230,12 @@ impl RouterConfig {
             bail!("route-refresh-ms: must be at least 1");
         }
         self.rings.validate()?;
+        if let Some(m) = &self.metrics {
+            m.addr()?;
+        }
+        if self.control.socket.as_os_str().is_empty() {
+            bail!("control.socket: must not be empty");
+        }
         let layout = self.sched()?.layout()?;
         if layout.rings.len() > llr_io::ebpf::MAX_CLASSES {
             bail!("classes: at most {} rings", llr_io::ebpf::MAX_CLASSES);
@@ -315,5 +375,32 @@ via = "10.0.2.1"
             .resolve(idx)
             .unwrap_err();
         assert!(e.to_string().starts_with("budgets"), "{e}");
+        let e = RouterConfig::from_toml(&format!("{GOOD}\n[metrics]\nlisten = \"0.0.0.0:9877\""))
+            .unwrap()
+            .resolve(idx)
+            .unwrap_err();
+        assert!(e.to_string().starts_with("metrics.listen"), "{e}");
+        let e = RouterConfig::from_toml(&format!("{GOOD}\n[metrics]\nlisten = \"nope\""))
+            .unwrap()
+            .resolve(idx)
+            .unwrap_err();
+        assert!(e.to_string().starts_with("metrics.listen"), "{e}");
+    }
+
+    #[test]
+    fn control_and_metrics_sections() {
+        let r = RouterConfig::from_toml(GOOD).unwrap();
+        assert_eq!(
+            r.control.socket,
+            std::path::PathBuf::from(llr_ops::ctl::DEFAULT_SOCKET)
+        );
+        assert!(r.metrics.is_none(), "metrics off unless configured");
+        let t = format!("{GOOD}\n[control]\nsocket = \"/tmp/x.sock\"\n[metrics]\nlisten = \"0.0.0.0:9877\"\nallow-remote = true\n");
+        let r = RouterConfig::from_toml(&t).unwrap().resolve(idx).unwrap();
+        assert_eq!(
+            r.cfg.control.socket,
+            std::path::PathBuf::from("/tmp/x.sock")
+        );
+        assert_eq!(r.cfg.metrics.unwrap().addr().unwrap().port(), 9877);
     }
 }

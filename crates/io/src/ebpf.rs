@@ -31,7 +31,8 @@ pub const XDP_TX: u32 = 3;
 pub const XDP_REDIRECT: u32 = 4;
 
 const ST_PASS_NONIP: u32 = MAX_CLASSES as u32;
-const ST_SLOTS: u32 = MAX_CLASSES as u32 + 8;
+const ST_KEY_BASE: u32 = MAX_CLASSES as u32 + 8;
+const ST_SLOTS: u32 = ST_KEY_BASE + MAX_CLASSES as u32;
 
 /// How to attach.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -63,6 +64,8 @@ pub struct ClassifierStats {
     pub no_socket: u64,
     /// Frames that matched a rule.
     pub rule_hits: u64,
+    /// Frames redirected (or attempted) per XSKMAP key, i.e. per ring id.
+    pub per_ring: Vec<u64>,
 }
 
 /// Outcome of [`Classifier::test_run`].
@@ -72,6 +75,8 @@ pub struct TestOutcome {
     pub action: u32,
     /// The class the frame was steered to (`None`: passed to the kernel before classification).
     pub class: Option<u32>,
+    /// The XSKMAP key (ring id) the class was redirected to (`None` with `class`).
+    pub key: Option<u32>,
 }
 
 /// The loaded classifier of one interface.
@@ -259,6 +264,7 @@ impl Classifier {
             malformed: s(4),
             no_socket: s(5),
             rule_hits: s(6),
+            per_ring: v[ST_KEY_BASE as usize..].to_vec(),
         })
     }
 
@@ -287,9 +293,13 @@ impl Classifier {
         let class = (0..MAX_CLASSES)
             .find(|&c| after.per_class[c] > before.per_class[c])
             .map(|c| c as u32);
+        let key = (0..MAX_CLASSES)
+            .find(|&k| after.per_ring[k] > before.per_ring[k])
+            .map(|k| k as u32);
         Ok(TestOutcome {
             action: r.return_value,
             class,
+            key,
         })
     }
 
@@ -372,4 +382,70 @@ pub fn ifindex(name: &str) -> Result<u32> {
         bail!("no interface named `{name}`");
     }
     Ok(i)
+}
+
+// Run-time rule replacement for the control plane (issue 5). Kept apart from `set_rules`, which
+// loads a rule set on a classifier that sees no traffic yet.
+impl Classifier {
+    /// Replaces the live rule set `old` (what is installed now) by `new` so that frames being
+    /// classified meanwhile see a complete rule set, never a half-written one:
+    ///
+    /// - append (`new` = `old` + more): the new entries go into slots beyond the count, then the
+    ///   count is raised — one atomic step;
+    /// - removal of one rule at index k: slots k.. are shifted down one by one (each
+    ///   intermediate table holds a duplicate of one rule, which first-match semantics ignore, so
+    ///   it classifies exactly like `new`), then the count is lowered;
+    /// - anything else: the count is lowered to the common prefix, the rest written, the count
+    ///   raised (frames in between see the common prefix only).
+    ///
+    /// Limit: a single 64-byte slot is copied by the kernel with a plain memcpy, so a frame
+    /// racing with the one overwrite of slot k (removal) can read a torn entry; a
+    /// double-buffered rule table in `bpf/classifier.c` would remove that window.
+    pub fn update_rules(
+        &mut self,
+        old: &[[u8; 64]],
+        new: &[[u8; 64]],
+        default_class: u32,
+        flags: u32,
+    ) -> Result<()> {
+        if new.len() > MAX_RULES {
+            bail!(
+                "rules: {} rules; the classifier holds at most {MAX_RULES}",
+                new.len()
+            );
+        }
+        if default_class as usize >= MAX_CLASSES {
+            bail!("default class {default_class} >= {MAX_CLASSES}");
+        }
+        let set_count = |ebpf: &mut Ebpf, n: usize| -> Result<()> {
+            let mut cfg: Array<_, [u32; 4]> =
+                Array::try_from(ebpf.map_mut("llr_config").context("llr_config")?)?;
+            cfg.set(0, [n as u32, default_class, flags, 0], 0)?;
+            Ok(())
+        };
+        let write = |ebpf: &mut Ebpf, i: usize, r: &[u8; 64]| -> Result<()> {
+            let mut map: Array<_, [u8; 64]> =
+                Array::try_from(ebpf.map_mut("llr_rules").context("llr_rules")?)?;
+            map.set(i as u32, r, 0)?;
+            Ok(())
+        };
+        let p = old.iter().zip(new).take_while(|(a, b)| a == b).count();
+        if p == old.len() {
+            for (i, r) in new.iter().enumerate().skip(p) {
+                write(&mut self.ebpf, i, r)?;
+            }
+            return set_count(&mut self.ebpf, new.len());
+        }
+        if new.len() + 1 == old.len() && new[p..] == old[p + 1..] {
+            for (i, r) in new.iter().enumerate().skip(p) {
+                write(&mut self.ebpf, i, r)?;
+            }
+            return set_count(&mut self.ebpf, new.len());
+        }
+        set_count(&mut self.ebpf, p)?;
+        for (i, r) in new.iter().enumerate().skip(p) {
+            write(&mut self.ebpf, i, r)?;
+        }
+        set_count(&mut self.ebpf, new.len())
+    }
 }

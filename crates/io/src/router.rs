@@ -19,13 +19,17 @@
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use llr_core::fwd::{DropReason, Forwarder, PassReason, Verdict};
 use llr_core::sched::{Layout, PollEngine, RingView};
 
 use crate::xsk::{Action, Device, PortStats, WakeMode};
+
+#[path = "router_ctl.rs"]
+pub mod ctl;
+use ctl::{Change, DeviceCounters, RingCounters, WorkerLink, WorkerSnapshot};
 
 /// How a worker runs.
 #[derive(Debug, Clone)]
@@ -143,9 +147,112 @@ pub fn run_worker(
     opts: &WorkerOptions,
     stop: &AtomicBool,
 ) -> WorkerStats {
-    let nr = layout.rings.len();
-    let mut engine = PollEngine::new(layout);
-    let mut forwarded = vec![0u64; nr];
+    run_worker_ctl(dev, layout, fwd, opts, stop, None)
+}
+
+/// The control plane's handle on a worker (see [`ctl`]).
+pub struct WorkerCtl {
+    pub link: Arc<WorkerLink>,
+    /// The rule images installed in the classifiers now.
+    pub rules: Vec<[u8; 64]>,
+    pub default_class: u32,
+    /// `llr_config.flags` of the classifiers (`FLAG_TIMESTAMP`).
+    pub flags: u32,
+}
+
+/// Publish a snapshot at least this often while running (status freshness).
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+/// Busy-ratio window.
+const BUSY_WINDOW: Duration = Duration::from_millis(500);
+
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a live timespec; CLOCK_MONOTONIC is always available.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Counters that survive engine rebuilds (strategy changes).
+struct Acc {
+    rings: Vec<RingCounters>,
+    devices: Vec<DeviceCounters>,
+}
+
+impl Acc {
+    /// Adds the counters of `engine` (about to be replaced) to the accumulated ones.
+    fn absorb(&mut self, engine: &PollEngine) {
+        for (r, s) in engine.ring_stats().iter().enumerate() {
+            self.rings[r].served += s.served;
+            self.rings[r].budget_hits += s.budget_hits;
+        }
+        for (d, s) in engine.device_stats().iter().enumerate() {
+            if self.devices.len() <= d {
+                self.devices.resize(d + 1, DeviceCounters::default());
+            }
+            let a = &mut self.devices[d];
+            a.wakeups += s.wakeups;
+            a.rearms += s.rearms;
+            a.budget_exhaustions += s.budget_exhaustions;
+            a.passes += s.passes;
+        }
+    }
+
+    /// Accumulated plus the running engine's counters.
+    fn current(&self, engine: &PollEngine) -> (Vec<RingCounters>, Vec<DeviceCounters>) {
+        let mut rings = self.rings.clone();
+        for (r, s) in engine.ring_stats().iter().enumerate() {
+            rings[r].served += s.served;
+            rings[r].budget_hits += s.budget_hits;
+        }
+        let mut devices = self.devices.clone();
+        for (d, s) in engine.device_stats().iter().enumerate() {
+            if devices.len() <= d {
+                devices.resize(d + 1, DeviceCounters::default());
+            }
+            let a = &mut devices[d];
+            a.wakeups += s.wakeups;
+            a.rearms += s.rearms;
+            a.budget_exhaustions += s.budget_exhaustions;
+            a.passes += s.passes;
+        }
+        (rings, devices)
+    }
+}
+
+/// [`run_worker`] under a control plane: between poll rounds it applies the changes `ctl`
+/// hands it (rules, layout, wake-up mode) and publishes counters.
+///
+/// The device may have more sockets than `layout` has rings (one per class, so that switching
+/// to `sq` and back keeps every socket): sockets outside the running layout ("orphans", e.g.
+/// classes 1.. under `sq`) get no new frames once the class→ring maps are rewritten, and what
+/// they still hold is drained here, so a layout change loses no frame.
+pub fn run_worker_ctl(
+    dev: &mut Device,
+    layout: &Layout,
+    fwd: &RwLock<Forwarder>,
+    opts: &WorkerOptions,
+    stop: &AtomicBool,
+    mut ctl: Option<WorkerCtl>,
+) -> WorkerStats {
+    let nsock = dev.num_rings();
+    assert!(
+        layout.rings.len() <= nsock,
+        "layout has more rings than the device has sockets"
+    );
+    let mut layout = layout.clone();
+    let mut engine = PollEngine::new(&layout);
+    let mut acc = Acc {
+        rings: ctl::new_rings(nsock),
+        devices: Vec::new(),
+    };
+    let mut wake = opts.wake;
+    let mut spin_us = opts.spin_us;
+    let timestamps = ctl
+        .as_ref()
+        .is_some_and(|c| c.flags & crate::ebpf::FLAG_TIMESTAMP != 0);
     let mut pass = vec![0u64; PassReason::ALL.len()];
     let mut drops: Vec<(String, u64)> = Vec::new();
     let mut to_resolve: Vec<IpAddr> = Vec::new();
@@ -154,12 +261,85 @@ pub fn run_worker(
     let deadline = opts.max_duration.map(|d| t0 + d);
     let batch = opts.batch.max(1);
     let mut iter: u64 = 0;
+    let mut changes: u64 = 0;
+    let mut idle_ns: u64 = 0;
+    let mut win = (Instant::now(), 0u64);
+    let mut busy_ratio = 0.0;
+    let mut last_publish = Instant::now();
+    let mut classifier_stats: Vec<(u32, crate::ebpf::ClassifierStats)> = Vec::new();
     loop {
         iter += 1;
         if (iter % 1024 == 0 || engine.is_idle())
             && (stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d))
         {
             break;
+        }
+        if let Some(c) = ctl.as_mut() {
+            let mut publish = c.link.snapshot_wanted()
+                || (iter % 256 == 0 || engine.is_idle()) && last_publish.elapsed() >= PUBLISH_EVERY;
+            if c.link.has_pending() {
+                for req in c.link.take() {
+                    if !req.claim() {
+                        continue;
+                    }
+                    let change = req.change.clone();
+                    let r = apply_change(
+                        dev,
+                        &mut engine,
+                        &mut layout,
+                        &mut acc,
+                        &mut wake,
+                        &mut spin_us,
+                        c,
+                        change,
+                    );
+                    if r.is_ok() {
+                        changes += 1;
+                    }
+                    // Publish before the ack so `status`/`counters` show the change at once.
+                    let snap = snapshot(
+                        dev,
+                        &engine,
+                        &layout,
+                        &acc,
+                        (wake, spin_us),
+                        (iter, busy_ratio, changes),
+                        (&pass, &drops, &classifier_stats),
+                        t0,
+                    );
+                    c.link.publish(snap);
+                    req.done(r);
+                }
+                publish = false;
+                last_publish = Instant::now();
+            }
+            if publish {
+                if c.link.full_wanted() {
+                    classifier_stats = dev
+                        .ifindexes()
+                        .into_iter()
+                        .filter_map(|i| Some((i, dev.classifier(i)?.stats().ok()?)))
+                        .collect();
+                }
+                let now = Instant::now();
+                if now - win.0 >= BUSY_WINDOW {
+                    let w = (now - win.0).as_nanos() as u64;
+                    busy_ratio = 1.0 - ((idle_ns - win.1) as f64 / w as f64).clamp(0.0, 1.0);
+                    win = (now, idle_ns);
+                }
+                let snap = snapshot(
+                    dev,
+                    &engine,
+                    &layout,
+                    &acc,
+                    (wake, spin_us),
+                    (iter, busy_ratio, changes),
+                    (&pass, &drops, &classifier_stats),
+                    t0,
+                );
+                c.link.publish(snap);
+                last_publish = now;
+            }
         }
         // Interrupts: an armed device with frames waiting is put on the poll list.
         for d in 0..engine.num_devices() {
@@ -168,14 +348,33 @@ pub fn run_worker(
                 engine.wake(d);
             }
         }
-        if let Some(g) = engine.pick(&*dev) {
+        // Sockets outside the running layout: drain what they still hold (after a change).
+        let mut orphan = None;
+        for r in layout.rings.len()..nsock {
+            if dev.backlog(r) > 0 {
+                orphan = Some(r);
+                break;
+            }
+        }
+        let grant = engine.pick(&*dev);
+        let ring = match (&grant, orphan) {
+            (Some(g), _) => Some((g.ring, g.max.min(batch))),
+            (None, Some(r)) => Some((r, batch)),
+            (None, None) => None,
+        };
+        if let Some((ring, max)) = ring {
             let start = Instant::now();
-            let max = g.max.min(batch);
+            let now_ns = if timestamps { mono_ns() } else { 0 };
             let table = fwd.read().unwrap_or_else(|e| e.into_inner());
-            let ring = g.ring;
             let mut fwd_n = 0u64;
-            let n = dev.recv(ring, max, |frame, len, ingress| {
+            let mut bytes = 0u64;
+            let rc = &mut acc.rings[ring];
+            let n = dev.recv_meta(ring, max, |frame, len, ingress, meta| {
                 spin_ns(opts.cost_ns);
+                bytes += len as u64;
+                if timestamps && meta != 0 && meta <= now_ns && now_ns - meta < 10_000_000_000 {
+                    rc.observe((now_ns - meta) as f64 * 1e-9);
+                }
                 match table.process(&mut frame[..len as usize], ingress) {
                     Verdict::Tx { ifindex, len } => {
                         fwd_n += 1;
@@ -202,9 +401,14 @@ pub fn run_worker(
                 }
             });
             drop(table);
-            forwarded[ring] += fwd_n;
+            let rc = &mut acc.rings[ring];
+            rc.forwarded += fwd_n;
+            rc.bytes += bytes;
             dev.flush();
-            engine.complete(g, n, start.elapsed().as_nanos() as u64);
+            match grant {
+                Some(g) => engine.complete(g, n, start.elapsed().as_nanos() as u64),
+                None => rc.served += n as u64,
+            }
             continue;
         }
         dev.flush();
@@ -217,50 +421,224 @@ pub fn run_worker(
         if dev.egress_pending() {
             continue;
         }
-        match opts.wake {
+        if let Some(c) = ctl.as_ref().filter(|_| wake != WakeMode::Busy) {
+            // Clear the kick, then look again: a kick after this point wakes the poll() below.
+            c.link.clear();
+            if c.link.has_pending() || c.link.snapshot_wanted() {
+                continue;
+            }
+        }
+        let idle_start = Instant::now();
+        let efd = ctl.as_ref().map(|c| c.link.fd());
+        let sleep = |dev: &mut Device| match efd {
+            Some(fd) => dev.wait_with(50, fd),
+            None => dev.wait(50),
+        };
+        match wake {
             WakeMode::Busy => std::hint::spin_loop(),
             WakeMode::Interrupt => {
-                dev.wait(50);
+                sleep(dev);
             }
             WakeMode::Adaptive => {
                 let s = Instant::now();
-                let spin = Duration::from_micros(opts.spin_us);
+                let spin = Duration::from_micros(spin_us);
                 let mut got = false;
                 while s.elapsed() < spin {
-                    if (0..nr).any(|r| dev.backlog(r) > 0) {
+                    if (0..nsock).any(|r| dev.backlog(r) > 0)
+                        || ctl
+                            .as_ref()
+                            .is_some_and(|c| c.link.has_pending() || c.link.snapshot_wanted())
+                    {
                         got = true;
                         break;
                     }
                     std::hint::spin_loop();
                 }
                 if !got {
-                    dev.wait(50);
+                    sleep(dev);
                 }
             }
         }
+        idle_ns += idle_start.elapsed().as_nanos() as u64;
     }
     // Drain what is queued for Tx (bounded).
     let t = Instant::now();
     while dev.egress_pending() && t.elapsed() < Duration::from_millis(200) {
         dev.flush();
     }
-    let ds = engine.device_stats();
+    let (rings, devices) = acc.current(&engine);
+    let names = ring_names(&layout, nsock);
     WorkerStats {
-        rings: layout.rings.iter().map(|r| r.name.clone()).collect(),
-        served: engine.ring_stats().iter().map(|s| s.served).collect(),
-        forwarded,
+        rings: names,
+        served: rings.iter().map(|r| r.served).collect(),
+        forwarded: rings.iter().map(|r| r.forwarded).collect(),
         pass: PassReason::ALL
             .iter()
             .map(|r| (r.name().to_string(), pass[r.index()]))
             .collect(),
         drop: drops,
-        engine_wakeups: ds.iter().map(|d| d.wakeups).sum(),
-        engine_rearms: ds.iter().map(|d| d.rearms).sum(),
-        budget_exhaustions: ds.iter().map(|d| d.budget_exhaustions).sum(),
+        engine_wakeups: devices.iter().map(|d| d.wakeups).sum(),
+        engine_rearms: devices.iter().map(|d| d.rearms).sum(),
+        budget_exhaustions: devices.iter().map(|d| d.budget_exhaustions).sum(),
         sleeps: dev.sleeps,
         poll_wakeups: dev.wakeups,
         ports: dev.port_stats(),
         elapsed_s: t0.elapsed().as_secs_f64(),
+    }
+}
+
+/// Names of the sockets: the layout's ring names, then `ring<k>` for sockets outside it.
+fn ring_names(layout: &Layout, nsock: usize) -> Vec<String> {
+    (0..nsock)
+        .map(|k| {
+            layout
+                .rings
+                .get(k)
+                .map(|r| r.name.clone())
+                .unwrap_or_else(|| format!("ring{k}"))
+        })
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn snapshot(
+    dev: &Device,
+    engine: &PollEngine,
+    layout: &Layout,
+    acc: &Acc,
+    (wake, spin_us): (WakeMode, u64),
+    (poll_rounds, busy_ratio, changes): (u64, f64, u64),
+    (pass, drops, cls): (
+        &[u64],
+        &[(String, u64)],
+        &[(u32, crate::ebpf::ClassifierStats)],
+    ),
+    t0: Instant,
+) -> WorkerSnapshot {
+    let (mut rings, devices) = acc.current(engine);
+    for (r, (full, other)) in dev.ring_kernel_drops().into_iter().enumerate() {
+        if let Some(rc) = rings.get_mut(r) {
+            rc.drops = full;
+            rc.kernel_rx_dropped = other;
+            rc.backlog = dev.backlog(r) as u64;
+        }
+    }
+    WorkerSnapshot {
+        seq: 0,
+        strategy: Some(layout.strategy),
+        layout_rings: layout.rings.iter().map(|r| r.name.clone()).collect(),
+        class_to_ring: layout.class_to_ring.clone(),
+        device_budget: layout.device_budget,
+        ring_budgets: layout.rings.iter().map(|r| r.budget).collect(),
+        wake: Some(wake),
+        spin_us,
+        rings,
+        devices,
+        poll_rounds,
+        busy_ratio,
+        sleeps: dev.sleeps,
+        poll_wakeups: dev.wakeups,
+        pass: PassReason::ALL
+            .iter()
+            .map(|r| (r.name().to_string(), pass[r.index()]))
+            .collect(),
+        drop: drops.to_vec(),
+        ports: dev.port_stats(),
+        classifier: cls.to_vec(),
+        changes,
+        elapsed_s: t0.elapsed().as_secs_f64(),
+    }
+}
+
+/// Applies one change between poll rounds; on `Err` nothing was changed (rules: restored).
+#[allow(clippy::too_many_arguments)]
+fn apply_change(
+    dev: &mut Device,
+    engine: &mut PollEngine,
+    layout: &mut Layout,
+    acc: &mut Acc,
+    wake: &mut WakeMode,
+    spin_us: &mut u64,
+    c: &mut WorkerCtl,
+    change: Change,
+) -> Result<(), String> {
+    match change {
+        Change::Batch(v) => {
+            for ch in v {
+                apply_change(dev, engine, layout, acc, wake, spin_us, c, ch)?;
+            }
+            Ok(())
+        }
+        Change::Wake {
+            wake: w,
+            spin_us: s,
+        } => {
+            *wake = w;
+            *spin_us = s;
+            Ok(())
+        }
+        Change::Sched(new) => {
+            if new.rings.len() > dev.num_rings() || new.class_to_ring.len() > dev.num_rings() {
+                return Err(format!(
+                    "the layout needs {} rings; the router opened {} sockets (restart to change the classes)",
+                    new.rings.len(),
+                    dev.num_rings()
+                ));
+            }
+            let ifs = dev.ifindexes();
+            // New frames go to the new rings first; what sits in the old ones is served by the
+            // new engine (same socket ids) or drained as orphans.
+            for (k, &i) in ifs.iter().enumerate() {
+                let r = dev
+                    .classifier_mut(i)
+                    .ok_or_else(|| format!("ifindex {i}: no classifier"))
+                    .and_then(|cl| {
+                        cl.set_class_rings(&new.class_to_ring)
+                            .map_err(|e| format!("{e:#}"))
+                    });
+                if let Err(e) = r {
+                    // restore the interfaces already switched
+                    for &j in &ifs[..k] {
+                        if let Some(cl) = dev.classifier_mut(j) {
+                            let _ = cl.set_class_rings(&layout.class_to_ring);
+                        }
+                    }
+                    return Err(format!("class→ring map: {e}"));
+                }
+            }
+            acc.absorb(engine);
+            *engine = PollEngine::new(&new);
+            *layout = new;
+            Ok(())
+        }
+        Change::Rules {
+            images,
+            default_class,
+            flags,
+        } => {
+            let ifs = dev.ifindexes();
+            for (k, &i) in ifs.iter().enumerate() {
+                let r = dev
+                    .classifier_mut(i)
+                    .ok_or_else(|| format!("ifindex {i}: no classifier"))
+                    .and_then(|cl| {
+                        cl.update_rules(&c.rules, &images, default_class, flags)
+                            .map_err(|e| format!("{e:#}"))
+                    });
+                if let Err(e) = r {
+                    for &j in &ifs[..=k] {
+                        if let Some(cl) = dev.classifier_mut(j) {
+                            let _ = cl.update_rules(&images, &c.rules, c.default_class, c.flags);
+                        }
+                    }
+                    return Err(format!("rules: {e}"));
+                }
+            }
+            c.rules = images;
+            c.default_class = default_class;
+            c.flags = flags;
+            Ok(())
+        }
     }
 }
 

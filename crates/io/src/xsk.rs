@@ -404,6 +404,19 @@ impl Device {
     where
         F: FnMut(&mut [u8], u32, u32) -> Action,
     {
+        self.recv_meta(ring, max, |frame, len, ingress, _meta| {
+            f(frame, len, ingress)
+        })
+    }
+
+    /// [`Device::recv`], also handing `f` the 8 bytes in front of the frame, read as a native
+    /// `u64`: the classifier's XDP-metadata timestamp (`bpf_ktime_get_ns()`) when it writes one
+    /// (`FLAG_TIMESTAMP`; copy mode copies the metadata in front of the frame), 0 when the
+    /// headroom is too small. Without the flag the value is stale garbage: ignore it.
+    pub fn recv_meta<F>(&mut self, ring: RingId, max: u32, mut f: F) -> u32
+    where
+        F: FnMut(&mut [u8], u32, u32, u64) -> Action,
+    {
         let np = self.ports.len();
         let mut served = 0;
         let base = self.area.ptr;
@@ -451,7 +464,19 @@ impl Device {
                     )
                 };
                 let len = d.len as usize;
-                match f(&mut frame[..], len as u32, in_if) {
+                let meta = if d.addr >= chunk + 8 {
+                    // SAFETY: [addr-8, addr) lies inside the same chunk (checked just above),
+                    // which the kernel handed to us with the frame; read_unaligned has no
+                    // alignment requirement.
+                    unsafe {
+                        std::ptr::read_unaligned(
+                            base.as_ptr().add(d.addr as usize - 8).cast::<u64>(),
+                        )
+                    }
+                } else {
+                    0
+                };
+                match f(&mut frame[..], len as u32, in_if, meta) {
                     Action::Tx { ifindex, len } if len <= room as usize && len > 0 => {
                         match self.ports.iter_mut().find(|p| p.ifindex == ifindex) {
                             Some(out) => {
@@ -614,5 +639,55 @@ impl Drop for Device {
             drop(p.classifier.take());
         }
         let _ = &self.umem;
+    }
+}
+
+// Control-plane helpers (issue 5: `llrouter ctl` and metrics on the running router).
+impl Device {
+    /// The classifier of port `ifindex`, mutable (rule and class→ring updates at run time).
+    pub fn classifier_mut(&mut self, ifindex: u32) -> Option<&mut Classifier> {
+        self.ports
+            .iter_mut()
+            .find(|p| p.ifindex == ifindex)
+            .and_then(|p| p.classifier.as_mut())
+    }
+
+    /// Kernel drop counters per ring (summed over ports): `(rx_ring_full, rx_dropped)`, i.e.
+    /// early drops at the full class ring and other rx drops.
+    pub fn ring_kernel_drops(&self) -> Vec<(u64, u64)> {
+        let mut v = vec![(0u64, 0u64); self.nrings];
+        for p in &self.ports {
+            for (r, u) in p.users.iter().enumerate() {
+                if let Ok(k) = u.statistics_v2() {
+                    v[r].0 += k.rx_ring_full;
+                    v[r].1 += k.rx_dropped;
+                }
+            }
+        }
+        v
+    }
+
+    /// [`Device::wait`] that also wakes up when `extra` (e.g. an eventfd of the control plane)
+    /// becomes readable.
+    pub fn wait_with(&mut self, timeout_ms: i32, extra: std::os::fd::RawFd) -> bool {
+        let mut pfds: Vec<libc::pollfd> = self
+            .ports
+            .iter()
+            .flat_map(|p| p.fds.iter())
+            .chain(std::iter::once(&extra))
+            .map(|&fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        self.sleeps += 1;
+        // SAFETY: pfds is a live, correctly sized array of pollfd for the duration of the call.
+        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+        let rx = n > 0 && pfds[..pfds.len() - 1].iter().any(|p| p.revents != 0);
+        if rx {
+            self.wakeups += 1;
+        }
+        n > 0
     }
 }

@@ -157,6 +157,10 @@ pub struct MetricsSnapshot {
     pub workers: Vec<WorkerMetrics>,
     /// `(reason, count)`, e.g. `("ttl_expired", 3)`.
     pub drops: Vec<(String, u64)>,
+    /// `(class, packets)`: frames the XDP classifier steered to each class (all interfaces),
+    /// independent of which ring serves the class under the running strategy.
+    #[serde(default)]
+    pub classes: Vec<(String, u64)>,
 }
 
 /// Escapes a label value: `\` → `\\`, `"` → `\"`, newline → `\n`.
@@ -365,6 +369,21 @@ pub fn render(snap: &MetricsSnapshot) -> String {
     );
     for (reason, n) in &snap.drops {
         o.sample("drops_total", &[("reason", reason.clone())], *n as f64);
+    }
+
+    if !snap.classes.is_empty() {
+        o.family(
+            "class_packets_total",
+            "counter",
+            "Packets the XDP classifier steered to the class (before its ring).",
+        );
+        for (class, n) in &snap.classes {
+            o.sample(
+                "class_packets_total",
+                &[("class", class.clone())],
+                *n as f64,
+            );
+        }
     }
     o.s
 }

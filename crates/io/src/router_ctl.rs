@@ -1,0 +1,296 @@
+//! The worker's side of the control plane: validated changes handed to the worker, applied
+//! between poll rounds, acknowledged; and the counters the worker publishes for `ctl counters`,
+//! `llrouter top` and the metrics endpoint.
+//!
+//! ```text
+//! control thread                        worker (between poll rounds)
+//!   validate (SchedConfig::layout, …)
+//!   queue Request, kick eventfd  ───►    take requests (claim: Pending → Taken)
+//!   wait ≤ timeout for the ack            apply: classifier maps, new PollEngine, wake mode
+//!   timeout → cancel (Pending → Cancelled)  publish a snapshot, ack
+//! ```
+//!
+//! A request the worker has not claimed when the wait times out is cancelled, so an error reply
+//! always means "not applied". One the worker claimed is waited for (it takes microseconds).
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use llr_core::sched::{Layout, StrategyKind};
+
+use crate::ebpf::ClassifierStats;
+use crate::xsk::{PortStats, WakeMode};
+
+/// Latency histogram bounds (seconds), the same as `llr_ops::metrics::Histogram::latency_bounds`.
+pub const LATENCY_BOUNDS: [f64; 13] = [
+    1e-6, 2e-6, 5e-6, 10e-6, 20e-6, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3,
+];
+
+/// A validated change for the worker.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// A new ring layout (strategy, budgets, device budget): the classifiers' class→ring maps
+    /// are rewritten, the poll engine rebuilt; the sockets stay.
+    Sched(Layout),
+    /// A new rule set (64-byte `llr_rule` images, first match wins).
+    Rules {
+        images: Vec<[u8; 64]>,
+        default_class: u32,
+        flags: u32,
+    },
+    /// A new wake-up mode.
+    Wake { wake: WakeMode, spin_us: u64 },
+    /// Several changes applied in one go (reload), in order.
+    Batch(Vec<Change>),
+}
+
+const PENDING: u8 = 0;
+const TAKEN: u8 = 1;
+const CANCELLED: u8 = 2;
+
+/// A change in flight.
+pub struct Request {
+    pub change: Change,
+    state: Arc<AtomicU8>,
+    ack: SyncSender<Result<(), String>>,
+}
+
+impl Request {
+    /// Claims the request for applying; `false` if the control side gave up on it already.
+    pub fn claim(&self) -> bool {
+        self.state
+            .compare_exchange(PENDING, TAKEN, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Reports the outcome.
+    pub fn done(self, r: Result<(), String>) {
+        let _ = self.ack.try_send(r);
+    }
+}
+
+/// Counters of one socket index ("ring" k: the AF_XDP socket of class k on every port).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct RingCounters {
+    /// Frames taken from the ring.
+    pub served: u64,
+    /// Bytes of those frames.
+    pub bytes: u64,
+    /// Grants that ended with the ring budget spent and frames left.
+    pub budget_hits: u64,
+    /// Frames forwarded (queued for Tx).
+    pub forwarded: u64,
+    /// Frames waiting in the ring now.
+    pub backlog: u64,
+    /// Early drops at the full ring (kernel `rx_ring_full`), and other kernel rx drops.
+    pub drops: u64,
+    pub kernel_rx_dropped: u64,
+    /// Ring-latency histogram: counts per `LATENCY_BOUNDS` bucket (+Inf last), and the sum (s).
+    pub latency_counts: Vec<u64>,
+    pub latency_sum: f64,
+}
+
+impl RingCounters {
+    fn new() -> Self {
+        RingCounters {
+            latency_counts: vec![0; LATENCY_BOUNDS.len() + 1],
+            ..Default::default()
+        }
+    }
+
+    /// Records one time-in-ring value (seconds).
+    #[inline]
+    pub fn observe(&mut self, v: f64) {
+        let i = LATENCY_BOUNDS.partition_point(|b| *b < v);
+        self.latency_counts[i] += 1;
+        self.latency_sum += v;
+    }
+}
+
+/// Counters of one engine device id (accumulated over engine rebuilds).
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct DeviceCounters {
+    pub wakeups: u64,
+    pub rearms: u64,
+    pub budget_exhaustions: u64,
+    pub passes: u64,
+}
+
+/// What a worker publishes.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct WorkerSnapshot {
+    /// Increases with every publication.
+    pub seq: u64,
+    pub strategy: Option<StrategyKind>,
+    /// Layout ring names and their socket index (= ring id) in the running layout.
+    pub layout_rings: Vec<String>,
+    pub class_to_ring: Vec<usize>,
+    pub device_budget: u32,
+    pub ring_budgets: Vec<u32>,
+    pub wake: Option<WakeMode>,
+    pub spin_us: u64,
+    /// Per socket index (class k's socket), accumulated over strategy changes.
+    pub rings: Vec<RingCounters>,
+    /// Per engine device id, accumulated.
+    pub devices: Vec<DeviceCounters>,
+    pub poll_rounds: u64,
+    /// CPU busy fraction over the last window (about 0.5 s).
+    pub busy_ratio: f64,
+    pub sleeps: u64,
+    pub poll_wakeups: u64,
+    pub pass: Vec<(String, u64)>,
+    pub drop: Vec<(String, u64)>,
+    pub ports: Vec<PortStats>,
+    /// Per interface (ifindex, classifier counters); refreshed when asked for (`want_full`).
+    pub classifier: Vec<(u32, ClassifierStats)>,
+    /// Changes applied.
+    pub changes: u64,
+    pub elapsed_s: f64,
+}
+
+/// The link between the control plane and one worker.
+pub struct WorkerLink {
+    queue: Mutex<Vec<Request>>,
+    pending: AtomicBool,
+    want_snapshot: AtomicBool,
+    want_full: AtomicBool,
+    seq: AtomicU64,
+    efd: OwnedFd,
+    published: Mutex<Arc<WorkerSnapshot>>,
+}
+
+impl WorkerLink {
+    /// A link with its eventfd (the worker polls it with its sockets).
+    pub fn new() -> std::io::Result<Arc<WorkerLink>> {
+        // SAFETY: eventfd has no memory preconditions; the result is checked.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Arc::new(WorkerLink {
+            queue: Mutex::new(Vec::new()),
+            pending: AtomicBool::new(false),
+            want_snapshot: AtomicBool::new(false),
+            want_full: AtomicBool::new(false),
+            seq: AtomicU64::new(0),
+            // SAFETY: fd is a fresh descriptor owned by nobody else.
+            efd: unsafe { OwnedFd::from_raw_fd(fd) },
+            published: Mutex::new(Arc::new(WorkerSnapshot::default())),
+        }))
+    }
+
+    /// The eventfd to poll.
+    pub fn fd(&self) -> RawFd {
+        self.efd.as_raw_fd()
+    }
+
+    fn kick(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to our eventfd.
+        unsafe { libc::write(self.efd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    /// Worker: clears the eventfd.
+    pub fn clear(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reads at most 8 bytes into a live u64 from our non-blocking eventfd.
+        unsafe { libc::read(self.efd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+    }
+
+    /// Hands `change` to the worker and waits up to `timeout` for it to be applied. `Err` means
+    /// it was not applied (refused by the worker, or not picked up in time and cancelled).
+    pub fn apply(&self, change: Change, timeout: Duration) -> Result<(), String> {
+        let (tx, rx): (_, Receiver<Result<(), String>>) = sync_channel(1);
+        let state = Arc::new(AtomicU8::new(PENDING));
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Request {
+                change,
+                state: state.clone(),
+                ack: tx,
+            });
+        self.pending.store(true, Ordering::Release);
+        self.kick();
+        match rx.recv_timeout(timeout) {
+            Ok(r) => r,
+            Err(_) => {
+                if state
+                    .compare_exchange(PENDING, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    Err(format!(
+                        "the worker did not pick the change up within {} ms; nothing was changed",
+                        timeout.as_millis()
+                    ))
+                } else {
+                    // Claimed: it is being applied right now; its outcome comes shortly.
+                    rx.recv_timeout(Duration::from_secs(2)).unwrap_or_else(|_| {
+                        Err("the worker did not confirm the change".to_string())
+                    })
+                }
+            }
+        }
+    }
+
+    /// Worker: whether requests wait (one relaxed load).
+    #[inline]
+    pub fn has_pending(&self) -> bool {
+        self.pending.load(Ordering::Relaxed)
+    }
+
+    /// Worker: takes the queued requests.
+    pub fn take(&self) -> Vec<Request> {
+        self.pending.store(false, Ordering::Release);
+        std::mem::take(&mut *self.queue.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Worker: whether a fresh snapshot is wanted (and whether with classifier counters).
+    #[inline]
+    pub fn snapshot_wanted(&self) -> bool {
+        self.want_snapshot.load(Ordering::Relaxed)
+    }
+
+    /// Worker: whether the classifier counters should be read for the next publication.
+    pub fn full_wanted(&self) -> bool {
+        self.want_full.load(Ordering::Relaxed)
+    }
+
+    /// Worker: publishes a snapshot.
+    pub fn publish(&self, mut s: WorkerSnapshot) {
+        s.seq = self.seq.load(Ordering::Relaxed) + 1;
+        *self.published.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(s);
+        self.want_snapshot.store(false, Ordering::Relaxed);
+        self.want_full.store(false, Ordering::Relaxed);
+        self.seq.fetch_add(1, Ordering::Release);
+    }
+
+    /// The latest snapshot, without asking the worker.
+    pub fn latest(&self) -> Arc<WorkerSnapshot> {
+        self.published
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Asks the worker for a fresh snapshot (classifier counters included) and waits up to
+    /// `timeout` for it; returns the latest one either way. The worker only copies counters.
+    pub fn fresh(&self, timeout: Duration) -> Arc<WorkerSnapshot> {
+        let before = self.seq.load(Ordering::Acquire);
+        self.want_full.store(true, Ordering::Relaxed);
+        self.want_snapshot.store(true, Ordering::Release);
+        self.kick();
+        let t = Instant::now();
+        while self.seq.load(Ordering::Acquire) == before && t.elapsed() < timeout {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        self.latest()
+    }
+}
+
+pub(crate) fn new_rings(n: usize) -> Vec<RingCounters> {
+    (0..n).map(|_| RingCounters::new()).collect()
+}
