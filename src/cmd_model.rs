@@ -36,7 +36,7 @@ pub fn run(a: ModelArgs) -> anyhow::Result<()> {
             return Err(usage("service-ns", format!("{x}; must be greater than 0")))
         }
         (Some(x), _) => Some(x),
-        (None, Some(s)) if s == 0 => return Err(usage("packet-size", "must be greater than 0")),
+        (None, Some(0)) => return Err(usage("packet-size", "must be greater than 0")),
         (None, Some(s)) => Some(model::service_time_ns(s)),
         (None, None) => None,
     };
