@@ -10,4 +10,4 @@ cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --release -- -D warnings
 echo "== cargo test (release: the simulator tests run millions of packets)"
-cargo test --workspace --release -- --test-threads="${LLR_TEST_THREADS:-2}"
+cargo test --workspace --release --no-fail-fast -- --test-threads="${LLR_TEST_THREADS:-2}"
