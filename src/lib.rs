@@ -14,5 +14,6 @@ pub mod cmd_sink;
 pub mod cmd_top;
 pub mod cmd_tune;
 pub mod config;
+pub mod demo_live;
 pub mod plot;
 pub mod testbed;

@@ -1112,6 +1112,30 @@ fn run_sweep(a: RunArgs) -> Result<()> {
     Ok(())
 }
 
+/// Runs every target of `c` at each offered load (packets/s; 0 = as fast as the generator
+/// goes) with `rt_share`, on a temporary topology (or `c.name`); returns the rows. For the demo
+/// and tests: no files besides the generated router configs and logs in `c.out`.
+pub fn compare(c: &Common, loads: &[f64], rt_share: f64) -> Result<Vec<Row>> {
+    check_common(c)?;
+    let tg = targets(c)?;
+    std::fs::create_dir_all(&c.out).with_context(|| format!("create {}", c.out.display()))?;
+    let stop = stop_on_signal();
+    let topo = topology(c)?;
+    let mut rows = Vec::new();
+    for t in &tg {
+        let mut act = Active::start(&topo, t, c)?;
+        for &l in loads {
+            if stop.load(Ordering::Relaxed) {
+                bail!("interrupted");
+            }
+            let (g, s, x) = measure(&topo, &act, c, l, rt_share, &stop)?;
+            rows.push(row(t, rt_share, &g, &s, x));
+        }
+        act.finish()?;
+    }
+    Ok(rows)
+}
+
 fn run_mlffr(a: MlffrArgs) -> Result<()> {
     let c = &a.common;
     check_common(c)?;
