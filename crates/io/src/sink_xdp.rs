@@ -14,7 +14,8 @@
 //!   `lost` = highest seq + 1 − received (a router does not duplicate packets);
 //! - the timestamp is taken in the driver's receive path (NAPI), before any socket: lower than
 //!   the UDP sink's by the socket wake-up (~20 µs here in blocking mode);
-//! - the packet bound is checked every few ms, so a few more packets may be counted.
+//! - the packet bound is checked every few ms, so a few more packets may be counted;
+//! - the idle bound starts counting at the first packet (before it: at least 5 s).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -203,9 +204,12 @@ impl XdpSink {
                 last_n = n;
                 last_change = now;
             }
+            // Before the first packet, allow the generator a start-up of at least 5 s (loading
+            // its program takes a while on a busy machine).
+            let idle_now = idle.map(|i| if n == 0 { i.max(5_000_000_000) } else { i });
             if n >= limit
                 || now >= end
-                || idle.is_some_and(|i| now - last_change >= i)
+                || idle_now.is_some_and(|i| now - last_change >= i)
                 || stop.load(Ordering::Relaxed)
             {
                 break;
