@@ -5,14 +5,23 @@
  * Director match set of the papers, done in XDP here).
  *
  * Per frame:
- *   - not for us to forward (non-IP, multicast/broadcast MAC, an address of the router itself,
- *     IPv6 link-local, TTL/hop limit <= 1) -> XDP_PASS: the kernel keeps ARP, ND, ping and ICMP
- *     time-exceeded working;
+ *   - the headers are validated exactly as llr-core's `wire::parse_frame` does (runt,
+ *     oversize > 9018 bytes, stacked or QinQ VLAN tags, truncated IP header, bad version, bad
+ *     IHL, bad total/payload length, bad or too many IPv6 extension headers, TCP/UDP/SCTP header
+ *     cut short); a frame failing any check is *malformed*: no L3 field matches a rule, and it
+ *     goes through the rules with its L2 fields only (usually ending in the lowest class),
+ *     where the user-space forwarder counts and drops it by reason;
+ *   - of the valid frames, those not for us to forward go to the kernel (XDP_PASS): non-IP,
+ *     multicast/broadcast MAC (checked first, for any frame), IPv6 multicast or link-local
+ *     destination, an address of the router itself, TTL/hop limit <= 1 -- so ARP, ND, ping and
+ *     ICMP time exceeded keep working;
  *   - otherwise the first matching rule of `llr_rules` gives the class (unmatched -> the lowest
- *     class, `llr_config.default_class`); malformed IP headers also go to the lowest class so
- *     the user-space forwarder counts and drops them by reason;
+ *     class, `llr_config.default_class`);
  *   - class -> XSKMAP key via `llr_class_ring`, then bpf_redirect_map() with XDP_PASS as the
  *     fallback (no socket bound for the key -> the kernel gets the frame).
+ *
+ * The rule semantics are llr-core's `classify` module doc; crates/io/tests/classifier_agree.rs
+ * checks this program against `RuleSet::classify` on generated rules and frames.
  *
  * `struct llr_rule` must match llr-core's `Rule::to_bpf_bytes()` byte for byte.
  */
@@ -24,6 +33,11 @@
 
 #define LLR_MAX_RULES 64
 #define LLR_MAX_CLASSES 64
+/* llr-core's wire::DEFAULT_MAX_FRAME and ipv6::MAX_EXT_HEADERS */
+#define LLR_MAX_FRAME 9018
+#define LLR_MAX_EXT 4
+/* pre-standard QinQ TPID (llr-core: ethertype::QINQ_OLD) */
+#define LLR_P_QINQ_OLD 0x9100
 
 #define F_IFINDEX (1u << 0)
 #define F_VLAN_ID (1u << 1)
@@ -48,7 +62,9 @@
 #define ST_MALFORMED (LLR_MAX_CLASSES + 4)
 #define ST_NO_SOCKET (LLR_MAX_CLASSES + 5)
 #define ST_RULE_HIT (LLR_MAX_CLASSES + 6)
-#define ST_SLOTS (LLR_MAX_CLASSES + 8)
+/* then one counter per XSKMAP key (ring), for tests and per-ring accounting */
+#define ST_KEY_BASE (LLR_MAX_CLASSES + 8)
+#define ST_SLOTS (ST_KEY_BASE + LLR_MAX_CLASSES)
 
 struct llr_rule {
 	__u32 fields;
@@ -143,6 +159,9 @@ struct pkt {
 	__u8 proto;
 	__u8 dscp;
 	__u8 has_ports;
+	__u32 ifindex; /* ctx->ingress_ifindex */
+	__u32 flen;    /* frame length */
+	__u8 head[64]; /* the first min(flen, 64) bytes, for flex matches */
 };
 
 static __always_inline void count(__u32 slot)
@@ -170,12 +189,11 @@ static __always_inline int prefix_match(const __u8 *addr, const __u8 *pfx, __u32
 	return 1;
 }
 
-static __always_inline int rule_match(const struct llr_rule *r, const struct pkt *p,
-				      struct xdp_md *ctx, void *data, void *data_end)
+static __always_inline int rule_match(const struct llr_rule *r, const struct pkt *p)
 {
 	__u32 f = r->fields;
 
-	if ((f & F_IFINDEX) && r->ifindex != ctx->ingress_ifindex)
+	if ((f & F_IFINDEX) && r->ifindex != p->ifindex)
 		return 0;
 	if ((f & F_VLAN_ID) && (!p->has_vlan || p->vlan_id != r->vlan_id))
 		return 0;
@@ -183,7 +201,7 @@ static __always_inline int rule_match(const struct llr_rule *r, const struct pkt
 		return 0;
 	if ((f & F_IPVER) && p->ipver != r->ip_version)
 		return 0;
-	if ((f & (F_PROTO | F_DSCP | F_SRC | F_DST | F_SPORT | F_DPORT)) && !p->ipver)
+	if ((f & (F_IPVER | F_PROTO | F_DSCP | F_SRC | F_DST | F_SPORT | F_DPORT)) && !p->ipver)
 		return 0;
 	if ((f & F_PROTO) && p->proto != r->proto)
 		return 0;
@@ -206,16 +224,40 @@ static __always_inline int rule_match(const struct llr_rule *r, const struct pkt
 		return 0;
 	if (f & F_FLEX) {
 		__u32 off = r->flex_off;
-		if (off > 62)
+		if (off > 62 || off + 2 > p->flen)
 			return 0;
-		__u8 *b = (__u8 *)data + off;
-		if ((void *)(b + 2) > data_end)
-			return 0;
-		__u16 v = ((__u16)b[0] << 8) | b[1];
+		__u16 v = ((__u16)p->head[off] << 8) | p->head[off + 1];
 		if ((v & r->flex_mask) != (r->flex_value & r->flex_mask))
 			return 0;
 	}
 	return 1;
+}
+
+/* The first rule matching `p`, as its class; -1 if none. A global (non-inlined) function: the
+ * verifier checks it once, not once per path of the header parser that reaches it. */
+__noinline int llr_match_rules(struct pkt *p, __u32 nrules)
+{
+	if (!p)
+		return -1;
+	for (__u32 i = 0; i < LLR_MAX_RULES; i++) {
+		if (i >= nrules)
+			break;
+		__u32 k = i;
+		struct llr_rule *r = bpf_map_lookup_elem(&llr_rules, &k);
+		if (!r)
+			break;
+		if (rule_match(r, p))
+			return r->klass;
+	}
+	return -1;
+}
+
+/* Fixed-header validation and the port fields, exactly as llr-core's `parse_frame`: on any
+ * error the frame is "malformed" (no L3 field matches a rule) and goes through the rules with
+ * its L2 fields only. The kernel gets only fully valid frames (see llr_classify). */
+static __always_inline int l4_min(__u8 proto)
+{
+	return proto == IPPROTO_TCP ? 20 : proto == IPPROTO_UDP ? 8 : proto == IPPROTO_SCTP ? 12 : 0;
 }
 
 SEC("xdp")
@@ -228,78 +270,93 @@ int llr_classify(struct xdp_md *ctx)
 	__u32 zero = 0;
 	__u32 l3off = sizeof(struct ethhdr);
 	__u32 cls;
+	__u8 ttl = 0;
 	int malformed = 0;
 
 	struct llr_config *cfg = bpf_map_lookup_elem(&llr_config, &zero);
 	if (!cfg)
 		return XDP_PASS;
 	cls = cfg->default_class;
+	__u64 flen = (__u64)(data_end - data);
 
 	if ((void *)(eth + 1) > data_end) {
-		/* runt frame: the lowest class, where user space counts and drops it */
-		count(ST_MALFORMED);
-		goto redirect;
+		/* runt frame: no L2 fields either; flex and interface rules still apply */
+		malformed = 1;
+		goto rules;
 	}
 	if (eth->h_dest[0] & 1) {
 		/* broadcast / multicast: ARP, ND, routing protocols -> the kernel */
 		count(ST_PASS_MCAST);
 		return XDP_PASS;
 	}
+	if (flen > LLR_MAX_FRAME)
+		malformed = 1; /* oversize; the VLAN tag below still counts for rules */
 
 	__u16 etype = bpf_ntohs(eth->h_proto);
-	if (etype == ETH_P_8021Q || etype == ETH_P_8021AD) {
+	if (etype == ETH_P_8021AD || etype == LLR_P_QINQ_OLD) {
+		/* an 802.1ad / QinQ outer tag counts as a stacked VLAN: never forwarded */
+		malformed = 1;
+		goto rules;
+	}
+	if (etype == ETH_P_8021Q) {
 		__u8 *tag = (__u8 *)data + l3off;
 		if ((void *)(tag + 4) > data_end) {
-			count(ST_MALFORMED);
-			goto redirect;
+			malformed = 1; /* a tagged runt */
+			goto rules;
+		}
+		__u16 inner = ((__u16)tag[2] << 8) | tag[3];
+		if (inner == ETH_P_8021Q || inner == ETH_P_8021AD || inner == LLR_P_QINQ_OLD) {
+			/* stacked VLANs: not forwarded, and no VLAN field matches (as in llr-core) */
+			malformed = 1;
+			goto rules;
 		}
 		__u16 tci = ((__u16)tag[0] << 8) | tag[1];
 		p.has_vlan = 1;
 		p.vlan_id = tci & 0x0fff;
 		p.pcp = tci >> 13;
-		etype = ((__u16)tag[2] << 8) | tag[3];
+		etype = inner;
 		l3off += 4;
-		if (etype == ETH_P_8021Q || etype == ETH_P_8021AD) {
-			/* stacked VLANs are not forwarded: user space counts and drops */
-			malformed = 1;
-			goto rules;
-		}
 	}
+	if (malformed)
+		goto rules;
 
 	if (etype == ETH_P_IP) {
 		__u8 *ip = (__u8 *)data + l3off;
 		if ((void *)(ip + 20) > data_end || (ip[0] >> 4) != 4 || (ip[0] & 0xf) < 5) {
-			malformed = 1;
+			malformed = 1; /* truncated, bad version, bad IHL */
 			goto rules;
 		}
 		__u32 ihl = (ip[0] & 0xf) * 4;
-		__u16 tot = ((__u16)ip[2] << 8) | ip[3];
-		if (tot < ihl) {
-			malformed = 1;
+		__u32 tot = ((__u32)ip[2] << 8) | ip[3];
+		if ((void *)(ip + ihl) > data_end || tot < ihl || l3off + tot > flen) {
+			malformed = 1; /* header past the frame, bad total length */
 			goto rules;
 		}
 		__builtin_memcpy(p.src, ip + 12, 4);
 		__builtin_memcpy(p.dst, ip + 16, 4);
+		p.dscp = ip[1] >> 2;
+		p.proto = ip[9];
+		ttl = ip[8];
+		__u16 frag = (((__u16)ip[6] << 8) | ip[7]) & 0x3fff;
+		__u32 min = l4_min(p.proto);
+		if (!frag && min) {
+			if (tot - ihl < min) {
+				malformed = 1; /* L4 header cut short by the IP length */
+				goto rules;
+			}
+			__u8 *l4 = ip + ihl;
+			if ((void *)(l4 + 4) > data_end) {
+				malformed = 1; /* (implied by the checks above; for the verifier) */
+				goto rules;
+			}
+			p.has_ports = 1;
+			p.sport = ((__u16)l4[0] << 8) | l4[1];
+			p.dport = ((__u16)l4[2] << 8) | l4[3];
+		}
+		p.ipver = 4;
 		if (bpf_map_lookup_elem(&llr_local4, ip + 16)) {
 			count(ST_PASS_LOCAL);
 			return XDP_PASS;
-		}
-		if (ip[8] <= 1) {
-			/* TTL expiry: the kernel sends ICMP time exceeded */
-			count(ST_PASS_TTL);
-			return XDP_PASS;
-		}
-		p.ipver = 4;
-		p.dscp = ip[1] >> 2;
-		p.proto = ip[9];
-		__u16 frag = (((__u16)ip[6] << 8) | ip[7]) & 0x3fff;
-		if (!frag && (p.proto == IPPROTO_UDP || p.proto == IPPROTO_TCP)) {
-			__u8 *l4 = ip + ihl;
-			if ((void *)(l4 + 4) <= data_end) {
-				p.has_ports = 1;
-				p.sport = ((__u16)l4[0] << 8) | l4[1];
-				p.dport = ((__u16)l4[2] << 8) | l4[3];
-			}
 		}
 	} else if (etype == ETH_P_IPV6) {
 		__u8 *ip6 = (__u8 *)data + l3off;
@@ -307,8 +364,66 @@ int llr_classify(struct xdp_md *ctx)
 			malformed = 1;
 			goto rules;
 		}
+		__u32 plen = ((__u32)ip6[4] << 8) | ip6[5];
+		__u8 nh = ip6[6];
+		/* the payload must fit; payload length 0 (jumbogram) only with no next header */
+		if (l3off + 40 + plen > flen || (plen == 0 && nh != 59)) {
+			malformed = 1;
+			goto rules;
+		}
 		__builtin_memcpy(p.src, ip6 + 8, 16);
 		__builtin_memcpy(p.dst, ip6 + 24, 16);
+		p.dscp = (((ip6[0] & 0x0f) << 4) | (ip6[1] >> 4)) >> 2;
+		ttl = ip6[7];
+		/* Extension headers: at most LLR_MAX_EXT (llr-core's MAX_EXT_HEADERS) of them, each
+		 * inside the payload. */
+		__u32 end = l3off + 40 + plen; /* <= flen <= LLR_MAX_FRAME */
+		__u32 off = l3off + 40;
+		int frag = 0, found = 0;
+#pragma unroll
+		for (int i = 0; i <= LLR_MAX_EXT; i++) {
+			__u32 len;
+			if (nh != 0 && nh != 43 && nh != 60 && nh != 44) {
+				found = 1;
+				break;
+			}
+			if (off > LLR_MAX_FRAME) /* bounds `off` for the verifier */
+				break;
+			__u8 *h = (__u8 *)data + off;
+			if (nh == 44) {
+				frag = 1;
+				len = 8;
+			} else {
+				if (off + 2 > end || (void *)(h + 2) > data_end)
+					break;
+				len = ((__u32)h[1] + 1) * 8;
+			}
+			if (off + len > end || (void *)(h + 1) > data_end)
+				break;
+			nh = h[0];
+			off += len;
+		}
+		if (!found) {
+			malformed = 1; /* a header past the payload, or too long a chain */
+			goto rules;
+		}
+		p.proto = nh;
+		__u32 min = l4_min(nh);
+		if (!frag && min) {
+			if (end - off < min || off > LLR_MAX_FRAME) {
+				malformed = 1;
+				goto rules;
+			}
+			__u8 *l4 = (__u8 *)data + off;
+			if ((void *)(l4 + 4) > data_end) {
+				malformed = 1;
+				goto rules;
+			}
+			p.has_ports = 1;
+			p.sport = ((__u16)l4[0] << 8) | l4[1];
+			p.dport = ((__u16)l4[2] << 8) | l4[3];
+		}
+		p.ipver = 6;
 		if (p.dst[0] == 0xff || (p.dst[0] == 0xfe && (p.dst[1] & 0xc0) == 0x80)) {
 			count(ST_PASS_MCAST);
 			return XDP_PASS;
@@ -317,45 +432,13 @@ int llr_classify(struct xdp_md *ctx)
 			count(ST_PASS_LOCAL);
 			return XDP_PASS;
 		}
-		if (ip6[7] <= 1) {
-			count(ST_PASS_TTL);
-			return XDP_PASS;
-		}
-		p.ipver = 6;
-		p.dscp = (((ip6[0] & 0x0f) << 4) | (ip6[1] >> 4)) >> 2;
-		__u8 nh = ip6[6];
-		__u32 off = l3off + 40;
-		int frag = 0;
-#pragma unroll
-		for (int i = 0; i < 4; i++) {
-			if (nh != 0 && nh != 43 && nh != 60 && nh != 44)
-				break;
-			if (off > 512)
-				break;
-			__u8 *h = (__u8 *)data + off;
-			if ((void *)(h + 8) > data_end) {
-				malformed = 1;
-				goto rules;
-			}
-			if (nh == 44) {
-				frag = 1;
-				off += 8;
-			} else {
-				off += ((__u32)h[1] + 1) * 8;
-			}
-			nh = h[0];
-		}
-		p.proto = nh;
-		if (!frag && (nh == IPPROTO_UDP || nh == IPPROTO_TCP) && off <= 600) {
-			__u8 *l4 = (__u8 *)data + off;
-			if ((void *)(l4 + 4) <= data_end) {
-				p.has_ports = 1;
-				p.sport = ((__u16)l4[0] << 8) | l4[1];
-				p.dport = ((__u16)l4[2] << 8) | l4[3];
-			}
-		}
 	} else {
 		count(ST_PASS_NONIP);
+		return XDP_PASS;
+	}
+	if (ttl <= 1) {
+		/* TTL / hop-limit expiry: the kernel sends ICMP time exceeded */
+		count(ST_PASS_TTL);
 		return XDP_PASS;
 	}
 
@@ -365,18 +448,19 @@ rules:
 		p.ipver = 0;
 		p.has_ports = 0;
 	}
-	for (__u32 i = 0; i < LLR_MAX_RULES; i++) {
-		if (i >= cfg->nrules)
-			break;
-		__u32 k = i;
-		struct llr_rule *r = bpf_map_lookup_elem(&llr_rules, &k);
-		if (!r)
-			break;
-		if (rule_match(r, &p, ctx, data, data_end)) {
-			cls = r->klass;
-			count(ST_RULE_HIT);
-			break;
-		}
+	p.ifindex = ctx->ingress_ifindex;
+	p.flen = (__u32)flen;
+	{
+		__u64 n = flen < sizeof(p.head) ? flen : sizeof(p.head);
+		/* keep the bounds check on the register passed to the helper */
+		asm volatile("" : "+r"(n));
+		if (n > 0 && n <= sizeof(p.head))
+			bpf_xdp_load_bytes(ctx, 0, p.head, n);
+	}
+	int m = llr_match_rules(&p, cfg->nrules);
+	if (m >= 0) {
+		cls = (__u32)m;
+		count(ST_RULE_HIT);
 	}
 
 redirect:;
@@ -386,6 +470,7 @@ redirect:;
 	if (ring)
 		key = *ring;
 	count(c);
+	count(ST_KEY_BASE + (key & (LLR_MAX_CLASSES - 1)));
 	if (cfg->flags & CFG_TIMESTAMP) {
 		if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(__u64)) == 0) {
 			void *d = (void *)(long)ctx->data;

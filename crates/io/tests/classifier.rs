@@ -502,7 +502,8 @@ fn kernel_keeps_arp_local_multicast_and_ttl_expiry() {
         c.test_run(&arp, None).unwrap(),
         llr_io::ebpf::TestOutcome {
             action: XDP_PASS,
-            class: None
+            class: None,
+            key: None
         }
     );
     let s = c.stats().unwrap();

@@ -67,7 +67,9 @@ impl NumOrText {
     }
 }
 
-/// `flex = { offset = 15, value = 0xb8, mask = 0xfc }`; the mask defaults to 0xffff.
+/// `flex = { offset = 14, value = 0x00b8, mask = 0x00fc }` (DSCP EF of an untagged IPv4 frame:
+/// the big-endian word at 14 is version/IHL, TOS; same as `offset = 15, value = 0xb800,
+/// mask = 0xfc00`); the mask defaults to 0xffff.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FlexSpec {
