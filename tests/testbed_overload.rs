@@ -1,13 +1,13 @@
 //! Overload on the namespace testbed (root; skipped otherwise): llrouter with `sq` and with
-//! `ll-wfq`, 30 % RT traffic at 1.5× each target's own MLFFR (found first by a short binary
-//! search; an artificial per-packet cost of 1 µs keeps the router, not the bpf-live generator,
-//! the bottleneck).
+//! `ll-wfq`, 30 % RT traffic at twice the router's forwarding capacity, measured first with a
+//! flat-out point (the VM may be shared, so capacity is not a constant; an artificial
+//! per-packet cost of 1 µs keeps the router, not the bpf-live generator, the bottleneck).
 //!
 //! Asserts only the *direction*, with a generous margin (a noisy, shared 2-core VM):
 //! - with ll-wfq, RT loses less than BE (BE absorbs the overload);
 //! - the RT p99 latency with ll-wfq is below the RT p99 with sq.
 //!
-//! Bounded: 2 targets × (4 search trials + 1 point) × 1.5 s of traffic + start-ups ≈ 40–80 s.
+//! Bounded: 3 points × 1.5 s of traffic + 3 router start-ups ≈ 20–60 s.
 
 use std::process::Command;
 
@@ -16,27 +16,13 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-#[test]
-fn ll_wfq_protects_rt_under_overload() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
-    let out = std::env::temp_dir().join(format!("llr-tb-overload-{}", std::process::id()));
+/// Runs `llrouter testbed run` and returns (results.csv, report.md).
+fn testbed(targets: &str, load: f64, tag: &str) -> (String, String) {
+    let out = std::env::temp_dir().join(format!("llr-tb-overload-{}-{tag}", std::process::id()));
     let st = Command::new(env!("CARGO_BIN_EXE_llrouter"))
+        .args(["testbed", "run", "--targets", targets, "--loads"])
+        .arg(format!("{load:.0}"))
         .args([
-            "testbed",
-            "run",
-            "--targets",
-            "llrouter:sq,llrouter:ll-wfq",
-            "--mlffr-multiples",
-            "1.5",
-            "--steps",
-            "4",
-            "--loss-tolerance",
-            "0.01",
-            "--max-rate",
-            "1000000",
             "--rt-shares",
             "0.3",
             "--cost-ns",
@@ -54,33 +40,44 @@ fn ll_wfq_protects_rt_under_overload() {
     let report = std::fs::read_to_string(out.join("report.md")).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&out);
     assert!(st.success(), "testbed run failed: {st}\n{report}");
+    (csv, report)
+}
+
+/// Column `name` of the row of `target`.
+fn get(csv: &str, target: &str, name: &str) -> f64 {
     let mut lines = csv.lines();
     let head: Vec<&str> = lines.next().expect("header").split(',').collect();
-    let col = |name: &str| head.iter().position(|h| *h == name).expect(name);
-    let rows: Vec<Vec<String>> = lines
-        .map(|l| l.split(',').map(str::to_owned).collect())
-        .collect();
-    let get = |target: &str, name: &str| -> f64 {
-        rows.iter()
-            .find(|r| r[col("target")] == target)
-            .unwrap_or_else(|| panic!("no row for {target}:\n{csv}"))[col(name)]
-        .parse()
-        .unwrap()
-    };
+    let col = |n: &str| head.iter().position(|h| *h == n).expect(n);
+    let row: Vec<&str> = lines
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .find(|r| r[col("target")] == target)
+        .unwrap_or_else(|| panic!("no row for {target}:\n{csv}"));
+    row[col(name)].parse().unwrap()
+}
+
+#[test]
+fn ll_wfq_protects_rt_under_overload() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    // 1) The router's forwarding capacity right now (the machine may be shared): sq, offered
+    //    far more than anything forwards.
+    let (cap_csv, _) = testbed("llrouter:sq", 3_000_000.0, "cap");
+    let cap = get(&cap_csv, "llrouter:sq", "throughput_pps");
+    assert!(cap > 1000.0, "router forwarded nothing:\n{cap_csv}");
+    // 2) Both strategies at twice that: RT alone (30 %) stays within the capacity.
+    let (csv, report) = testbed("llrouter:sq,llrouter:ll-wfq", 2.0 * cap, "ovl");
+    eprintln!("capacity {cap:.0} pps\n{report}");
     let (sq, wfq) = ("llrouter:sq", "llrouter:ll-wfq");
-    eprintln!("{report}");
     // The point is an overload at all: sq must lose BE traffic.
-    assert!(get(sq, "loss_be") > 0.05, "not an overload:\n{csv}");
+    assert!(get(&csv, sq, "loss_be") > 0.05, "not an overload:\n{csv}");
     assert!(
-        get(wfq, "loss_rt") < get(wfq, "loss_be"),
-        "ll-wfq: RT loss {} not below BE loss {}\n{csv}",
-        get(wfq, "loss_rt"),
-        get(wfq, "loss_be")
+        get(&csv, wfq, "loss_rt") < get(&csv, wfq, "loss_be"),
+        "ll-wfq: RT loss not below BE loss\n{csv}"
     );
     assert!(
-        get(wfq, "rt_p99_us") < get(sq, "rt_p99_us"),
-        "RT p99 ll-wfq {} µs not below sq {} µs\n{csv}",
-        get(wfq, "rt_p99_us"),
-        get(sq, "rt_p99_us")
+        get(&csv, wfq, "rt_p99_us") < get(&csv, sq, "rt_p99_us"),
+        "RT p99 of ll-wfq not below sq\n{csv}"
     );
 }
