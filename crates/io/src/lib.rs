@@ -16,6 +16,7 @@ pub mod ebpf;
 pub mod gen;
 pub mod kernel;
 pub mod netns;
+pub mod ntuple;
 pub mod router;
 pub mod sink;
 pub mod sink_xdp;
