@@ -100,8 +100,13 @@ pub fn run(args: RunArgs) -> Result<()> {
 }
 
 /// Runs the router in the calling thread's namespace; returns the counters (`None` for
-/// `--check`).
+/// `--check`). Stops on SIGINT/SIGTERM or after `--duration`.
 pub fn run_report(args: &RunArgs) -> Result<Option<RunReport>> {
+    run_report_until(args, None)
+}
+
+/// [`run_report`] that stops when `stop` is set instead of on signals (tests, embedding).
+pub fn run_report_until(args: &RunArgs, stop: Option<&AtomicBool>) -> Result<Option<RunReport>> {
     let cfg = RouterConfig::load(&args.config)?;
     let r = cfg.resolve(|n| llr_io::ebpf::ifindex(n).ok())?;
     if args.check {
@@ -114,7 +119,10 @@ pub fn run_report(args: &RunArgs) -> Result<Option<RunReport>> {
         );
         return Ok(None);
     }
-    let stop = router::install_stop_signals();
+    let stop = match stop {
+        Some(s) => s,
+        None => router::install_stop_signals(),
+    };
     if let Some(&core) = r.cfg.cores.first() {
         router::pin_to_core(core).with_context(|| format!("cores: pin to core {core}"))?;
     }

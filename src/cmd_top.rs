@@ -266,6 +266,7 @@ mod tests {
                 ..Default::default()
             }],
             drops: vec![("no_route".into(), k)],
+            classes: vec![],
         }
     }
 

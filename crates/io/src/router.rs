@@ -372,8 +372,10 @@ pub fn run_worker_ctl(
             let n = dev.recv_meta(ring, max, |frame, len, ingress, meta| {
                 spin_ns(opts.cost_ns);
                 bytes += len as u64;
-                if timestamps && meta != 0 && meta <= now_ns && now_ns - meta < 10_000_000_000 {
-                    rc.observe((now_ns - meta) as f64 * 1e-9);
+                // `now_ns` is read once per grant, so a frame that arrived during the grant is
+                // stamped after it: it spent ~0 in the ring. Values far off are not timestamps.
+                if timestamps && meta != 0 && meta.abs_diff(now_ns) < 10_000_000_000 {
+                    rc.observe(now_ns.saturating_sub(meta) as f64 * 1e-9);
                 }
                 match table.process(&mut frame[..len as usize], ingress) {
                     Verdict::Tx { ifindex, len } => {
@@ -500,6 +502,13 @@ fn ring_names(layout: &Layout, nsock: usize) -> Vec<String> {
         .collect()
 }
 
+/// User-space pass and drop counters, classifier counters per ifindex.
+type CounterRefs<'a> = (
+    &'a [u64],
+    &'a [(String, u64)],
+    &'a [(u32, crate::ebpf::ClassifierStats)],
+);
+
 #[allow(clippy::too_many_arguments)]
 fn snapshot(
     dev: &Device,
@@ -508,11 +517,7 @@ fn snapshot(
     acc: &Acc,
     (wake, spin_us): (WakeMode, u64),
     (poll_rounds, busy_ratio, changes): (u64, f64, u64),
-    (pass, drops, cls): (
-        &[u64],
-        &[(String, u64)],
-        &[(u32, crate::ebpf::ClassifierStats)],
-    ),
+    (pass, drops, cls): CounterRefs<'_>,
     t0: Instant,
 ) -> WorkerSnapshot {
     let (mut rings, devices) = acc.current(engine);

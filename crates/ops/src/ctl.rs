@@ -105,8 +105,12 @@ pub enum Command {
     #[serde(rename = "rules.add")]
     RulesAdd { rule: String },
     /// Removes the rule with this id.
+    /// On the wire the argument is `rule_id`: `id` is the request's own id (echoed in the reply).
     #[serde(rename = "rules.remove")]
-    RulesRemove { id: u64 },
+    RulesRemove {
+        #[serde(rename = "rule_id")]
+        id: u64,
+    },
     /// Sets the ring budget of a class (packets, or ns for time-slice strategies).
     #[serde(rename = "budget.set")]
     BudgetSet { class: String, budget: u32 },

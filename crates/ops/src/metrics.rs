@@ -710,6 +710,7 @@ mod tests {
                 busy_ratio: 0.875,
             }],
             drops: vec![("ttl_expired".into(), 3), ("no_route".into(), 5)],
+            classes: vec![("rt".into(), 1000)],
         }
     }
 

@@ -1,0 +1,673 @@
+//! The control plane and metrics of a running router, in namespaces (root; skipped otherwise):
+//! gen ns → router ns (llrouter in-process) → sink ns, with the UDP generator and the sink's
+//! per-flow loss/duplicate counters.
+//!
+//! - `changes_under_traffic`: 100 control changes (budgets, device budget, strategy switches
+//!   among ll-wfq/ll-rr/prio/sq, rule add/remove) while 20 kpps flow for 10 s: no loss, no
+//!   duplicate, each change visible in `status` within 100 ms; rejected changes change nothing.
+//! - `metrics_match_the_sink`: `/metrics` parses as Prometheus text and its per-class counters
+//!   equal the sink's counts once the generator stopped; `llrouter top --count 2` works.
+//! - `malformed_control_messages`: garbage on the control socket never stops forwarding; a
+//!   second router on the same socket is refused; the socket is mode 0600.
+//!
+//! The tests share the 2-core machine, so they run one at a time (a lock).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use llr_io::gen::{self, udp::UdpSender, GenConfig, GenReport};
+use llr_io::netns::{addr, Topology};
+use llr_io::sink::{Sink, SinkConfig, SinkReport};
+use llr_ops::ctl::{socket_mode, Command, CtlClient};
+use llrouter::cmd_run::{run_report_until, RunArgs, RunReport};
+use serde_json::Value;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A router running in the topology's router namespace; stopped and joined on drop.
+struct Router {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<anyhow::Result<Option<RunReport>>>>>,
+    sock: PathBuf,
+    dir: PathBuf,
+}
+
+impl Router {
+    fn start(topo: &Topology, tag: &str, extra: &str) -> Router {
+        let dir = std::env::temp_dir().join(format!("llr-ops-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("llrouter.sock");
+        let cfg = dir.join("router.toml");
+        std::fs::write(&cfg, config_text(&sock, extra)).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let args = RunArgs {
+            config: cfg,
+            duration: Some(120.0), // bound even if the test forgets to stop it
+            check: false,
+            json: false,
+        };
+        let s = stop.clone();
+        let thread = topo.router.spawn(move || run_report_until(&args, Some(&s)));
+        let r = Router {
+            stop,
+            thread: Some(thread),
+            sock,
+            dir,
+        };
+        // ready when the worker published its first snapshot (device budget known)
+        let t0 = Instant::now();
+        loop {
+            if let Ok(v) = r.call(Command::Status {}) {
+                if v["device_budget"].as_u64().unwrap_or(0) > 0 {
+                    break;
+                }
+            }
+            if r.thread.as_ref().unwrap().is_finished() {
+                let mut r = r;
+                let e = r.thread.take().unwrap().join();
+                panic!("router stopped early: {e:?}");
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "router not ready");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        r
+    }
+
+    fn client(&self) -> CtlClient {
+        CtlClient::connect(&self.sock, Duration::from_secs(2)).expect("connect control socket")
+    }
+
+    fn call(&self, cmd: Command) -> Result<Value, llr_ops::ctl::CtlError> {
+        let mut c = CtlClient::connect(&self.sock, Duration::from_secs(2))
+            .map_err(|e| llr_ops::ctl::CtlError::new("connect", e.to_string()))?;
+        c.call(&cmd)
+            .map_err(|e| llr_ops::ctl::CtlError::new("io", e.to_string()))?
+            .into_result()
+    }
+
+    fn stop(mut self) -> RunReport {
+        self.stop.store(true, Ordering::Relaxed);
+        let r = self.thread.take().unwrap().join().unwrap();
+        r.unwrap().unwrap().expect("report")
+    }
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn config_text(sock: &Path, extra: &str) -> String {
+    format!(
+        r#"
+interfaces = ["veth-rin", "veth-rout"]
+strategy = "ll-wfq"
+wake = "interrupt"
+route-refresh-ms = 200
+timestamp-meta = true
+[[classes]]
+name = "rt"
+[[classes]]
+name = "be"
+[[rules]]
+class = "rt"
+dscp = 46
+[control]
+socket = "{}"
+{extra}
+"#,
+        sock.display()
+    )
+}
+
+fn topology(tag: &str) -> Topology {
+    let topo = Topology::new(tag).expect("topology");
+    // veth offloads UDP checksums; through AF_XDP the sender must compute them itself.
+    topo.gen
+        .exec(&["ethtool", "-K", addr::GEN_IF, "tx", "off"])
+        .unwrap();
+    topo
+}
+
+/// Runs the sink in the sink namespace until `stop`; returns its report.
+fn start_sink(
+    topo: &Topology,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<anyhow::Result<anyhow::Result<SinkReport>>> {
+    topo.sink.spawn(move || {
+        let mut s = Sink::bind(SinkConfig {
+            ports: vec![9000],
+            duration: Some(Duration::from_secs(60)),
+            idle: None,
+            ..Default::default()
+        })?;
+        Ok(s.run(&stop)?.report())
+    })
+}
+
+fn start_gen(
+    topo: &Topology,
+    pps: f64,
+    secs: f64,
+) -> std::thread::JoinHandle<anyhow::Result<anyhow::Result<GenReport>>> {
+    topo.gen.spawn(move || {
+        let cfg = GenConfig {
+            dst: addr::SINK_V4.parse().unwrap(),
+            dst_port: 9000,
+            rate_pps: pps,
+            rt_share: 0.3,
+            flows: 8,
+            packets: None,
+            duration: Some(Duration::from_secs_f64(secs)),
+            ..Default::default()
+        };
+        let mut tx = UdpSender::new(&cfg)?;
+        let stop = AtomicBool::new(false);
+        gen::drive(&cfg, &mut tx, &stop)
+    })
+}
+
+/// Stops the sink once nothing more arrives (the router drained), returns its report.
+fn finish_sink(
+    stop: Arc<AtomicBool>,
+    h: std::thread::JoinHandle<anyhow::Result<anyhow::Result<SinkReport>>>,
+) -> SinkReport {
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap().unwrap().unwrap()
+}
+
+fn assert_no_loss(gen: &GenReport, sink: &SinkReport) {
+    let lost: u64 = sink.flows.values().map(|f| f.lost).sum();
+    let dup: u64 = sink.flows.values().map(|f| f.duplicates).sum();
+    assert_eq!(dup, 0, "duplicates at the sink: {:?}", sink.flows);
+    assert_eq!(lost, 0, "lost at the sink: {:?}", sink.flows);
+    assert_eq!(
+        sink.received, gen.sent,
+        "sink received everything the generator sent"
+    );
+}
+
+#[test]
+fn changes_under_traffic() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let topo = topology("llrops-a");
+    let router = Router::start(&topo, "a", "");
+    let sink_stop = Arc::new(AtomicBool::new(false));
+    let sink = start_sink(&topo, sink_stop.clone());
+    std::thread::sleep(Duration::from_millis(200));
+    let gen = start_gen(&topo, 20_000.0, 10.0);
+
+    let mut c = router.client();
+    let mut call = |cmd: Command| c.call(&cmd).expect("control I/O").into_result();
+    let status_of = |c: &mut CtlClient| -> Value {
+        c.call(&Command::Status {}).unwrap().into_result().unwrap()
+    };
+    let strategies = ["prio", "sq", "ll-wfq", "ll-rr", "ll-wfq"];
+    let mut strat = "ll-wfq".to_string();
+    let mut changes = 0u32;
+    let mut rule_id: Option<u64> = None;
+    let mut worst = Duration::ZERO;
+    let mut c2 = router.client();
+    let t0 = Instant::now();
+    let mut i = 0usize;
+    let mut last_drops = 0u64;
+    while changes < 100 {
+        assert!(t0.elapsed() < Duration::from_secs(30), "changes too slow");
+        let before = status_of(&mut c2)["changes_applied"].as_u64().unwrap();
+        // one change; what status must show afterwards
+        let expect: Box<dyn Fn(&Value) -> bool> = match i % 5 {
+            0 => {
+                let s = strategies[(i / 5) % strategies.len()];
+                call(
+                    serde_json::from_value(serde_json::json!({"cmd":"strategy.set","strategy":s}))
+                        .unwrap(),
+                )
+                .unwrap_or_else(|e| panic!("strategy {s}: {e:?}"));
+                strat = s.to_string();
+                let s = s.to_string();
+                Box::new(move |v: &Value| v["strategy"] == s.as_str())
+            }
+            1 => {
+                let b = 32 + (i as u32 % 64);
+                call(Command::DeviceBudgetSet { budget: b }).unwrap();
+                Box::new(move |v: &Value| v["device_budget"] == b)
+            }
+            2 | 3 if strat != "ll-rr" => {
+                // the same budget for both classes keeps ll-rr valid later
+                let b = 2 + ((i / 5) as u32 % 40);
+                let class = if i % 5 == 2 { "rt" } else { "be" };
+                call(Command::BudgetSet {
+                    class: class.into(),
+                    budget: b,
+                })
+                .unwrap();
+                let k = if class == "rt" { 0 } else { 1 };
+                Box::new(move |v: &Value| v["classes"][k]["configured_budget"] == b)
+            }
+            _ => match rule_id.take() {
+                None => {
+                    let v = call(Command::RulesAdd {
+                        rule: "class=rt proto=udp dst_port=7000-7010".into(),
+                    })
+                    .unwrap();
+                    let id = v["id"].as_u64().unwrap();
+                    rule_id = Some(id);
+                    Box::new(|v: &Value| v["rules"] == 2)
+                }
+                Some(id) => {
+                    call(Command::RulesRemove { id }).unwrap();
+                    Box::new(|v: &Value| v["rules"] == 1)
+                }
+            },
+        };
+        i += 1;
+        changes += 1;
+        let t = Instant::now();
+        loop {
+            let v = status_of(&mut c2);
+            if expect(&v) && v["changes_applied"].as_u64().unwrap() > before {
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_millis(100),
+                "change {changes} not visible in status within 100 ms: {v}"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        worst = worst.max(t.elapsed());
+        std::thread::sleep(Duration::from_millis(70));
+        let m = c2
+            .call(&Command::Counters {})
+            .unwrap()
+            .into_result()
+            .unwrap();
+        let d: u64 = m["rings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["drops"].as_u64().unwrap())
+            .sum();
+        if d > last_drops {
+            eprintln!(
+                "drops {} after change {i} (kind {}, strategy {strat})",
+                d - last_drops,
+                (i - 1) % 5
+            );
+            last_drops = d;
+        }
+    }
+    // Rejected changes leave everything as it was.
+    let before = status_of(&mut c2);
+    for (cmd, field) in [
+        (
+            Command::BudgetSet {
+                class: "rt".into(),
+                budget: 0,
+            },
+            "budget",
+        ),
+        (
+            Command::BudgetSet {
+                class: "nope".into(),
+                budget: 5,
+            },
+            "class",
+        ),
+        (Command::DeviceBudgetSet { budget: 0 }, "budget"),
+        (
+            Command::RulesAdd {
+                rule: "class=rt dscp=99".into(),
+            },
+            "dscp",
+        ),
+        (
+            Command::RulesAdd {
+                rule: "class=zz dscp=1".into(),
+            },
+            "class",
+        ),
+        (Command::RulesRemove { id: 999 }, "id"),
+        (
+            Command::RouteRemove {
+                prefix: "10.99.0.0/16".into(),
+            },
+            "prefix",
+        ),
+        (
+            Command::RouteAdd {
+                prefix: "10.99.0.0/99".into(),
+                via: None,
+                dev: "veth-rout".into(),
+            },
+            "prefix",
+        ),
+        (
+            Command::RouteAdd {
+                prefix: "10.99.0.0/16".into(),
+                via: None,
+                dev: "lo".into(),
+            },
+            "dev",
+        ),
+        (
+            Command::WakeupSet {
+                mode: llr_ops::ctl::WakeupMode::Busy,
+                spin_us: Some(5),
+            },
+            "spin_us",
+        ),
+    ] {
+        let e = call(cmd).expect_err("must be rejected");
+        assert_eq!(e.field, field, "{e:?}");
+    }
+    let mut after = status_of(&mut c2);
+    let mut b2 = before.clone();
+    for v in [&mut after, &mut b2] {
+        v["uptime_s"] = Value::Null;
+        v["workers"] = Value::Null;
+    }
+    assert_eq!(b2, after, "rejected changes changed nothing");
+    let g = gen.join().unwrap().unwrap().unwrap();
+    let s = finish_sink(sink_stop, sink);
+    let rep = router.stop();
+    eprintln!(
+        "worst visibility {worst:?}; gen sent {} sink {}",
+        g.sent, s.received
+    );
+    eprintln!("{}", rep.worker);
+    assert!(g.sent > 150_000, "generator sent {}", g.sent);
+    assert_no_loss(&g, &s);
+}
+
+/// Parses Prometheus text format 0.0.4 strictly enough to catch malformed output; returns
+/// `name{labels}` → value.
+fn parse_prometheus(text: &str) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    let mut typed = std::collections::HashSet::new();
+    for line in text.lines() {
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# ") {
+            let mut w = rest.splitn(3, ' ');
+            let kind = w.next().unwrap();
+            let name = w.next().expect("metric name in comment");
+            assert!(matches!(kind, "HELP" | "TYPE"), "comment {line}");
+            if kind == "TYPE" {
+                let t = w.next().unwrap();
+                assert!(
+                    matches!(t, "counter" | "gauge" | "histogram" | "summary" | "untyped"),
+                    "{line}"
+                );
+                assert!(typed.insert(name.to_string()), "TYPE twice: {line}");
+            }
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').expect("sample has a value");
+        let name_end = series.find('{').unwrap_or(series.len());
+        let name = &series[..name_end];
+        assert!(
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "metric name in {line}"
+        );
+        if name_end < series.len() {
+            assert!(series.ends_with('}'), "labels closed in {line}");
+            let labels = &series[name_end + 1..series.len() - 1];
+            // label="value" pairs, values quoted
+            let mut rest = labels;
+            while !rest.is_empty() {
+                let (k, v) = rest.split_once("=\"").expect("label=\"value\"");
+                assert!(k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+                let end = v.find('"').expect("closing quote");
+                rest = v[end + 1..].trim_start_matches(',');
+            }
+        }
+        let base = name
+            .trim_end_matches("_bucket")
+            .trim_end_matches("_sum")
+            .trim_end_matches("_count");
+        assert!(
+            typed.contains(name) || typed.contains(base),
+            "sample without TYPE: {line}"
+        );
+        let v: f64 = match value {
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            v => v.parse().unwrap_or_else(|_| panic!("value in {line}")),
+        };
+        out.insert(series.to_string(), v);
+    }
+    out
+}
+
+fn scrape(topo: &Topology, addr: std::net::SocketAddr) -> String {
+    topo.router
+        .run(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            let mut buf = String::new();
+            s.read_to_string(&mut buf).unwrap();
+            buf
+        })
+        .unwrap()
+}
+
+#[test]
+fn metrics_match_the_sink() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let topo = topology("llrops-b");
+    let router = Router::start(&topo, "b", "[metrics]\nlisten = \"127.0.0.1:0\"\n");
+    let st = router.call(Command::Status {}).unwrap();
+    let maddr: std::net::SocketAddr = st["metrics"].as_str().unwrap().parse().unwrap();
+    let sink_stop = Arc::new(AtomicBool::new(false));
+    let sink = start_sink(&topo, sink_stop.clone());
+    std::thread::sleep(Duration::from_millis(200));
+    let gen = start_gen(&topo, 20_000.0, 3.0);
+    // `llrouter top` against the running router, while traffic flows
+    let top = std::process::Command::new(env!("CARGO_BIN_EXE_llrouter"))
+        .args([
+            "top",
+            "--plain",
+            "--count",
+            "2",
+            "--interval",
+            "0.5",
+            "--socket",
+        ])
+        .arg(&router.sock)
+        .output()
+        .unwrap();
+    let g = gen.join().unwrap().unwrap().unwrap();
+    let s = finish_sink(sink_stop, sink);
+    let resp = scrape(&topo, maddr);
+    let top_out = String::from_utf8_lossy(&top.stdout).to_string();
+    let rep = router.stop();
+    eprintln!("{}", rep.worker);
+    eprintln!("top:\n{top_out}\n{}", String::from_utf8_lossy(&top.stderr));
+    assert!(top.status.success(), "llrouter top failed");
+    assert!(
+        top_out.contains("rt") && top_out.contains("be"),
+        "top shows the classes"
+    );
+
+    let (head, body) = resp.split_once("\r\n\r\n").expect("HTTP response");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    let m = parse_prometheus(body);
+    let sink_class = |c: u8| {
+        s.classes
+            .iter()
+            .find(|x| x.class == c)
+            .map(|x| x.seq.received)
+            .unwrap_or(0)
+    };
+    let (rt, be) = (sink_class(0), sink_class(1));
+    assert_no_loss(&g, &s);
+    let get = |k: &str| {
+        *m.get(k)
+            .unwrap_or_else(|| panic!("metric {k} missing in:\n{body}"))
+    };
+    assert_eq!(get("llrouter_class_packets_total{class=\"rt\"}") as u64, rt);
+    assert_eq!(get("llrouter_class_packets_total{class=\"be\"}") as u64, be);
+    let ring = |k: u32, c: &str, what: &str| {
+        get(&format!(
+            "llrouter_ring_{what}{{worker=\"0\",device=\"0\",ring=\"{k}\",class=\"{c}\"}}"
+        )) as u64
+    };
+    assert_eq!(
+        ring(0, "rt", "packets_total"),
+        rt,
+        "RT ring = sink's RT count"
+    );
+    assert_eq!(
+        ring(1, "be", "packets_total"),
+        be,
+        "BE ring = sink's BE count"
+    );
+    assert_eq!(ring(0, "rt", "served_total"), rt);
+    assert_eq!(ring(0, "rt", "drops_total"), 0);
+    // ring latency from the XDP timestamp: every served frame observed
+    let lat = ring(0, "rt", "latency_seconds_count") + ring(1, "be", "latency_seconds_count");
+    assert_eq!(lat, rt + be, "every frame has a ring-latency sample");
+    assert!(get("llrouter_worker_poll_rounds_total{worker=\"0\",core=\"0\"}") > 0.0);
+}
+
+#[test]
+fn malformed_control_messages() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let topo = topology("llrops-c");
+    let router = Router::start(&topo, "c", "");
+    let mode = socket_mode(&router.sock).unwrap();
+    assert_eq!(mode & 0o777, 0o600, "socket mode {mode:o}");
+    let sink_stop = Arc::new(AtomicBool::new(false));
+    let sink = start_sink(&topo, sink_stop.clone());
+    std::thread::sleep(Duration::from_millis(200));
+    let gen = start_gen(&topo, 10_000.0, 4.0);
+
+    // a client that connects and sends nothing, held open during the rest
+    let silent = UnixStream::connect(&router.sock).unwrap();
+    let reply = |bytes: &[u8]| -> Option<Value> {
+        let mut s = UnixStream::connect(&router.sock).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let _ = s.write_all(bytes);
+        let mut out = Vec::new();
+        let mut b = [0u8; 4096];
+        loop {
+            match s.read(&mut b) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    out.extend_from_slice(&b[..n]);
+                    if out.ends_with(b"\n") {
+                        break;
+                    }
+                }
+            }
+        }
+        serde_json::from_slice(out.split(|&c| c == b'\n').next()?).ok()
+    };
+    let field = |v: Option<Value>| {
+        v.expect("a reply")["error"]["field"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(field(reply(b"{not json\n")), "message");
+    assert_eq!(
+        field(reply(b"{\"version\":1,\"cmd\":\"status\",\"bogus\":1}\n")),
+        "bogus"
+    );
+    assert_eq!(
+        field(reply(b"{\"version\":2,\"cmd\":\"status\"}\n")),
+        "version"
+    );
+    assert_eq!(field(reply(b"{\"cmd\":\"status\"}\n")), "version");
+    assert_eq!(
+        field(reply(
+            b"{\"version\":1,\"cmd\":\"budget.set\",\"class\":\"rt\"}\n"
+        )),
+        "budget"
+    );
+    let mut big = vec![b'x'; 70 * 1024];
+    big.push(b'\n');
+    assert_eq!(field(reply(&big)), "message");
+    // half-written: no newline, then close
+    {
+        let mut s = UnixStream::connect(&router.sock).unwrap();
+        s.write_all(b"{\"version\":1,\"cmd\":\"sta").unwrap();
+    }
+    // binary garbage
+    let _ = reply(&[0xff, 0x00, 0xfe, b'\n']);
+    // the router still answers and forwards
+    let v = router.call(Command::Status {}).unwrap();
+    assert_eq!(v["strategy"], "ll-wfq");
+
+    // a second router on the same socket path is refused, with a clear message
+    let cfg2 = router.dir.join("second.toml");
+    std::fs::write(&cfg2, config_text(&router.sock, "")).unwrap();
+    let args = RunArgs {
+        config: cfg2,
+        duration: Some(2.0),
+        check: false,
+        json: false,
+    };
+    let stop2 = AtomicBool::new(false);
+    let second = topo
+        .router
+        .run(move || run_report_until(&args, Some(&stop2)).map(|_| ()))
+        .unwrap();
+    let msg = format!("{:#}", second.expect_err("second router must be refused"));
+    assert!(
+        msg.contains("another llrouter is already serving"),
+        "message: {msg}"
+    );
+    assert!(
+        router.sock.exists(),
+        "the first router's socket is untouched"
+    );
+
+    let g = gen.join().unwrap().unwrap().unwrap();
+    let s = finish_sink(sink_stop, sink);
+    drop(silent);
+    let v = router.call(Command::Status {}).unwrap();
+    assert!(v["uptime_s"].as_f64().unwrap() > 0.0);
+    let sock = router.sock.clone();
+    let rep = router.stop();
+    eprintln!("{}", rep.worker);
+    assert_no_loss(&g, &s);
+    assert!(!sock.exists(), "socket removed on stop");
+}
