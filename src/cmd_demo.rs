@@ -15,6 +15,9 @@ pub struct DemoArgs {
     /// Skip the live testbed part even when running as root.
     #[arg(long)]
     pub sim_only: bool,
+    /// Seconds per live measurement point (0.5–3).
+    #[arg(long, default_value_t = 1.5)]
+    pub live_secs: f64,
 }
 
 pub const DEMO_STRATEGIES: [StrategyKind; 4] = [
@@ -79,5 +82,15 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
     println!(
         "\nReproduce one point: llrouter sim --strategy ll-wfq --rt-share 0.3 --utilization 1.5"
     );
+    if a.sim_only {
+        return Ok(());
+    }
+    println!(
+        "\nLive comparison on a namespace testbed (gen ns → router ns → sink ns over veth, 30 % RT marked DSCP EF):"
+    );
+    match crate::demo_live::live(a.live_secs) {
+        Ok(t) => print!("{t}"),
+        Err(e) => println!("  skipped: {e:#}"),
+    }
     Ok(())
 }

@@ -22,7 +22,7 @@ enum Cmd {
     /// Run the router: XDP classifier, per-class AF_XDP rings, poll engine, forwarding.
     Run(cmd_run::RunArgs),
     /// Run the simulator (paper 000/001 scenarios) on the shared poll engine.
-    Sim(cmd_sim::SimCmd),
+    Sim(Box<cmd_sim::SimCmd>),
     /// Analytic model: RT latency bound Tmax and the ring budget rule (paper 000, Eq. 1–2).
     Model(cmd_model::ModelArgs),
     /// The demo: strategies side by side under load up to overload.
@@ -60,7 +60,7 @@ fn main() -> ExitCode {
     }
     let res = match cli.cmd {
         Cmd::Run(a) => cmd_run::run(a),
-        Cmd::Sim(a) => cmd_sim::run(a),
+        Cmd::Sim(a) => cmd_sim::run(*a),
         Cmd::Model(a) => cmd_model::run(a),
         Cmd::Demo(a) => cmd_demo::run(a),
         Cmd::Gen(a) => cmd_gen::run(a),
