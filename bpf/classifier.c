@@ -15,8 +15,8 @@
  *     multicast/broadcast MAC (checked first, for any frame), IPv6 multicast or link-local
  *     destination, an address of the router itself, TTL/hop limit <= 1 -- so ARP, ND, ping and
  *     ICMP time exceeded keep working;
- *   - otherwise the first matching rule of `llr_rules` gives the class (unmatched -> the lowest
- *     class, `llr_config.default_class`);
+ *   - otherwise the first matching rule of the active half of `llr_rules` gives the class
+ *     (unmatched -> the lowest class, that half's `default_class`);
  *   - class -> XSKMAP key via `llr_class_ring`, then bpf_redirect_map() with XDP_PASS as the
  *     fallback (no socket bound for the key -> the kernel gets the frame).
  *
@@ -24,6 +24,13 @@
  * checks this program against `RuleSet::classify` on generated rules and frames.
  *
  * `struct llr_rule` must match llr-core's `Rule::to_bpf_bytes()` byte for byte.
+ *
+ * Rule updates never expose a half-written rule: `llr_rules` holds two tables of LLR_MAX_RULES
+ * slots. A frame reads `llr_config.active` once and uses that half only (its rules, and its
+ * count and default class in `llr_sets[active]`). User space (crates/io/src/ebpf.rs) writes a
+ * new rule set into the other half, then its `llr_sets` entry, then flips `active`; before it
+ * overwrites a half again it waits for an RCU grace period after the flip that retired it, so
+ * no frame is still reading it.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -91,18 +98,32 @@ struct llr_rule {
 _Static_assert(sizeof(struct llr_rule) == 64, "struct llr_rule must be 64 bytes");
 
 struct llr_config {
-	__u32 nrules;
-	__u32 default_class;
+	__u32 active; /* the rule-table half frames use: 0 or 1 */
+	__u32 pad0;
 	__u32 flags;
-	__u32 pad;
+	__u32 pad1;
 };
 
+/* One per half of llr_rules. */
+struct llr_set {
+	__u32 nrules;
+	__u32 default_class;
+};
+
+/* Two tables: slots [0, LLR_MAX_RULES) and [LLR_MAX_RULES, 2 * LLR_MAX_RULES). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, LLR_MAX_RULES);
+	__uint(max_entries, 2 * LLR_MAX_RULES);
 	__type(key, __u32);
 	__type(value, struct llr_rule);
 } llr_rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct llr_set);
+} llr_sets SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -233,16 +254,17 @@ static __always_inline int rule_match(const struct llr_rule *r, const struct pkt
 	return 1;
 }
 
-/* The first rule matching `p`, as its class; -1 if none. A global (non-inlined) function: the
- * verifier checks it once, not once per path of the header parser that reaches it. */
-__noinline int llr_match_rules(struct pkt *p, __u32 nrules)
+/* The first of the `nrules` rules from slot `base` on matching `p`, as its class; -1 if none.
+ * A global (non-inlined) function: the verifier checks it once, not once per path of the header
+ * parser that reaches it. */
+__noinline int llr_match_rules(struct pkt *p, __u32 nrules, __u32 base)
 {
 	if (!p)
 		return -1;
 	for (__u32 i = 0; i < LLR_MAX_RULES; i++) {
 		if (i >= nrules)
 			break;
-		__u32 k = i;
+		__u32 k = base + i;
 		struct llr_rule *r = bpf_map_lookup_elem(&llr_rules, &k);
 		if (!r)
 			break;
@@ -276,7 +298,13 @@ int llr_classify(struct xdp_md *ctx)
 	struct llr_config *cfg = bpf_map_lookup_elem(&llr_config, &zero);
 	if (!cfg)
 		return XDP_PASS;
-	cls = cfg->default_class;
+	/* one read of the active half; everything about the rules comes from that half */
+	__u32 half = *(volatile __u32 *)&cfg->active & 1;
+	struct llr_set *set = bpf_map_lookup_elem(&llr_sets, &half);
+	if (!set)
+		return XDP_PASS;
+	cls = set->default_class;
+	__u32 nrules = set->nrules;
 	__u64 flen = (__u64)(data_end - data);
 
 	if ((void *)(eth + 1) > data_end) {
@@ -457,7 +485,7 @@ rules:
 		if (n > 0 && n <= sizeof(p.head))
 			bpf_xdp_load_bytes(ctx, 0, p.head, n);
 	}
-	int m = llr_match_rules(&p, cfg->nrules);
+	int m = llr_match_rules(&p, nrules, half * LLR_MAX_RULES);
 	if (m >= 0) {
 		cls = (__u32)m;
 		count(ST_RULE_HIT);

@@ -552,3 +552,122 @@ fn timestamp_flag_keeps_classifying() {
     c.set_rules(&[], 1, llr_io::ebpf::FLAG_TIMESTAMP).unwrap();
     assert_eq!(class_of(&c, &F::default()), Some(1));
 }
+
+/// `BPF_PROG_TEST_RUN` of `prog_fd` over `frame`, `repeat` times (raw syscall, so it can run on
+/// another thread while the classifier is updated). Returns the syscall's result.
+fn raw_test_run(prog_fd: i32, frame: &[u8], repeat: u32) -> i64 {
+    #[repr(C)]
+    #[derive(Default)]
+    struct TestAttr {
+        prog_fd: u32,
+        retval: u32,
+        data_size_in: u32,
+        data_size_out: u32,
+        data_in: u64,
+        data_out: u64,
+        repeat: u32,
+        duration: u32,
+        ctx_size_in: u32,
+        ctx_size_out: u32,
+        ctx_in: u64,
+        ctx_out: u64,
+        flags: u32,
+        cpu: u32,
+        batch_size: u32,
+        _pad: u32,
+    }
+    let attr = TestAttr {
+        prog_fd: prog_fd as u32,
+        data_size_in: frame.len() as u32,
+        data_in: frame.as_ptr() as u64,
+        repeat,
+        ..Default::default()
+    };
+    const BPF_PROG_TEST_RUN: libc::c_long = 10;
+    // SAFETY: attr is a live, fully initialised bpf_attr prefix of the size passed; data_in
+    // points to `frame`, which outlives the call; no output buffers are given.
+    unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_PROG_TEST_RUN,
+            &attr as *const TestAttr,
+            std::mem::size_of::<TestAttr>(),
+        )
+    }
+}
+
+/// Rule updates while frames are classified never expose a mix of two rules: the frame below
+/// is unmatched by both rule sets (so always BE), but a rule torn between `dscp_rule` (fields:
+/// DSCP = 46) and `tcp_rule` (proto 6, whose DSCP byte is 0) would match its DSCP 0 and send it
+/// to RT or MID. The sets alternate [dscp, tcp] ↔ [tcp], the removal that used to shift slot 0
+/// in place.
+#[test]
+fn rule_updates_are_never_torn() {
+    need_root!();
+    let mut c = cls();
+    c.assume_live(true);
+    let dscp_rule = R {
+        fields: DSCP,
+        dscp: 46,
+        class: RT as u8,
+        ..Default::default()
+    }
+    .bytes();
+    let tcp_rule = R {
+        fields: PROTO,
+        proto: 6,
+        class: 1,
+        ..Default::default()
+    }
+    .bytes();
+    let a = vec![dscp_rule, tcp_rule];
+    let b = vec![tcp_rule];
+    c.set_rules(&a, BE, 0).unwrap();
+    let frame = F::default().build(); // UDP, DSCP 0
+    assert_eq!(class_of(&c, &F::default()), Some(BE));
+    let fd = c.prog_fd().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = stop.clone();
+    let started = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let st2 = started.clone();
+    let runner = std::thread::spawn(move || {
+        let mut runs = 0u64;
+        let t0 = std::time::Instant::now();
+        while !s2.load(std::sync::atomic::Ordering::Relaxed)
+            && t0.elapsed() < std::time::Duration::from_secs(20)
+        {
+            assert_eq!(raw_test_run(fd, &frame, 2000), 0, "BPF_PROG_TEST_RUN");
+            runs += 2000;
+            st2.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        runs
+    });
+    let t0 = std::time::Instant::now();
+    while !started.load(std::sync::atomic::Ordering::Relaxed) {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(5), "runner");
+        std::thread::yield_now();
+    }
+    // Updates for 2 s (a grace period each: ~100 of them here) while frames are classified.
+    let t0 = std::time::Instant::now();
+    let mut updates = 0;
+    let mut cur = a.clone();
+    while updates < 1_000_000 && t0.elapsed() < std::time::Duration::from_secs(2) {
+        let next = if cur.len() == 2 { b.clone() } else { a.clone() };
+        c.update_rules(&cur, &next, BE, 0).unwrap();
+        cur = next;
+        updates += 1;
+    }
+    let took = t0.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let runs = runner.join().unwrap();
+    let s = c.stats().unwrap();
+    eprintln!(
+        "{updates} updates in {took:?} ({:?} each) under {runs} concurrent classifications",
+        took / updates
+    );
+    assert!(updates >= 20, "only {updates} updates");
+    assert!(runs > 0);
+    assert_eq!(s.per_class[RT as usize], 0, "torn rule matched (RT)");
+    assert_eq!(s.per_class[1], 0, "torn rule matched (MID)");
+    assert_eq!(s.per_class[BE as usize], runs + 1);
+}
