@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use llr_core::classify::{RuleSet, RuleSpec};
 use llr_core::fwd::Forwarder;
@@ -34,13 +34,13 @@ use llr_ops::metrics::{
 };
 use serde_json::{json, Value};
 
-use crate::config::{Resolved, RouterConfig};
+use crate::config::{Resolved, RouterConfig, Steering};
 
 /// How long a change may wait for the worker to apply it.
 pub const APPLY_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// Arguments of `llrouter run`.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct RunArgs {
     /// Router configuration (TOML).
     #[arg(long, short)]
@@ -54,6 +54,14 @@ pub struct RunArgs {
     /// Print the counters as JSON on exit.
     #[arg(long)]
     pub json: bool,
+    /// How frames reach the class rings (overrides the config's `steering`): `xdp` (the eBPF
+    /// classifier) or `ntuple` (NIC filters, one hardware queue per class).
+    #[arg(long, value_enum)]
+    pub steering: Option<Steering>,
+    /// Print what would be set up (the ethtool commands for `ntuple`, the class → queue/ring
+    /// layout) and exit without touching anything.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// What a run counted.
@@ -108,7 +116,27 @@ pub fn run_report(args: &RunArgs) -> Result<Option<RunReport>> {
 /// [`run_report`] that stops when `stop` is set instead of on signals (tests, embedding).
 pub fn run_report_until(args: &RunArgs, stop: Option<&AtomicBool>) -> Result<Option<RunReport>> {
     let cfg = RouterConfig::load(&args.config)?;
+    let steering = args.steering.unwrap_or(cfg.steering);
+    if args.dry_run {
+        for l in dry_run_plan(cfg, steering)? {
+            println!("{l}");
+        }
+        return Ok(None);
+    }
     let r = cfg.resolve(|n| llr_io::ebpf::ifindex(n).ok())?;
+    if steering == Steering::Ntuple {
+        // Check every interface (and that the rules are expressible) before touching anything.
+        let nclasses = r.cfg.classes.len();
+        for (n, &ifindex) in r.cfg.interfaces.iter().zip(&r.ifindexes) {
+            llr_io::ntuple::check_support(n, nclasses as u32).context("steering = \"ntuple\"")?;
+            llr_io::ntuple::plan(n, ifindex, &r.rules, nclasses, 0)
+                .context("steering = \"ntuple\"")?;
+        }
+        bail!(
+            "steering = \"ntuple\": {} support ntuple filters, but one AF_XDP socket per hardware queue is not implemented in `llrouter run` yet; nothing was changed (`--dry-run` prints the filters; `ethtool` can apply them by hand)",
+            r.cfg.interfaces.join(", ")
+        );
+    }
     if args.check {
         println!(
             "config ok: {} interfaces, strategy {}, {} rings, {} rules",
@@ -239,6 +267,81 @@ pub fn run_report_until(args: &RunArgs, stop: Option<&AtomicBool>) -> Result<Opt
         class_names: r.cfg.classes.iter().map(|c| c.name.clone()).collect(),
     }))
 }
+
+/// The `--dry-run` report: the class → queue (ntuple) or class → ring (xdp) layout and, for
+/// ntuple, the `ethtool` commands per interface. Touches nothing; interfaces missing from this
+/// namespace get a placeholder index (noted in the output), so a plan can be made anywhere.
+pub fn dry_run_plan(cfg: RouterConfig, steering: Steering) -> Result<Vec<String>> {
+    let names = cfg.interfaces.clone();
+    let lookup = move |n: &str| {
+        llr_io::ebpf::ifindex(n).ok().or_else(|| {
+            names
+                .iter()
+                .position(|x| x == n)
+                .map(|i| DRY_RUN_IFINDEX_BASE + i as u32)
+        })
+    };
+    let r = cfg.resolve(&lookup)?;
+    let classes: Vec<String> = r.cfg.classes.iter().map(|c| c.name.clone()).collect();
+    let mut out = vec![format!(
+        "# llrouter dry run: steering {}, strategy {}, {} classes, {} rules; nothing is changed",
+        steering.name(),
+        r.layout.strategy,
+        classes.len(),
+        r.rules.len()
+    )];
+    for (n, &i) in r.cfg.interfaces.iter().zip(&r.ifindexes) {
+        if i >= DRY_RUN_IFINDEX_BASE {
+            out.push(format!("# note: no interface `{n}` here; planned anyway"));
+        }
+    }
+    match steering {
+        Steering::Ntuple => {
+            let mut layout_done = false;
+            for (n, &ifindex) in r.cfg.interfaces.iter().zip(&r.ifindexes) {
+                let plan = llr_io::ntuple::plan(n, ifindex, &r.rules, classes.len(), 0)
+                    .context("steering = \"ntuple\"")?;
+                if !layout_done {
+                    out.push("# class -> hardware queue (one AF_XDP socket per queue)".into());
+                    for (c, q) in classes.iter().zip(&plan.class_queue) {
+                        let d = if *c == classes[classes.len() - 1] {
+                            " (default: unmatched traffic)"
+                        } else {
+                            ""
+                        };
+                        out.push(format!("#   {c} -> queue {q}{d}"));
+                    }
+                    layout_done = true;
+                }
+                out.push(format!("# {n}"));
+                out.extend(plan.lines());
+            }
+        }
+        Steering::Xdp => {
+            out.push(
+                "# class -> ring (AF_XDP socket on queue 0 of each interface, XDP classifier)"
+                    .into(),
+            );
+            for (c, name) in classes.iter().enumerate() {
+                let ring = r.layout.class_to_ring.get(c).copied().unwrap_or(c);
+                let rn = r
+                    .layout
+                    .rings
+                    .get(ring)
+                    .map(|x| x.name.as_str())
+                    .unwrap_or("?");
+                out.push(format!("#   {name} -> ring {ring} ({rn})"));
+            }
+            for (i, spec) in r.cfg.rules.iter().enumerate() {
+                out.push(format!("# rule {i}: {spec}"));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Placeholder interface indexes of `--dry-run` for interfaces absent from the namespace.
+const DRY_RUN_IFINDEX_BASE: u32 = 1 << 30;
 
 /// The kernel route mirror thread; `Drop` stops and joins it.
 struct Mirror {
@@ -809,6 +912,9 @@ impl RouterCtl {
         }
         if r.cfg.attach != old.attach {
             return Err(restart("attach"));
+        }
+        if r.cfg.steering != old.steering {
+            return Err(restart("steering"));
         }
         if r.cfg.timestamp_meta != old.timestamp_meta {
             return Err(restart("timestamp-meta"));

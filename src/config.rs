@@ -6,6 +6,7 @@
 //! strategy = "ll-wfq"
 //! device-budget = 64
 //! wake = "interrupt"          # interrupt | busy | adaptive
+//! steering = "xdp"            # xdp (eBPF classifier) | ntuple (NIC filters, ethtool -N)
 //! [[classes]]
 //! name = "rt"
 //! budget = 60
@@ -20,7 +21,7 @@
 use std::net::IpAddr;
 
 use anyhow::{bail, Context, Result};
-use llr_core::classify::{RuleSet, RuleSpec};
+use llr_core::classify::{Rule, RuleSet, RuleSpec};
 use llr_core::sched::{ClassSpec, Layout, SchedConfig, StrategyKind};
 use llr_io::ebpf::AttachMode;
 use llr_io::kernel::{parse_mac, parse_prefix, StaticNeighbor, StaticRoute};
@@ -47,6 +48,28 @@ fn default_batch() -> u32 {
 }
 fn default_refresh() -> u64 {
     500
+}
+
+/// How packets reach the per-class rings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Steering {
+    /// The eBPF XDP classifier redirects each frame to its class's AF_XDP socket (one queue).
+    #[default]
+    Xdp,
+    /// NIC ntuple (Flow Director) filters steer each class to its own hardware queue
+    /// (`ethtool -N … action Q`), one socket per queue (`llr_io::ntuple`).
+    Ntuple,
+}
+
+impl Steering {
+    /// The config / CLI spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Steering::Xdp => "xdp",
+            Steering::Ntuple => "ntuple",
+        }
+    }
 }
 
 /// A static route.
@@ -158,6 +181,9 @@ pub struct RouterConfig {
     pub cost_ns: u64,
     #[serde(default)]
     pub attach: AttachMode,
+    /// Classification before the CPU: the XDP classifier or NIC ntuple filters.
+    #[serde(default)]
+    pub steering: Steering,
     /// Write an XDP-metadata timestamp per frame (ring-latency metrics; on by default).
     #[serde(default = "default_true")]
     pub timestamp_meta: bool,
@@ -177,6 +203,8 @@ pub struct Resolved {
     pub ifindexes: Vec<u32>,
     pub layout: Layout,
     pub rule_images: Vec<[u8; 64]>,
+    /// The resolved rules (first match wins), as `rule_images` encodes them.
+    pub rules: Vec<Rule>,
     pub default_class: u32,
     pub routes: Vec<StaticRoute>,
     pub neighbors: Vec<StaticNeighbor>,
@@ -261,7 +289,7 @@ impl RouterConfig {
                     .map_err(|e| anyhow::anyhow!("rules[{i}].{}: {}", e.field, e.reason))?,
             );
         }
-        let set = RuleSet::with_rules(rules, default_class as usize);
+        let set = RuleSet::with_rules(rules.clone(), default_class as usize);
         let rule_images = set
             .to_bpf_map()
             .map_err(|e| anyhow::anyhow!("rules: {}: {}", e.field, e.reason))?;
@@ -304,6 +332,7 @@ impl RouterConfig {
             ifindexes,
             layout,
             rule_images,
+            rules,
             default_class,
             routes,
             neighbors,
@@ -385,6 +414,22 @@ via = "10.0.2.1"
             .resolve(idx)
             .unwrap_err();
         assert!(e.to_string().starts_with("metrics.listen"), "{e}");
+    }
+
+    #[test]
+    fn steering_and_rules_are_exposed() {
+        let r = RouterConfig::from_toml(GOOD).unwrap().resolve(idx).unwrap();
+        assert_eq!(r.cfg.steering, Steering::Xdp);
+        assert_eq!(r.rules.len(), 1);
+        assert_eq!(r.rules[0].dscp, Some(46));
+        assert_eq!(r.rules[0].class, 0);
+        let r = RouterConfig::from_toml(&format!("steering = \"ntuple\"\n{GOOD}"))
+            .unwrap()
+            .resolve(idx)
+            .unwrap();
+        assert_eq!(r.cfg.steering, Steering::Ntuple);
+        let e = RouterConfig::from_toml(&format!("steering = \"rss\"\n{GOOD}")).unwrap_err();
+        assert!(e.to_string().contains("steering"), "{e}");
     }
 
     #[test]

@@ -57,6 +57,7 @@ impl Router {
             duration: Some(120.0), // bound even if the test forgets to stop it
             check: false,
             json: false,
+            ..Default::default()
         };
         let s = stop.clone();
         let thread = topo.router.spawn(move || run_report_until(&args, Some(&s)));
@@ -644,6 +645,7 @@ fn malformed_control_messages() {
         duration: Some(2.0),
         check: false,
         json: false,
+        ..Default::default()
     };
     let stop2 = AtomicBool::new(false);
     let second = topo

@@ -61,6 +61,7 @@ dst_port = "5000-5010"
         duration: Some(12.0),
         check: false,
         json: false,
+        ..Default::default()
     };
     let router = topo.router.spawn(move || run_report(&args));
     // ready when both interfaces carry the classifier (loading takes a while in debug builds)
