@@ -1,7 +1,9 @@
 //! gen ns → router ns (llrouter, in-process) → sink ns over veth (root; skipped otherwise):
 //! forwarded with TTL decremented and valid checksums (the sink's kernel accepts the UDP
 //! datagrams and reports the TTL), DSCP EF and rule-matched traffic served from the RT ring,
-//! the rest from BE; ping to the router answered by its kernel; nothing left attached.
+//! the rest from BE; ping to the router answered by its kernel; nothing left attached. IPv6:
+//! datagrams arrive with the hop limit decremented once and a valid UDP checksum (the sink's
+//! kernel verifies it; IPv6 UDP checksums are mandatory), DSCP EF through the RT ring.
 
 use std::net::{SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -9,6 +11,26 @@ use std::time::{Duration, Instant};
 
 use llr_io::netns::{addr, Topology};
 use llrouter::cmd_run::{run_report, RunArgs};
+
+const CONFIG: &str = r#"
+interfaces = ["veth-rin", "veth-rout"]
+strategy = "ll-wfq"
+wake = "interrupt"
+route-refresh-ms = 100
+[control]
+socket = "CTL"
+[[classes]]
+name = "rt"
+[[classes]]
+name = "be"
+[[rules]]
+class = "rt"
+dscp = 46
+[[rules]]
+class = "rt"
+proto = "udp"
+dst_port = "5000-5010"
+"#;
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -37,30 +59,12 @@ fn forwards_classifies_and_cleans_up() {
     let cfg = dir.join("router.toml");
     std::fs::write(
         &cfg,
-        r#"
-interfaces = ["veth-rin", "veth-rout"]
-strategy = "ll-wfq"
-wake = "interrupt"
-route-refresh-ms = 100
-[[classes]]
-name = "rt"
-[[classes]]
-name = "be"
-[[rules]]
-class = "rt"
-dscp = 46
-[[rules]]
-class = "rt"
-proto = "udp"
-dst_port = "5000-5010"
-"#,
+        CONFIG.replace("CTL", &dir.join("ctl.sock").display().to_string()),
     )
     .unwrap();
     let args = RunArgs {
         config: cfg.clone(),
         duration: Some(12.0),
-        check: false,
-        json: false,
         ..Default::default()
     };
     let router = topo.router.spawn(move || run_report(&args));
@@ -191,6 +195,151 @@ fn recv_ttl(s: &UdpSocket) -> Option<u8> {
         let mut c = libc::CMSG_FIRSTHDR(&m);
         while !c.is_null() {
             if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_TTL {
+                return Some(*(libc::CMSG_DATA(c) as *const i32) as u8);
+            }
+            c = libc::CMSG_NXTHDR(&m, c);
+        }
+    }
+    Some(0)
+}
+
+#[test]
+fn forwards_ipv6_with_hop_limit_and_ef_through_rt() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let topo = Topology::new("llrfwd6").expect("topology");
+    topo.gen
+        .exec(&["ethtool", "-K", addr::GEN_IF, "tx", "off"])
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("llr-router-test6-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("router.toml");
+    std::fs::write(
+        &cfg,
+        CONFIG.replace("CTL", &dir.join("ctl.sock").display().to_string()),
+    )
+    .unwrap();
+    let args = RunArgs {
+        config: cfg,
+        duration: Some(25.0), // bound, if the test fails before it stops the router
+        ..Default::default()
+    };
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = stop.clone();
+    let router = topo
+        .router
+        .spawn(move || llrouter::cmd_run::run_report_until(&args, Some(&s2)));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_attached(&topo);
+        let sink_ip: std::net::Ipv6Addr = addr::SINK_V6.parse().unwrap();
+        let sink = topo
+            .sink
+            .run(|| UdpSocket::bind("[::]:9000"))
+            .unwrap()
+            .unwrap();
+        setopt(
+            sink.as_raw_fd(),
+            libc::IPPROTO_IPV6,
+            libc::IPV6_RECVHOPLIMIT,
+            1,
+        );
+        sink.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let gen = topo.gen.run(|| UdpSocket::bind("[::]:0")).unwrap().unwrap();
+        let (n_ef, n_be) = (100u64, 150u64);
+        let r = std::thread::spawn(move || {
+            let (mut got, mut hops) = (0u64, Vec::new());
+            let t0 = Instant::now();
+            while got < n_ef + n_be && t0.elapsed() < Duration::from_secs(5) {
+                if let Some(h) = recv_hop_limit(&sink) {
+                    got += 1;
+                    hops.push(h);
+                }
+            }
+            (got, hops)
+        });
+        let dst = std::net::SocketAddrV6::new(sink_ip, 9000, 0, 0);
+        setopt(
+            gen.as_raw_fd(),
+            libc::IPPROTO_IPV6,
+            libc::IPV6_TCLASS,
+            46 << 2,
+        );
+        for i in 0..n_ef {
+            gen.send_to(&i.to_be_bytes(), dst).unwrap();
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        setopt(gen.as_raw_fd(), libc::IPPROTO_IPV6, libc::IPV6_TCLASS, 0);
+        for i in 0..n_be {
+            gen.send_to(&i.to_be_bytes(), dst).unwrap();
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let (got, hops) = r.join().unwrap();
+        (got, hops, n_ef, n_be)
+    }));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rep = router.join().unwrap().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let (got, hops, n_ef, n_be) = result.unwrap_or_else(|e| std::panic::resume_unwind(e));
+    let rep = rep.unwrap().expect("report");
+    eprintln!("{}", rep.worker);
+    assert_eq!(
+        got,
+        n_ef + n_be,
+        "every IPv6 datagram arrived (valid UDP checksum)"
+    );
+    assert!(
+        hops.iter().all(|&h| h == 63),
+        "hop limit decremented once: {hops:?}"
+    );
+    assert_eq!(rep.worker.forwarded[0], n_ef, "EF over IPv6 through RT");
+    assert_eq!(rep.worker.forwarded[1], n_be, "the rest through BE");
+}
+
+/// Waits until both router interfaces carry the classifier (bounded: 30 s).
+fn wait_attached(topo: &Topology) {
+    let t0 = Instant::now();
+    loop {
+        let l = topo.router.ip(&["-d", "link", "show"]).unwrap();
+        if String::from_utf8_lossy(&l.stdout)
+            .matches("prog/xdp")
+            .count()
+            >= 2
+        {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "router did not attach"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+}
+
+/// Receives one datagram and returns its IPv6 hop limit (IPV6_RECVHOPLIMIT control message).
+fn recv_hop_limit(s: &UdpSocket) -> Option<u8> {
+    let mut buf = [0u8; 256];
+    let mut cbuf = [0u64; 16];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: as in recv_ttl: every pointer refers to a live local buffer of the given length.
+    unsafe {
+        let mut m: libc::msghdr = std::mem::zeroed();
+        m.msg_iov = &mut iov;
+        m.msg_iovlen = 1;
+        m.msg_control = cbuf.as_mut_ptr().cast();
+        m.msg_controllen = std::mem::size_of_val(&cbuf);
+        if libc::recvmsg(s.as_raw_fd(), &mut m, 0) < 0 {
+            return None;
+        }
+        let mut c = libc::CMSG_FIRSTHDR(&m);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::IPPROTO_IPV6 && (*c).cmsg_type == libc::IPV6_HOPLIMIT {
                 return Some(*(libc::CMSG_DATA(c) as *const i32) as u8);
             }
             c = libc::CMSG_NXTHDR(&m, c);
