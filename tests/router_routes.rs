@@ -1,0 +1,276 @@
+//! Routes changed with `ip route` in the router namespace steer the live router's traffic
+//! (root; skipped otherwise). Probes gen → sink (10.71.2.1:9000) go through four phases:
+//! 1. the connected route: every probe reaches the sink;
+//! 2. a more specific `10.71.2.1/32 via 10.71.1.1 dev veth-rin` (back towards the gen): the
+//!    probes leave the router on veth-rin, seen on the gen veth with TTL 63 (forwarded), none at
+//!    the sink;
+//! 3. that route replaced by `blackhole 10.71.2.1/32`: the forwarder hands the probes to the
+//!    kernel path (pass `no_route`), which drops them; none anywhere;
+//! 4. the blackhole deleted: forwarding to the sink resumes, every probe arrives.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use llr_io::netns::{addr, Topology};
+use llrouter::cmd_run::{run_report_until, RunArgs};
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A raw AF_PACKET socket receiving IPv4 frames on `ifindex`.
+struct RawRx(i32);
+
+impl RawRx {
+    fn open(ifindex: u32) -> std::io::Result<RawRx> {
+        let proto = (libc::ETH_P_IP as u16).to_be();
+        // SAFETY: plain socket(2) call.
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(proto)) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let s = RawRx(fd);
+        // SAFETY: sockaddr_ll and timeval are plain data passed with their exact sizes.
+        unsafe {
+            let mut sll: libc::sockaddr_ll = std::mem::zeroed();
+            sll.sll_family = libc::AF_PACKET as u16;
+            sll.sll_protocol = proto;
+            sll.sll_ifindex = ifindex as i32;
+            if libc::bind(
+                fd,
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            let tv = libc::timeval {
+                tv_sec: 0,
+                tv_usec: 100_000,
+            };
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as u32,
+            );
+        }
+        Ok(s)
+    }
+
+    fn recv(&self, buf: &mut [u8]) -> Option<usize> {
+        // SAFETY: buf is a live buffer of buf.len() bytes.
+        let n = unsafe { libc::recv(self.0, buf.as_mut_ptr().cast(), buf.len(), 0) };
+        (n > 0).then_some(n as usize)
+    }
+}
+
+impl Drop for RawRx {
+    fn drop(&mut self) {
+        // SAFETY: we own the fd.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+struct RmDir(std::path::PathBuf);
+
+impl Drop for RmDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn ip_route_changes_steer_live_traffic() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let topo = Topology::new("llrrt").expect("topology");
+    topo.gen
+        .exec(&["ethtool", "-K", addr::GEN_IF, "tx", "off"])
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("llr-routes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let _rm = RmDir(dir.clone());
+    let cfg = dir.join("router.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+interfaces = ["veth-rin", "veth-rout"]
+strategy = "ll-wfq"
+route-refresh-ms = 100
+[control]
+socket = "{}"
+[[classes]]
+name = "rt"
+[[classes]]
+name = "be"
+"#,
+            dir.join("ctl.sock").display()
+        ),
+    )
+    .unwrap();
+    let args = RunArgs {
+        config: cfg,
+        duration: Some(25.0), // bound, if the test fails before it stops the router
+        ..Default::default()
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let router = topo
+        .router
+        .spawn(move || run_report_until(&args, Some(&s2)));
+    let t0 = Instant::now();
+    loop {
+        let l = topo.router.ip(&["-d", "link", "show"]).unwrap();
+        if String::from_utf8_lossy(&l.stdout)
+            .matches("prog/xdp")
+            .count()
+            >= 2
+        {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "router did not attach"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+
+    // counters: probes at the sink, forwarded probes (TTL 63) seen back on the gen veth
+    let at_sink = Arc::new(AtomicU64::new(0));
+    let at_gen = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let sink = topo
+        .sink
+        .run(|| UdpSocket::bind("0.0.0.0:9000"))
+        .unwrap()
+        .unwrap();
+    sink.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let gen_if = topo.gen.ifindex(addr::GEN_IF).unwrap();
+    let tap = topo.gen.run(move || RawRx::open(gen_if)).unwrap().unwrap();
+    let (c1, d1) = (at_sink.clone(), done.clone());
+    let t_sink = std::thread::spawn(move || {
+        let mut b = [0u8; 64];
+        while !d1.load(Ordering::Relaxed) {
+            if sink.recv(&mut b).is_ok() {
+                c1.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    let (c2, d2) = (at_gen.clone(), done.clone());
+    let sink_oct: [u8; 4] = addr::SINK_V4
+        .parse::<std::net::Ipv4Addr>()
+        .unwrap()
+        .octets();
+    let t_tap = std::thread::spawn(move || {
+        let mut b = [0u8; 256];
+        while !d2.load(Ordering::Relaxed) {
+            if let Some(n) = tap.recv(&mut b) {
+                // IPv4 from the router, TTL 63, to the sink, UDP port 9000
+                let ip = &b[14..n];
+                if ip.len() >= 24
+                    && ip[8] == 63
+                    && ip[9] == 17
+                    && ip[16..20] == sink_oct
+                    && ip[22..24] == 9000u16.to_be_bytes()
+                {
+                    c2.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    });
+    let gen = topo
+        .gen
+        .run(|| UdpSocket::bind("0.0.0.0:0"))
+        .unwrap()
+        .unwrap();
+    let dst = SocketAddr::new(addr::SINK_V4.parse().unwrap(), 9000);
+    const N: u64 = 50;
+    // Sends N probes and returns (at sink, at gen) deltas once they settle (bounded).
+    let phase = || {
+        let (s0, g0) = (
+            at_sink.load(Ordering::Relaxed),
+            at_gen.load(Ordering::Relaxed),
+        );
+        for i in 0..N {
+            gen.send_to(&i.to_be_bytes(), dst).unwrap();
+            std::thread::sleep(Duration::from_micros(300));
+        }
+        let t0 = Instant::now();
+        let mut last = (u64::MAX, u64::MAX);
+        loop {
+            std::thread::sleep(Duration::from_millis(150));
+            let now = (
+                at_sink.load(Ordering::Relaxed) - s0,
+                at_gen.load(Ordering::Relaxed) - g0,
+            );
+            if now == last && (now.0 + now.1 >= N || t0.elapsed() > Duration::from_millis(600))
+                || t0.elapsed() > Duration::from_secs(3)
+            {
+                return now;
+            }
+            last = now;
+        }
+    };
+    let settle = || std::thread::sleep(Duration::from_millis(300)); // mirror: events in ms
+    let host = format!("{}/32", addr::SINK_V4);
+
+    let p1 = phase();
+    topo.router
+        .ip(&[
+            "route",
+            "add",
+            &host,
+            "via",
+            addr::GEN_V4,
+            "dev",
+            addr::RTR_IN_IF,
+        ])
+        .unwrap();
+    settle();
+    let p2 = phase();
+    topo.router
+        .ip(&["route", "replace", "blackhole", &host])
+        .unwrap();
+    settle();
+    let p3 = phase();
+    topo.router
+        .ip(&["route", "del", "blackhole", &host])
+        .unwrap();
+    settle();
+    let p4 = phase();
+
+    done.store(true, Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
+    t_sink.join().unwrap();
+    t_tap.join().unwrap();
+    let rep = router.join().unwrap().unwrap().unwrap().expect("report");
+    eprintln!("{}", rep.worker);
+    eprintln!("phases (sink, back at gen): {p1:?} {p2:?} {p3:?} {p4:?}");
+    let pass = |n: &str| {
+        rep.worker
+            .pass
+            .iter()
+            .find(|(k, _)| k == n)
+            .map_or(0, |(_, c)| *c)
+    };
+    assert_eq!(p1, (N, 0), "connected route: all at the sink");
+    assert_eq!(p2, (0, N), "/32 via the gen: all sent back out of veth-rin");
+    assert_eq!(p3, (0, 0), "blackhole: none anywhere");
+    assert_eq!(p4, (N, 0), "blackhole removed: all at the sink again");
+    assert_eq!(
+        pass("no_route"),
+        N,
+        "blackholed probes handed to the kernel path"
+    );
+    assert_eq!(rep.worker.forwarded.iter().sum::<u64>(), 3 * N);
+}
