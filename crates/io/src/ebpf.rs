@@ -85,16 +85,12 @@ pub struct Classifier {
     attached: Option<(u32, XdpMode)>,
     /// The rule-table half frames use now (`llr_config.active`).
     active: u32,
-    /// When `active` last changed (the other half may still be read until a grace period
-    /// has passed).
-    last_flip: Option<std::time::Instant>,
+    /// The RCU grace period started in the background at the last flip: until it ends, frames
+    /// may still read the retired half.
+    grace: Option<std::thread::JoinHandle<()>>,
     /// Treat the program as running even when not attached (see [`Classifier::assume_live`]).
     live: bool,
 }
-
-/// After this long since a flip, the retired half is taken as unused without waiting for a
-/// grace period: an XDP run lasts microseconds in softirq context, with bottom halves off.
-const FLIP_QUIET: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl std::fmt::Debug for Classifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -119,7 +115,7 @@ impl Classifier {
             ebpf,
             attached: None,
             active: 0,
-            last_flip: None,
+            grace: None,
             live: false,
         };
         c.set_rules(&[], default_class, 0)?;
@@ -157,11 +153,10 @@ impl Classifier {
         }
         let next = self.active ^ 1;
         // Frames that read `active` before the last flip may still walk the half about to be
-        // rewritten: wait until they are done (an RCU grace period; XDP runs under RCU).
-        if (self.attached.is_some() || self.live)
-            && self.last_flip.is_some_and(|t| t.elapsed() < FLIP_QUIET)
-        {
-            wait_grace_period()?;
+        // rewritten: wait until they are done (the RCU grace period started at that flip; XDP
+        // runs under RCU). Usually it has long ended; back-to-back updates wait the rest of it.
+        if let Some(g) = self.grace.take() {
+            let _ = g.join();
         }
         let mut map: Array<_, [u8; 64]> =
             Array::try_from(self.ebpf.map_mut("llr_rules").context("llr_rules")?)?;
@@ -177,7 +172,17 @@ impl Classifier {
             Array::try_from(self.ebpf.map_mut("llr_config").context("llr_config")?)?;
         cfg.set(0, [next, 0, flags, 0], 0)?;
         self.active = next;
-        self.last_flip = Some(std::time::Instant::now());
+        if self.attached.is_some() || self.live {
+            // The grace period runs on its own thread so the caller (the worker, between poll
+            // rounds) never blocks for it; if the thread cannot start, wait here.
+            match std::thread::Builder::new()
+                .name("llr-rcu-grace".into())
+                .spawn(wait_grace_period)
+            {
+                Ok(h) => self.grace = Some(h),
+                Err(_) => wait_grace_period(),
+            }
+        }
         Ok(())
     }
 
@@ -427,10 +432,11 @@ impl Classifier {
     /// classified meanwhile see either the complete old set or the complete new one, never a
     /// mix or a half-written rule: the program holds two rule tables and reads the index of the
     /// active one once per frame; the new set is written into the inactive table, then the index
-    /// flipped (one 4-byte word). Before a table is overwritten, frames that may still read it
-    /// (those that started before the flip that retired it, less than a second ago) are waited
-    /// for with an RCU grace period (`membarrier(MEMBARRIER_CMD_GLOBAL)`, ~8–15 ms on the test
-    /// VM); back-to-back updates therefore cost one grace period each, spaced ones nothing.
+    /// flipped (one 4-byte word). Each flip starts an RCU grace period on a helper thread
+    /// (`membarrier(MEMBARRIER_CMD_GLOBAL)`, ~8–17 ms on the test VM); the next update waits for
+    /// it to end before overwriting the retired table, so no frame that started before the flip
+    /// is still reading it. Updates spaced more than a grace period apart never block;
+    /// back-to-back ones wait the rest of it.
     ///
     /// `old` is kept for callers that track it; the double-buffered write does not need it.
     pub fn update_rules(
@@ -447,13 +453,13 @@ impl Classifier {
 
 /// Waits for an RCU grace period: every XDP program run that started before the call has
 /// finished when it returns (`MEMBARRIER_CMD_GLOBAL` is `synchronize_rcu()` in the kernel).
-fn wait_grace_period() -> Result<()> {
+fn wait_grace_period() {
     const MEMBARRIER_CMD_GLOBAL: libc::c_long = 1;
     // SAFETY: membarrier takes two integer arguments and touches no user memory.
     let rc = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) };
     if rc != 0 {
-        // nohz_full kernels refuse MEMBARRIER_CMD_GLOBAL: fall back to a generous sleep.
-        std::thread::sleep(FLIP_QUIET);
+        // nohz_full kernels refuse MEMBARRIER_CMD_GLOBAL: fall back to a generous sleep (an XDP
+        // run lasts microseconds, in softirq context with bottom halves off).
+        std::thread::sleep(std::time::Duration::from_secs(1));
     }
-    Ok(())
 }
