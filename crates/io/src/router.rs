@@ -17,6 +17,7 @@
 //! For `NoNeighbor` the kernel is asked to resolve the next hop (a datagram to its discard
 //! port), and the neighbour mirror picks the answer up.
 
+use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -267,6 +268,24 @@ pub fn run_worker_ctl(
     let mut busy_ratio = 0.0;
     let mut last_publish = Instant::now();
     let mut classifier_stats: Vec<(u32, crate::ebpf::ClassifierStats)> = Vec::new();
+    // Claimed control requests not applied yet (held back behind a rules job), and that job.
+    let mut deferred: VecDeque<ctl::Request> = VecDeque::new();
+    let mut rules_job: Option<RulesJob> = None;
+    macro_rules! publish_now {
+        ($c:expr) => {{
+            let snap = snapshot(
+                dev,
+                &engine,
+                &layout,
+                &acc,
+                (wake, spin_us),
+                (iter, busy_ratio, changes),
+                (&pass, &drops, &classifier_stats),
+                t0,
+            );
+            $c.link.publish(snap);
+        }};
+    }
     loop {
         iter += 1;
         if (iter % 1024 == 0 || engine.is_idle())
@@ -278,43 +297,61 @@ pub fn run_worker_ctl(
             let mut publish = c.link.snapshot_wanted()
                 || (iter % 256 == 0 || engine.is_idle()) && last_publish.elapsed() >= PUBLISH_EVERY;
             if c.link.has_pending() {
-                for req in c.link.take() {
-                    if !req.claim() {
-                        continue;
-                    }
-                    let change = req.change.clone();
-                    let r = apply_change(
-                        dev,
-                        &mut engine,
-                        &mut layout,
-                        &mut acc,
-                        &mut wake,
-                        &mut spin_us,
-                        c,
-                        change,
-                    );
-                    if r.is_ok() {
-                        changes += 1;
-                    }
-                    // Publish before the ack so `status`/`counters` show the change at once.
-                    let snap = snapshot(
-                        dev,
-                        &engine,
-                        &layout,
-                        &acc,
-                        (wake, spin_us),
-                        (iter, busy_ratio, changes),
-                        (&pass, &drops, &classifier_stats),
-                        t0,
-                    );
-                    c.link.publish(snap);
-                    req.done(r);
+                deferred.extend(c.link.take().into_iter().filter(|r| r.claim()));
+            }
+            let mut acked = false;
+            // A rules job finished: classifiers back, then its ack (published first).
+            if rules_job.as_ref().is_some_and(|j| j.is_finished()) {
+                let job = rules_job.take().expect("checked");
+                let (req, r) = job.finish(dev, c);
+                if r.is_ok() {
+                    changes += 1;
                 }
+                publish_now!(c);
+                req.done(r);
+                acked = true;
+            }
+            // Apply in order; a rules change goes to a helper thread and holds the rest back.
+            while rules_job.is_none() {
+                let Some(req) = deferred.pop_front() else {
+                    break;
+                };
+                if let Change::Rules {
+                    images,
+                    default_class,
+                    flags,
+                } = &req.change
+                {
+                    let (images, default_class, flags) = (images.clone(), *default_class, *flags);
+                    rules_job = Some(RulesJob::start(dev, c, req, images, default_class, flags));
+                    break;
+                }
+                let change = req.change.clone();
+                let r = apply_change(
+                    dev,
+                    &mut engine,
+                    &mut layout,
+                    &mut acc,
+                    &mut wake,
+                    &mut spin_us,
+                    c,
+                    change,
+                );
+                if r.is_ok() {
+                    changes += 1;
+                }
+                // Publish before the ack so `status`/`counters` show the change at once.
+                publish_now!(c);
+                req.done(r);
+                acked = true;
+            }
+            if acked {
                 publish = false;
                 last_publish = Instant::now();
             }
             if publish {
-                if c.link.full_wanted() {
+                // Classifier counters only while no classifier is out on a rules job.
+                if c.link.full_wanted() && rules_job.is_none() {
                     classifier_stats = dev
                         .ifindexes()
                         .into_iter()
@@ -327,17 +364,7 @@ pub fn run_worker_ctl(
                     busy_ratio = 1.0 - ((idle_ns - win.1) as f64 / w as f64).clamp(0.0, 1.0);
                     win = (now, idle_ns);
                 }
-                let snap = snapshot(
-                    dev,
-                    &engine,
-                    &layout,
-                    &acc,
-                    (wake, spin_us),
-                    (iter, busy_ratio, changes),
-                    (&pass, &drops, &classifier_stats),
-                    t0,
-                );
-                c.link.publish(snap);
+                publish_now!(c);
                 last_publish = now;
             }
         }
@@ -426,7 +453,10 @@ pub fn run_worker_ctl(
         if let Some(c) = ctl.as_ref().filter(|_| wake != WakeMode::Busy) {
             // Clear the kick, then look again: a kick after this point wakes the poll() below.
             c.link.clear();
-            if c.link.has_pending() || c.link.snapshot_wanted() {
+            if c.link.has_pending()
+                || c.link.snapshot_wanted()
+                || rules_job.as_ref().is_some_and(|j| j.is_finished())
+            {
                 continue;
             }
         }
@@ -462,6 +492,19 @@ pub fn run_worker_ctl(
             }
         }
         idle_ns += idle_start.elapsed().as_nanos() as u64;
+    }
+    // A rules job in flight completes (its thread ends after at most a grace period or two);
+    // requests held back behind it are refused.
+    if let Some(c) = ctl.as_mut() {
+        if let Some(job) = rules_job.take() {
+            let (req, r) = job.finish(dev, c);
+            req.done(r);
+        }
+        for req in deferred.drain(..) {
+            req.done(Err(
+                "the router is stopping; nothing was changed".to_string()
+            ));
+        }
     }
     // Drain what is queued for Tx (bounded).
     let t = Instant::now();
@@ -645,6 +688,131 @@ fn apply_change(
             Ok(())
         }
     }
+}
+
+/// A rule update running on a helper thread: the classifiers are taken out of the device (they
+/// stay attached and keep classifying) because `Classifier::update_rules` may wait for an RCU
+/// grace period before reusing a rule-table half — 10–35 ms on a busy VM, per interface. Done
+/// on the worker, that wait left the rings unserved long enough for a 512-slot ring to overflow
+/// at 14 kpps (the `changes_under_traffic` flake). Later changes wait behind the job, so
+/// changes still apply in order; the job's thread wakes the worker when it is done.
+struct RulesJob {
+    req: ctl::Request,
+    images: Vec<[u8; 64]>,
+    default_class: u32,
+    flags: u32,
+    /// The thread, or the outcome when the update ran on the worker (no thread).
+    handle: Result<std::thread::JoinHandle<JobOut>, JobOut>,
+}
+
+type Taken = Vec<(u32, Option<crate::ebpf::Classifier>)>;
+type JobOut = (Taken, Result<(), String>);
+
+impl RulesJob {
+    fn start(
+        dev: &mut Device,
+        c: &WorkerCtl,
+        req: ctl::Request,
+        images: Vec<[u8; 64]>,
+        default_class: u32,
+        flags: u32,
+    ) -> RulesJob {
+        let old = (c.rules.clone(), c.default_class, c.flags);
+        let new = (images.clone(), default_class, flags);
+        let link = c.link.clone();
+        // The work goes over a channel, so that the classifiers are still ours if the thread
+        // cannot be started (then the update runs here, as before).
+        let (tx, rx) = std::sync::mpsc::channel::<Taken>();
+        let spawned = std::thread::Builder::new()
+            .name("llr-rules".into())
+            .spawn(move || {
+                let mut taken = rx.recv().unwrap_or_default();
+                let r = update_rules_all(&mut taken, &old, &new);
+                link.kick();
+                (taken, r)
+            });
+        let taken: Taken = dev
+            .ifindexes()
+            .into_iter()
+            .map(|i| (i, dev.take_classifier(i)))
+            .collect();
+        let handle = match spawned {
+            Ok(h) => {
+                tx.send(taken).expect("the rules thread waits for its work");
+                Ok(h)
+            }
+            Err(e) => {
+                tracing::warn!("rules update thread: {e}; updating on the worker");
+                let mut taken = taken;
+                let old = (c.rules.clone(), c.default_class, c.flags);
+                let r = update_rules_all(&mut taken, &old, &(images.clone(), default_class, flags));
+                Err((taken, r))
+            }
+        };
+        RulesJob {
+            req,
+            images,
+            default_class,
+            flags,
+            handle,
+        }
+    }
+
+    fn is_finished(&self) -> bool {
+        self.handle.as_ref().map_or(true, |h| h.is_finished())
+    }
+
+    /// Joins the thread, gives the classifiers back and records the new rules on success.
+    fn finish(self, dev: &mut Device, c: &mut WorkerCtl) -> (ctl::Request, Result<(), String>) {
+        let (back, r) = match self.handle {
+            Ok(h) => h.join().unwrap_or_else(|_| {
+                (
+                    Vec::new(),
+                    Err("rules: the update thread panicked".to_string()),
+                )
+            }),
+            Err(out) => out,
+        };
+        for (i, cl) in back {
+            if let Some(cl) = cl {
+                if dev.put_classifier(i, cl).is_some() {
+                    tracing::error!("ifindex {i}: classifier could not be put back");
+                }
+            }
+        }
+        if r.is_ok() {
+            c.rules = self.images;
+            c.default_class = self.default_class;
+            c.flags = self.flags;
+        }
+        (self.req, r)
+    }
+}
+
+/// Rules, default class, flags.
+type RuleSet = (Vec<[u8; 64]>, u32, u32);
+
+/// Updates the rules of every classifier from `old` to `new`; on an error restores those
+/// already updated (nothing changed then).
+fn update_rules_all(cls: &mut Taken, old: &RuleSet, new: &RuleSet) -> Result<(), String> {
+    for k in 0..cls.len() {
+        let (i, cl) = &mut cls[k];
+        let r = match cl.as_mut() {
+            None => Err(format!("ifindex {i}: no classifier")),
+            Some(cl) => cl
+                .update_rules(&old.0, &new.0, new.1, new.2)
+                .map_err(|e| format!("{e:#}")),
+        };
+        if let Err(e) = r {
+            for (_, cl) in cls[..=k].iter_mut() {
+                if let Some(cl) = cl.as_mut() {
+                    let _ = cl.update_rules(&new.0, &old.0, old.1, old.2);
+                }
+            }
+            return Err(format!("rules: {e}"));
+        }
+    }
+    Ok(())
 }
 
 fn count_drop(drops: &mut Vec<(String, u64)>, r: DropReason) {

@@ -187,7 +187,8 @@ impl WorkerLink {
         self.efd.as_raw_fd()
     }
 
-    fn kick(&self) {
+    /// Wakes the worker (its poll() on the eventfd), e.g. when a job it waits for is done.
+    pub fn kick(&self) {
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a live u64 to our eventfd.
         unsafe { libc::write(self.efd.as_raw_fd(), (&one as *const u64).cast(), 8) };

@@ -652,6 +652,29 @@ impl Device {
             .and_then(|p| p.classifier.as_mut())
     }
 
+    /// Takes the classifier of port `ifindex` out of the device (it stays loaded and attached),
+    /// e.g. to update its rules on another thread while the worker keeps serving the rings: a
+    /// rule update may wait for an RCU grace period (tens of ms on a busy VM). Give it back with
+    /// [`Device::put_classifier`]; a device dropped without it detaches only the others.
+    pub fn take_classifier(&mut self, ifindex: u32) -> Option<Classifier> {
+        self.ports
+            .iter_mut()
+            .find(|p| p.ifindex == ifindex)
+            .and_then(|p| p.classifier.take())
+    }
+
+    /// Puts back a classifier taken with [`Device::take_classifier`]. Returns it if the port
+    /// does not exist or already has one.
+    pub fn put_classifier(&mut self, ifindex: u32, c: Classifier) -> Option<Classifier> {
+        match self.ports.iter_mut().find(|p| p.ifindex == ifindex) {
+            Some(p) if p.classifier.is_none() => {
+                p.classifier = Some(c);
+                None
+            }
+            _ => Some(c),
+        }
+    }
+
     /// Kernel drop counters per ring (summed over ports): `(rx_ring_full, rx_dropped)`, i.e.
     /// early drops at the full class ring and other rx drops.
     pub fn ring_kernel_drops(&self) -> Vec<(u64, u64)> {
