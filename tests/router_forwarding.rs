@@ -5,11 +5,14 @@
 //! datagrams arrive with the hop limit decremented once and a valid UDP checksum (the sink's
 //! kernel verifies it; IPv6 UDP checksums are mandatory), DSCP EF through the RT ring.
 
+mod common;
+use common::{is_root, topology, wait_attached, TempDir};
+
 use std::net::{SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use llr_io::netns::{addr, Topology};
+use llr_io::netns::addr;
 use llrouter::cmd_run::{run_report, RunArgs};
 
 const CONFIG: &str = r#"
@@ -32,11 +35,6 @@ proto = "udp"
 dst_port = "5000-5010"
 "#;
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 fn setopt(fd: i32, level: i32, opt: i32, v: i32) {
     // SAFETY: pointer to a live c_int with its exact size.
     let rc = unsafe { libc::setsockopt(fd, level, opt, (&v as *const i32).cast(), 4) };
@@ -49,13 +47,9 @@ fn forwards_classifies_and_cleans_up() {
         eprintln!("skipped: needs root");
         return;
     }
-    let topo = Topology::new("llrfwd").expect("topology");
-    // veth offloads UDP checksums; through AF_XDP the sender must compute them itself.
-    topo.gen
-        .exec(&["ethtool", "-K", addr::GEN_IF, "tx", "off"])
-        .unwrap();
-    let dir = std::env::temp_dir().join(format!("llr-router-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let topo = topology("llrfwd");
+    let tmp = TempDir::new("router-test");
+    let dir = tmp.0.clone();
     let cfg = dir.join("router.toml");
     std::fs::write(
         &cfg,
@@ -68,24 +62,7 @@ fn forwards_classifies_and_cleans_up() {
         ..Default::default()
     };
     let router = topo.router.spawn(move || run_report(&args));
-    // ready when both interfaces carry the classifier (loading takes a while in debug builds)
-    let t0 = Instant::now();
-    loop {
-        let l = topo.router.ip(&["-d", "link", "show"]).unwrap();
-        if String::from_utf8_lossy(&l.stdout)
-            .matches("prog/xdp")
-            .count()
-            >= 2
-        {
-            break;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "router did not attach"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(200));
+    wait_attached(&topo);
 
     let sink = topo
         .sink
@@ -146,7 +123,6 @@ fn forwards_classifies_and_cleans_up() {
     let rep = router.join().unwrap().unwrap().unwrap().expect("report");
     eprintln!("{}", rep.worker);
     eprintln!("{:?}", rep.classifier);
-    let _ = std::fs::remove_dir_all(&dir);
 
     assert!(ping.is_ok(), "ping to the router: {ping:?}");
     assert_eq!(
@@ -209,12 +185,9 @@ fn forwards_ipv6_with_hop_limit_and_ef_through_rt() {
         eprintln!("skipped: needs root");
         return;
     }
-    let topo = Topology::new("llrfwd6").expect("topology");
-    topo.gen
-        .exec(&["ethtool", "-K", addr::GEN_IF, "tx", "off"])
-        .unwrap();
-    let dir = std::env::temp_dir().join(format!("llr-router-test6-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let topo = topology("llrfwd6");
+    let tmp = TempDir::new("router-test6");
+    let dir = tmp.0.clone();
     let cfg = dir.join("router.toml");
     std::fs::write(
         &cfg,
@@ -281,7 +254,6 @@ fn forwards_ipv6_with_hop_limit_and_ef_through_rt() {
     }));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let rep = router.join().unwrap().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     let (got, hops, n_ef, n_be) = result.unwrap_or_else(|e| std::panic::resume_unwind(e));
     let rep = rep.unwrap().expect("report");
     eprintln!("{}", rep.worker);
@@ -296,27 +268,6 @@ fn forwards_ipv6_with_hop_limit_and_ef_through_rt() {
     );
     assert_eq!(rep.worker.forwarded[0], n_ef, "EF over IPv6 through RT");
     assert_eq!(rep.worker.forwarded[1], n_be, "the rest through BE");
-}
-
-/// Waits until both router interfaces carry the classifier (bounded: 30 s).
-fn wait_attached(topo: &Topology) {
-    let t0 = Instant::now();
-    loop {
-        let l = topo.router.ip(&["-d", "link", "show"]).unwrap();
-        if String::from_utf8_lossy(&l.stdout)
-            .matches("prog/xdp")
-            .count()
-            >= 2
-        {
-            break;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "router did not attach"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(200));
 }
 
 /// Receives one datagram and returns its IPv6 hop limit (IPV6_RECVHOPLIMIT control message).

@@ -17,18 +17,16 @@
 //!   so a > 9018-byte frame cannot reach the classifier over veth (the classifier's oversize
 //!   check is covered by `crates/io/tests/classifier_agree.rs` through BPF_PROG_TEST_RUN).
 
+mod common;
+use common::{is_root, topology, wait_attached, TempDir};
+
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use llr_core::wire::build::{frame, FrameSpec};
-use llr_io::netns::{addr, Topology};
+use llr_io::netns::addr;
 use llrouter::cmd_run::{run_report_until, RunArgs};
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
 
 fn mac(s: &str) -> [u8; 6] {
     let v: Vec<u8> = s
@@ -143,13 +141,9 @@ fn malformed_frames_are_counted_and_good_traffic_flows() {
         eprintln!("skipped: needs root");
         return;
     }
-    let topo = Topology::new("llrmal").expect("topology");
-    topo.gen
-        .exec(&["ethtool", "-K", addr::GEN_IF, "tx", "off"])
-        .unwrap();
-    let dir = std::env::temp_dir().join(format!("llr-malformed-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let _cleanup = RmDir(dir.clone());
+    let topo = topology("llrmal");
+    let tmp = TempDir::new("malformed");
+    let dir = tmp.0.clone();
     let cfg = dir.join("router.toml");
     std::fs::write(
         &cfg,
@@ -338,34 +332,4 @@ dscp = 46
         !String::from_utf8_lossy(&l.stdout).contains("prog/xdp"),
         "XDP detached"
     );
-}
-
-/// Removes a directory on drop (also when the test fails).
-struct RmDir(std::path::PathBuf);
-
-impl Drop for RmDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Waits until both router interfaces carry the classifier (bounded: 30 s).
-fn wait_attached(topo: &Topology) {
-    let t0 = Instant::now();
-    loop {
-        let l = topo.router.ip(&["-d", "link", "show"]).unwrap();
-        if String::from_utf8_lossy(&l.stdout)
-            .matches("prog/xdp")
-            .count()
-            >= 2
-        {
-            break;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "router did not attach"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(200));
 }

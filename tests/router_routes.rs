@@ -8,18 +8,16 @@
 //!    kernel path (pass `no_route`), which drops them; none anywhere;
 //! 4. the blackhole deleted: forwarding to the sink resumes, every probe arrives.
 
+mod common;
+use common::{is_root, topology, TempDir};
+
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use llr_io::netns::{addr, Topology};
+use llr_io::netns::addr;
 use llrouter::cmd_run::{run_report_until, RunArgs};
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// A raw AF_PACKET socket receiving IPv4 frames on `ifindex`.
 struct RawRx(i32);
@@ -76,27 +74,15 @@ impl Drop for RawRx {
     }
 }
 
-struct RmDir(std::path::PathBuf);
-
-impl Drop for RmDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[test]
 fn ip_route_changes_steer_live_traffic() {
     if !is_root() {
         eprintln!("skipped: needs root");
         return;
     }
-    let topo = Topology::new("llrrt").expect("topology");
-    topo.gen
-        .exec(&["ethtool", "-K", addr::GEN_IF, "tx", "off"])
-        .unwrap();
-    let dir = std::env::temp_dir().join(format!("llr-routes-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let _rm = RmDir(dir.clone());
+    let topo = topology("llrrt");
+    let tmp = TempDir::new("routes");
+    let dir = tmp.0.clone();
     let cfg = dir.join("router.toml");
     std::fs::write(
         &cfg,
