@@ -111,6 +111,8 @@ pub struct PortStats {
     pub no_port: u64,
     /// Fill-ring wake-ups (need_wakeup set).
     pub fill_wakeups: u64,
+    /// Tx kicks (sendto syscalls; copy mode transmits in them).
+    pub tx_kicks: u64,
     /// Kernel counters of the port's sockets, summed: rx dropped, rx ring full, fill ring empty.
     pub kernel_rx_dropped: u64,
     pub kernel_rx_ring_full: u64,
@@ -542,8 +544,17 @@ impl Device {
             p.in_flight += submitted;
             p.stats.tx += submitted as u64;
             if submitted > 0 || (p.in_flight > 0 && p.tx.needs_wakeup()) {
-                // Copy mode transmits in this syscall.
+                // Copy mode transmits in this syscall, at most 32 frames per call (the kernel's
+                // Tx batch): kick again while descriptors wait (bounded), so a flush of a large
+                // batch does not leave frames for the next one.
                 p.tx.wake();
+                p.stats.tx_kicks += 1;
+                let mut more = 0;
+                while p.tx.pending() > 0 && more < 16 {
+                    p.tx.wake();
+                    p.stats.tx_kicks += 1;
+                    more += 1;
+                }
             }
         }
         self.refill();
