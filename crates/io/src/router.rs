@@ -276,6 +276,8 @@ pub fn run_worker_ctl(
     let mut deferred: VecDeque<ctl::Request> = VecDeque::new();
     let mut rules_job: Option<RulesJob> = None;
     // Frames served since the last flush, and when the first of them was granted.
+    // The control eventfd may be readable (a kick not yet drained).
+    let mut efd_dirty = true;
     let mut unflushed: u32 = 0;
     let mut unflushed_since: Option<Instant> = None;
     macro_rules! publish_now {
@@ -471,7 +473,12 @@ pub fn run_worker_ctl(
         }
         if let Some(c) = ctl.as_ref().filter(|_| wake != WakeMode::Busy) {
             // Clear the kick, then look again: a kick after this point wakes the poll() below.
-            c.link.clear();
+            // Only after poll() saw the eventfd readable (or at the start): a read of an empty
+            // eventfd costs a syscall per sleep for nothing.
+            if efd_dirty || dev.take_extra_ready() {
+                c.link.clear();
+                efd_dirty = false;
+            }
             if c.link.has_pending()
                 || c.link.snapshot_wanted()
                 || rules_job.as_ref().is_some_and(|j| j.is_finished())

@@ -193,6 +193,8 @@ pub struct Device {
     /// Times the worker blocked in poll() and was woken by packets.
     pub sleeps: u64,
     pub wakeups: u64,
+    /// `wait_with` saw its extra fd readable.
+    extra_ready: bool,
 }
 
 impl std::fmt::Debug for Device {
@@ -367,6 +369,7 @@ impl Device {
             cursor: 0,
             sleeps: 0,
             wakeups: 0,
+            extra_ready: false,
         };
         dev.refill();
         for p in &mut dev.ports {
@@ -722,6 +725,15 @@ impl Device {
         if rx {
             self.wakeups += 1;
         }
+        if n > 0 && pfds[pfds.len() - 1].revents != 0 {
+            self.extra_ready = true;
+        }
         n > 0
+    }
+
+    /// Whether a [`Device::wait_with`] since the last call found `extra` readable (then the
+    /// caller should drain it; until then, poll() returns at once).
+    pub fn take_extra_ready(&mut self) -> bool {
+        std::mem::take(&mut self.extra_ready)
     }
 }
