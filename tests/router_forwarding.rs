@@ -151,6 +151,12 @@ fn forwards_classifies_and_cleans_up() {
 
 /// Receives one datagram and returns its IP TTL (IP_RECVTTL control message).
 fn recv_ttl(s: &UdpSocket) -> Option<u8> {
+    recv_cmsg_u8(s, libc::IPPROTO_IP, libc::IP_TTL)
+}
+
+/// Receives one datagram and returns the `i32` control message `(level, ty)` as a byte
+/// (`Some(0)` when the message is absent, `None` when nothing could be received).
+fn recv_cmsg_u8(s: &UdpSocket, level: i32, ty: i32) -> Option<u8> {
     let mut buf = [0u8; 256];
     let mut cbuf = [0u64; 16];
     let mut iov = libc::iovec {
@@ -170,7 +176,7 @@ fn recv_ttl(s: &UdpSocket) -> Option<u8> {
         }
         let mut c = libc::CMSG_FIRSTHDR(&m);
         while !c.is_null() {
-            if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_TTL {
+            if (*c).cmsg_level == level && (*c).cmsg_type == ty {
                 return Some(*(libc::CMSG_DATA(c) as *const i32) as u8);
             }
             c = libc::CMSG_NXTHDR(&m, c);
@@ -272,29 +278,5 @@ fn forwards_ipv6_with_hop_limit_and_ef_through_rt() {
 
 /// Receives one datagram and returns its IPv6 hop limit (IPV6_RECVHOPLIMIT control message).
 fn recv_hop_limit(s: &UdpSocket) -> Option<u8> {
-    let mut buf = [0u8; 256];
-    let mut cbuf = [0u64; 16];
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // SAFETY: as in recv_ttl: every pointer refers to a live local buffer of the given length.
-    unsafe {
-        let mut m: libc::msghdr = std::mem::zeroed();
-        m.msg_iov = &mut iov;
-        m.msg_iovlen = 1;
-        m.msg_control = cbuf.as_mut_ptr().cast();
-        m.msg_controllen = std::mem::size_of_val(&cbuf);
-        if libc::recvmsg(s.as_raw_fd(), &mut m, 0) < 0 {
-            return None;
-        }
-        let mut c = libc::CMSG_FIRSTHDR(&m);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::IPPROTO_IPV6 && (*c).cmsg_type == libc::IPV6_HOPLIMIT {
-                return Some(*(libc::CMSG_DATA(c) as *const i32) as u8);
-            }
-            c = libc::CMSG_NXTHDR(&m, c);
-        }
-    }
-    Some(0)
+    recv_cmsg_u8(s, libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT)
 }

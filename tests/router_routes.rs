@@ -9,7 +9,7 @@
 //! 4. the blackhole deleted: forwarding to the sink resumes, every probe arrives.
 
 mod common;
-use common::{is_root, topology, TempDir};
+use common::{is_root, topology, wait_attached, TempDir};
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -112,23 +112,7 @@ name = "be"
     let router = topo
         .router
         .spawn(move || run_report_until(&args, Some(&s2)));
-    let t0 = Instant::now();
-    loop {
-        let l = topo.router.ip(&["-d", "link", "show"]).unwrap();
-        if String::from_utf8_lossy(&l.stdout)
-            .matches("prog/xdp")
-            .count()
-            >= 2
-        {
-            break;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "router did not attach"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(200));
+    wait_attached(&topo);
 
     // counters: probes at the sink, forwarded probes (TTL 63) seen back on the gen veth
     let at_sink = Arc::new(AtomicU64::new(0));
