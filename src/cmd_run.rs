@@ -241,6 +241,7 @@ pub fn run_report_until(args: &RunArgs, stop: Option<&AtomicBool>) -> Result<Opt
         spin_us: r.cfg.spin_us,
         batch: r.cfg.batch,
         cost_ns: r.cfg.cost_ns,
+        acl_rules: r.cfg.acl_rules,
         max_duration: args.duration.map(Duration::from_secs_f64),
     };
     let wctl = WorkerCtl {
@@ -936,6 +937,9 @@ impl RouterCtl {
         }
         if r.cfg.cost_ns != old.cost_ns {
             return Err(restart("cost-ns"));
+        }
+        if r.cfg.acl_rules != old.acl_rules {
+            return Err(restart("acl-rules"));
         }
         // Routes: build the new table first, so a bad one rejects the whole reload.
         let spec = MirrorSpec {

@@ -179,6 +179,9 @@ pub struct RouterConfig {
     /// Artificial per-packet cost, ns of busy waiting.
     #[serde(default)]
     pub cost_ns: u64,
+    /// Artificial per-packet cost, as an ACL of this many rules that never match.
+    #[serde(default)]
+    pub acl_rules: u32,
     #[serde(default)]
     pub attach: AttachMode,
     /// Classification before the CPU: the XDP classifier or NIC ntuple filters.
@@ -256,6 +259,18 @@ impl RouterConfig {
         }
         if self.route_refresh_ms == 0 {
             bail!("route-refresh-ms: must be at least 1");
+        }
+        if self.acl_rules > 65_536 {
+            bail!(
+                "acl-rules: {} rules; at most 65536 (one per UDP port)",
+                self.acl_rules
+            );
+        }
+        if self.cost_ns > 1_000_000 {
+            bail!(
+                "cost-ns: {} ns per packet; at most 1000000 (1 ms)",
+                self.cost_ns
+            );
         }
         self.rings.validate()?;
         if let Some(m) = &self.metrics {

@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use llr_core::classify::{self, IpPrefix, PortRange, Rule};
 use llr_core::fwd::{DropReason, Forwarder, PassReason, Verdict};
 use llr_core::sched::{Layout, PollEngine, RingView};
 
@@ -42,6 +43,9 @@ pub struct WorkerOptions {
     pub batch: u32,
     /// Artificial per-packet cost (busy wait), to make the CPU the bottleneck in a testbed.
     pub cost_ns: u64,
+    /// Artificial per-packet cost as an ACL: every frame is checked against this many rules,
+    /// none of which matches forwarded traffic (like a firewall's permit-after-N-denies).
+    pub acl_rules: u32,
     /// Stop after this long (`None`: until the stop flag).
     pub max_duration: Option<Duration>,
 }
@@ -53,6 +57,7 @@ impl Default for WorkerOptions {
             spin_us: 50,
             batch: 32,
             cost_ns: 0,
+            acl_rules: 0,
             max_duration: None,
         }
     }
@@ -230,6 +235,23 @@ impl Acc {
 /// to `sq` and back keeps every socket): sockets outside the running layout ("orphans", e.g.
 /// classes 1.. under `sq`) get no new frames once the class→ring maps are rewritten, and what
 /// they still hold is drained here, so a layout change loses no frame.
+/// An ACL of `n` rules that forwarded traffic never matches (UDP to the limited broadcast
+/// address, which the classifier hands to the kernel), so every frame walks all of them:
+/// first-match classification, the cost model of a real rule list.
+pub fn dummy_acl(n: usize) -> classify::RuleSet {
+    let dst = IpPrefix::new(IpAddr::V4(std::net::Ipv4Addr::BROADCAST), 32).expect("valid /32");
+    let rules = (0..n)
+        .map(|i| Rule {
+            proto: Some(17),
+            dst: Some(dst),
+            dport: PortRange::new(i as u16, i as u16),
+            class: 1,
+            ..Default::default()
+        })
+        .collect();
+    classify::RuleSet::with_rules(rules, 0)
+}
+
 pub fn run_worker_ctl(
     dev: &mut Device,
     layout: &Layout,
@@ -245,6 +267,7 @@ pub fn run_worker_ctl(
     );
     let mut layout = layout.clone();
     let mut engine = PollEngine::new(&layout);
+    let acl = dummy_acl(opts.acl_rules as usize);
     let mut acc = Acc {
         rings: ctl::new_rings(nsock),
         devices: Vec::new(),
@@ -400,6 +423,9 @@ pub fn run_worker_ctl(
             let rc = &mut acc.rings[ring];
             let n = dev.recv_meta(ring, max, |frame, len, ingress, meta| {
                 spin_ns(opts.cost_ns);
+                if opts.acl_rules > 0 {
+                    std::hint::black_box(acl.classify(&frame[..len as usize], None, ingress));
+                }
                 bytes += len as u64;
                 // `now_ns` is read once per grant, so a frame that arrived during the grant is
                 // stamped after it: it spent ~0 in the ring. Values far off are not timestamps.
@@ -867,4 +893,38 @@ pub fn install_stop_signals() -> &'static AtomicBool {
         }
     }
     &STOP
+}
+
+#[cfg(test)]
+mod acl_tests {
+    use super::*;
+    use llr_core::wire::build::{frame, FrameSpec};
+
+    #[test]
+    fn dummy_acl_matches_no_forwarded_traffic_but_really_checks() {
+        let acl = dummy_acl(100);
+        let unicast = frame(&FrameSpec {
+            dst: "10.0.0.1".parse().unwrap(),
+            protocol: 17,
+            dst_port: 42,
+            ..Default::default()
+        });
+        assert_eq!(
+            acl.classify(&unicast, None, 1),
+            0,
+            "forwarded traffic never matches"
+        );
+        let bcast = frame(&FrameSpec {
+            dst: "255.255.255.255".parse().unwrap(),
+            protocol: 17,
+            dst_port: 42,
+            ..Default::default()
+        });
+        assert_eq!(
+            acl.classify(&bcast, None, 1),
+            1,
+            "the rules are real, not skipped"
+        );
+        assert_eq!(dummy_acl(0).classify(&bcast, None, 1), 0);
+    }
 }
