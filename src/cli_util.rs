@@ -108,6 +108,33 @@ pub fn parse_values(flag: &str, s: &str) -> anyhow::Result<Vec<f64>> {
     Ok(v)
 }
 
+/// Runs `work` inside the network namespace named by `--netns`, or here when there is none.
+pub fn in_netns<T: Send>(
+    netns: Option<&str>,
+    work: impl FnOnce() -> anyhow::Result<T> + Send,
+) -> anyhow::Result<T> {
+    match netns {
+        Some(n) => llr_io::netns::Netns::open(n)
+            .map_err(|e| usage("netns", e.to_string()))?
+            .run(work)?,
+        None => work(),
+    }
+}
+
+/// Prints `rep` as pretty JSON with `--json`, else with the command's own table printer.
+pub fn print_json_or<T: serde::Serialize>(
+    json: bool,
+    rep: &T,
+    table: impl FnOnce(&T),
+) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(rep)?);
+    } else {
+        table(rep);
+    }
+    Ok(())
+}
+
 /// Formats nanoseconds as microseconds with a sensible precision.
 pub fn us(ns: f64) -> String {
     let u = ns / 1000.0;

@@ -7,9 +7,8 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use llr_io::gen::{self, Gaps, GenConfig, GenReport};
-use llr_io::netns::Netns;
 
-use crate::cli_util::{table, usage};
+use crate::cli_util::{in_netns, print_json_or, table, usage};
 
 /// Inter-arrival process.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -199,16 +198,6 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
         }
         generate(&cfg, backend, &stop)
     };
-    let rep = match &args.netns {
-        Some(n) => Netns::open(n)
-            .map_err(|e| usage("netns", e.to_string()))?
-            .run(work)??,
-        None => work()?,
-    };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&rep)?);
-    } else {
-        print_report(&rep);
-    }
-    Ok(())
+    let rep = in_netns(args.netns.as_deref(), work)?;
+    print_json_or(args.json, &rep, print_report)
 }

@@ -2,11 +2,10 @@
 
 use clap::{Args, ValueEnum};
 use llr_io::gen::pin_to_cpu;
-use llr_io::netns::Netns;
 use llr_io::sink::{Sink, SinkConfig, SinkReport};
 use llr_io::sink_xdp::XdpSink;
 
-use crate::cli_util::{table, us, usage};
+use crate::cli_util::{in_netns, print_json_or, table, us, usage};
 use crate::cmd_gen::{secs, stop_on_signal, to_usage};
 
 /// Receiving backend.
@@ -130,16 +129,6 @@ pub fn run(args: SinkArgs) -> anyhow::Result<()> {
             }
         }
     };
-    let rep = match &args.netns {
-        Some(n) => Netns::open(n)
-            .map_err(|e| usage("netns", e.to_string()))?
-            .run(work)??,
-        None => work()?,
-    };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&rep)?);
-    } else {
-        print_report(&rep);
-    }
-    Ok(())
+    let rep = in_netns(args.netns.as_deref(), work)?;
+    print_json_or(args.json, &rep, print_report)
 }

@@ -49,13 +49,7 @@ fn forwards_classifies_and_cleans_up() {
     }
     let topo = topology("llrfwd");
     let tmp = TempDir::new("router-test");
-    let dir = tmp.0.clone();
-    let cfg = dir.join("router.toml");
-    std::fs::write(
-        &cfg,
-        CONFIG.replace("CTL", &dir.join("ctl.sock").display().to_string()),
-    )
-    .unwrap();
+    let cfg = tmp.router_config(CONFIG);
     let args = RunArgs {
         config: cfg.clone(),
         duration: Some(12.0),
@@ -193,13 +187,7 @@ fn forwards_ipv6_with_hop_limit_and_ef_through_rt() {
     }
     let topo = topology("llrfwd6");
     let tmp = TempDir::new("router-test6");
-    let dir = tmp.0.clone();
-    let cfg = dir.join("router.toml");
-    std::fs::write(
-        &cfg,
-        CONFIG.replace("CTL", &dir.join("ctl.sock").display().to_string()),
-    )
-    .unwrap();
+    let cfg = tmp.router_config(CONFIG);
     let args = RunArgs {
         config: cfg,
         duration: Some(25.0), // bound, if the test fails before it stops the router

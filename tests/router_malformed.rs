@@ -143,17 +143,13 @@ fn malformed_frames_are_counted_and_good_traffic_flows() {
     }
     let topo = topology("llrmal");
     let tmp = TempDir::new("malformed");
-    let dir = tmp.0.clone();
-    let cfg = dir.join("router.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"
+    let cfg = tmp.router_config(
+        r#"
 interfaces = ["veth-rin", "veth-rout"]
 strategy = "ll-wfq"
 route-refresh-ms = 100
 [control]
-socket = "{}"
+socket = "CTL"
 [[classes]]
 name = "rt"
 [[classes]]
@@ -162,10 +158,7 @@ name = "be"
 class = "rt"
 dscp = 46
 "#,
-            dir.join("ctl.sock").display()
-        ),
-    )
-    .unwrap();
+    );
     let args = RunArgs {
         config: cfg,
         duration: Some(25.0), // bound, if the test fails before it stops the router

@@ -82,26 +82,19 @@ fn ip_route_changes_steer_live_traffic() {
     }
     let topo = topology("llrrt");
     let tmp = TempDir::new("routes");
-    let dir = tmp.0.clone();
-    let cfg = dir.join("router.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"
+    let cfg = tmp.router_config(
+        r#"
 interfaces = ["veth-rin", "veth-rout"]
 strategy = "ll-wfq"
 route-refresh-ms = 100
 [control]
-socket = "{}"
+socket = "CTL"
 [[classes]]
 name = "rt"
 [[classes]]
 name = "be"
 "#,
-            dir.join("ctl.sock").display()
-        ),
-    )
-    .unwrap();
+    );
     let args = RunArgs {
         config: cfg,
         duration: Some(25.0), // bound, if the test fails before it stops the router

@@ -34,6 +34,16 @@ impl TempDir {
     pub fn join(&self, name: &str) -> PathBuf {
         self.0.join(name)
     }
+
+    /// Writes `router.toml` from `text`, with `CTL` replaced by a control socket path inside
+    /// this directory (so parallel tests never share a socket), and returns its path.
+    pub fn router_config(&self, text: &str) -> PathBuf {
+        let cfg = self.join("router.toml");
+        let ctl = self.join("ctl.sock");
+        std::fs::write(&cfg, text.replace("CTL", &ctl.display().to_string()))
+            .expect("write router.toml");
+        cfg
+    }
 }
 
 impl Drop for TempDir {
