@@ -240,6 +240,7 @@ pub fn run_report_until(args: &RunArgs, stop: Option<&AtomicBool>) -> Result<Opt
         wake: r.cfg.wake,
         spin_us: r.cfg.spin_us,
         batch: r.cfg.batch,
+        tx_batch: r.cfg.tx_batch,
         cost_ns: r.cfg.cost_ns,
         acl_rules: r.cfg.acl_rules,
         max_duration: args.duration.map(Duration::from_secs_f64),
@@ -934,6 +935,9 @@ impl RouterCtl {
         }
         if r.cfg.batch != old.batch {
             return Err(restart("batch"));
+        }
+        if r.cfg.tx_batch != old.tx_batch {
+            return Err(restart("tx-batch"));
         }
         if r.cfg.cost_ns != old.cost_ns {
             return Err(restart("cost-ns"));

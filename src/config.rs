@@ -46,6 +46,9 @@ fn default_spin() -> u64 {
 fn default_batch() -> u32 {
     32
 }
+fn default_tx_batch() -> u32 {
+    16
+}
 fn default_refresh() -> u64 {
     500
 }
@@ -176,6 +179,9 @@ pub struct RouterConfig {
     pub spin_us: u64,
     #[serde(default = "default_batch")]
     pub batch: u32,
+    /// Frames of the lowest-priority ring held back before a transmit kick (1: kick per grant).
+    #[serde(default = "default_tx_batch")]
+    pub tx_batch: u32,
     /// Artificial per-packet cost, ns of busy waiting.
     #[serde(default)]
     pub cost_ns: u64,
@@ -256,6 +262,9 @@ impl RouterConfig {
         }
         if self.batch == 0 {
             bail!("batch: must be at least 1");
+        }
+        if self.tx_batch == 0 || self.tx_batch > 2048 {
+            bail!("tx-batch: must be within 1..=2048 (frames held before a transmit kick)");
         }
         if self.route_refresh_ms == 0 {
             bail!("route-refresh-ms: must be at least 1");
@@ -429,6 +438,16 @@ via = "10.0.2.1"
             .resolve(idx)
             .unwrap_err();
         assert!(e.to_string().starts_with("metrics.listen"), "{e}");
+        for bad in ["tx-batch = 0", "tx-batch = 4096"] {
+            let e = RouterConfig::from_toml(&format!("{bad}\n{GOOD}"))
+                .unwrap()
+                .validate()
+                .unwrap_err();
+            assert!(e.to_string().starts_with("tx-batch"), "{bad}: {e}");
+        }
+        let c = RouterConfig::from_toml(&format!("tx-batch = 1\n{GOOD}")).unwrap();
+        assert_eq!(c.tx_batch, 1);
+        assert_eq!(RouterConfig::from_toml(GOOD).unwrap().tx_batch, 16);
     }
 
     #[test]

@@ -41,6 +41,10 @@ pub struct WorkerOptions {
     pub spin_us: u64,
     /// At most this many frames per grant (caps the engine's `grant.max`).
     pub batch: u32,
+    /// Transmit kicks: frames of the lowest-priority ring are held in the egress queue until this
+    /// many are waiting (or the worker runs out of work); a grant on any higher ring transmits at
+    /// once. 1 = a sendto after every grant.
+    pub tx_batch: u32,
     /// Artificial per-packet cost (busy wait), to make the CPU the bottleneck in a testbed.
     pub cost_ns: u64,
     /// Artificial per-packet cost as an ACL: every frame is checked against this many rules,
@@ -56,6 +60,7 @@ impl Default for WorkerOptions {
             wake: WakeMode::Interrupt,
             spin_us: 50,
             batch: 32,
+            tx_batch: 16,
             cost_ns: 0,
             acl_rules: 0,
             max_duration: None,
@@ -284,6 +289,7 @@ pub fn run_worker_ctl(
     let t0 = Instant::now();
     let deadline = opts.max_duration.map(|d| t0 + d);
     let batch = opts.batch.max(1);
+    let tx_batch = opts.tx_batch.max(1) as usize;
     let mut iter: u64 = 0;
     let mut changes: u64 = 0;
     let mut idle_ns: u64 = 0;
@@ -461,11 +467,21 @@ pub fn run_worker_ctl(
             let rc = &mut acc.rings[ring];
             rc.forwarded += fwd_n;
             rc.bytes += bytes;
-            // Transmit, reap and refill after every grant. Batching this across grants (one
-            // sendto per 64 frames) was tried: no measurable CPU gain here (the cost is per frame
-            // inside the copy-mode sendto), and ll-wfq's RT p50 rose from ~40 to ~60-80 us at
-            // 400 kpps, because a large batched BE flush is one long non-preemptible chunk.
-            dev.flush();
+            // Transmit, reap and refill. A copy-mode sendto has a fixed cost besides its per-frame
+            // work, so frames of the lowest ring (BE) wait in the egress queue for `tx_batch`
+            // frames. With a sendto after every grant, ll-wfq's 4-frame BE grants made 4.7 frames
+            // per kick (sq: 31) and its MLFFR was 0.84x sq's (median of 5 rounds); with 16, 12
+            // frames per kick and 0.99x (docs/measurements.md). A grant on a higher ring
+            // transmits at once, and the egress queues are strict priority, so RT frames go out
+            // ahead of any BE frames held back. Holding *every* ring's frames was tried earlier:
+            // RT p50 rose from ~40 to 60-80 us because RT then waited behind long BE flushes.
+            let lowest = layout.rings.len() <= 1
+                || grant
+                    .as_ref()
+                    .is_some_and(|g| engine.device_rings(g.device).last() == Some(&g.ring));
+            if !lowest || dev.egress_len() >= tx_batch {
+                dev.flush();
+            }
             let now = Instant::now();
             match grant {
                 Some(g) => engine.complete(g, n, now.duration_since(start).as_nanos() as u64),

@@ -604,6 +604,14 @@ impl Device {
         n > 0
     }
 
+    /// Frames waiting in the egress queues of all ports.
+    pub fn egress_len(&self) -> usize {
+        self.ports
+            .iter()
+            .map(|p| p.egress.iter().map(|q| q.len()).sum::<usize>())
+            .sum()
+    }
+
     /// Whether any egress queue still holds frames.
     pub fn egress_pending(&self) -> bool {
         self.ports
