@@ -32,7 +32,7 @@ enum Cmd {
     /// Latency sink: one-way latency per class, loss and reordering per flow.
     Sink(cmd_sink::SinkArgs),
     /// Namespace testbed: topology up/down, sweeps and MLFFR against the Linux kernel.
-    Testbed(testbed::TestbedArgs),
+    Testbed(Box<testbed::TestbedArgs>),
     /// Host tuning (paper 002): per-core load, worker core, IRQ affinities, ring and buffer sizes.
     Tune(cmd_tune::Args),
     /// Control-plane client of a running router.
@@ -65,7 +65,7 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => cmd_demo::run(a),
         Cmd::Gen(a) => cmd_gen::run(a),
         Cmd::Sink(a) => cmd_sink::run(a),
-        Cmd::Testbed(a) => testbed::run(a),
+        Cmd::Testbed(a) => testbed::run(*a),
         Cmd::Tune(a) => cmd_tune::run(a),
         Cmd::Ctl(a) => cmd_ctl::run(a),
         Cmd::Top(a) => cmd_top::run(a),

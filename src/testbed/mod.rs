@@ -30,7 +30,10 @@ use llr_io::gen::{self, Gaps, GenConfig, GenReport, CLASS_BE, CLASS_RT};
 use llr_io::netns::{addr, sweep_stale, Topology};
 use llr_io::sink::{Sink, SinkConfig, SinkReport};
 use llr_io::sink_xdp::XdpSink;
+
+mod summary;
 use serde::Serialize;
+use summary::Mlffr;
 
 use crate::cli_util::{parse_values, usage};
 use crate::cmd_gen::{stop_on_signal, Backend};
@@ -116,6 +119,16 @@ pub struct Common {
     /// llrouter targets: artificial per-packet cost in ns (busy wait).
     #[arg(long, default_value_t = 0)]
     pub cost_ns: u64,
+    /// Generator (bpf-live) burst size in frames, 1..=1024. Below 8 the generator falls far short
+    /// of its rate when the router's ingress has an XDP program (see docs/measurements.md).
+    #[arg(long, default_value_t = 32)]
+    pub gen_batch: usize,
+    /// llrouter targets: Rx ring entries per class socket (power of two; 512 as in paper 000).
+    #[arg(long, default_value_t = 512)]
+    pub rx_size: u32,
+    /// llrouter targets: BE frames held back before a transmit kick (1: a kick per grant).
+    #[arg(long, default_value_t = 16)]
+    pub tx_batch: u32,
     /// llrouter targets: the llrouter binary (default: this executable).
     #[arg(long)]
     pub router_bin: Option<PathBuf>,
@@ -141,6 +154,9 @@ impl Common {
             budgets: "60,4".into(),
             device_budget: 64,
             cost_ns: 0,
+            tx_batch: 16,
+            gen_batch: 32,
+            rx_size: 512,
             router_bin: None,
         }
     }
@@ -169,6 +185,11 @@ pub struct RunArgs {
     /// MLFFR search: upper end of the range, packets/s.
     #[arg(long, default_value_t = 3_000_000.0)]
     pub max_rate: f64,
+    /// Repeat the whole measurement of every target this many times, targets interleaved per
+    /// round (a noisy VM moves single MLFFR searches by tens of %); the report gives medians
+    /// and ranges.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
 }
 
 #[derive(Debug, Args)]
@@ -186,6 +207,9 @@ pub struct MlffrArgs {
     pub min_rate: f64,
     #[arg(long, default_value_t = 2_000_000.0)]
     pub max_rate: f64,
+    /// Repeat every search this many times, targets interleaved per round.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
     /// Binary-search steps.
     #[arg(long, default_value_t = 8)]
     pub steps: u32,
@@ -311,6 +335,12 @@ pub fn router_toml(c: &Common, strategy: &str) -> Result<String> {
             format!("`{}`: expected two counts ≥ 1, RT,BE", c.budgets),
         ));
     }
+    if !(1..=2048).contains(&c.tx_batch) {
+        return Err(usage(
+            "tx-batch",
+            format!("{}: must be within 1..=2048 frames", c.tx_batch),
+        ));
+    }
     if !["interrupt", "busy", "adaptive"].contains(&c.wake.as_str()) {
         return Err(usage(
             "wake",
@@ -325,18 +355,22 @@ pub fn router_toml(c: &Common, strategy: &str) -> Result<String> {
          device-budget = {}\n\
          wake = \"{}\"\n\
          cost-ns = {}\n\
+         tx-batch = {}\n\
          kernel-routes = true\n\
          [[classes]]\nname = \"rt\"\nbudget = {}\n\
          [[classes]]\nname = \"be\"\nbudget = {}\n\
-         [[rules]]\nclass = \"rt\"\ndscp = 46\n",
+         [[rules]]\nclass = \"rt\"\ndscp = 46\n\
+         [rings]\nrx-size = {}\n",
         addr::RTR_IN_IF,
         addr::RTR_OUT_IF,
         c.router_cpu,
         c.device_budget,
         c.wake,
         c.cost_ns,
+        c.tx_batch,
         b[0],
-        b[1]
+        b[1],
+        c.rx_size
     ))
 }
 
@@ -528,8 +562,10 @@ impl Drop for Active<'_> {
 }
 
 /// One measurement point.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Row {
+    /// Repetition (1-based) of the whole per-target measurement (`--repeat`).
+    pub round: u32,
     pub target: String,
     pub rt_share: f64,
     pub offered_pps: f64,
@@ -622,7 +658,7 @@ fn measure(
         packets: None,
         duration: Some(Duration::from_secs_f64(c.point_secs)),
         seed: 1,
-        batch: 32,
+        batch: c.gen_batch,
     };
     cfg.validate().map_err(crate::cmd_gen::to_usage)?;
     let gen_cpu = c.gen_cpu;
@@ -707,6 +743,7 @@ fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: PointEx
     };
     let u = |ns: u64| ns as f64 / 1000.0;
     Row {
+        round: 1,
         target: target.label(),
         rt_share,
         offered_pps: g.offered_pps,
@@ -770,6 +807,18 @@ fn check_common(c: &Common) -> Result<()> {
     if c.gaps != "constant" && c.gaps != "poisson" {
         return Err(usage("gaps", format!("`{}`: constant or poisson", c.gaps)));
     }
+    if !(1..=1024).contains(&c.gen_batch) {
+        return Err(usage(
+            "gen-batch",
+            format!("{}: must be 1..=1024 frames", c.gen_batch),
+        ));
+    }
+    if !c.rx_size.is_power_of_two() || !(64..=32768).contains(&c.rx_size) {
+        return Err(usage(
+            "rx-size",
+            format!("{}: must be a power of two within 64..=32768", c.rx_size),
+        ));
+    }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!("the testbed needs root (network namespaces)");
@@ -779,16 +828,16 @@ fn check_common(c: &Common) -> Result<()> {
 
 fn write_csv(path: &Path, rows: &[Row]) -> Result<()> {
     let mut s = String::from(
-        "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt\n",
+        "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt,round\n",
     );
     for r in rows {
         writeln!(
             s,
-            "{},{},{:.0},{:.0},{},{},{},{},{:.6},{:.6},{},{:.0},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{},{:.3},{:.1}",
+            "{},{},{:.0},{:.0},{},{},{},{},{:.6},{:.6},{},{:.0},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{},{:.3},{:.1},{}",
             r.target, r.rt_share, r.offered_pps, r.sent_pps, r.sent_rt, r.sent_be, r.recv_rt,
             r.recv_be, r.loss_rt, r.loss_be, r.reordered, r.throughput_pps, r.rt_mean_us,
             r.rt_p50_us, r.rt_p99_us, r.rt_p999_us, r.be_mean_us, r.be_p50_us, r.be_p99_us,
-            r.be_p999_us, r.backlog_drops, r.router_cpu_s, r.router_ns_per_pkt
+            r.be_p999_us, r.backlog_drops, r.router_cpu_s, r.router_ns_per_pkt, r.round
         )?;
     }
     std::fs::write(path, s).with_context(|| format!("write {}", path.display()))
@@ -874,12 +923,12 @@ fn report_md(c: &Common, rows: &[Row], plots: &[String], errors: &[String]) -> S
     let _ = writeln!(
         s,
         "gen ns → router ns → sink ns over two veth pairs ({}), frame size {} B (no FCS), {} flows, {} gaps, {} s per point. \
-         Generator `{}`, sink `{}`, threads pinned to CPU {}; router on CPU {} (kernel: RPS; llrouter: worker pinned, wake {}, budgets rt,be = {}, device budget {}, cost {} ns). \
+         Generator `{}`, sink `{}`, threads pinned to CPU {}; router on CPU {} (kernel: RPS; llrouter: worker pinned, wake {}, budgets rt,be = {}, device budget {}, cost {} ns, tx batch {}, Rx ring {} per class); generator bursts of {} frames. \
          Latency: sink CLOCK_MONOTONIC − send timestamp (bpf_ktime_get_ns in the XDP programs), per packet; xdp sink: log-linear buckets of 1/32 (3.1 %) resolution, udp sink: HDR. \
          Loss: 1 − unique received / sent per class. Noisy 2-core VM: repeat runs before trusting small differences.\n",
         if c.ipv6 { "IPv6" } else { "IPv4" },
         c.size, c.flows, c.gaps, c.point_secs, c.gen_backend, c.sink_backend, c.gen_cpu, c.router_cpu,
-        c.wake, c.budgets, c.device_budget, c.cost_ns
+        c.wake, c.budgets, c.device_budget, c.cost_ns, c.tx_batch, c.rx_size, c.gen_batch
     );
     s.push_str("## Results\n\n| target | RT share | offered pps | sent pps | fwd pps | RT loss | BE loss | RT p50 µs | RT p99 µs | BE p50 µs | BE p99 µs | backlog drops | router ns/pkt |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in rows {
@@ -929,7 +978,8 @@ fn report_md(c: &Common, rows: &[Row], plots: &[String], errors: &[String]) -> S
 }
 
 /// Binary search for the maximum loss-free forwarding rate of the running target; the trials
-/// are appended to `rows`. Returns (MLFFR, whether the generator fell short of a trial rate).
+/// are appended to `rows`. Returns (MLFFR, whether the generator fell short of the rate asked
+/// in a loss-free trial — then the MLFFR may be the generator's limit, not the target's).
 #[allow(clippy::too_many_arguments)]
 fn search_mlffr(
     topo: &Topology,
@@ -955,10 +1005,10 @@ fn search_mlffr(
         let (g, s, x) = measure(topo, act, c, rate, rt_share, stop)?;
         let r = row(&act.target, rt_share, &g, &s, x);
         let loss = 1.0 - (r.recv_rt + r.recv_be) as f64 / (g.sent.max(1)) as f64;
-        if g.achieved_pps < 0.95 * rate {
-            gen_limited = true;
-        }
         if loss <= tolerance {
+            if g.achieved_pps < 0.95 * rate {
+                gen_limited = true;
+            }
             // Loss-free at what was actually sent.
             lo = lo.max(g.achieved_pps.min(rate));
         } else {
@@ -1011,6 +1061,9 @@ fn run_sweep(a: RunArgs) -> Result<()> {
     if a.steps == 0 || a.steps > 30 {
         return Err(usage("steps", "must be 1..=30"));
     }
+    if a.repeat == 0 || a.repeat > 100 {
+        return Err(usage("repeat", "must be 1..=100"));
+    }
     std::fs::create_dir_all(&c.out).with_context(|| format!("create {}", c.out.display()))?;
     let stop = stop_on_signal();
     let topo = topology(c)?;
@@ -1020,7 +1073,9 @@ fn run_sweep(a: RunArgs) -> Result<()> {
     } else {
         0
     };
-    let bar = indicatif::ProgressBar::new((tg.len() * (per_target + search)) as u64);
+    let rounds = a.repeat;
+    let bar =
+        indicatif::ProgressBar::new((rounds as usize * tg.len() * (per_target + search)) as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
             "{bar:30} {pos}/{len} {msg} [{elapsed}/~{duration}]",
@@ -1030,53 +1085,69 @@ fn run_sweep(a: RunArgs) -> Result<()> {
     let mut rows = Vec::new();
     let mut trials = Vec::new();
     let mut errors = Vec::new();
-    let mut mlffrs = Vec::new();
-    'outer: for t in &tg {
-        let mut act = match Active::start(&topo, t, c) {
-            Ok(a) => a,
-            Err(e) => {
-                errors.push(format!("{}: {e:#}", t.label()));
-                bar.inc((per_target + search) as u64);
-                continue;
-            }
-        };
-        let t_loads: Vec<f64> = match &multiples {
-            Some(m) => {
-                let (mlffr, limited) = search_mlffr(
-                    &topo,
-                    &act,
-                    c,
-                    shares[0],
-                    a.loss_tolerance,
-                    10_000.0,
-                    a.max_rate,
-                    a.steps,
-                    &stop,
-                    &mut trials,
-                    &bar,
-                )?;
-                mlffrs.push((t.label(), mlffr, limited));
-                if mlffr <= 0.0 {
-                    errors.push(format!("{}: no loss-free rate found", t.label()));
+    let mut mlffrs: Vec<Mlffr> = Vec::new();
+    'outer: for round in 1..=rounds {
+        for t in &tg {
+            let mut act = match Active::start(&topo, t, c) {
+                Ok(a) => a,
+                Err(e) => {
+                    errors.push(format!("{} (round {round}): {e:#}", t.label()));
+                    bar.inc((per_target + search) as u64);
                     continue;
                 }
-                m.iter().map(|x| x * mlffr).collect()
-            }
-            None => loads.clone(),
-        };
-        for &sh in &shares {
-            for &l in &t_loads {
-                if stop.load(Ordering::Relaxed) {
-                    break 'outer;
+            };
+            let t_loads: Vec<f64> = match &multiples {
+                Some(m) => {
+                    let first = trials.len();
+                    let (mlffr, limited) = search_mlffr(
+                        &topo,
+                        &act,
+                        c,
+                        shares[0],
+                        a.loss_tolerance,
+                        10_000.0,
+                        a.max_rate,
+                        a.steps,
+                        &stop,
+                        &mut trials,
+                        &bar,
+                    )?;
+                    for r in &mut trials[first..] {
+                        r.round = round;
+                    }
+                    mlffrs.push(Mlffr {
+                        target: t.label(),
+                        round,
+                        pps: mlffr,
+                        gen_limited: limited,
+                    });
+                    if mlffr <= 0.0 {
+                        errors.push(format!(
+                            "{} (round {round}): no loss-free rate found",
+                            t.label()
+                        ));
+                        continue;
+                    }
+                    m.iter().map(|x| x * mlffr).collect()
                 }
-                bar.set_message(format!("{} rt={sh} {l:.0} pps", t.label()));
-                let (g, s, x) = measure(&topo, &act, c, l, sh, &stop)?;
-                rows.push(row(t, sh, &g, &s, x));
-                bar.inc(1);
+                None => loads.clone(),
+            };
+            for &sh in &shares {
+                for &l in &t_loads {
+                    if stop.load(Ordering::Relaxed) {
+                        break 'outer;
+                    }
+                    bar.set_message(format!("{} rt={sh} {l:.0} pps (round {round})", t.label()));
+                    let (g, s, x) = measure(&topo, &act, c, l, sh, &stop)?;
+                    let mut r = row(t, sh, &g, &s, x);
+                    r.round = round;
+                    rows.push(r);
+                    bar.inc(1);
+                }
             }
-        }
-        if let Err(e) = act.finish() {
-            errors.push(format!("{}: {e:#}", t.label()));
+            if let Err(e) = act.finish() {
+                errors.push(format!("{} (round {round}): {e:#}", t.label()));
+            }
         }
     }
     bar.finish_and_clear();
@@ -1092,12 +1163,10 @@ fn run_sweep(a: RunArgs) -> Result<()> {
     let made = plots(&c.out, &rows, &tg, &loads_for_plot, &shares);
     let mut md = report_md(c, &rows, &made, &errors);
     if !mlffrs.is_empty() {
-        md.push_str("\n## MLFFR (loss tolerance ");
-        let _ = write!(md, "{})\n\n| target | MLFFR pps | ratio to first | generator-limited |\n|---|---|---|---|\n", a.loss_tolerance);
-        let base = mlffrs[0].1.max(1.0);
-        for (t, m, l) in &mlffrs {
-            let _ = writeln!(md, "| {t} | {m:.0} | {:.3} | {l} |", m / base);
-        }
+        md.push_str(&summary::mlffr_md(&mlffrs, a.loss_tolerance));
+    }
+    if let Some(m) = &multiples {
+        md.push_str(&summary::multiples_md(&rows, &mlffrs, m, shares[0]));
     }
     std::fs::write(c.out.join("report.md"), &md)?;
     println!("{md}");
@@ -1148,47 +1217,71 @@ fn run_mlffr(a: MlffrArgs) -> Result<()> {
     if a.steps == 0 || a.steps > 30 {
         return Err(usage("steps", "must be 1..=30"));
     }
+    if a.repeat == 0 || a.repeat > 100 {
+        return Err(usage("repeat", "must be 1..=100"));
+    }
     let tg = targets(c)?;
     std::fs::create_dir_all(&c.out)?;
     let stop = stop_on_signal();
     let topo = topology(c)?;
-    let bar = indicatif::ProgressBar::new(tg.len() as u64 * a.steps as u64);
+    let bar = indicatif::ProgressBar::new((a.repeat * tg.len() as u32 * a.steps) as u64);
     let mut rows = Vec::new();
-    let mut out = String::from("target,mlffr_pps,loss_tolerance,generator_limited\n");
-    for t in &tg {
-        let mut act = match Active::start(&topo, t, c) {
-            Ok(x) => x,
-            Err(e) => {
-                println!("{}: not measured: {e:#}", t.label());
-                bar.inc(a.steps as u64);
-                continue;
+    let mut found = Vec::new();
+    let mut out = String::from("target,round,mlffr_pps,loss_tolerance,generator_limited\n");
+    'outer: for round in 1..=a.repeat {
+        for t in &tg {
+            if stop.load(Ordering::Relaxed) {
+                break 'outer;
             }
-        };
-        let (lo, gen_limited) = search_mlffr(
-            &topo,
-            &act,
-            c,
-            a.rt_share,
-            a.loss_tolerance,
-            a.min_rate,
-            a.max_rate,
-            a.steps,
-            &stop,
-            &mut rows,
-            &bar,
-        )?;
-        act.finish()?;
-        let _ = writeln!(
-            out,
-            "{},{lo:.0},{},{gen_limited}",
-            t.label(),
-            a.loss_tolerance
-        );
+            let mut act = match Active::start(&topo, t, c) {
+                Ok(x) => x,
+                Err(e) => {
+                    println!("{} (round {round}): not measured: {e:#}", t.label());
+                    bar.inc(a.steps as u64);
+                    continue;
+                }
+            };
+            let first = rows.len();
+            let (lo, gen_limited) = search_mlffr(
+                &topo,
+                &act,
+                c,
+                a.rt_share,
+                a.loss_tolerance,
+                a.min_rate,
+                a.max_rate,
+                a.steps,
+                &stop,
+                &mut rows,
+                &bar,
+            )?;
+            for r in &mut rows[first..] {
+                r.round = round;
+            }
+            act.finish()?;
+            let _ = writeln!(
+                out,
+                "{},{round},{lo:.0},{},{gen_limited}",
+                t.label(),
+                a.loss_tolerance
+            );
+            found.push(Mlffr {
+                target: t.label(),
+                round,
+                pps: lo,
+                gen_limited,
+            });
+        }
     }
     bar.finish_and_clear();
     write_csv(&c.out.join("mlffr_trials.csv"), &rows)?;
     std::fs::write(c.out.join("mlffr.csv"), &out)?;
-    print!("{out}");
+    let md = summary::mlffr_md(&found, a.loss_tolerance);
+    std::fs::write(c.out.join("mlffr.md"), &md)?;
+    print!("{out}{md}");
+    if stop.load(Ordering::Relaxed) {
+        bail!("interrupted (partial results written)");
+    }
     Ok(())
 }
 
@@ -1249,11 +1342,48 @@ mod tests {
         assert!(e.downcast_ref::<crate::cli_util::UsageError>().is_some());
     }
 
-    /// A short real sweep (root): kernel and kernel-htb at two light loads. Run with
-    /// `cargo test -p llrouter --lib testbed -- --ignored`.
     #[test]
-    #[ignore = "needs root, takes ~10 s"]
+    fn bad_options_name_the_field() {
+        let c = |f: &dyn Fn(&mut Common)| {
+            let mut c = Common::new("kernel", PathBuf::from("/nonexistent"));
+            f(&mut c);
+            c
+        };
+        let field = |e: anyhow::Error| {
+            e.downcast_ref::<crate::cli_util::UsageError>()
+                .map(|u| u.to_string())
+                .unwrap_or_else(|| format!("not a usage error: {e:#}"))
+        };
+        for (bad, name) in [
+            (c(&|c| c.gen_batch = 0), "gen-batch"),
+            (c(&|c| c.gen_batch = 5000), "gen-batch"),
+            (c(&|c| c.rx_size = 1000), "rx-size"),
+            (c(&|c| c.rx_size = 32), "rx-size"),
+        ] {
+            let e = field(check_common(&bad).unwrap_err());
+            assert!(e.contains(name), "{name}: {e}");
+        }
+        let e = field(router_toml(&c(&|c| c.tx_batch = 0), "sq").unwrap_err());
+        assert!(e.contains("tx-batch"), "{e}");
+        let t = router_toml(&c(&|c| c.rx_size = 2048), "ll-wfq").unwrap();
+        assert!(t.contains("[rings]\nrx-size = 2048\n"), "{t}");
+        assert!(t.contains("tx-batch = 16\n"), "{t}");
+        // The generated file is a valid router config.
+        crate::config::RouterConfig::from_toml(&t)
+            .unwrap()
+            .validate()
+            .unwrap();
+    }
+
+    /// A short real sweep (root; skipped otherwise): kernel and kernel-htb at two light loads,
+    /// twice (`--repeat 2`).
+    #[test]
     fn short_kernel_sweep_writes_results() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root");
+            return;
+        }
         let out = std::env::temp_dir().join(format!("llrtb-test-{}", std::process::id()));
         let args = RunArgs {
             common: Common {
@@ -1267,16 +1397,20 @@ mod tests {
             loss_tolerance: 0.001,
             steps: 7,
             max_rate: 3e6,
+            repeat: 2,
         };
         run_sweep(args).unwrap();
         let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
-        assert_eq!(csv.lines().count(), 5, "{csv}");
+        assert_eq!(csv.lines().count(), 9, "{csv}");
+        let mut rounds = Vec::new();
         for l in csv.lines().skip(1) {
             let f: Vec<&str> = l.split(',').collect();
             // Light load: nothing lost.
             assert_eq!(f[8].parse::<f64>().unwrap(), 0.0, "{l}");
             assert_eq!(f[9].parse::<f64>().unwrap(), 0.0, "{l}");
+            rounds.push(f[23].parse::<u32>().unwrap());
         }
+        assert_eq!(rounds, [1, 1, 1, 1, 2, 2, 2, 2], "{csv}");
         assert!(out.join("report.md").exists());
         assert!(out.join("latency_vs_load.png").exists());
         let _ = std::fs::remove_dir_all(&out);
