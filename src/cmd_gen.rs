@@ -22,6 +22,9 @@ pub enum GapsArg {
 pub enum Backend {
     /// UDP sockets with sendmmsg (~0.4 Mpps per core; works anywhere).
     Udp,
+    /// An AF_XDP transmit socket on the route's egress interface (root; packet-by-packet
+    /// pacing and timestamps, one sendto per --batch due packets at most).
+    Xsk,
     /// BPF_PROG_RUN with live XDP frames redirected into the route's egress interface
     /// (Mpps; root; bursts of --batch frames spaced to the average --rate).
     BpfLive,
@@ -139,6 +142,10 @@ pub fn generate(cfg: &GenConfig, backend: Backend, stop: &AtomicBool) -> anyhow:
     match backend {
         Backend::Udp => {
             let mut tx = gen::udp::UdpSender::new(cfg)?;
+            gen::drive(cfg, &mut tx, stop)
+        }
+        Backend::Xsk => {
+            let mut tx = gen::xsk_tx::XskSender::new(cfg)?;
             gen::drive(cfg, &mut tx, stop)
         }
         Backend::BpfLive => gen::bpf_live::run(cfg, stop),

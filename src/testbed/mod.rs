@@ -101,7 +101,8 @@ pub struct Common {
     /// Output directory.
     #[arg(long, default_value = "testbed-out")]
     pub out: PathBuf,
-    /// Generator backend: bpf-live (Mpps) or udp.
+    /// Generator backend: bpf-live (Mpps, bursts of --gen-batch), xsk (AF_XDP Tx, packet by
+    /// packet, ~1 Mpps) or udp.
     #[arg(long, default_value = "bpf-live")]
     pub gen_backend: String,
     /// Sink backend: xdp (histograms in maps, 3 % buckets) or udp (exact HDR).
@@ -631,10 +632,11 @@ fn measure(
     } else {
         (addr::SINK_V4, c.size)
     };
-    let bpf_live = match c.gen_backend.as_str() {
-        "bpf-live" => true,
-        "udp" => false,
-        g => return Err(usage("gen-backend", format!("`{g}`: bpf-live or udp"))),
+    let backend = match c.gen_backend.as_str() {
+        "bpf-live" => Backend::BpfLive,
+        "xsk" => Backend::Xsk,
+        "udp" => Backend::Udp,
+        g => return Err(usage("gen-backend", format!("`{g}`: bpf-live, xsk or udp"))),
     };
     let xdp_sink = match c.sink_backend.as_str() {
         "xdp" => true,
@@ -702,12 +704,7 @@ fn measure(
             // SAFETY: setpriority on the calling thread (who = 0 with PRIO_PROCESS is the
             // calling thread on Linux).
             unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -10) };
-            let b = if bpf_live {
-                Backend::BpfLive
-            } else {
-                Backend::Udp
-            };
-            crate::cmd_gen::generate(&cfg, b, stop)
+            crate::cmd_gen::generate(&cfg, backend, stop)
         });
         if g.is_err() || stop.load(Ordering::Relaxed) {
             sink_stop.store(true, Ordering::Relaxed);

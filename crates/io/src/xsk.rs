@@ -745,3 +745,165 @@ impl Device {
         std::mem::take(&mut self.extra_ready)
     }
 }
+
+/// A transmit-only AF_XDP socket on one interface queue with a UMEM of its own: the generator's
+/// `xsk` backend. Frames are written straight into UMEM chunks and handed to the kernel through
+/// the Tx ring; copy mode (veth) transmits them inside [`TxSocket::kick`].
+pub struct TxSocket {
+    // Field order matters for drop: rings and socket before the UMEM before its memory.
+    tx: RingTx,
+    dq: DeviceQueue,
+    _user: User,
+    _umem: Umem,
+    area: Mmap,
+    free: Vec<u64>,
+    frame_size: u32,
+    /// Descriptors written since the last kick.
+    queued: u32,
+    /// Descriptors handed to the kernel and not completed yet.
+    in_flight: u32,
+    /// Transmit syscalls made.
+    pub kicks: u64,
+}
+
+impl std::fmt::Debug for TxSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxSocket")
+            .field("free", &self.free.len())
+            .field("in_flight", &self.in_flight)
+            .finish()
+    }
+}
+
+impl TxSocket {
+    /// Opens the socket on `ifindex` queue `queue` with `frames` UMEM chunks of 2048 bytes and a
+    /// Tx ring of `tx_size` entries (both powers of two).
+    pub fn open(ifindex: u32, queue: u32, frames: u32, tx_size: u32) -> Result<TxSocket> {
+        if !frames.is_power_of_two() || !tx_size.is_power_of_two() || tx_size > frames {
+            bail!("xsk tx: frames ({frames}) and tx ring ({tx_size}) must be powers of two, ring ≤ frames");
+        }
+        let frame_size = 2048u32;
+        let area = Mmap::new(frames as usize * frame_size as usize)?;
+        let ucfg = UmemConfig {
+            fill_size: 64,
+            complete_size: tx_size,
+            frame_size,
+            headroom: 0,
+            flags: 0,
+        };
+        // SAFETY: `area` is a fresh mapping of frames*frame_size bytes that outlives the UMEM
+        // (it is dropped after it: field order of `TxSocket`), and nothing else aliases it.
+        let umem = unsafe { Umem::new(ucfg, NonNull::slice_from_raw_parts(area.ptr, area.len)) }
+            .map_err(|e| anyhow::anyhow!("register UMEM: errno {}", e.get_raw()))?;
+        let mut info = IfInfo::invalid();
+        info.from_ifindex(ifindex)
+            .map_err(|e| anyhow::anyhow!("ifindex {ifindex}: errno {}", e.get_raw()))?;
+        info.set_queue(queue);
+        let sock = Socket::with_shared(&info, &umem)
+            .map_err(|e| anyhow::anyhow!("AF_XDP socket: errno {}", e.get_raw()))?;
+        // The kernel wants fill and completion rings on the UMEM owner even when it only sends.
+        let dq = umem
+            .fq_cq(&sock)
+            .map_err(|e| anyhow::anyhow!("fill/completion rings: errno {}", e.get_raw()))?;
+        let cfg = SocketConfig {
+            rx_size: None,
+            tx_size: NonZeroU32::new(tx_size),
+            bind_flags: 0,
+        };
+        let user = umem
+            .rx_tx(&sock, &cfg)
+            .map_err(|e| anyhow::anyhow!("tx ring: errno {}", e.get_raw()))?;
+        let tx = user
+            .map_tx()
+            .map_err(|e| anyhow::anyhow!("map tx: errno {}", e.get_raw()))?;
+        umem.bind(&user).map_err(|e| {
+            anyhow::anyhow!(
+                "bind AF_XDP tx socket (ifindex {ifindex}, queue {queue}): {}",
+                std::io::Error::from_raw_os_error(e.get_raw().abs())
+            )
+        })?;
+        Ok(TxSocket {
+            tx,
+            dq,
+            _user: user,
+            _umem: umem,
+            area,
+            free: (0..frames as u64)
+                .rev()
+                .map(|i| i * frame_size as u64)
+                .collect(),
+            frame_size,
+            queued: 0,
+            in_flight: 0,
+            kicks: 0,
+        })
+    }
+
+    /// Takes back the chunks of transmitted frames.
+    pub fn reap(&mut self) {
+        let fs = self.frame_size as u64;
+        let mut c = self.dq.complete(self.in_flight.max(1));
+        let mut n = 0;
+        while let Some(addr) = c.read() {
+            self.free.push(addr & !(fs - 1));
+            n += 1;
+        }
+        c.release();
+        self.in_flight -= n.min(self.in_flight);
+    }
+
+    /// Queues one frame: `write` fills the chunk (2048 bytes) and returns the frame length.
+    /// Returns false, writing nothing, when no chunk or Tx slot is free.
+    pub fn push(&mut self, write: impl FnOnce(&mut [u8]) -> usize) -> bool {
+        if self.free.is_empty() {
+            self.reap();
+        }
+        let Some(&addr) = self.free.last() else {
+            return false;
+        };
+        let mut w = self.tx.transmit(1);
+        if w.capacity() == 0 {
+            return false;
+        }
+        // SAFETY: `addr` is the start of a chunk of `frame_size` bytes inside the mapping (all
+        // chunks are multiples of frame_size below frames*frame_size); it is on the free list,
+        // so the kernel does not own it (completed or never submitted) and no other slice to it
+        // exists. The slice ends before this function hands the chunk to the kernel.
+        let buf = unsafe {
+            std::slice::from_raw_parts_mut(
+                self.area.ptr.as_ptr().add(addr as usize),
+                self.frame_size as usize,
+            )
+        };
+        let len = write(buf).min(self.frame_size as usize) as u32;
+        w.insert(std::iter::once(XdpDesc {
+            addr,
+            len,
+            options: 0,
+        }));
+        w.commit();
+        self.free.pop();
+        self.queued += 1;
+        self.in_flight += 1;
+        true
+    }
+
+    /// Asks the kernel to transmit the queued frames. Copy mode sends at most 32 frames per
+    /// syscall, so kick again while descriptors wait (bounded).
+    pub fn kick(&mut self) {
+        if self.queued == 0 {
+            return;
+        }
+        self.queued = 0;
+        let mut n = 0;
+        loop {
+            self.tx.wake();
+            self.kicks += 1;
+            n += 1;
+            if self.tx.pending() == 0 || n >= 64 {
+                break;
+            }
+        }
+        self.reap();
+    }
+}
