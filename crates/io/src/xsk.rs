@@ -451,6 +451,14 @@ impl Device {
                 port.stats.rx += n as u64;
                 n
             };
+            // The kernel wrote these frames on another CPU: their first touch here is a cache
+            // miss (perf: ~60 % of the worker's own time with 4-frame grants). Ask for all of
+            // them at once so the misses overlap instead of queueing one after another.
+            for d in &descs[..n] {
+                if d.addr >= 8 && d.addr < area_len {
+                    prefetch(base.as_ptr().wrapping_add(d.addr as usize - 8));
+                }
+            }
             for d in &descs[..n] {
                 let chunk = d.addr & !(fs - 1);
                 let room = (chunk + fs).saturating_sub(d.addr);
@@ -744,6 +752,19 @@ impl Device {
     pub fn take_extra_ready(&mut self) -> bool {
         std::mem::take(&mut self.extra_ready)
     }
+}
+
+/// Hints the CPU to load the cache line at `p` (no effect on other architectures).
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it never faults and never changes memory, whatever
+    // the address (callers pass addresses inside the UMEM mapping anyway).
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// A transmit-only AF_XDP socket on one interface queue with a UMEM of its own: the generator's
