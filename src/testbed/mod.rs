@@ -163,7 +163,7 @@ impl Common {
     }
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub struct RunArgs {
     #[command(flatten)]
     pub common: Common,
@@ -191,6 +191,14 @@ pub struct RunArgs {
     /// and ranges.
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
+    /// With --mlffr-multiples: also measure every target, every round, at this fixed light load
+    /// with --reference-gen-backend (default xsk: packet-by-packet Poisson arrivals, no bursts),
+    /// and report latency growth against that reference too (reference.csv).
+    #[arg(long)]
+    pub reference_load: Option<f64>,
+    /// Generator backend of the reference point.
+    #[arg(long, default_value = "xsk")]
+    pub reference_gen_backend: String,
 }
 
 #[derive(Debug, Args)]
@@ -361,7 +369,8 @@ pub fn router_toml(c: &Common, strategy: &str) -> Result<String> {
          [[classes]]\nname = \"rt\"\nbudget = {}\n\
          [[classes]]\nname = \"be\"\nbudget = {}\n\
          [[rules]]\nclass = \"rt\"\ndscp = 46\n\
-         [rings]\nrx-size = {}\n",
+         [rings]\nrx-size = {}\n\
+         [control]\nsocket = \"{}\"\n",
         addr::RTR_IN_IF,
         addr::RTR_OUT_IF,
         c.router_cpu,
@@ -371,8 +380,33 @@ pub fn router_toml(c: &Common, strategy: &str) -> Result<String> {
         c.tx_batch,
         b[0],
         b[1],
-        c.rx_size
+        c.rx_size,
+        ctl_socket(strategy).display()
     ))
+}
+
+/// Control socket of the llrouter target running `strategy`: unique per testbed process, so
+/// runs never collide with each other or with a router on the default socket.
+fn ctl_socket(strategy: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("llrtb-{}-{strategy}.sock", std::process::id()))
+}
+
+/// NET_RX softirqs handled by `cpu` so far (`/proc/softirqs`): the kernel's receive "interrupt"
+/// count (NAPI polls and RPS IPIs) on the router's CPU.
+fn net_rx_softirqs(cpu: usize) -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/softirqs").ok()?;
+    let l = s.lines().find(|l| l.trim_start().starts_with("NET_RX:"))?;
+    l.split_whitespace().nth(1 + cpu)?.parse().ok()
+}
+
+/// Worker wake-ups of an llrouter target so far: the engine's device wake-ups (a device put on
+/// the poll list after it went idle — NAPI's `napi_schedule`), from its control socket.
+fn llrouter_wakeups(strategy: &str) -> Option<u64> {
+    use llr_ops::ctl::{Command, CtlClient};
+    let mut c = CtlClient::connect(ctl_socket(strategy), Duration::from_secs(1)).ok()?;
+    let v = c.call(&Command::Counters {}).ok()?.into_result().ok()?;
+    let m: llr_ops::metrics::MetricsSnapshot = serde_json::from_value(v).ok()?;
+    Some(m.devices.iter().map(|d| d.wakeups).sum())
 }
 
 /// A running target; undoes its setup on drop.
@@ -441,6 +475,14 @@ impl<'a> Active<'a> {
     }
 
     /// Router CPU time so far, ns: llrouter's process time, or the router CPU's softirq time.
+    /// The target's wake-up counter (see [`llrouter_wakeups`], [`net_rx_softirqs`]).
+    fn wakeups(&self, router_cpu: usize) -> Option<u64> {
+        match &self.target {
+            Target::Llrouter(strategy) => llrouter_wakeups(strategy),
+            Target::Kernel | Target::KernelHtb => net_rx_softirqs(router_cpu),
+        }
+    }
+
     fn router_cpu_ns(&self, router_cpu: usize) -> u64 {
         match &self.router {
             Some(r) => proc_cpu_ns(r.pid()),
@@ -593,6 +635,9 @@ pub struct Row {
     pub router_cpu_s: f64,
     /// Router CPU time per forwarded packet, ns (the service time when the CPU is saturated).
     pub router_ns_per_pkt: f64,
+    /// Wake-ups per second of traffic (llrouter: engine device wake-ups; kernel: NET_RX
+    /// softirqs on the router CPU); NaN when not readable.
+    pub wakeups_per_s: f64,
 }
 
 fn softnet_drops(cpu: usize) -> u64 {
@@ -616,6 +661,9 @@ pub struct PointExtra {
     pub drops: u64,
     /// Router CPU time during the point, ns.
     pub router_cpu_ns: u64,
+    /// Wake-ups during the point (llrouter: engine device wake-ups; kernel: NET_RX softirqs on
+    /// the router CPU), if they could be read.
+    pub wakeups: Option<u64>,
 }
 
 /// Sends one point's traffic through the topology and measures it.
@@ -685,6 +733,7 @@ fn measure(
     })??;
     let drops0 = softnet_drops(c.router_cpu);
     let cpu0 = act.router_cpu_ns(c.router_cpu);
+    let wake0 = act.wakeups(c.router_cpu);
     let sink_stop = AtomicBool::new(false);
     let (g, s) = std::thread::scope(|sc| -> Result<(GenReport, SinkReport)> {
         let h = sc.spawn(|| -> Result<SinkReport> {
@@ -717,6 +766,9 @@ fn measure(
     let extra = PointExtra {
         drops: softnet_drops(c.router_cpu).saturating_sub(drops0),
         router_cpu_ns: act.router_cpu_ns(c.router_cpu).saturating_sub(cpu0),
+        wakeups: wake0
+            .zip(act.wakeups(c.router_cpu))
+            .map(|(a, b)| b.saturating_sub(a)),
     };
     drop(sink); // detaches the XDP sink
     Ok((g, s, extra))
@@ -763,6 +815,9 @@ fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: PointEx
         be_p999_us: u(be.latency.p999),
         backlog_drops: x.drops,
         router_cpu_s: x.router_cpu_ns as f64 / 1e9,
+        wakeups_per_s: x
+            .wakeups
+            .map_or(f64::NAN, |w| w as f64 / g.duration_s.max(1e-9)),
         router_ns_per_pkt: if rt.seq.unique + be.seq.unique > 0 {
             x.router_cpu_ns as f64 / (rt.seq.unique + be.seq.unique) as f64
         } else {
@@ -825,16 +880,17 @@ fn check_common(c: &Common) -> Result<()> {
 
 fn write_csv(path: &Path, rows: &[Row]) -> Result<()> {
     let mut s = String::from(
-        "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt,round\n",
+        "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt,round,wakeups_per_s\n",
     );
     for r in rows {
         writeln!(
             s,
-            "{},{},{:.0},{:.0},{},{},{},{},{:.6},{:.6},{},{:.0},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{},{:.3},{:.1},{}",
+            "{},{},{:.0},{:.0},{},{},{},{},{:.6},{:.6},{},{:.0},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{},{:.3},{:.1},{},{:.0}",
             r.target, r.rt_share, r.offered_pps, r.sent_pps, r.sent_rt, r.sent_be, r.recv_rt,
             r.recv_be, r.loss_rt, r.loss_be, r.reordered, r.throughput_pps, r.rt_mean_us,
             r.rt_p50_us, r.rt_p99_us, r.rt_p999_us, r.be_mean_us, r.be_p50_us, r.be_p99_us,
-            r.be_p999_us, r.backlog_drops, r.router_cpu_s, r.router_ns_per_pkt, r.round
+            r.be_p999_us, r.backlog_drops, r.router_cpu_s, r.router_ns_per_pkt, r.round,
+            r.wakeups_per_s
         )?;
     }
     std::fs::write(path, s).with_context(|| format!("write {}", path.display()))
@@ -846,11 +902,13 @@ fn plots(out: &Path, rows: &[Row], tg: &[Target], loads: &[f64], shares: &[f64])
         let mut series = Vec::new();
         for t in tg {
             for (cls, f) in [("RT", true), ("BE", false)] {
-                let pts: Vec<(f64, f64)> = rows
+                let mut pts: Vec<(f64, f64)> = rows
                     .iter()
                     .filter(|r| r.target == t.label())
                     .filter_map(|r| x_of(r).map(|x| (x, if f { r.rt_p99_us } else { r.be_p99_us })))
                     .collect();
+                // Rounds of --repeat interleave their loads: draw each line left to right.
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
                 series.push(Series {
                     label: format!("{} {cls}", t.label()),
                     points: pts,
@@ -912,6 +970,37 @@ fn plots(out: &Path, rows: &[Row], tg: &[Target], loads: &[f64], shares: &[f64])
             made.push(name.to_owned());
         }
     }
+    if loads.len() > 1 {
+        let series: Vec<Series> = tg
+            .iter()
+            .map(|t| {
+                let mut points: Vec<(f64, f64)> = rows
+                    .iter()
+                    .filter(|r| r.target == t.label() && r.rt_share == s0)
+                    .filter(|r| r.wakeups_per_s.is_finite())
+                    .map(|r| (r.offered_pps / 1000.0, r.wakeups_per_s))
+                    .collect();
+                points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                Series {
+                    label: t.label(),
+                    points,
+                    dashed: false,
+                }
+            })
+            .collect();
+        let name = "wakeups_vs_load.png";
+        match line_chart(
+            &out.join(name),
+            "wake-ups vs load (llrouter: worker/device wake-ups; kernel: NET_RX softirqs on the router CPU)",
+            "offered load (kpps)",
+            "wake-ups per second",
+            &series,
+            true,
+        ) {
+            Ok(()) => made.push(name.to_owned()),
+            Err(e) => tracing::warn!("plot {name}: {e}"),
+        }
+    }
     made
 }
 
@@ -927,13 +1016,14 @@ fn report_md(c: &Common, rows: &[Row], plots: &[String], errors: &[String]) -> S
         c.size, c.flows, c.gaps, c.point_secs, c.gen_backend, c.sink_backend, c.gen_cpu, c.router_cpu,
         c.wake, c.budgets, c.device_budget, c.cost_ns, c.tx_batch, c.rx_size, c.gen_batch
     );
-    s.push_str("## Results\n\n| target | RT share | offered pps | sent pps | fwd pps | RT loss | BE loss | RT p50 µs | RT p99 µs | BE p50 µs | BE p99 µs | backlog drops | router ns/pkt |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("## Results\n\n| target | RT share | offered pps | sent pps | fwd pps | RT loss | BE loss | RT p50 µs | RT p99 µs | BE p50 µs | BE p99 µs | backlog drops | router ns/pkt | wake-ups/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in rows {
         let _ = writeln!(
             s,
-            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.4} | {:.4} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {:.0} |",
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.4} | {:.4} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {:.0} | {:.0} |",
             r.target, r.rt_share, r.offered_pps, r.sent_pps, r.throughput_pps, r.loss_rt, r.loss_be,
-            r.rt_p50_us, r.rt_p99_us, r.be_p50_us, r.be_p99_us, r.backlog_drops, r.router_ns_per_pkt
+            r.rt_p50_us, r.rt_p99_us, r.be_p50_us, r.be_p99_us, r.backlog_drops, r.router_ns_per_pkt,
+            r.wakeups_per_s
         );
     }
     s.push_str("\n## Findings (computed from the rows above)\n\n");
@@ -1064,7 +1154,26 @@ fn run_sweep(a: RunArgs) -> Result<()> {
     std::fs::create_dir_all(&c.out).with_context(|| format!("create {}", c.out.display()))?;
     let stop = stop_on_signal();
     let topo = topology(c)?;
-    let per_target = multiples.as_ref().map_or(loads.len(), |m| m.len()) * shares.len();
+    if let Some(l) = a.reference_load {
+        if multiples.is_none() || !(l > 0.0 && l.is_finite()) {
+            return Err(usage(
+                "reference-load",
+                "needs --mlffr-multiples and a load > 0 packets/s",
+            ));
+        }
+        if !["bpf-live", "xsk", "udp"].contains(&a.reference_gen_backend.as_str()) {
+            return Err(usage(
+                "reference-gen-backend",
+                format!("`{}`: bpf-live, xsk or udp", a.reference_gen_backend),
+            ));
+        }
+    }
+    let ref_common = Common {
+        gen_backend: a.reference_gen_backend.clone(),
+        ..c.clone()
+    };
+    let per_target = multiples.as_ref().map_or(loads.len(), |m| m.len()) * shares.len()
+        + usize::from(a.reference_load.is_some());
     let search = if multiples.is_some() {
         a.steps as usize
     } else {
@@ -1080,6 +1189,7 @@ fn run_sweep(a: RunArgs) -> Result<()> {
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let mut rows = Vec::new();
+    let mut refs = Vec::new();
     let mut trials = Vec::new();
     let mut errors = Vec::new();
     let mut mlffrs: Vec<Mlffr> = Vec::new();
@@ -1142,6 +1252,17 @@ fn run_sweep(a: RunArgs) -> Result<()> {
                     bar.inc(1);
                 }
             }
+            if let Some(l) = a.reference_load.filter(|_| !stop.load(Ordering::Relaxed)) {
+                bar.set_message(format!(
+                    "{} reference {l:.0} pps (round {round})",
+                    t.label()
+                ));
+                let (g, s, x) = measure(&topo, &act, &ref_common, l, shares[0], &stop)?;
+                let mut r = row(t, shares[0], &g, &s, x);
+                r.round = round;
+                refs.push(r);
+                bar.inc(1);
+            }
             if let Err(e) = act.finish() {
                 errors.push(format!("{} (round {round}): {e:#}", t.label()));
             }
@@ -1149,6 +1270,9 @@ fn run_sweep(a: RunArgs) -> Result<()> {
     }
     bar.finish_and_clear();
     write_csv(&c.out.join("results.csv"), &rows)?;
+    if !refs.is_empty() {
+        write_csv(&c.out.join("reference.csv"), &refs)?;
+    }
     if !trials.is_empty() {
         write_csv(&c.out.join("mlffr_trials.csv"), &trials)?;
     }
@@ -1164,6 +1288,17 @@ fn run_sweep(a: RunArgs) -> Result<()> {
     }
     if let Some(m) = &multiples {
         md.push_str(&summary::multiples_md(&rows, &mlffrs, m, shares[0]));
+        if let Some(l) = a.reference_load {
+            md.push_str(&summary::reference_md(
+                &rows,
+                &refs,
+                &mlffrs,
+                m,
+                shares[0],
+                l,
+                &a.reference_gen_backend,
+            ));
+        }
     }
     std::fs::write(c.out.join("report.md"), &md)?;
     println!("{md}");
@@ -1395,7 +1530,16 @@ mod tests {
             steps: 7,
             max_rate: 3e6,
             repeat: 2,
+            reference_load: None,
+            reference_gen_backend: "xsk".into(),
         };
+        let bad = RunArgs {
+            common: Common::new("kernel", out.clone()),
+            reference_load: Some(1000.0),
+            ..args.clone()
+        };
+        let e = run_sweep(bad).unwrap_err().to_string();
+        assert!(e.contains("--reference-load"), "{e}");
         run_sweep(args).unwrap();
         let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
         assert_eq!(csv.lines().count(), 9, "{csv}");

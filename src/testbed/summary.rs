@@ -195,6 +195,63 @@ pub fn multiples_md(rows: &[Row], m: &[Mlffr], multiples: &[f64], share: f64) ->
     s
 }
 
+/// Growth against a separately measured light reference point (`--reference-load`): RT p99 at
+/// the highest multiple divided by RT p99 at the reference, within each round.
+pub fn reference_md(
+    rows: &[Row],
+    refs: &[Row],
+    m: &[Mlffr],
+    multiples: &[f64],
+    share: f64,
+    load: f64,
+    backend: &str,
+) -> String {
+    let mut s = String::new();
+    let Some(&hi) = multiples.last() else {
+        return s;
+    };
+    let names = targets_in_order(refs.iter().map(|r| r.target.as_str()));
+    let _ = write!(
+        s,
+        "\n### Growth against a light reference: {load:.0} pps from the `{backend}` generator\n\n\
+         The same targets measured once per round at a fixed light load with another generator \
+         (`xsk`: packet-by-packet arrivals, no bursts), then RT p99 at {hi}× MLFFR divided by RT \
+         p99 at that reference, within each round: median [min–max].\n\n\
+         | target | rounds | reference RT p50 µs | reference RT p99 µs | reference loss % | RT p99 growth to {hi}× |\n|---|---|---|---|---|---|\n"
+    );
+    for t in &names {
+        let mut g = Vec::new();
+        let (mut p50, mut p99, mut loss) = (Vec::new(), Vec::new(), Vec::new());
+        for r in refs.iter().filter(|r| r.target == *t) {
+            p50.push(r.rt_p50_us);
+            p99.push(r.rt_p99_us);
+            loss.push(
+                (r.loss_rt * r.sent_rt as f64 + r.loss_be * r.sent_be as f64)
+                    / (r.sent_rt + r.sent_be).max(1) as f64
+                    * 100.0,
+            );
+            let top = round_rows(rows, t, r.round, share)
+                .get(multiples.len() - 1)
+                .copied();
+            if let Some(top) = top.filter(|x| x.rt_p99_us > 0.0 && r.rt_p99_us > 0.0) {
+                if m.iter().any(|x| x.target == *t && x.round == r.round) {
+                    g.push(top.rt_p99_us / r.rt_p99_us);
+                }
+            }
+        }
+        let _ = writeln!(
+            s,
+            "| {t} | {} | {} | {} | {} | {}× |",
+            p99.len(),
+            fmt_spread(&p50, 1),
+            fmt_spread(&p99, 0),
+            fmt_spread(&loss, 3),
+            fmt_spread(&g, 2)
+        );
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,5 +334,14 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("| sq | 1.5 | 2 | 3.50 [2.00–5.00] |"), "{md}");
+        // Against references of 10 and 40 µs p99: 1000/10 = 100, 1200/40 = 30.
+        let refs = [row("sq", 1, 10.0, 0.0), row("sq", 2, 40.0, 0.0)];
+        let md = reference_md(&rows, &refs, &m, &[0.5, 0.9, 1.5], 0.3, 200000.0, "xsk");
+        assert!(
+            md.contains(
+                "| sq | 2 | 12.5 [5.0–20.0] | 25 [10–40] | 0.000 | 65.00 [30.00–100.00]× |"
+            ),
+            "{md}"
+        );
     }
 }
