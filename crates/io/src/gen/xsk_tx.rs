@@ -106,19 +106,15 @@ impl Sender for XskSender {
         let mut sent = 0;
         while sent < count {
             let seq = first_seq + sent as u64;
-            let ok = self.sock.push(|buf| {
+            let write = |buf: &mut [u8]| {
                 buf[..t.len()].copy_from_slice(t);
                 stamp(&mut buf[..t.len()], l4, flow, seq, mono_ns());
                 t.len()
-            });
-            if !ok {
+            };
+            if !self.sock.push(write) {
                 // Ring or UMEM full: transmit what is queued, then try once more.
                 self.sock.kick();
-                if !self.sock.push(|buf| {
-                    buf[..t.len()].copy_from_slice(t);
-                    stamp(&mut buf[..t.len()], l4, flow, seq, mono_ns());
-                    t.len()
-                }) {
+                if !self.sock.push(write) {
                     break;
                 }
             }
