@@ -837,12 +837,22 @@ impl TxSocket {
         let tx = user
             .map_tx()
             .map_err(|e| anyhow::anyhow!("map tx: errno {}", e.get_raw()))?;
-        umem.bind(&user).map_err(|e| {
-            anyhow::anyhow!(
-                "bind AF_XDP tx socket (ifindex {ifindex}, queue {queue}): {}",
-                std::io::Error::from_raw_os_error(e.get_raw().abs())
-            )
-        })?;
+        // A socket closed just before on the same queue (the previous measurement point) is
+        // released by the kernel asynchronously: until then bind fails with EBUSY (seen in CI).
+        let mut tries = 0;
+        loop {
+            match umem.bind(&user) {
+                Ok(()) => break,
+                Err(e) if e.get_raw().abs() == libc::EBUSY && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => bail!(
+                    "bind AF_XDP tx socket (ifindex {ifindex}, queue {queue}): {}",
+                    std::io::Error::from_raw_os_error(e.get_raw().abs())
+                ),
+            }
+        }
         Ok(TxSocket {
             tx,
             dq,

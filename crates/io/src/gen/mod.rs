@@ -487,6 +487,29 @@ mod e2e {
         through_topology("llrgx", |c| Box::new(xsk_tx::XskSender::new(c).unwrap()));
     }
 
+    /// Back-to-back generators on one interface queue (as in a testbed sweep): the kernel
+    /// releases a closed AF_XDP socket asynchronously, and the next bind must wait for it
+    /// (it failed with EBUSY in CI before `TxSocket::open` retried).
+    #[test]
+    fn xsk_sockets_reopen_back_to_back() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let topo = Topology::new("llrgr").unwrap();
+        let ifname = addr::GEN_IF;
+        topo.gen
+            .run(|| {
+                let ifindex = crate::ebpf::ifindex(ifname).unwrap();
+                for i in 0..30 {
+                    let s = crate::xsk::TxSocket::open(ifindex, 0, 64, 64);
+                    assert!(s.is_ok(), "open #{i}: {:?}", s.err());
+                }
+            })
+            .unwrap();
+    }
+
     fn through_topology(prefix: &str, make: impl Fn(&GenConfig) -> Box<dyn Sender> + Sync) {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
