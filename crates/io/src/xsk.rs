@@ -318,9 +318,9 @@ impl Device {
                         user.map_tx()
                             .map_err(|e| anyhow::anyhow!("map tx: errno {}", e.get_raw()))?,
                     );
-                    umem.bind(&user)
+                    bind_retrying(|| umem.bind(&user))
                 } else {
-                    dq.bind(&user)
+                    bind_retrying(|| dq.bind(&user))
                 }
                 .map_err(|e| {
                     anyhow::anyhow!(
@@ -754,6 +754,22 @@ impl Device {
     }
 }
 
+/// Runs an AF_XDP bind, retrying for up to 2 s while the queue is busy: a socket closed just
+/// before on the same queue (the previous generator or router) is released by the kernel
+/// asynchronously, and until then bind fails with EBUSY (seen in CI).
+fn bind_retrying(bind: impl Fn() -> Result<(), xdpilone::Errno>) -> Result<(), xdpilone::Errno> {
+    let mut tries = 0;
+    loop {
+        match bind() {
+            Err(e) if e.get_raw().abs() == libc::EBUSY && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => return r,
+        }
+    }
+}
+
 /// Hints the CPU to load the cache line at `p` (no effect on other architectures).
 #[inline(always)]
 fn prefetch(p: *const u8) {
@@ -837,22 +853,12 @@ impl TxSocket {
         let tx = user
             .map_tx()
             .map_err(|e| anyhow::anyhow!("map tx: errno {}", e.get_raw()))?;
-        // A socket closed just before on the same queue (the previous measurement point) is
-        // released by the kernel asynchronously: until then bind fails with EBUSY (seen in CI).
-        let mut tries = 0;
-        loop {
-            match umem.bind(&user) {
-                Ok(()) => break,
-                Err(e) if e.get_raw().abs() == libc::EBUSY && tries < 100 => {
-                    tries += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                }
-                Err(e) => bail!(
-                    "bind AF_XDP tx socket (ifindex {ifindex}, queue {queue}): {}",
-                    std::io::Error::from_raw_os_error(e.get_raw().abs())
-                ),
-            }
-        }
+        bind_retrying(|| umem.bind(&user)).map_err(|e| {
+            anyhow::anyhow!(
+                "bind AF_XDP tx socket (ifindex {ifindex}, queue {queue}): {}",
+                std::io::Error::from_raw_os_error(e.get_raw().abs())
+            )
+        })?;
         Ok(TxSocket {
             tx,
             dq,
