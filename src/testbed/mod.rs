@@ -124,6 +124,13 @@ pub struct Common {
     /// of its rate when the router's ingress has an XDP program (see docs/measurements.md).
     #[arg(long, default_value_t = 32)]
     pub gen_batch: usize,
+    /// Receive on the router's CPU: threaded NAPI for the router's ingress veth, its kernel
+    /// thread pinned to --router-cpu. Without it the ingress veth's receive work (XDP
+    /// classifier, AF_XDP copy, or the kernel's GRO) runs on the generator's CPU inside its
+    /// send call, which caps the `xsk` generator below llrouter's capacity. Needs a sleeping
+    /// worker (`--wake interrupt`): a busy-polling worker on the same CPU starves the thread.
+    #[arg(long)]
+    pub rx_napi_thread: bool,
     /// llrouter targets: Rx ring entries per class socket (power of two; 512 as in paper 000).
     #[arg(long, default_value_t = 512)]
     pub rx_size: u32,
@@ -158,6 +165,7 @@ impl Common {
             tx_batch: 16,
             gen_batch: 32,
             rx_size: 512,
+            rx_napi_thread: false,
             router_bin: None,
         }
     }
@@ -385,6 +393,21 @@ pub fn router_toml(c: &Common, strategy: &str) -> Result<String> {
     ))
 }
 
+/// Kernel threads running threaded NAPI for interfaces named `ifname` (any namespace):
+/// `napi/<ifname>-<napi id>`.
+fn napi_threads(ifname: &str) -> Vec<u32> {
+    let prefix = format!("napi/{ifname}-");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim_end().starts_with(&prefix))
+        })
+        .collect()
+}
+
 /// Control socket of the llrouter target running `strategy`: unique per testbed process, so
 /// runs never collide with each other or with a router on the default socket.
 fn ctl_socket(strategy: &str) -> PathBuf {
@@ -433,6 +456,17 @@ impl<'a> Active<'a> {
         let _ = topo
             .router
             .exec(&["ethtool", "-K", addr::RTR_IN_IF, "gro", "on"]);
+        // Off first, so that a thread left by an earlier target ends and ours is new.
+        let threaded = format!("/sys/class/net/{}/threaded", addr::RTR_IN_IF);
+        let _ = topo
+            .router
+            .exec(&["sh", "-c", &format!("echo 0 > {threaded}")]);
+        let before = napi_threads(addr::RTR_IN_IF);
+        if c.rx_napi_thread {
+            topo.router
+                .exec(&["sh", "-c", &format!("echo 1 > {threaded}")])
+                .context("set threaded NAPI on the router's ingress veth")?;
+        }
         let mut act = Active {
             topo,
             target: target.clone(),
@@ -469,6 +503,27 @@ impl<'a> Active<'a> {
             }
             Target::Llrouter(strategy) => {
                 act.router = Some(start_router(topo, c, strategy)?);
+            }
+        }
+        if c.rx_napi_thread {
+            // After the router started: attaching XDP may create the NAPI thread anew. Threads
+            // of other namespaces' interfaces with the same name existed before: not ours.
+            let ours: Vec<u32> = napi_threads(addr::RTR_IN_IF)
+                .into_iter()
+                .filter(|t| !before.contains(t))
+                .collect();
+            if ours.is_empty() {
+                bail!("rx-napi-thread: no NAPI thread appeared for the router's ingress veth");
+            }
+            for pid in ours {
+                let st = std::process::Command::new("taskset")
+                    .args(["-pc", &router_cpu.to_string(), &pid.to_string()])
+                    .stdout(std::process::Stdio::null())
+                    .status()
+                    .context("taskset")?;
+                if !st.success() {
+                    bail!("rx-napi-thread: taskset -pc {router_cpu} {pid} failed");
+                }
             }
         }
         Ok(act)
