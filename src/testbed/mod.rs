@@ -1597,6 +1597,23 @@ mod tests {
         };
         let e = run_sweep(bad).unwrap_err().to_string();
         assert!(e.contains("--reference-load"), "{e}");
+        // The router doing its own receive: a NAPI thread must appear and be pinned (else the
+        // run fails), and light traffic still arrives whole.
+        let own_rx = RunArgs {
+            common: Common {
+                rx_napi_thread: true,
+                flows: 4,
+                point_secs: 0.5,
+                ..Common::new("kernel", out.join("own-rx"))
+            },
+            loads: "5000".into(),
+            repeat: 1,
+            ..args.clone()
+        };
+        run_sweep(own_rx).unwrap();
+        let csv = std::fs::read_to_string(out.join("own-rx/results.csv")).unwrap();
+        let f: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+        assert_eq!((f[8], f[9]), ("0.000000", "0.000000"), "{csv}");
         run_sweep(args).unwrap();
         let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
         assert_eq!(csv.lines().count(), 9, "{csv}");
