@@ -102,7 +102,7 @@ pub struct Common {
     #[arg(long, default_value = "testbed-out")]
     pub out: PathBuf,
     /// Generator backend: bpf-live (Mpps, bursts of --gen-batch), xsk (AF_XDP Tx, packet by
-    /// packet, ~1 Mpps) or udp.
+    /// packet, 0.5-0.8 Mpps here) or udp.
     #[arg(long, default_value = "bpf-live")]
     pub gen_backend: String,
     /// Sink backend: xdp (histograms in maps, 3 % buckets) or udp (exact HDR).

@@ -10,7 +10,7 @@
 //! (UDP payload = size − 42), IPv6 84..=1518 (payload = size − 62); the probe needs 22 bytes.
 //!
 //! Backends: [`udp`] (sendmmsg, one socket per flow, works anywhere), [`xsk_tx`] (an AF_XDP
-//! transmit socket on the egress interface; per-packet pacing, ~1 Mpps, root) and [`bpf_live`]
+//! transmit socket on the egress interface; per-packet pacing, 0.5-0.8 Mpps here, root) and [`bpf_live`]
 //! (`BPF_PROG_RUN` with live XDP frames redirected into the egress veth; Mpps in bursts, root).
 
 pub mod bpf_live;
