@@ -76,8 +76,20 @@ fn ll_wfq_protects_rt_under_overload() {
         get(&csv, wfq, "loss_rt") < get(&csv, wfq, "loss_be"),
         "ll-wfq: RT loss not below BE loss\n{csv}"
     );
+    // RT queues behind BE in sq's single ring, not in ll-wfq's: the median separates by an
+    // order of magnitude (~50 vs ~1300 µs). The p99 only must not be worse: one worker stall
+    // of a few ms on a shared VM puts both p99s into the same bucket (seen once in CI:
+    // 1458 vs 1458 µs, while the medians were 61 vs 1327 µs).
     assert!(
-        get(&csv, wfq, "rt_p99_us") < get(&csv, sq, "rt_p99_us"),
-        "RT p99 of ll-wfq not below sq\n{csv}"
+        get(&csv, wfq, "rt_p50_us") < 0.5 * get(&csv, sq, "rt_p50_us"),
+        "RT p50 of ll-wfq not below half of sq's\n{csv}"
+    );
+    assert!(
+        get(&csv, wfq, "loss_rt") < 0.1 * get(&csv, sq, "loss_rt"),
+        "RT loss of ll-wfq not below a tenth of sq's\n{csv}"
+    );
+    assert!(
+        get(&csv, wfq, "rt_p99_us") <= get(&csv, sq, "rt_p99_us"),
+        "RT p99 of ll-wfq above sq's\n{csv}"
     );
 }
