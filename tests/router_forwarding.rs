@@ -6,7 +6,7 @@
 //! kernel verifies it; IPv6 UDP checksums are mandatory), DSCP EF through the RT ring.
 
 mod common;
-use common::{is_root, topology, wait_attached, TempDir};
+use common::{is_root, topology, wait_attached, RouterThread, TempDir};
 
 use std::net::{SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -188,16 +188,7 @@ fn forwards_ipv6_with_hop_limit_and_ef_through_rt() {
     let topo = topology("llrfwd6");
     let tmp = TempDir::new("router-test6");
     let cfg = tmp.router_config(CONFIG);
-    let args = RunArgs {
-        config: cfg,
-        duration: Some(25.0), // bound, if the test fails before it stops the router
-        ..Default::default()
-    };
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let s2 = stop.clone();
-    let router = topo
-        .router
-        .spawn(move || llrouter::cmd_run::run_report_until(&args, Some(&s2)));
+    let router = RouterThread::spawn(&topo, cfg);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         wait_attached(&topo);
         let sink_ip: std::net::Ipv6Addr = addr::SINK_V6.parse().unwrap();
@@ -246,8 +237,7 @@ fn forwards_ipv6_with_hop_limit_and_ef_through_rt() {
         let (got, hops) = r.join().unwrap();
         (got, hops, n_ef, n_be)
     }));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let rep = router.join().unwrap().unwrap();
+    let rep = router.finish();
     let (got, hops, n_ef, n_be) = result.unwrap_or_else(|e| std::panic::resume_unwind(e));
     let rep = rep.unwrap().expect("report");
     eprintln!("{}", rep.worker);

@@ -18,7 +18,7 @@
 //!   check is covered by `crates/io/tests/classifier_agree.rs` through BPF_PROG_TEST_RUN).
 
 mod common;
-use common::{is_root, topology, wait_attached, TempDir};
+use common::{is_root, topology, RouterThread, TempDir};
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -26,7 +26,6 @@ use std::time::{Duration, Instant};
 
 use llr_core::wire::build::{frame, FrameSpec};
 use llr_io::netns::addr;
-use llrouter::cmd_run::{run_report_until, RunArgs};
 
 fn mac(s: &str) -> [u8; 6] {
     let v: Vec<u8> = s
@@ -159,17 +158,7 @@ class = "rt"
 dscp = 46
 "#,
     );
-    let args = RunArgs {
-        config: cfg,
-        duration: Some(25.0), // bound, if the test fails before it stops the router
-        ..Default::default()
-    };
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let s2 = stop.clone();
-    let router = topo
-        .router
-        .spawn(move || run_report_until(&args, Some(&s2)));
-    wait_attached(&topo);
+    let router = RouterThread::start(&topo, cfg);
 
     let gen_if = topo.gen.ifindex(addr::GEN_IF).unwrap();
     let raw = topo.gen.run(move || Raw::open(gen_if)).unwrap().unwrap();
@@ -262,8 +251,7 @@ dscp = 46
     }
     let got_be = r_be.join().unwrap();
     let got_ef = r_ef.join().unwrap();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let rep = router.join().unwrap().unwrap().unwrap().expect("report");
+    let rep = router.finish().unwrap().expect("report");
     eprintln!("{}", rep.worker);
     eprintln!("{:?}", rep.classifier);
     let xdp = &rep

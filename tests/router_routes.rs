@@ -9,7 +9,7 @@
 //! 4. the blackhole deleted: forwarding to the sink resumes, every probe arrives.
 
 mod common;
-use common::{is_root, topology, wait_attached, TempDir};
+use common::{is_root, topology, RouterThread, TempDir};
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use llr_io::netns::addr;
-use llrouter::cmd_run::{run_report_until, RunArgs};
 
 /// A raw AF_PACKET socket receiving IPv4 frames on `ifindex`.
 struct RawRx(i32);
@@ -95,17 +94,7 @@ name = "rt"
 name = "be"
 "#,
     );
-    let args = RunArgs {
-        config: cfg,
-        duration: Some(25.0), // bound, if the test fails before it stops the router
-        ..Default::default()
-    };
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    let router = topo
-        .router
-        .spawn(move || run_report_until(&args, Some(&s2)));
-    wait_attached(&topo);
+    let router = RouterThread::start(&topo, cfg);
 
     // counters: probes at the sink, forwarded probes (TTL 63) seen back on the gen veth
     let at_sink = Arc::new(AtomicU64::new(0));
@@ -213,10 +202,9 @@ name = "be"
     let p4 = phase();
 
     done.store(true, Ordering::Relaxed);
-    stop.store(true, Ordering::Relaxed);
     t_sink.join().unwrap();
     t_tap.join().unwrap();
-    let rep = router.join().unwrap().unwrap().unwrap().expect("report");
+    let rep = router.finish().unwrap().expect("report");
     eprintln!("{}", rep.worker);
     eprintln!("phases (sink, back at gen): {p1:?} {p2:?} {p3:?} {p4:?}");
     let pass = |n: &str| {

@@ -2,6 +2,9 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use llr_io::netns::{addr, Topology};
@@ -71,4 +74,55 @@ pub fn wait_attached(topo: &Topology) {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(200));
+}
+
+type RouterResult = anyhow::Result<anyhow::Result<Option<llrouter::cmd_run::RunReport>>>;
+
+/// `llrouter run --config …` on a thread inside the router namespace, bounded at 25 s. Dropping
+/// it (a failed assertion included) asks the router to stop, so it never outlives the test.
+pub struct RouterThread {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<RouterResult>>,
+}
+
+impl RouterThread {
+    /// Starts the router; does not wait for it (see [`wait_attached`]).
+    pub fn spawn(topo: &Topology, config: PathBuf) -> RouterThread {
+        let args = llrouter::cmd_run::RunArgs {
+            config,
+            duration: Some(25.0), // bound, if the test fails before it stops the router
+            ..Default::default()
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let handle = topo
+            .router
+            .spawn(move || llrouter::cmd_run::run_report_until(&args, Some(&s2)));
+        RouterThread {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    /// Starts the router and waits until its classifiers are attached.
+    pub fn start(topo: &Topology, config: PathBuf) -> RouterThread {
+        let r = RouterThread::spawn(topo, config);
+        wait_attached(topo);
+        r
+    }
+
+    /// Stops the router and returns what its run returned.
+    pub fn finish(mut self) -> anyhow::Result<Option<llrouter::cmd_run::RunReport>> {
+        self.stop.store(true, Ordering::Relaxed);
+        let h = self.handle.take().expect("joined once");
+        h.join()
+            .expect("router thread panicked")
+            .expect("enter the router namespace")
+    }
+}
+
+impl Drop for RouterThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
 }
