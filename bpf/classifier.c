@@ -13,8 +13,10 @@
  *     where the user-space forwarder counts and drops it by reason;
  *   - of the valid frames, those not for us to forward go to the kernel (XDP_PASS): non-IP,
  *     multicast/broadcast MAC (checked first, for any frame), IPv6 multicast or link-local
- *     destination, an address of the router itself, TTL/hop limit <= 1 -- so ARP, ND, ping and
- *     ICMP time exceeded keep working;
+ *     destination, an address of the router itself -- so ARP, ND and ping keep working. TTL /
+ *     hop-limit expiry stays in its class ring: the worker answers it (ICMP time exceeded,
+ *     rate-limited) in the class's share of the CPU, so a flood of expiring packets in the BE
+ *     class cannot take the kernel's softirq time from the RT class;
  *   - otherwise the first matching rule of the active half of `llr_rules` gives the class
  *     (unmatched -> the lowest class, that half's `default_class`);
  *   - class -> XSKMAP key via `llr_class_ring`, then bpf_redirect_map() with XDP_PASS as the
@@ -65,7 +67,7 @@
 #define ST_PASS_NONIP (LLR_MAX_CLASSES + 0)
 #define ST_PASS_MCAST (LLR_MAX_CLASSES + 1)
 #define ST_PASS_LOCAL (LLR_MAX_CLASSES + 2)
-#define ST_PASS_TTL (LLR_MAX_CLASSES + 3)
+/* slot LLR_MAX_CLASSES + 3 is unused: TTL expiry is no longer passed to the kernel */
 #define ST_MALFORMED (LLR_MAX_CLASSES + 4)
 #define ST_NO_SOCKET (LLR_MAX_CLASSES + 5)
 #define ST_RULE_HIT (LLR_MAX_CLASSES + 6)
@@ -292,7 +294,6 @@ int llr_classify(struct xdp_md *ctx)
 	__u32 zero = 0;
 	__u32 l3off = sizeof(struct ethhdr);
 	__u32 cls;
-	__u8 ttl = 0;
 	int malformed = 0;
 
 	struct llr_config *cfg = bpf_map_lookup_elem(&llr_config, &zero);
@@ -364,7 +365,6 @@ int llr_classify(struct xdp_md *ctx)
 		__builtin_memcpy(p.dst, ip + 16, 4);
 		p.dscp = ip[1] >> 2;
 		p.proto = ip[9];
-		ttl = ip[8];
 		__u16 frag = (((__u16)ip[6] << 8) | ip[7]) & 0x3fff;
 		__u32 min = l4_min(p.proto);
 		if (!frag && min) {
@@ -402,7 +402,6 @@ int llr_classify(struct xdp_md *ctx)
 		__builtin_memcpy(p.src, ip6 + 8, 16);
 		__builtin_memcpy(p.dst, ip6 + 24, 16);
 		p.dscp = (((ip6[0] & 0x0f) << 4) | (ip6[1] >> 4)) >> 2;
-		ttl = ip6[7];
 		/* Extension headers: at most LLR_MAX_EXT (llr-core's MAX_EXT_HEADERS) of them, each
 		 * inside the payload. */
 		__u32 end = l3off + 40 + plen; /* <= flen <= LLR_MAX_FRAME */
@@ -464,12 +463,6 @@ int llr_classify(struct xdp_md *ctx)
 		count(ST_PASS_NONIP);
 		return XDP_PASS;
 	}
-	if (ttl <= 1) {
-		/* TTL / hop-limit expiry: the kernel sends ICMP time exceeded */
-		count(ST_PASS_TTL);
-		return XDP_PASS;
-	}
-
 rules:
 	if (malformed) {
 		count(ST_MALFORMED);

@@ -93,12 +93,11 @@ pub fn run(args: RunArgs) -> Result<()> {
                 .map(|(k, c)| format!("{c}={}", s.per_class[k]))
                 .collect();
             println!(
-                "  xdp {n}: classes {} pass: non-ip {} multicast {} local {} ttl {} malformed {} no-socket {}",
+                "  xdp {n}: classes {} pass: non-ip {} multicast {} local {} malformed {} no-socket {}",
                 per.join(" "),
                 s.pass_non_ip,
                 s.pass_multicast,
                 s.pass_local,
-                s.pass_ttl,
                 s.malformed,
                 s.no_socket
             );
@@ -244,6 +243,9 @@ pub fn run_report_until(args: &RunArgs, stop: Option<&AtomicBool>) -> Result<Opt
         cost_ns: r.cfg.cost_ns,
         acl_rules: r.cfg.acl_rules,
         max_duration: args.duration.map(Duration::from_secs_f64),
+        icmp: r.cfg.icmp.limits()?,
+        punt_device: (r.cfg.icmp.punt_rate > 0).then(|| "llr-punt".to_string()),
+        punt_rate: r.cfg.icmp.punt_rate,
     };
     let wctl = WorkerCtl {
         link: link.clone(),
@@ -669,7 +671,7 @@ pub fn to_metrics(snap: &WorkerSnapshot, class_names: &[String], core: u32) -> M
     let mut drops: Vec<(String, u64)> = snap.drop.clone();
     drops.extend(snap.pass.iter().map(|(n, c)| (format!("pass_{n}"), *c)));
     let mut classes: Vec<(String, u64)> = class_names.iter().map(|n| (n.clone(), 0)).collect();
-    let mut x = [0u64; 6];
+    let mut x = [0u64; 5];
     for (_, s) in &snap.classifier {
         for (k, slot) in classes.iter_mut().enumerate() {
             slot.1 += s.per_class.get(k).copied().unwrap_or(0);
@@ -678,7 +680,6 @@ pub fn to_metrics(snap: &WorkerSnapshot, class_names: &[String], core: u32) -> M
             s.pass_non_ip,
             s.pass_multicast,
             s.pass_local,
-            s.pass_ttl,
             s.malformed,
             s.no_socket,
         ]
@@ -693,7 +694,6 @@ pub fn to_metrics(snap: &WorkerSnapshot, class_names: &[String], core: u32) -> M
             "xdp_pass_non_ip",
             "xdp_pass_multicast",
             "xdp_pass_local",
-            "xdp_pass_ttl",
             "xdp_malformed",
             "xdp_no_socket",
         ]

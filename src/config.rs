@@ -136,6 +136,64 @@ impl MetricsConfig {
     }
 }
 
+/// `[icmp]`: the ICMP errors the router sends (time exceeded, unreachable, fragmentation
+/// needed / packet too big) and the frames it hands to the kernel. Defaults are Linux's
+/// (`icmp_msgs_per_sec` 1000, `icmp_msgs_burst` 50, `icmp_ratelimit` 1000 ms per host).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct IcmpConfig {
+    /// Errors per second, per type (0: send none).
+    pub rate: u32,
+    /// Burst per type.
+    pub burst: u32,
+    /// At most one error per this many ms to one host (0: no per-host limit).
+    pub per_host_interval_ms: u64,
+    /// Per-host burst.
+    pub per_host_burst: u32,
+    /// Frames for the kernel that reached the worker, per second, through the punt TAP
+    /// `llr-punt` (0: drop them instead, counted as `punt_dropped`).
+    pub punt_rate: u32,
+}
+
+impl Default for IcmpConfig {
+    fn default() -> Self {
+        let d = llr_core::fwd::IcmpLimits::default();
+        IcmpConfig {
+            rate: d.rate,
+            burst: d.burst,
+            per_host_interval_ms: d.per_dest_interval_ns / 1_000_000,
+            per_host_burst: d.per_dest_burst,
+            punt_rate: 10_000,
+        }
+    }
+}
+
+impl IcmpConfig {
+    /// The limits for the worker; errors name the field.
+    pub fn limits(&self) -> Result<llr_core::fwd::IcmpLimits> {
+        if self.rate > 1_000_000 {
+            bail!("icmp.rate: {} per second; at most 1000000", self.rate);
+        }
+        if self.rate > 0 && self.burst == 0 {
+            bail!("icmp.burst: must be at least 1 when icmp.rate is not 0");
+        }
+        if self.per_host_interval_ms > 3_600_000 {
+            bail!("icmp.per-host-interval-ms: at most 3600000 (one hour)");
+        }
+        if self.per_host_interval_ms > 0 && self.per_host_burst == 0 {
+            bail!(
+                "icmp.per-host-burst: must be at least 1 when icmp.per-host-interval-ms is not 0"
+            );
+        }
+        Ok(llr_core::fwd::IcmpLimits {
+            rate: self.rate,
+            burst: self.burst,
+            per_dest_interval_ns: self.per_host_interval_ms * 1_000_000,
+            per_dest_burst: self.per_host_burst,
+        })
+    }
+}
+
 /// A static neighbour.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -203,6 +261,8 @@ pub struct RouterConfig {
     /// Off unless present.
     #[serde(default)]
     pub metrics: Option<MetricsConfig>,
+    #[serde(default)]
+    pub icmp: IcmpConfig,
 }
 
 /// A checked configuration, resolved against the interfaces of the calling namespace.
@@ -282,6 +342,7 @@ impl RouterConfig {
             );
         }
         self.rings.validate()?;
+        self.icmp.limits()?;
         if let Some(m) = &self.metrics {
             m.addr()?;
         }

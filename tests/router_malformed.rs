@@ -3,8 +3,10 @@
 //! corrupted — truncated IP header, bad IHL, bad total length, TTL 1 and 0, fragments, an unknown
 //! ethertype, stacked VLANs (802.1ad outer tag, and two 802.1Q tags), runts and oversize frames
 //! — interleaved with good UDP probes of two flows (BE and DSCP EF). Per docs/datapath.md the
-//! classifier passes only valid frames to the kernel (TTL expiry, non-IP) and steers malformed
-//! IP to the lowest ring, where the worker counts each by its parse error and drops it.
+//! classifier passes only valid frames for the host to the kernel (non-IP here) and steers
+//! malformed IP to the lowest ring, where the worker counts each by its parse error and drops
+//! it; TTL expiry is answered by the worker (ICMP time exceeded, per-host rate limit) and
+//! fragments are forwarded like any packet.
 //! Checked: every kind shows up in its counter, every good probe reaches the sink, and the router
 //! keeps forwarding afterwards.
 //!
@@ -105,7 +107,7 @@ fn malformed_frames() -> Vec<(&'static str, Vec<u8>)> {
     let mut f = good.clone();
     f[16..18].copy_from_slice(&1000u16.to_be_bytes());
     out.push(("bad_total_length", f));
-    // TTL 1 and 0 (valid otherwise: the kernel gets them and answers time exceeded)
+    // TTL 1 and 0 (valid otherwise: the worker answers time exceeded)
     out.push(("ttl1", frame(&FrameSpec { ttl: 1, ..base })));
     out.push(("ttl0", frame(&FrameSpec { ttl: 0, ..base })));
     // a first fragment (MF set; the IPv4 checksum recomputed)
@@ -281,8 +283,8 @@ dscp = 46
     assert_eq!(rep.worker.forwarded[0], per_flow + 50, "EF through RT");
     assert_eq!(
         rep.worker.forwarded[1],
-        per_flow + 50,
-        "BE probes through BE"
+        per_flow + 50 + ROUNDS,
+        "BE probes and the (first) fragments through BE"
     );
     // malformed IP: steered to the lowest ring, counted by the classifier and dropped by reason
     assert_eq!(drop("truncated_l3"), ROUNDS, "truncated");
@@ -290,8 +292,27 @@ dscp = 46
     assert_eq!(drop("bad_total_length"), ROUNDS, "bad total length");
     assert_eq!(drop("stacked_vlan"), 2 * ROUNDS, "QinQ and two 802.1Q tags");
     assert_eq!(xdp.malformed, 5 * ROUNDS, "classifier: malformed");
-    // valid but not ours: TTL <= 1 and non-IP go to the kernel
-    assert_eq!(xdp.pass_ttl, 2 * ROUNDS, "TTL 1 and 0 passed to the kernel");
+    // TTL <= 1: dropped and answered, within the per-host ICMP limit (burst 6, 1/s); the
+    // rounds take well under a second, so 6 or 7 answers for 2*ROUNDS expiring packets.
+    let event = |n: &str| {
+        rep.worker
+            .events
+            .iter()
+            .find(|(k, _)| k == n)
+            .map_or(0, |(_, c)| *c)
+    };
+    assert_eq!(drop("ttl_expired"), 2 * ROUNDS, "TTL 1 and 0 dropped");
+    let answered = event("icmp_sent_time_exceeded");
+    assert!(
+        (6..=8).contains(&answered),
+        "time exceeded sent: {answered}"
+    );
+    assert_eq!(
+        answered + event("icmp_ratelimited_time_exceeded"),
+        2 * ROUNDS,
+        "every expiry either answered or rate-limited"
+    );
+    // valid but not ours: non-IP goes to the kernel
     assert_eq!(xdp.pass_non_ip, ROUNDS, "unknown ethertype");
     // a runt never leaves AF_PACKET
     assert!(
@@ -300,13 +321,13 @@ dscp = 46
             .is_some_and(|e| e.contains("os error 22")),
         "runt send: {runt_err:?}"
     );
-    // fragments: valid, classified, handed to the kernel path by the forwarder (pass verdict)
-    assert_eq!(pass("fragment"), ROUNDS, "fragments");
+    // fragments: valid, classified and forwarded (a router does not reassemble)
+    assert_eq!(pass("fragment"), 0, "fragments are not the kernel's");
     assert_eq!(oversize_err, Some(Some(libc::EMSGSIZE)), "oversize refused");
-    // nothing malformed was forwarded: only the probes went out
+    // nothing malformed was forwarded: only the probes and the fragments went out
     assert_eq!(
         rep.worker.forwarded.iter().sum::<u64>(),
-        2 * (per_flow + 50)
+        2 * (per_flow + 50) + ROUNDS
     );
     let l = topo.router.ip(&["-d", "link", "show"]).unwrap();
     assert!(

@@ -4,8 +4,8 @@
 //! 2. a more specific `10.71.2.1/32 via 10.71.1.1 dev veth-rin` (back towards the gen): the
 //!    probes leave the router on veth-rin, seen on the gen veth with TTL 63 (forwarded), none at
 //!    the sink;
-//! 3. that route replaced by `blackhole 10.71.2.1/32`: the forwarder hands the probes to the
-//!    kernel path (pass `no_route`), which drops them; none anywhere;
+//! 3. that route replaced by `blackhole 10.71.2.1/32`: the forwarder drops the probes silently
+//!    (drop `blackhole`, no ICMP); none anywhere;
 //! 4. the blackhole deleted: forwarding to the sink resumes, every probe arrives.
 
 mod common;
@@ -207,9 +207,9 @@ name = "be"
     let rep = router.finish().unwrap().expect("report");
     eprintln!("{}", rep.worker);
     eprintln!("phases (sink, back at gen): {p1:?} {p2:?} {p3:?} {p4:?}");
-    let pass = |n: &str| {
+    let dropped = |n: &str| {
         rep.worker
-            .pass
+            .drop
             .iter()
             .find(|(k, _)| k == n)
             .map_or(0, |(_, c)| *c)
@@ -219,9 +219,9 @@ name = "be"
     assert_eq!(p3, (0, 0), "blackhole: none anywhere");
     assert_eq!(p4, (N, 0), "blackhole removed: all at the sink again");
     assert_eq!(
-        pass("no_route"),
+        dropped("blackhole"),
         N,
-        "blackholed probes handed to the kernel path"
+        "blackholed probes dropped silently"
     );
     assert_eq!(rep.worker.forwarded.iter().sum::<u64>(), 3 * N);
 }

@@ -180,6 +180,42 @@ fn per_packet(c: &mut Criterion) {
         });
     }
     g.finish();
+    partial_checksums(c, &fwd);
+}
+
+/// The price of completing partial checksums: a 1500-byte UDP frame forwarded with a complete
+/// checksum (only the pseudo-header comparison) and with a partial one (the segment summed).
+fn partial_checksums(c: &mut Criterion, fwd: &Forwarder) {
+    use llr_core::wire::checksum::{fold64, pseudo_header_sum};
+    let mut g = c.benchmark_group("checksum_1500");
+    g.throughput(Throughput::Elements(1));
+    let spec = FrameSpec {
+        dst_mac: [2, 0, 0, 0, 0, 1],
+        dst: "10.2.3.4".parse().unwrap(),
+        payload_len: 1472,
+        ..FrameSpec::default()
+    };
+    let mut partial = frame(&spec);
+    let m = parse_frame(&partial).unwrap();
+    let p = pseudo_header_sum(false, &m.src, &m.dst, m.protocol, 1480);
+    partial[40..42].copy_from_slice(&fold64(p).to_be_bytes());
+    let mut complete = partial.clone();
+    assert!(llr_core::wire::l4::complete_partial_checksum(
+        &mut complete,
+        &m
+    ));
+    for (name, tmpl) in [("complete", &complete), ("partial", &partial)] {
+        let mut buf = tmpl.clone();
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                // Only the bytes the forwarder writes are restored (MACs, TTL, checksums).
+                buf[..42].copy_from_slice(&tmpl[..42]);
+                let m = parse_frame(black_box(&buf)).unwrap();
+                fwd.process_parsed(&mut buf, &m, 1)
+            })
+        });
+    }
+    g.finish();
 }
 
 criterion_group!(benches, per_packet, lpm);

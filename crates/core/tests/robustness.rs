@@ -155,12 +155,17 @@ fn check_everything(f: &[u8], ingress: u32) -> Result<(), TestCaseError> {
             if m.version == IpVersion::V4 {
                 prop_assert!(checksum::verify(&buf[l3..usize::from(m.l4_offset)]));
             }
-            // Beyond the MACs only TTL/hop limit and the IPv4 checksum may change.
+            // Beyond the MACs only TTL/hop limit, the IPv4 checksum and a partial L4 checksum
+            // (completed) may change.
+            let l4sum = llr_core::wire::l4::checksum_offset(m.protocol)
+                .filter(|_| m.has_ports)
+                .map(|o| usize::from(m.l4_offset) + o);
             for i in 12..f.len() {
-                let allowed = match m.version {
-                    IpVersion::V4 => [l3 + 8, l3 + 10, l3 + 11].contains(&i),
-                    IpVersion::V6 => i == l3 + 7,
-                };
+                let allowed = l4sum.is_some_and(|o| i == o || i == o + 1)
+                    || match m.version {
+                        IpVersion::V4 => [l3 + 8, l3 + 10, l3 + 11].contains(&i),
+                        IpVersion::V6 => i == l3 + 7,
+                    };
                 if !allowed {
                     prop_assert_eq!(f[i], buf[i], "byte {} changed", i);
                 }
@@ -168,6 +173,34 @@ fn check_everything(f: &[u8], ingress: u32) -> Result<(), TestCaseError> {
         }
         Verdict::Pass(_) | Verdict::Drop(_) => {
             prop_assert_eq!(&buf[..], f, "pass/drop must not modify")
+        }
+        Verdict::Icmp { error, .. } => {
+            prop_assert_eq!(&buf[..], f, "an ICMP verdict leaves the frame as received");
+            let m = parsed.expect("ICMP only for parsed frames");
+            let mut chunk = vec![0u8; 2048.max(f.len())];
+            chunk[..f.len()].copy_from_slice(f);
+            if let Verdict::Tx { len, .. } =
+                forwarder().icmp_error(&mut chunk, &m, ingress, error, 1)
+            {
+                let r = parse_frame(&chunk[..len]).expect("an ICMP error parses");
+                prop_assert_eq!(r.dst, m.src);
+            }
+        }
+        Verdict::Fragment { mtu, .. } => {
+            let m = parsed.expect("fragments only for parsed frames");
+            let mut out = vec![0u8; 2048];
+            let mut k = 0;
+            while let Some(len) = llr_core::fwd::icmp::fragment_v4(
+                &buf,
+                usize::from(m.l3_offset),
+                mtu as usize,
+                k,
+                &mut out,
+            ) {
+                prop_assert!(parse_frame(&out[..len]).is_ok());
+                k += 1;
+            }
+            prop_assert!(k >= 2);
         }
     }
     Ok(())

@@ -56,8 +56,6 @@ pub struct ClassifierStats {
     pub pass_multicast: u64,
     /// Passed to the kernel: addressed to the router itself.
     pub pass_local: u64,
-    /// Passed to the kernel: TTL / hop limit <= 1 (the kernel sends ICMP time exceeded).
-    pub pass_ttl: u64,
     /// Malformed L2/L3 headers (steered to the lowest class; user space drops them).
     pub malformed: u64,
     /// No socket bound for the class's ring: the frame went to the kernel instead.
@@ -302,7 +300,6 @@ impl Classifier {
             pass_non_ip: s(0),
             pass_multicast: s(1),
             pass_local: s(2),
-            pass_ttl: s(3),
             malformed: s(4),
             no_socket: s(5),
             rule_hits: s(6),

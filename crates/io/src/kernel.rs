@@ -14,10 +14,10 @@
 //!
 //! What reaches the forwarder, per prefix: the static route if the configuration has one, else
 //! the kernel's route of lowest metric in table main. Kernel routes that llrouter must not
-//! forward itself (blackhole, unreachable, prohibit, ... and routes through interfaces that are
-//! not the router's) are installed with their egress ifindex (0 for the non-unicast kinds), so
-//! the forwarder's lookup finds them and hands such packets to the kernel (`NoRoute`) instead of
-//! following a shorter prefix. Neighbours: every entry with a MAC that is not `FAILED` or
+//! forward to a next hop are installed too, so the forwarder's lookup finds them instead of
+//! following a shorter prefix: blackhole, unreachable and prohibit with their [`RouteKind`]
+//! (dropped, answered with ICMP as the kernel would), other kinds and routes through interfaces
+//! that are not the router's as the kernel's (handed to it). Neighbours: every entry with a MAC that is not `FAILED` or
 //! `INCOMPLETE`; static neighbours override.
 //!
 //! [rtnetlink(7)]: https://man7.org/linux/man-pages/man7/rtnetlink.7.html
@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use llr_core::classify::IpPrefix;
-use llr_core::fwd::{Forwarder, Interface, Interfaces, NextHop};
+use llr_core::fwd::{Forwarder, Interface, Interfaces, NextHop, RouteKind};
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST,
 };
@@ -308,16 +308,15 @@ fn decode_route(m: &RouteMessage) -> Option<(IpPrefix, u32, NextHop)> {
         oif = Some(i);
         gw = g;
     }
-    let nh = if h.kind == RouteType::Unicast {
-        NextHop {
+    let nh = match h.kind {
+        RouteType::Unicast => NextHop {
             ifindex: oif.unwrap_or(0),
             gateway: gw,
-        }
-    } else {
-        NextHop {
-            ifindex: 0,
-            gateway: None,
-        }
+        },
+        RouteType::BlackHole => NextHop::special(RouteKind::Blackhole),
+        RouteType::Unreachable => NextHop::special(RouteKind::Unreachable),
+        RouteType::Prohibit => NextHop::special(RouteKind::Prohibit),
+        _ => NextHop::special(RouteKind::Kernel),
     };
     Some((prefix, metric, nh))
 }

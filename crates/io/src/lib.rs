@@ -17,6 +17,7 @@ pub mod gen;
 pub mod kernel;
 pub mod netns;
 pub mod ntuple;
+pub mod punt;
 pub mod router;
 pub mod sink;
 pub mod sink_xdp;

@@ -11,11 +11,14 @@
 //!   idle -> interrupt: poll(); busy: spin; adaptive: spin spin_us, then poll()
 //! ```
 //!
-//! Frames the forwarder hands to the kernel (`Verdict::Pass`: no route, no neighbour, IP
-//! options, ...) are counted and dropped here: the classifier already passes ARP/ND, multicast,
-//! the router's own addresses and TTL expiry to the kernel in XDP, so user-space Pass is rare.
-//! For `NoNeighbor` the kernel is asked to resolve the next hop (a datagram to its discard
-//! port), and the neighbour mirror picks the answer up.
+//! The slow path ([`SlowPath`]) handles what is not plain forwarding, in the frame's own class
+//! and grant: ICMP errors (time exceeded, unreachable, fragmentation needed / packet too big),
+//! rate-limited, built in the frame's buffer and sent back to its source; IPv4 fragmentation
+//! into spare chunks; frames for the kernel (`Verdict::Pass`: IP options, the kernel's routes,
+//! ...) written to the punt TAP ([`crate::punt`]) — the classifier already passes ARP/ND,
+//! multicast and the router's own addresses to the kernel in XDP, so these are rare. For
+//! `NoNeighbor` the kernel is asked to resolve the next hop (a datagram to its discard port),
+//! and the neighbour mirror picks the answer up; the packet itself is dropped.
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -24,10 +27,14 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use llr_core::classify::{self, IpPrefix, PortRange, Rule};
-use llr_core::fwd::{DropReason, Forwarder, PassReason, Verdict};
+use llr_core::fwd::{
+    icmp, DropReason, Forwarder, IcmpKind, IcmpLimiter, IcmpLimits, PassReason, Verdict,
+};
 use llr_core::sched::{Layout, PollEngine, RingView};
+use llr_core::wire::PacketMeta;
 
-use crate::xsk::{Action, Device, PortStats, WakeMode};
+use crate::punt::Punt;
+use crate::xsk::{Action, Device, PortStats, Spare, WakeMode};
 
 #[path = "router_ctl.rs"]
 pub mod ctl;
@@ -52,6 +59,13 @@ pub struct WorkerOptions {
     pub acl_rules: u32,
     /// Stop after this long (`None`: until the stop flag).
     pub max_duration: Option<Duration>,
+    /// Rate limits of the ICMP errors the worker sends.
+    pub icmp: IcmpLimits,
+    /// Name of the TAP that hands frames to the kernel (`None`: such frames are dropped and
+    /// counted as `punt_dropped`).
+    pub punt_device: Option<String>,
+    /// At most this many frames per second to the kernel through the punt TAP.
+    pub punt_rate: u32,
 }
 
 impl Default for WorkerOptions {
@@ -64,6 +78,9 @@ impl Default for WorkerOptions {
             cost_ns: 0,
             acl_rules: 0,
             max_duration: None,
+            icmp: IcmpLimits::default(),
+            punt_device: Some("llr-punt".to_string()),
+            punt_rate: 10_000,
         }
     }
 }
@@ -81,6 +98,8 @@ pub struct WorkerStats {
     pub pass: Vec<(String, u64)>,
     /// Drops by reason.
     pub drop: Vec<(String, u64)>,
+    /// Slow-path events: ICMP errors sent and rate-limited per type, fragments, punts.
+    pub events: Vec<(String, u64)>,
     /// Engine device counters: wake-ups, re-arms, budget exhaustions.
     pub engine_wakeups: u64,
     pub engine_rearms: u64,
@@ -107,6 +126,9 @@ impl std::fmt::Display for WorkerStats {
         }
         for (n, c) in self.drop.iter().filter(|(_, c)| *c > 0) {
             writeln!(f, "  drop {n:<20} {c}")?;
+        }
+        for (n, c) in self.events.iter().filter(|(_, c)| *c > 0) {
+            writeln!(f, "  {n:<25} {c}")?;
         }
         writeln!(
             f,
@@ -147,6 +169,174 @@ fn poke_neighbor(addr: IpAddr) {
     };
     if let Ok(s) = UdpSocket::bind(bind) {
         let _ = s.send_to(b"llrouter-resolve", SocketAddr::new(addr, 9));
+    }
+}
+
+/// Everything the worker does with a frame besides forwarding it whole; see the module doc.
+struct SlowPath {
+    icmp: IcmpLimiter,
+    punt: Option<Punt>,
+    /// Per [`IcmpKind::class`]: errors sent, errors held back by the rate limit.
+    icmp_sent: [u64; 3],
+    icmp_limited: [u64; 3],
+    /// Errors that could not be sent (no route back, no address, no room).
+    icmp_unsendable: u64,
+    fragments: u64,
+    /// Packets that needed fragmenting but could not get every fragment out.
+    fragment_failed: u64,
+    punt_dropped: u64,
+    ip_id: u16,
+    pass: Vec<u64>,
+    drops: Vec<(String, u64)>,
+    to_resolve: Vec<IpAddr>,
+}
+
+impl SlowPath {
+    fn new(opts: &WorkerOptions) -> SlowPath {
+        let punt = opts.punt_device.as_deref().and_then(|name| {
+            Punt::open(name, opts.punt_rate)
+                .map_err(|e| {
+                    tracing::warn!(
+                        "punt device {name}: {e:#}; frames for the kernel will be dropped"
+                    )
+                })
+                .ok()
+        });
+        SlowPath {
+            icmp: IcmpLimiter::new(opts.icmp, mono_ns()),
+            punt,
+            icmp_sent: [0; 3],
+            icmp_limited: [0; 3],
+            icmp_unsendable: 0,
+            fragments: 0,
+            fragment_failed: 0,
+            punt_dropped: 0,
+            ip_id: 0,
+            pass: vec![0; PassReason::ALL.len()],
+            drops: Vec::new(),
+            to_resolve: Vec::new(),
+        }
+    }
+
+    /// The frame's action for a verdict other than `Tx`; `buf` is the frame's whole chunk room,
+    /// its first `len` bytes the frame.
+    fn handle(
+        &mut self,
+        verdict: Verdict,
+        buf: &mut [u8],
+        len: usize,
+        ingress: u32,
+        table: &Forwarder,
+        spare: &mut Spare<'_>,
+    ) -> Action {
+        match verdict {
+            Verdict::Tx { ifindex, len } => Action::Tx { ifindex, len },
+            Verdict::Icmp { drop, error } => {
+                count_drop(&mut self.drops, drop);
+                self.icmp_error(buf, len, ingress, error, table)
+            }
+            Verdict::Fragment { ifindex, mtu } => {
+                let Ok(m) = llr_core::wire::parse_frame(&buf[..len]) else {
+                    return Action::Drop;
+                };
+                let l3 = usize::from(m.l3_offset);
+                let frame = &buf[..len];
+                let mut k = 0;
+                while spare.tx(ifindex, |out| {
+                    icmp::fragment_v4(frame, l3, mtu as usize, k, out).unwrap_or(0)
+                }) {
+                    k += 1;
+                }
+                if icmp::fragment_v4(frame, l3, mtu as usize, k, &mut [0u8; 0]).is_some() || k == 0
+                {
+                    // Out of spare chunks part-way: the receiver cannot reassemble anyway.
+                    self.fragment_failed += 1;
+                } else {
+                    self.fragments += k as u64;
+                }
+                Action::Drop
+            }
+            Verdict::Pass(r) => {
+                self.pass[r.index()] += 1;
+                // The kernel does not finish a checksum the sender left partial (it arrives
+                // on the TAP as a received frame), and its receivers drop it.
+                if let Ok(m) = llr_core::wire::parse_frame(&buf[..len]) {
+                    llr_core::wire::l4::complete_partial_checksum(&mut buf[..len], &m);
+                }
+                let sent = match self.punt.as_mut() {
+                    Some(p) => p.send(&mut buf[..len], mono_ns()),
+                    None => false,
+                };
+                if !sent {
+                    self.punt_dropped += 1;
+                }
+                Action::Drop
+            }
+            Verdict::Drop(r) => {
+                count_drop(&mut self.drops, r);
+                if r == DropReason::NoNeighbor {
+                    self.want_neighbor(&buf[..len], table);
+                }
+                Action::Drop
+            }
+        }
+    }
+
+    fn icmp_error(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        ingress: u32,
+        error: IcmpKind,
+        table: &Forwarder,
+    ) -> Action {
+        let Ok(m): Result<PacketMeta, _> = llr_core::wire::parse_frame(&buf[..len]) else {
+            return Action::Drop;
+        };
+        let class = error.class();
+        if !self.icmp.allow(error, &m.src, mono_ns()) {
+            self.icmp_limited[class] += 1;
+            return Action::Drop;
+        }
+        self.ip_id = self.ip_id.wrapping_add(1);
+        match table.icmp_error(buf, &m, ingress, error, self.ip_id) {
+            Verdict::Tx { ifindex, len } => {
+                self.icmp_sent[class] += 1;
+                Action::Tx { ifindex, len }
+            }
+            _ => {
+                self.icmp_unsendable += 1;
+                Action::Drop
+            }
+        }
+    }
+
+    /// Remembers the next hop of `frame` for the kernel to resolve.
+    fn want_neighbor(&mut self, frame: &[u8], table: &Forwarder) {
+        if let Ok(m) = llr_core::wire::parse_frame(frame) {
+            if let Some(nh) = table.routes.lookup(m.dst_ip()) {
+                let a = nh.gateway.unwrap_or(m.dst_ip());
+                if self.to_resolve.len() < 16 && !self.to_resolve.contains(&a) {
+                    self.to_resolve.push(a);
+                }
+            }
+        }
+    }
+
+    /// The slow-path counters, named.
+    fn events(&self) -> Vec<(String, u64)> {
+        let mut v = Vec::new();
+        for (i, n) in IcmpKind::CLASS_NAMES.iter().enumerate() {
+            v.push((format!("icmp_sent_{n}"), self.icmp_sent[i]));
+            v.push((format!("icmp_ratelimited_{n}"), self.icmp_limited[i]));
+        }
+        v.push(("icmp_unsendable".to_string(), self.icmp_unsendable));
+        v.push(("fragments_sent".to_string(), self.fragments));
+        v.push(("fragment_failed".to_string(), self.fragment_failed));
+        let ps = self.punt.as_ref().map(|p| p.stats).unwrap_or_default();
+        v.push(("punted".to_string(), ps.punted));
+        v.push(("punt_dropped".to_string(), self.punt_dropped));
+        v
     }
 }
 
@@ -282,9 +472,7 @@ pub fn run_worker_ctl(
     let timestamps = ctl
         .as_ref()
         .is_some_and(|c| c.flags & crate::ebpf::FLAG_TIMESTAMP != 0);
-    let mut pass = vec![0u64; PassReason::ALL.len()];
-    let mut drops: Vec<(String, u64)> = Vec::new();
-    let mut to_resolve: Vec<IpAddr> = Vec::new();
+    let mut slow = SlowPath::new(opts);
     let mut last_poke = Instant::now() - Duration::from_secs(10);
     let t0 = Instant::now();
     let deadline = opts.max_duration.map(|d| t0 + d);
@@ -311,7 +499,7 @@ pub fn run_worker_ctl(
                 &acc,
                 (wake, spin_us),
                 (iter, busy_ratio, changes),
-                (&pass, &drops, &classifier_stats),
+                (&slow.pass, &slow.drops, &slow.events(), &classifier_stats),
                 t0,
             );
             $c.link.publish(snap);
@@ -427,7 +615,7 @@ pub fn run_worker_ctl(
             let mut fwd_n = 0u64;
             let mut bytes = 0u64;
             let rc = &mut acc.rings[ring];
-            let n = dev.recv_meta(ring, max, |frame, len, ingress, meta| {
+            let n = dev.recv_meta(ring, max, |frame, len, ingress, meta, spare| {
                 spin_ns(opts.cost_ns);
                 if opts.acl_rules > 0 {
                     std::hint::black_box(acl.classify(&frame[..len as usize], None, ingress));
@@ -443,24 +631,7 @@ pub fn run_worker_ctl(
                         fwd_n += 1;
                         Action::Tx { ifindex, len }
                     }
-                    Verdict::Pass(r) => {
-                        pass[r.index()] += 1;
-                        if r == PassReason::NoNeighbor {
-                            if let Ok(m) = llr_core::wire::parse_frame(&frame[..len as usize]) {
-                                if let Some(nh) = table.routes.lookup(m.dst_ip()) {
-                                    let a = nh.gateway.unwrap_or(m.dst_ip());
-                                    if to_resolve.len() < 16 && !to_resolve.contains(&a) {
-                                        to_resolve.push(a);
-                                    }
-                                }
-                            }
-                        }
-                        Action::Drop
-                    }
-                    Verdict::Drop(r) => {
-                        count_drop(&mut drops, r);
-                        Action::Drop
-                    }
+                    v => slow.handle(v, frame, len as usize, ingress, &table, spare),
                 }
             });
             drop(table);
@@ -490,8 +661,8 @@ pub fn run_worker_ctl(
             continue;
         }
         dev.flush();
-        if !to_resolve.is_empty() && last_poke.elapsed() > Duration::from_millis(200) {
-            for a in to_resolve.drain(..) {
+        if !slow.to_resolve.is_empty() && last_poke.elapsed() > Duration::from_millis(200) {
+            for a in slow.to_resolve.drain(..) {
                 poke_neighbor(a);
             }
             last_poke = Instant::now();
@@ -573,9 +744,10 @@ pub fn run_worker_ctl(
         forwarded: rings.iter().map(|r| r.forwarded).collect(),
         pass: PassReason::ALL
             .iter()
-            .map(|r| (r.name().to_string(), pass[r.index()]))
+            .map(|r| (r.name().to_string(), slow.pass[r.index()]))
             .collect(),
-        drop: drops,
+        drop: slow.drops.clone(),
+        events: slow.events(),
         engine_wakeups: devices.iter().map(|d| d.wakeups).sum(),
         engine_rearms: devices.iter().map(|d| d.rearms).sum(),
         budget_exhaustions: devices.iter().map(|d| d.budget_exhaustions).sum(),
@@ -603,6 +775,7 @@ fn ring_names(layout: &Layout, nsock: usize) -> Vec<String> {
 type CounterRefs<'a> = (
     &'a [u64],
     &'a [(String, u64)],
+    &'a [(String, u64)],
     &'a [(u32, crate::ebpf::ClassifierStats)],
 );
 
@@ -614,7 +787,7 @@ fn snapshot(
     acc: &Acc,
     (wake, spin_us): (WakeMode, u64),
     (poll_rounds, busy_ratio, changes): (u64, f64, u64),
-    (pass, drops, cls): CounterRefs<'_>,
+    (pass, drops, events, cls): CounterRefs<'_>,
     t0: Instant,
 ) -> WorkerSnapshot {
     let (mut rings, devices) = acc.current(engine);
@@ -645,6 +818,7 @@ fn snapshot(
             .map(|r| (r.name().to_string(), pass[r.index()]))
             .collect(),
         drop: drops.to_vec(),
+        events: events.to_vec(),
         ports: dev.port_stats(),
         classifier: cls.to_vec(),
         changes,

@@ -143,6 +143,8 @@ pub struct WorkerSnapshot {
     pub poll_wakeups: u64,
     pub pass: Vec<(String, u64)>,
     pub drop: Vec<(String, u64)>,
+    /// Slow-path events (ICMP errors sent and rate-limited, fragments, punts).
+    pub events: Vec<(String, u64)>,
     pub ports: Vec<PortStats>,
     /// Per interface (ifindex, classifier counters); refreshed when asked for (`want_full`).
     pub classifier: Vec<(u32, ClassifierStats)>,

@@ -99,6 +99,56 @@ pub enum Action {
     Drop,
 }
 
+/// Frames a receive callback sends besides (or instead of) the one it was handed: IPv4
+/// fragments of a frame larger than the egress MTU, each in a chunk of its own.
+pub struct Spare<'a> {
+    free: &'a mut Vec<u64>,
+    base: NonNull<u8>,
+    frame_size: u64,
+    out: &'a mut Vec<(u32, XdpDesc)>,
+}
+
+/// Free chunks [`Spare::tx`] leaves for the fill rings, so that extra frames cannot starve
+/// reception.
+const SPARE_RESERVE: usize = 256;
+
+impl Spare<'_> {
+    /// Takes a free chunk, lets `write` fill it (returning the frame length, 0 for nothing)
+    /// and queues it for transmission on `ifindex` after the frame being served. False when no
+    /// chunk can be spared.
+    pub fn tx(&mut self, ifindex: u32, write: impl FnOnce(&mut [u8]) -> usize) -> bool {
+        if self.free.len() <= SPARE_RESERVE {
+            return false;
+        }
+        let Some(chunk) = self.free.pop() else {
+            return false;
+        };
+        // SAFETY: every address on the free list is the start of a chunk of `frame_size` bytes
+        // inside the UMEM mapping `base` points to, owned by user space (not in any ring) until
+        // it is queued below or pushed back; nothing else references it meanwhile.
+        let buf = unsafe {
+            std::slice::from_raw_parts_mut(
+                self.base.as_ptr().add(chunk as usize),
+                self.frame_size as usize,
+            )
+        };
+        let len = write(buf).min(self.frame_size as usize);
+        if len == 0 {
+            self.free.push(chunk);
+            return false;
+        }
+        self.out.push((
+            ifindex,
+            XdpDesc {
+                addr: chunk,
+                len: len as u32,
+                options: 0,
+            },
+        ));
+        true
+    }
+}
+
 /// Per-port counters.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct PortStats {
@@ -409,7 +459,7 @@ impl Device {
     where
         F: FnMut(&mut [u8], u32, u32) -> Action,
     {
-        self.recv_meta(ring, max, |frame, len, ingress, _meta| {
+        self.recv_meta(ring, max, |frame, len, ingress, _meta, _spare| {
             f(frame, len, ingress)
         })
     }
@@ -417,11 +467,13 @@ impl Device {
     /// [`Device::recv`], also handing `f` the 8 bytes in front of the frame, read as a native
     /// `u64`: the classifier's XDP-metadata timestamp (`bpf_ktime_get_ns()`) when it writes one
     /// (`FLAG_TIMESTAMP`; copy mode copies the metadata in front of the frame), 0 when the
-    /// headroom is too small. Without the flag the value is stale garbage: ignore it.
+    /// headroom is too small. Without the flag the value is stale garbage: ignore it. `f` may
+    /// send more frames through its [`Spare`]; they go to the same ring's egress queue.
     pub fn recv_meta<F>(&mut self, ring: RingId, max: u32, mut f: F) -> u32
     where
-        F: FnMut(&mut [u8], u32, u32, u64) -> Action,
+        F: FnMut(&mut [u8], u32, u32, u64, &mut Spare<'_>) -> Action,
     {
+        let mut extra: Vec<(u32, XdpDesc)> = Vec::new();
         let np = self.ports.len();
         let mut served = 0;
         let base = self.area.ptr;
@@ -489,35 +541,52 @@ impl Device {
                 } else {
                     0
                 };
-                match f(&mut frame[..], len as u32, in_if, meta) {
+                let mut spare = Spare {
+                    free: &mut self.free,
+                    base,
+                    frame_size: fs,
+                    out: &mut extra,
+                };
+                match f(&mut frame[..], len as u32, in_if, meta, &mut spare) {
                     Action::Tx { ifindex, len } if len <= room as usize && len > 0 => {
-                        match self.ports.iter_mut().find(|p| p.ifindex == ifindex) {
-                            Some(out) => {
-                                let q = &mut out.egress[ring];
-                                if q.len() < self.opts.egress_queue as usize {
-                                    q.push_back(XdpDesc {
-                                        addr: d.addr,
-                                        len: len as u32,
-                                        options: 0,
-                                    });
-                                } else {
-                                    out.stats.egress_drops += 1;
-                                    self.free.push(chunk);
-                                }
-                            }
-                            None => {
-                                self.ports[pi].stats.no_port += 1;
-                                self.free.push(chunk);
-                            }
-                        }
+                        let desc = XdpDesc {
+                            addr: d.addr,
+                            len: len as u32,
+                            options: 0,
+                        };
+                        self.enqueue(pi, ring, ifindex, desc);
                     }
                     _ => self.free.push(chunk),
+                }
+                for (ifindex, desc) in extra.drain(..) {
+                    self.enqueue(pi, ring, ifindex, desc);
                 }
             }
             served += n as u32;
         }
         self.cursor = (self.cursor + 1) % np;
         served
+    }
+
+    /// Queues `desc` (a chunk this device owns) for transmission on `ifindex` behind ring
+    /// `ring`'s frames, or frees it (counted) if the port is unknown or its queue full.
+    fn enqueue(&mut self, from_port: usize, ring: RingId, ifindex: u32, desc: XdpDesc) {
+        let chunk = desc.addr & !(u64::from(self.frame_size) - 1);
+        match self.ports.iter_mut().find(|p| p.ifindex == ifindex) {
+            Some(out) => {
+                let q = &mut out.egress[ring];
+                if q.len() < self.opts.egress_queue as usize {
+                    q.push_back(desc);
+                } else {
+                    out.stats.egress_drops += 1;
+                    self.free.push(chunk);
+                }
+            }
+            None => {
+                self.ports[from_port].stats.no_port += 1;
+                self.free.push(chunk);
+            }
+        }
     }
 
     /// Reaps Tx completions, moves queued egress frames into the Tx rings (highest ring first:

@@ -5,7 +5,8 @@
 //! The reference for one frame:
 //! - to the kernel (XDP_PASS, no class) if the destination MAC is multicast/broadcast, if
 //!   `parse_frame` says non-IP, or if the frame parses and its destination is IPv6 multicast or
-//!   link-local, one of the router's addresses, or its TTL / hop limit is ≤ 1;
+//!   link-local, or one of the router's addresses (TTL / hop-limit expiry is classified like
+//!   any frame: the worker answers it);
 //! - otherwise class = `RuleSet::classify(frame, None, ingress)` and XSKMAP key =
 //!   `layout.class_to_ring[class]` (malformed frames included: they reach user space, which
 //!   counts and drops them by reason).
@@ -296,7 +297,7 @@ fn reference(rs: &RuleSet, class_to_ring: &[usize], f: &[u8], ingress: u32) -> V
             };
             let v6_special = matches!(d, IpAddr::V6(a) if a.is_multicast()
                 || (a.segments()[0] & 0xffc0) == 0xfe80);
-            if local || v6_special || m.ttl <= 1 {
+            if local || v6_special {
                 return Verdict::Kernel;
             }
         }

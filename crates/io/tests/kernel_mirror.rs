@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use llr_core::fwd::{Forwarder, NextHop};
+use llr_core::fwd::{Forwarder, NextHop, RouteKind};
 use llr_io::kernel::{self, MirrorSpec, MirrorStats, StaticNeighbor, StaticRoute};
 use llr_io::netns::Netns;
 
@@ -186,7 +186,7 @@ fn kernel_changes_reach_the_forwarder_quickly() {
     ns.ip(&["route", "add", "blackhole", "10.51.0.0/16"])
         .unwrap();
     took.push(within(&fwd, "blackhole route", |f| {
-        f.routes.lookup(ip("10.51.0.1")).map(|n| n.ifindex) == Some(0)
+        f.routes.lookup(ip("10.51.0.1")).map(|n| n.kind()) == Some(RouteKind::Blackhole)
     }));
     // Neighbours
     ns.ip(&[

@@ -6,20 +6,26 @@
 
 mod dir24_8;
 mod hash;
+pub mod icmp;
 mod tables;
 
 use core::fmt;
 
 pub use dir24_8::{Dir24_8, LpmError, MAX_VALUE};
+pub use icmp::{IcmpKind, IcmpLimiter, IcmpLimits};
 pub use tables::{
-    Interface, Interfaces, IpPrefixAddr, Lpm6, Neighbors, NextHop, RouteError, RouteTable,
+    Interface, Interfaces, IpPrefixAddr, Lpm6, Neighbors, NextHop, RouteError, RouteKind,
+    RouteTable,
 };
 
 use crate::wire::{
     self, checksum, ethernet, EthernetFrame, IpVersion, Ipv4Packet, PacketMeta, ParseError,
 };
 
-/// Why a frame goes to the kernel instead of being forwarded here.
+/// Why a frame goes to the kernel instead of being forwarded here: what the host itself must
+/// see or answer. The classifier hands almost all of these to the kernel in XDP already; the
+/// ones that reach the worker are re-injected into the kernel by the caller (llr-io's punt
+/// device).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PassReason {
     /// ARP, LLDP and anything else that is not IPv4/IPv6 (ND is caught by `Multicast`/`Local`).
@@ -28,50 +34,33 @@ pub enum PassReason {
     UnknownIngress,
     /// Broadcast or multicast destination MAC.
     L2Multicast,
-    /// Destination MAC is not the ingress interface's (the kernel will discard it as otherhost).
-    OtherHost,
     /// Addressed to one of the router's own addresses.
     Local,
     /// IP multicast destination (224.0.0.0/4, ff00::/8).
     Multicast,
     /// Limited or directed broadcast of a connected subnet.
     Broadcast,
-    /// Link-local source or destination (169.254.0.0/16, fe80::/10): never routed.
-    LinkLocal,
-    /// Addresses no router forwards (0/8, 127/8, 240/4, ::, ::1, multicast source).
-    Martian,
     /// IPv4 options or an IPv6 hop-by-hop header: the kernel processes them.
     IpOptions,
     /// A fragment, with [`FragmentPolicy::Pass`].
     Fragment,
-    /// TTL or hop limit ≤ 1: the kernel sends ICMP time exceeded.
-    TtlExpired,
-    /// No route (or a route to an unconfigured interface): the kernel answers unreachable.
-    NoRoute,
-    /// Larger than the egress MTU: the kernel fragments or sends "packet too big".
-    MtuExceeded,
-    /// The next hop's MAC is unknown: the kernel resolves it and forwards this packet itself.
-    NoNeighbor,
+    /// The route is the kernel's: through an interface llrouter does not serve, or of a kind
+    /// only the kernel handles ([`RouteKind::Kernel`]).
+    KernelRoute,
 }
 
 impl PassReason {
     /// Every variant, in index order.
-    pub const ALL: [PassReason; 15] = [
+    pub const ALL: [PassReason; 9] = [
         PassReason::NonIp,
         PassReason::UnknownIngress,
         PassReason::L2Multicast,
-        PassReason::OtherHost,
         PassReason::Local,
         PassReason::Multicast,
         PassReason::Broadcast,
-        PassReason::LinkLocal,
-        PassReason::Martian,
         PassReason::IpOptions,
         PassReason::Fragment,
-        PassReason::TtlExpired,
-        PassReason::NoRoute,
-        PassReason::MtuExceeded,
-        PassReason::NoNeighbor,
+        PassReason::KernelRoute,
     ];
 
     /// Stable index into [`PassReason::ALL`].
@@ -85,18 +74,12 @@ impl PassReason {
             PassReason::NonIp => "non_ip",
             PassReason::UnknownIngress => "unknown_ingress",
             PassReason::L2Multicast => "l2_multicast",
-            PassReason::OtherHost => "other_host",
             PassReason::Local => "local",
             PassReason::Multicast => "multicast",
             PassReason::Broadcast => "broadcast",
-            PassReason::LinkLocal => "link_local",
-            PassReason::Martian => "martian",
             PassReason::IpOptions => "ip_options",
             PassReason::Fragment => "fragment",
-            PassReason::TtlExpired => "ttl_expired",
-            PassReason::NoRoute => "no_route",
-            PassReason::MtuExceeded => "mtu_exceeded",
-            PassReason::NoNeighbor => "no_neighbor",
+            PassReason::KernelRoute => "kernel_route",
         }
     }
 }
@@ -107,24 +90,64 @@ impl fmt::Display for PassReason {
     }
 }
 
-/// Why a frame is dropped.
+/// Why a frame is not forwarded and not handed to the kernel either.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DropReason {
     /// The parser rejected it (never [`ParseError::NonIp`], which is passed).
     Parse(ParseError),
     /// The IPv4 header checksum does not verify.
     BadChecksum,
+    /// Destination MAC is neither the ingress interface's nor multicast (the kernel would
+    /// discard it as "otherhost" too).
+    OtherHost,
+    /// Addresses no router forwards (0/8, 127/8, 240/4, ::, ::1, multicast source).
+    Martian,
+    /// Link-local source or destination (169.254.0.0/16, fe80::/10): never routed.
+    LinkLocal,
+    /// TTL or hop limit ≤ 1 (answered with ICMP time exceeded unless rate-limited).
+    TtlExpired,
+    /// No route (answered with ICMP unreachable unless rate-limited).
+    NoRoute,
+    /// An `unreachable` or `prohibit` route (answered with ICMP unless rate-limited).
+    Unreachable,
+    /// A `blackhole` route: dropped silently.
+    Blackhole,
+    /// Larger than the egress MTU and not to be fragmented (answered with fragmentation needed
+    /// / packet too big unless rate-limited).
+    TooBig,
+    /// The next hop's MAC is unknown: the kernel is asked to resolve it, the packet is lost.
+    NoNeighbor,
 }
 
 impl DropReason {
-    /// Number of distinct indices.
-    pub const COUNT: usize = ParseError::ALL.len() + 1;
+    /// The variants after the parse errors, in index order.
+    const OTHERS: [DropReason; 10] = [
+        DropReason::BadChecksum,
+        DropReason::OtherHost,
+        DropReason::Martian,
+        DropReason::LinkLocal,
+        DropReason::TtlExpired,
+        DropReason::NoRoute,
+        DropReason::Unreachable,
+        DropReason::Blackhole,
+        DropReason::TooBig,
+        DropReason::NoNeighbor,
+    ];
 
-    /// Stable index: the parse error's index, then `BadChecksum`.
+    /// Number of distinct indices.
+    pub const COUNT: usize = ParseError::ALL.len() + Self::OTHERS.len();
+
+    /// Stable index: the parse error's index, then the others in declaration order.
     pub fn index(self) -> usize {
         match self {
             DropReason::Parse(e) => e.index(),
-            DropReason::BadChecksum => ParseError::ALL.len(),
+            other => {
+                ParseError::ALL.len()
+                    + Self::OTHERS
+                        .iter()
+                        .position(|&o| o == other)
+                        .unwrap_or_default()
+            }
         }
     }
 
@@ -132,9 +155,14 @@ impl DropReason {
     pub fn from_index(i: usize) -> Option<Self> {
         match ParseError::ALL.get(i) {
             Some(&e) => Some(DropReason::Parse(e)),
-            None if i == ParseError::ALL.len() => Some(DropReason::BadChecksum),
-            None => None,
+            None => Self::OTHERS.get(i - ParseError::ALL.len()).copied(),
         }
+    }
+
+    /// True for frames that were broken on arrival (as opposed to well-formed packets the
+    /// router declines to forward).
+    pub fn is_malformed(self) -> bool {
+        matches!(self, DropReason::Parse(_) | DropReason::BadChecksum)
     }
 
     /// Short snake_case name for metrics.
@@ -142,6 +170,15 @@ impl DropReason {
         match self {
             DropReason::Parse(e) => e.name(),
             DropReason::BadChecksum => "bad_checksum",
+            DropReason::OtherHost => "other_host",
+            DropReason::Martian => "martian",
+            DropReason::LinkLocal => "link_local",
+            DropReason::TtlExpired => "ttl_expired",
+            DropReason::NoRoute => "no_route",
+            DropReason::Unreachable => "unreachable_route",
+            DropReason::Blackhole => "blackhole",
+            DropReason::TooBig => "too_big",
+            DropReason::NoNeighbor => "no_neighbor",
         }
     }
 }
@@ -162,6 +199,22 @@ pub enum Verdict {
         /// Frame length to transmit.
         len: usize,
     },
+    /// IPv4 without DF, larger than the egress MTU: the frame was rewritten in place (TTL,
+    /// MACs, L4 checksum); send it in fragments ([`icmp::fragment_v4`]) of at most `mtu`.
+    Fragment {
+        /// Egress interface index.
+        ifindex: u32,
+        /// The egress MTU.
+        mtu: u32,
+    },
+    /// Not forwarded (counted as `drop`); the source is owed the ICMP error `error`, which
+    /// [`Forwarder::icmp_error`] writes into the (unmodified) frame if the rate limit allows.
+    Icmp {
+        /// The drop reason of the original packet.
+        drop: DropReason,
+        /// The error to answer with.
+        error: IcmpKind,
+    },
     /// Hand the (unmodified) frame to the kernel.
     Pass(PassReason),
     /// Drop and count.
@@ -171,10 +224,10 @@ pub enum Verdict {
 /// What to do with IP fragments (the parser reports them; ports are unknown).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FragmentPolicy {
-    /// Route them like any packet (no reassembly is needed to forward).
+    /// Route them like any packet (no reassembly is needed to forward), as a router does.
+    #[default]
     Forward,
     /// Hand them to the kernel.
-    #[default]
     Pass,
     /// Drop them as [`ParseError::Fragment`].
     Drop,
@@ -226,41 +279,42 @@ impl Forwarder {
         meta: &PacketMeta,
         ingress_ifindex: u32,
     ) -> Verdict {
+        use DropReason as D;
         use PassReason as P;
         let Some(ingress) = self.interfaces.get(ingress_ifindex) else {
             return Verdict::Pass(P::UnknownIngress);
         };
         // `meta` came from a successful parse, so the Ethernet header and the IP header exist.
         let Ok(eth) = EthernetFrame::new_checked(&*frame) else {
-            return Verdict::Drop(DropReason::Parse(ParseError::Runt));
+            return Verdict::Drop(D::Parse(ParseError::Runt));
         };
         let dst_mac = eth.dst();
         if dst_mac[0] & 1 != 0 {
             return Verdict::Pass(P::L2Multicast);
         }
         if dst_mac != ingress.mac {
-            return Verdict::Pass(P::OtherHost);
+            return Verdict::Drop(D::OtherHost);
         }
         let l3 = usize::from(meta.l3_offset);
         let hdr_len = usize::from(meta.l4_offset) - l3;
         match meta.version {
             IpVersion::V4 => {
                 let Some(hdr) = frame.get(l3..l3 + hdr_len) else {
-                    return Verdict::Drop(DropReason::Parse(ParseError::TruncatedL3));
+                    return Verdict::Drop(D::Parse(ParseError::TruncatedL3));
                 };
                 if !checksum::verify(hdr) {
-                    return Verdict::Drop(DropReason::BadChecksum);
+                    return Verdict::Drop(D::BadChecksum);
                 }
-                if let Some(r) = self.check_v4_addrs(meta) {
-                    return Verdict::Pass(r);
+                if let Some(v) = self.check_v4_addrs(meta) {
+                    return v;
                 }
                 if hdr_len > wire::ipv4::MIN_HEADER_LEN {
                     return Verdict::Pass(P::IpOptions);
                 }
             }
             IpVersion::V6 => {
-                if let Some(r) = self.check_v6_addrs(meta) {
-                    return Verdict::Pass(r);
+                if let Some(v) = self.check_v6_addrs(meta) {
+                    return v;
                 }
                 if frame.get(l3 + 6) == Some(&wire::ipv6::next_header::HOP_BY_HOP) {
                     return Verdict::Pass(P::IpOptions);
@@ -271,38 +325,54 @@ impl Forwarder {
             match self.fragments {
                 FragmentPolicy::Forward => {}
                 FragmentPolicy::Pass => return Verdict::Pass(P::Fragment),
-                FragmentPolicy::Drop => {
-                    return Verdict::Drop(DropReason::Parse(ParseError::Fragment))
-                }
+                FragmentPolicy::Drop => return Verdict::Drop(D::Parse(ParseError::Fragment)),
             }
         }
         if meta.ttl <= 1 {
-            return Verdict::Pass(P::TtlExpired);
+            return Self::answer(frame, meta, D::TtlExpired, IcmpKind::TimeExceeded);
         }
         let nh = match meta.version {
             IpVersion::V4 => self.routes.lookup_v4(meta.dst_v4()),
             IpVersion::V6 => self.routes.lookup_v6(meta.dst_v6()),
         };
         let Some(nh) = nh else {
-            return Verdict::Pass(P::NoRoute);
+            return Self::answer(frame, meta, D::NoRoute, IcmpKind::NetUnreachable);
         };
+        match nh.kind() {
+            RouteKind::Unicast => {}
+            RouteKind::Blackhole => return Verdict::Drop(D::Blackhole),
+            RouteKind::Unreachable => {
+                return Self::answer(frame, meta, D::Unreachable, IcmpKind::HostUnreachable)
+            }
+            RouteKind::Prohibit => {
+                return Self::answer(frame, meta, D::Unreachable, IcmpKind::Prohibited)
+            }
+            RouteKind::Kernel => return Verdict::Pass(P::KernelRoute),
+        }
         let Some(egress) = self.interfaces.get(nh.ifindex) else {
-            return Verdict::Pass(P::NoRoute);
+            return Verdict::Pass(P::KernelRoute);
         };
-        if u32::from(meta.total_len) > egress.mtu {
-            return Verdict::Pass(P::MtuExceeded);
+        let too_big = u32::from(meta.total_len) > egress.mtu;
+        // Only IPv4 without DF may be fragmented on the way (IPv6: RFC 8200 §5, never).
+        let fragment = too_big
+            && meta.version == IpVersion::V4
+            && frame.get(l3 + 6).is_some_and(|b| b & 0x40 == 0);
+        if too_big && !fragment {
+            let mtu = IcmpKind::TooBig { mtu: egress.mtu };
+            return Self::answer(frame, meta, D::TooBig, mtu);
         }
         let next = match nh.gateway {
             Some(gw) => self.neighbors.get(nh.ifindex, gw),
             None => self.neighbors.get(nh.ifindex, meta.dst_ip()),
         };
         let Some(next_mac) = next else {
-            return Verdict::Pass(P::NoNeighbor);
+            return Verdict::Drop(D::NoNeighbor);
         };
+        wire::l4::complete_partial_checksum(frame, meta);
         match meta.version {
             IpVersion::V4 => {
                 let Ok(mut ip) = Ipv4Packet::new_checked(&mut frame[l3..]) else {
-                    return Verdict::Drop(DropReason::Parse(ParseError::TruncatedL3));
+                    return Verdict::Drop(D::Parse(ParseError::TruncatedL3));
                 };
                 ip.decrement_ttl();
             }
@@ -314,52 +384,132 @@ impl Forwarder {
             }
         }
         let Ok(mut eth) = EthernetFrame::new_checked(&mut *frame) else {
-            return Verdict::Drop(DropReason::Parse(ParseError::Runt));
+            return Verdict::Drop(D::Parse(ParseError::Runt));
         };
         eth.set_dst(next_mac);
         eth.set_src(egress.mac);
+        if fragment {
+            return Verdict::Fragment {
+                ifindex: nh.ifindex,
+                mtu: egress.mtu,
+            };
+        }
         Verdict::Tx {
             ifindex: nh.ifindex,
             len: frame.len(),
         }
     }
 
-    fn check_v4_addrs(&self, m: &PacketMeta) -> Option<PassReason> {
+    /// The verdict for a packet the router drops with `drop` and may answer with `error`.
+    fn answer(frame: &[u8], meta: &PacketMeta, drop: DropReason, error: IcmpKind) -> Verdict {
+        if icmp::may_answer(frame, meta) {
+            Verdict::Icmp { drop, error }
+        } else {
+            Verdict::Drop(drop)
+        }
+    }
+
+    /// Turns the frame of a [`Verdict::Icmp`] into the ICMP error `error` (see
+    /// [`icmp::build_error`]; `buf` is the frame's whole buffer, its first bytes the frame as
+    /// received) and routes it back to the source: `Tx` on success, else `Drop` with the reason
+    /// the answer could not be sent (no route back, no address to send from).
+    ///
+    /// The answer's L2 next hop is the neighbour the route names, or, when the route back
+    /// leads out of the ingress interface and that neighbour is unknown, the frame's own
+    /// source MAC: the previous hop, which is the way back.
+    pub fn icmp_error(
+        &self,
+        buf: &mut [u8],
+        meta: &PacketMeta,
+        ingress_ifindex: u32,
+        error: IcmpKind,
+        id: u16,
+    ) -> Verdict {
+        use DropReason as D;
+        let v6 = meta.version == IpVersion::V6;
+        let back = match meta.version {
+            IpVersion::V4 => self.routes.lookup_v4(u32::from_be_bytes([
+                meta.src[0],
+                meta.src[1],
+                meta.src[2],
+                meta.src[3],
+            ])),
+            IpVersion::V6 => self.routes.lookup_v6(u128::from_be_bytes(meta.src)),
+        };
+        let Some(nh) = back.filter(|nh| nh.kind() == RouteKind::Unicast) else {
+            return Verdict::Drop(D::NoRoute);
+        };
+        let Some(egress) = self.interfaces.get(nh.ifindex) else {
+            return Verdict::Drop(D::NoRoute);
+        };
+        let src = match self.interfaces.source_addr(ingress_ifindex, v6) {
+            Some(core::net::IpAddr::V4(a)) => {
+                let mut b = [0u8; 16];
+                b[..4].copy_from_slice(&a.octets());
+                b
+            }
+            Some(core::net::IpAddr::V6(a)) => a.octets(),
+            None => return Verdict::Drop(D::NoRoute),
+        };
+        let prev_hop = EthernetFrame::new_checked(&*buf).map(|e| e.src()).ok();
+        let next = match nh.gateway {
+            Some(gw) => self.neighbors.get(nh.ifindex, gw),
+            None => self.neighbors.get(nh.ifindex, meta.src_ip()),
+        }
+        .or(prev_hop.filter(|_| nh.ifindex == ingress_ifindex));
+        let Some(next_mac) = next else {
+            return Verdict::Drop(D::NoNeighbor);
+        };
+        let Some(len) = icmp::build_error(buf, meta, error, &src, id) else {
+            return Verdict::Drop(D::Parse(ParseError::TruncatedL3));
+        };
+        let Ok(mut eth) = EthernetFrame::new_checked(&mut *buf) else {
+            return Verdict::Drop(D::Parse(ParseError::Runt));
+        };
+        eth.set_dst(next_mac);
+        eth.set_src(egress.mac);
+        Verdict::Tx {
+            ifindex: nh.ifindex,
+            len,
+        }
+    }
+
+    fn check_v4_addrs(&self, m: &PacketMeta) -> Option<Verdict> {
         let d = m.dst_v4();
         let s = u32::from_be_bytes([m.src[0], m.src[1], m.src[2], m.src[3]]);
         if d >> 28 == 0xe {
-            return Some(PassReason::Multicast);
+            return Some(Verdict::Pass(PassReason::Multicast));
         }
         if d == u32::MAX || self.interfaces.is_broadcast_v4(d) {
-            return Some(PassReason::Broadcast);
+            return Some(Verdict::Pass(PassReason::Broadcast));
         }
         if self.interfaces.is_local_v4(d) {
-            return Some(PassReason::Local);
+            return Some(Verdict::Pass(PassReason::Local));
         }
         let martian = |a: u32| a >> 24 == 0 || a >> 24 == 127;
         if martian(d) || martian(s) || d >> 28 == 0xf || s >> 28 >= 0xe {
-            return Some(PassReason::Martian);
+            return Some(Verdict::Drop(DropReason::Martian));
         }
         if d >> 16 == 0xa9fe || s >> 16 == 0xa9fe {
-            return Some(PassReason::LinkLocal);
+            return Some(Verdict::Drop(DropReason::LinkLocal));
         }
         None
     }
 
-    fn check_v6_addrs(&self, m: &PacketMeta) -> Option<PassReason> {
+    fn check_v6_addrs(&self, m: &PacketMeta) -> Option<Verdict> {
         let d = m.dst_v6();
         let s = u128::from_be_bytes(m.src);
         if d >> 120 == 0xff {
-            return Some(PassReason::Multicast);
+            return Some(Verdict::Pass(PassReason::Multicast));
         }
         if self.interfaces.is_local_v6(d) {
-            return Some(PassReason::Local);
+            return Some(Verdict::Pass(PassReason::Local));
         }
         if d <= 1 || s <= 1 || s >> 120 == 0xff {
-            return Some(PassReason::Martian);
+            return Some(Verdict::Drop(DropReason::Martian));
         }
         if d >> 118 == 0x3fa || s >> 118 == 0x3fa {
-            return Some(PassReason::LinkLocal);
+            return Some(Verdict::Drop(DropReason::LinkLocal));
         }
         None
     }

@@ -20,6 +20,57 @@ pub struct NextHop {
     pub gateway: Option<IpAddr>,
 }
 
+/// What a route does with the packets it matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RouteKind {
+    /// Forward to the next hop.
+    Unicast,
+    /// `blackhole`: drop silently.
+    Blackhole,
+    /// `unreachable`: drop, answer ICMP host unreachable.
+    Unreachable,
+    /// `prohibit`: drop, answer ICMP administratively prohibited.
+    Prohibit,
+    /// The kernel's business (a route through an interface llrouter does not serve, `throw`,
+    /// ...): the packet is handed to the kernel.
+    Kernel,
+}
+
+impl NextHop {
+    // Kernel interface indices are positive `int`s, so the top of the u32 range is free for
+    // the route kinds that have no interface; 0 (no interface) means the kernel's.
+    const BLACKHOLE: u32 = u32::MAX;
+    const UNREACHABLE: u32 = u32::MAX - 1;
+    const PROHIBIT: u32 = u32::MAX - 2;
+
+    /// The next hop of a route of `kind` that has no interface (any kind but `Unicast`).
+    pub const fn special(kind: RouteKind) -> NextHop {
+        let ifindex = match kind {
+            RouteKind::Blackhole => Self::BLACKHOLE,
+            RouteKind::Unreachable => Self::UNREACHABLE,
+            RouteKind::Prohibit => Self::PROHIBIT,
+            RouteKind::Kernel | RouteKind::Unicast => 0,
+        };
+        NextHop {
+            ifindex,
+            gateway: None,
+        }
+    }
+
+    /// What the route does; `Unicast` routes whose interface the router does not serve are
+    /// the caller's to recognise.
+    #[inline]
+    pub fn kind(&self) -> RouteKind {
+        match self.ifindex {
+            0 => RouteKind::Kernel,
+            Self::BLACKHOLE => RouteKind::Blackhole,
+            Self::UNREACHABLE => RouteKind::Unreachable,
+            Self::PROHIBIT => RouteKind::Prohibit,
+            _ => RouteKind::Unicast,
+        }
+    }
+}
+
 /// A route table update that could not be applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RouteError {
@@ -326,6 +377,25 @@ impl Interfaces {
     /// All interfaces.
     pub fn iter(&self) -> impl Iterator<Item = &Interface> {
         self.list.iter()
+    }
+
+    /// The router's address to answer from on `ifindex` for `version`: the interface's first
+    /// address of that family (for IPv6 a global one before a link-local one), else the first
+    /// of any interface, as Linux picks the source of its ICMP errors.
+    pub fn source_addr(&self, ifindex: u32, v6: bool) -> Option<IpAddr> {
+        let fits = |a: &&IpPrefixAddr| a.addr.is_ipv6() == v6;
+        let global = |a: &&IpPrefixAddr| match a.addr {
+            IpAddr::V6(x) => x.segments()[0] & 0xffc0 != 0xfe80,
+            IpAddr::V4(_) => true,
+        };
+        let on = self.get(ifindex).map(|i| i.addrs.as_slice()).unwrap_or(&[]);
+        let all = self.list.iter().flat_map(|i| &i.addrs);
+        on.iter()
+            .filter(fits)
+            .find(global)
+            .or_else(|| all.clone().filter(fits).find(global))
+            .or_else(|| on.iter().find(fits))
+            .map(|a| a.addr)
     }
 
     /// True if `a` (host order) is one of the router's IPv4 addresses.

@@ -134,39 +134,48 @@ fn forwards_on_link_and_ipv6() {
 }
 
 #[test]
-fn pass_reasons() {
+fn pass_drop_and_icmp_reasons() {
     let f = forwarder();
     let pass = |s: FrameSpec| run(&f, &s).0;
+    use DropReason as D;
     use PassReason as P;
+    let icmp = |drop, error| Verdict::Icmp { drop, error };
     assert_eq!(pass(spec("10.0.0.254")), Verdict::Pass(P::Local));
     assert_eq!(pass(spec("10.1.0.255")), Verdict::Pass(P::Broadcast));
     assert_eq!(pass(spec("255.255.255.255")), Verdict::Pass(P::Broadcast));
     assert_eq!(pass(spec("224.0.0.5")), Verdict::Pass(P::Multicast));
-    assert_eq!(pass(spec("169.254.1.1")), Verdict::Pass(P::LinkLocal));
-    assert_eq!(pass(spec("127.0.0.1")), Verdict::Pass(P::Martian));
-    assert_eq!(pass(spec("10.3.0.1")), Verdict::Pass(P::NoRoute));
-    assert_eq!(pass(spec("10.9.0.1")), Verdict::Pass(P::NoRoute));
-    assert_eq!(pass(spec("10.1.0.8")), Verdict::Pass(P::NoNeighbor));
+    assert_eq!(pass(spec("169.254.1.1")), Verdict::Drop(D::LinkLocal));
+    assert_eq!(pass(spec("127.0.0.1")), Verdict::Drop(D::Martian));
     assert_eq!(
-        pass(FrameSpec {
-            ttl: 1,
-            ..spec("10.2.0.1")
-        }),
-        Verdict::Pass(P::TtlExpired)
+        pass(spec("10.3.0.1")),
+        icmp(D::NoRoute, IcmpKind::NetUnreachable)
     );
-    assert_eq!(
-        pass(FrameSpec {
-            ttl: 0,
-            ..spec("10.2.0.1")
-        }),
-        Verdict::Pass(P::TtlExpired)
-    );
+    // A route through interface 7, which the router does not serve: the kernel's.
+    assert_eq!(pass(spec("10.9.0.1")), Verdict::Pass(P::KernelRoute));
+    assert_eq!(pass(spec("10.1.0.8")), Verdict::Drop(D::NoNeighbor));
+    for ttl in [0, 1] {
+        assert_eq!(
+            pass(FrameSpec {
+                ttl,
+                ..spec("10.2.0.1")
+            }),
+            icmp(D::TtlExpired, IcmpKind::TimeExceeded)
+        );
+    }
+    // The builder sets DF: too big answers "fragmentation needed" with the egress MTU.
     assert_eq!(
         pass(FrameSpec {
             payload_len: 1500,
             ..spec("10.2.0.1")
         }),
-        Verdict::Pass(P::MtuExceeded)
+        icmp(D::TooBig, IcmpKind::TooBig { mtu: 1500 })
+    );
+    assert_eq!(
+        pass(FrameSpec {
+            payload_len: 1500,
+            ..spec6("2001:db8:5::1")
+        }),
+        icmp(D::TooBig, IcmpKind::TooBig { mtu: 1500 })
     );
     assert_eq!(
         pass(FrameSpec {
@@ -180,16 +189,136 @@ fn pass_reasons() {
             dst_mac: HOST_MAC,
             ..spec("10.2.0.1")
         }),
-        Verdict::Pass(P::OtherHost)
+        Verdict::Drop(D::OtherHost)
     );
     assert_eq!(pass(spec6("2001:db8::fe")), Verdict::Pass(P::Local));
     assert_eq!(pass(spec6("ff02::1")), Verdict::Pass(P::Multicast));
-    assert_eq!(pass(spec6("fe80::1")), Verdict::Pass(P::LinkLocal));
+    assert_eq!(pass(spec6("fe80::1")), Verdict::Drop(D::LinkLocal));
     let mut b = frame(&spec("10.2.0.1"));
     assert_eq!(f.process(&mut b, 9), Verdict::Pass(P::UnknownIngress));
     let mut arp = frame(&spec("10.2.0.1"));
     arp[12..14].copy_from_slice(&[0x08, 0x06]);
     assert_eq!(f.process(&mut arp, 1), Verdict::Pass(P::NonIp));
+}
+
+#[test]
+fn route_kinds() {
+    let mut f = forwarder();
+    for (prefix, kind) in [
+        ("10.20.0.0/16", RouteKind::Blackhole),
+        ("10.21.0.0/16", RouteKind::Unreachable),
+        ("10.22.0.0/16", RouteKind::Prohibit),
+        ("10.23.0.0/16", RouteKind::Kernel),
+    ] {
+        f.routes.insert(p(prefix), NextHop::special(kind)).unwrap();
+        assert_eq!(NextHop::special(kind).kind(), kind);
+    }
+    let v = |d: &str| run(&f, &spec(d)).0;
+    assert_eq!(v("10.20.1.1"), Verdict::Drop(DropReason::Blackhole));
+    assert_eq!(
+        v("10.21.1.1"),
+        Verdict::Icmp {
+            drop: DropReason::Unreachable,
+            error: IcmpKind::HostUnreachable
+        }
+    );
+    assert_eq!(
+        v("10.22.1.1"),
+        Verdict::Icmp {
+            drop: DropReason::Unreachable,
+            error: IcmpKind::Prohibited
+        }
+    );
+    assert_eq!(v("10.23.1.1"), Verdict::Pass(PassReason::KernelRoute));
+}
+
+#[test]
+fn icmp_error_goes_back_out_of_the_ingress_from_its_address() {
+    let mut f = forwarder();
+    f.routes
+        .insert(
+            p("10.0.0.0/24"),
+            NextHop {
+                ifindex: 1,
+                gateway: None,
+            },
+        )
+        .unwrap();
+    let s = FrameSpec {
+        ttl: 1,
+        ..spec("10.2.0.1")
+    };
+    let orig = frame(&s);
+    let mut buf = vec![0u8; 2048];
+    buf[..orig.len()].copy_from_slice(&orig);
+    let m = parse_frame(&orig).unwrap();
+    let Verdict::Icmp { error, .. } = f.process(&mut buf[..orig.len()], 1) else {
+        panic!("ttl 1 must be answered");
+    };
+    let v = f.icmp_error(&mut buf, &m, 1, error, 9);
+    let Verdict::Tx { ifindex, len } = v else {
+        panic!("{v:?}");
+    };
+    assert_eq!(ifindex, 1);
+    let out = &buf[..len];
+    // No neighbour entry for 10.0.0.1: the previous hop's MAC (the frame's source) is used.
+    assert_eq!(&out[..6], &s.src_mac);
+    assert_eq!(&out[6..12], &IN_MAC);
+    let r = parse_frame(out).unwrap();
+    assert_eq!(
+        r.src_ip(),
+        ip("10.0.0.254"),
+        "the ingress interface's address"
+    );
+    assert_eq!(r.dst_ip(), ip("10.0.0.1"));
+    assert_eq!((out[34], out[35]), (11, 0));
+    assert_eq!(
+        &out[42..],
+        &orig[14..],
+        "the original packet as received (TTL 1)"
+    );
+}
+
+#[test]
+fn large_ipv4_without_df_is_fragmented_with_a_complete_checksum() {
+    let f = forwarder();
+    let s = FrameSpec {
+        payload_len: 1500,
+        ..spec("10.2.0.1")
+    };
+    let mut b = frame(&s);
+    b[20] = 0; // clear DF
+    Ipv4Packet::new_checked(&mut b[14..])
+        .unwrap()
+        .fill_checksum();
+    let v = f.process(&mut b, 1);
+    assert_eq!(
+        v,
+        Verdict::Fragment {
+            ifindex: 2,
+            mtu: 1500
+        }
+    );
+    assert_eq!(&b[..6], &GW_MAC, "rewritten before fragmenting");
+    assert_eq!(b[22], 63);
+}
+
+#[test]
+fn icmp_error_needs_a_route_back() {
+    let f = forwarder();
+    // The test forwarder has no route to the sources on interface 1 (10.0.0.0/24).
+    let s = FrameSpec {
+        ttl: 1,
+        ..spec("10.2.0.1")
+    };
+    let orig = frame(&s);
+    let m = parse_frame(&orig).unwrap();
+    let mut buf = vec![0u8; 2048];
+    buf[..orig.len()].copy_from_slice(&orig);
+    assert_eq!(
+        f.icmp_error(&mut buf, &m, 1, IcmpKind::TimeExceeded, 0),
+        Verdict::Drop(DropReason::NoRoute)
+    );
 }
 
 #[test]
@@ -211,6 +340,11 @@ fn fragments_follow_policy() {
     Ipv4Packet::new_checked(&mut b[14..])
         .unwrap()
         .fill_checksum();
+    assert!(
+        matches!(f.process(&mut b.clone(), 1), Verdict::Tx { .. }),
+        "a router forwards fragments by default"
+    );
+    f.fragments = FragmentPolicy::Pass;
     assert_eq!(
         f.process(&mut b.clone(), 1),
         Verdict::Pass(PassReason::Fragment)
@@ -285,13 +419,11 @@ fn route_table_replace_and_remove() {
     assert!(matches!(v, Verdict::Tx { .. }));
     assert_eq!(&b[..6], &HOST_MAC);
     assert!(f.routes.remove(p("10.2.0.0/16")).is_some());
-    assert_eq!(
-        run(&f, &spec("10.2.0.1")).0,
-        Verdict::Pass(PassReason::NoRoute)
-    );
+    let unreachable = Verdict::Icmp {
+        drop: DropReason::NoRoute,
+        error: IcmpKind::NetUnreachable,
+    };
+    assert_eq!(run(&f, &spec("10.2.0.1")).0, unreachable);
     assert!(f.routes.remove(p("::/0")).is_some());
-    assert_eq!(
-        run(&f, &spec6("2001:db8:5::1")).0,
-        Verdict::Pass(PassReason::NoRoute)
-    );
+    assert_eq!(run(&f, &spec6("2001:db8:5::1")).0, unreachable);
 }

@@ -5,7 +5,7 @@
 
 /// Folds a 32-bit accumulator into a 16-bit ones'-complement sum.
 #[inline]
-fn fold(mut sum: u32) -> u16 {
+pub fn fold(mut sum: u32) -> u16 {
     // Two rounds suffice: after the first the value is at most 0x1fffe.
     sum = (sum & 0xffff) + (sum >> 16);
     sum = (sum & 0xffff) + (sum >> 16);
@@ -13,21 +13,46 @@ fn fold(mut sum: u32) -> u16 {
 }
 
 /// Ones'-complement sum of `data` as big-endian 16-bit words (odd length padded with a zero byte).
+///
+/// Sums 32-bit words into a 64-bit accumulator (2^16 ≡ 1 mod 0xffff, so the fold at the end
+/// gives the same 16-bit sum): about four times fewer additions than word by word, which matters
+/// when the forwarder completes the checksum of a full-size segment.
 #[inline]
 pub fn ones_complement_sum(data: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    let mut chunks = data.chunks_exact(2);
+    fold64(sum_words(data))
+}
+
+/// The unfolded 64-bit accumulator of [`ones_complement_sum`], to combine with other parts
+/// (a pseudo header) before folding.
+#[inline]
+pub fn sum_words(data: &[u8]) -> u64 {
+    let mut sum: u64 = 0;
+    let mut chunks = data.chunks_exact(4);
     for c in &mut chunks {
-        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
-        // Fold early so that even 64 KiB inputs cannot overflow the accumulator.
-        if sum > 0xffff_0000 {
-            sum = u32::from(fold(sum));
-        }
+        sum += u64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
     }
-    if let [last] = chunks.remainder() {
-        sum += u32::from(*last) << 8;
-    }
-    fold(sum)
+    let rest = chunks.remainder();
+    let mut tail = [0u8; 4];
+    tail[..rest.len()].copy_from_slice(rest);
+    sum + u64::from(u32::from_be_bytes(tail))
+}
+
+/// Folds a 64-bit accumulator of big-endian words into a 16-bit ones'-complement sum.
+#[inline]
+pub fn fold64(mut sum: u64) -> u16 {
+    // Three rounds: after the second the value is at most 2^32, after the third below it.
+    sum = (sum & 0xffff_ffff) + (sum >> 32);
+    sum = (sum & 0xffff_ffff) + (sum >> 32);
+    sum = (sum & 0xffff_ffff) + (sum >> 32);
+    fold(sum as u32)
+}
+
+/// Unfolded sum of the TCP/UDP pseudo header (RFC 793 / RFC 768 for IPv4, RFC 8200 §8.1 for
+/// IPv6): the addresses, the protocol and the upper-layer length.
+#[inline]
+pub fn pseudo_header_sum(v6: bool, src: &[u8; 16], dst: &[u8; 16], protocol: u8, len: u32) -> u64 {
+    let n = if v6 { 16 } else { 4 };
+    sum_words(&src[..n]) + sum_words(&dst[..n]) + u64::from(protocol) + u64::from(len)
 }
 
 /// The RFC 1071 checksum of `data`: the complement of its ones'-complement sum.
@@ -60,6 +85,39 @@ mod tests {
         let data = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
         assert_eq!(ones_complement_sum(&data), 0xddf2);
         assert_eq!(checksum(&data), !0xddf2);
+    }
+
+    /// The word-by-word definition, to check the 32-bit-word accumulator against.
+    fn reference_sum(data: &[u8]) -> u16 {
+        let mut sum: u32 = 0;
+        for c in data.chunks(2) {
+            let w = u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]);
+            sum += u32::from(w);
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        sum as u16
+    }
+
+    #[test]
+    fn word_accumulator_matches_reference_for_every_length() {
+        let mut x: u32 = 0x1234_5678;
+        let data: Vec<u8> = (0..9100)
+            .map(|_| {
+                x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (x >> 24) as u8
+            })
+            .collect();
+        for len in (0..64).chain([1499, 1500, 1501, 9000, 9017]) {
+            assert_eq!(
+                ones_complement_sum(&data[..len]),
+                reference_sum(&data[..len]),
+                "len {len}"
+            );
+        }
+        assert_eq!(
+            ones_complement_sum(&[0xff; 9000]),
+            reference_sum(&[0xff; 9000])
+        );
     }
 
     #[test]

@@ -149,6 +149,62 @@ impl<T: AsRef<[u8]>> IcmpPacket<T> {
     }
 }
 
+/// Offset of the checksum field in a TCP or UDP header; `None` for other protocols.
+pub fn checksum_offset(protocol: u8) -> Option<usize> {
+    match protocol {
+        proto::TCP => Some(16),
+        proto::UDP => Some(6),
+        _ => None,
+    }
+}
+
+/// Completes a TCP or UDP checksum left *partial* by the sender's checksum offload, in place;
+/// returns whether it did.
+///
+/// A host that offloads the checksum (`CHECKSUM_PARTIAL`; on by default on veth, virtio and
+/// most NICs) writes only the folded pseudo-header sum into the field and leaves the rest to
+/// the device. Over veth the frame reaches XDP in that state, and a router that forwards it
+/// unchanged makes the receiver drop it (`UdpInCsumErrors`). A partial field equals the
+/// pseudo-header sum exactly, so one comparison (a dozen additions) recognises it; only then is
+/// the segment summed. A complete checksum equals that value by chance with probability 2⁻¹⁶;
+/// such a segment is summed too and gets the same, correct checksum again, so the test needs no
+/// other evidence. Fragments are never touched (the checksum covers the whole datagram).
+///
+/// `frame` must be the frame `meta` was parsed from.
+#[inline]
+pub fn complete_partial_checksum(frame: &mut [u8], meta: &super::PacketMeta) -> bool {
+    use super::checksum::{fold64, pseudo_header_sum, sum_words};
+    if meta.is_fragment || !meta.has_ports {
+        return false;
+    }
+    let Some(field) = checksum_offset(meta.protocol) else {
+        return false;
+    };
+    let l4 = usize::from(meta.l4_offset);
+    let end = usize::from(meta.l3_offset) + usize::from(meta.total_len);
+    let Some(seg) = frame.get_mut(l4..end) else {
+        return false;
+    };
+    let Some(f) = seg.get(field..field + 2) else {
+        return false;
+    };
+    let stored = u16::from_be_bytes([f[0], f[1]]);
+    let v6 = meta.version == super::IpVersion::V6;
+    let pseudo = pseudo_header_sum(v6, &meta.src, &meta.dst, meta.protocol, seg.len() as u32);
+    if stored != fold64(pseudo) {
+        return false;
+    }
+    seg[field] = 0;
+    seg[field + 1] = 0;
+    let mut c = !fold64(pseudo + sum_words(seg));
+    if c == 0 && meta.protocol == proto::UDP {
+        // RFC 768: a computed 0 is sent as all ones (0 means "no checksum").
+        c = 0xffff;
+    }
+    seg[field..field + 2].copy_from_slice(&c.to_be_bytes());
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,5 +238,120 @@ mod tests {
         let i = IcmpPacket::new_checked(&[8u8, 0, 0xf7, 0xff][..]).unwrap();
         assert_eq!((i.msg_type(), i.code(), i.checksum()), (8, 0, 0xf7ff));
         assert!(has_ports(proto::SCTP) && !has_ports(proto::ICMP));
+    }
+
+    mod partial {
+        use crate::wire::build::{frame, FrameSpec};
+        use crate::wire::checksum::{fold64, pseudo_header_sum, sum_words};
+        use crate::wire::{parse_frame, Vlan};
+        use core::net::IpAddr;
+
+        /// What a receiving host checks: pseudo header + segment sums to 0xffff.
+        fn receiver_accepts(f: &[u8]) -> bool {
+            let m = parse_frame(f).unwrap();
+            let seg =
+                &f[usize::from(m.l4_offset)..usize::from(m.l3_offset) + usize::from(m.total_len)];
+            let v6 = m.version == crate::wire::IpVersion::V6;
+            fold64(
+                pseudo_header_sum(v6, &m.src, &m.dst, m.protocol, seg.len() as u32)
+                    + sum_words(seg),
+            ) == 0xffff
+        }
+
+        /// A frame as the sending host's offload leaves it: field = folded pseudo-header sum.
+        fn partial_frame(spec: &FrameSpec, fill: u8) -> Vec<u8> {
+            let mut f = frame(spec);
+            let m = parse_frame(&f).unwrap();
+            let l4 = usize::from(m.l4_offset);
+            let end = usize::from(m.l3_offset) + usize::from(m.total_len);
+            let hdr = if m.protocol == crate::wire::l4::proto::TCP {
+                20
+            } else {
+                8
+            };
+            for (i, b) in f[l4 + hdr..end].iter_mut().enumerate() {
+                *b = fill.wrapping_add(i as u8).wrapping_mul(31);
+            }
+            let v6 = m.version == crate::wire::IpVersion::V6;
+            let p = pseudo_header_sum(v6, &m.src, &m.dst, m.protocol, (end - l4) as u32);
+            let off = l4 + crate::wire::l4::checksum_offset(m.protocol).unwrap();
+            f[off..off + 2].copy_from_slice(&fold64(p).to_be_bytes());
+            f
+        }
+
+        fn specs() -> Vec<FrameSpec> {
+            let mut v = Vec::new();
+            for (src, dst) in [("10.0.0.1", "10.1.0.9"), ("2001:db8::1", "2001:db8:1::9")] {
+                for proto in [crate::wire::l4::proto::UDP, crate::wire::l4::proto::TCP] {
+                    for vlan in [None, Some(Vlan { id: 7, pcp: 5 })] {
+                        for payload_len in [0, 1, 17, 1000, 1452] {
+                            v.push(FrameSpec {
+                                src: src.parse::<IpAddr>().unwrap(),
+                                dst: dst.parse::<IpAddr>().unwrap(),
+                                protocol: proto,
+                                vlan,
+                                payload_len,
+                                ..FrameSpec::default()
+                            });
+                        }
+                    }
+                }
+            }
+            v
+        }
+
+        #[test]
+        fn partial_checksums_are_completed_v4_v6_udp_tcp_vlan() {
+            for (k, spec) in specs().iter().enumerate() {
+                let mut f = partial_frame(spec, k as u8);
+                assert!(
+                    !receiver_accepts(&f),
+                    "{spec:?}: a partial frame must fail the check"
+                );
+                let m = parse_frame(&f).unwrap();
+                assert!(
+                    crate::wire::l4::complete_partial_checksum(&mut f, &m),
+                    "{spec:?}"
+                );
+                assert!(receiver_accepts(&f), "{spec:?}");
+            }
+        }
+
+        #[test]
+        fn complete_checksums_are_left_alone() {
+            for (k, spec) in specs().iter().enumerate() {
+                let mut f = partial_frame(spec, k as u8);
+                let m = parse_frame(&f).unwrap();
+                crate::wire::l4::complete_partial_checksum(&mut f, &m);
+                let before = f.clone();
+                assert!(
+                    !crate::wire::l4::complete_partial_checksum(&mut f, &m),
+                    "{spec:?}"
+                );
+                assert_eq!(f, before);
+            }
+        }
+
+        #[test]
+        fn fragments_and_other_protocols_are_not_touched() {
+            let spec = FrameSpec {
+                payload_len: 100,
+                ..FrameSpec::default()
+            };
+            let mut f = partial_frame(&spec, 3);
+            let l3 = 14;
+            f[l3 + 6] |= 0x20; // MF: now a first fragment
+            let m = parse_frame(&f).unwrap();
+            let before = f.clone();
+            assert!(!crate::wire::l4::complete_partial_checksum(&mut f, &m));
+            assert_eq!(f, before);
+            let icmp = FrameSpec {
+                protocol: crate::wire::l4::proto::ICMP,
+                ..FrameSpec::default()
+            };
+            let mut f = frame(&icmp);
+            let m = parse_frame(&f).unwrap();
+            assert!(!crate::wire::l4::complete_partial_checksum(&mut f, &m));
+        }
     }
 }

@@ -1,0 +1,194 @@
+//! The punt path: frames the worker hands to the kernel after they reached user space.
+//!
+//! Once a frame sits in an AF_XDP ring the kernel never sees it; the classifier hands almost
+//! everything the host must see (ARP, ND, multicast, the router's own addresses) to the kernel
+//! in XDP already, but the forwarder can still decide late (IP options, a route that is the
+//! kernel's, a local address the classifier did not know yet). Such frames are written to a
+//! TAP device in the router's namespace: the kernel receives them as if they had arrived on it
+//! and answers or forwards them by its own routing table. The destination MAC is rewritten to
+//! the TAP's so the kernel takes unicast frames as addressed to the host.
+//!
+//! The TAP is not persistent: it disappears with its file descriptor, so neither a clean exit
+//! nor a crash leaves it behind. Caveats: the kernel sees these packets arrive on the TAP, so
+//! strict reverse-path filtering (`rp_filter = 1`) drops the ones whose source is routed
+//! elsewhere, and forwarding by the kernel needs `net.ipv4.ip_forward` / IPv6 forwarding on, as
+//! for any kernel router.
+
+use std::ffi::CString;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+
+use anyhow::{bail, Context, Result};
+
+const IFF_TAP: libc::c_short = 0x0002;
+const IFF_NO_PI: libc::c_short = 0x1000;
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+
+/// `struct ifreq` with the union members the TAP set-up uses.
+#[repr(C)]
+struct IfReq {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    /// `ifr_flags` (short) or `ifr_hwaddr` (sockaddr: family u16 then 14 data bytes).
+    data: [u8; 24],
+}
+
+impl IfReq {
+    fn new(name: &str) -> Result<IfReq> {
+        let c = CString::new(name)?;
+        let b = c.as_bytes_with_nul();
+        if b.len() > libc::IFNAMSIZ {
+            bail!("punt device name `{name}` is longer than 15 bytes");
+        }
+        let mut r = IfReq {
+            name: [0; libc::IFNAMSIZ],
+            data: [0; 24],
+        };
+        for (d, &s) in r.name.iter_mut().zip(b) {
+            *d = s as libc::c_char;
+        }
+        Ok(r)
+    }
+
+    fn flags(&self) -> libc::c_short {
+        libc::c_short::from_ne_bytes([self.data[0], self.data[1]])
+    }
+
+    fn set_flags(&mut self, f: libc::c_short) {
+        self.data[..2].copy_from_slice(&f.to_ne_bytes());
+    }
+}
+
+/// Runs `ioctl(fd, req, ifr)`.
+fn ioctl(fd: i32, req: libc::c_ulong, ifr: &mut IfReq, what: &str) -> Result<()> {
+    // SAFETY: `ifr` is a live, writable `struct ifreq`-sized value (16-byte name + 24-byte
+    // union, as the kernel's) for the duration of the call; the request codes used here read
+    // and write only within it.
+    let r = unsafe { libc::ioctl(fd, req as _, ifr as *mut IfReq) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error()).context(what.to_string());
+    }
+    Ok(())
+}
+
+/// Counters of the punt path.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct PuntStats {
+    /// Frames written to the TAP (the kernel has them).
+    pub punted: u64,
+    /// Frames the TAP refused (its queue full) or the rate limit held back: lost.
+    pub dropped: u64,
+}
+
+/// A TAP device that hands frames to the kernel; see the module doc.
+pub struct Punt {
+    file: File,
+    name: String,
+    mac: [u8; 6],
+    /// Frames allowed per [`Punt::WINDOW_NS`].
+    limit: u32,
+    window_start: u64,
+    in_window: u32,
+    pub stats: PuntStats,
+}
+
+impl std::fmt::Debug for Punt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Punt")
+            .field("name", &self.name)
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl Punt {
+    const WINDOW_NS: u64 = 10_000_000;
+
+    /// Creates the TAP `name` in the calling thread's namespace and brings it up; at most
+    /// `per_sec` frames a second are written (a flood of frames for the kernel must not take
+    /// the worker's time from forwarding).
+    pub fn open(name: &str, per_sec: u32) -> Result<Punt> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open("/dev/net/tun")
+            .context("open /dev/net/tun (the punt path needs the tun driver)")?;
+        let mut ifr = IfReq::new(name)?;
+        ifr.set_flags(IFF_TAP | IFF_NO_PI);
+        ioctl(file.as_raw_fd(), TUNSETIFF, &mut ifr, "TUNSETIFF")?;
+        // SAFETY: plain socket(2) call; the result is checked before it is owned.
+        let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        if s < 0 {
+            return Err(std::io::Error::last_os_error()).context("socket for SIOCSIFFLAGS");
+        }
+        // SAFETY: `s` is a fresh descriptor returned by socket(2) above, owned by nobody else.
+        let sock = unsafe { OwnedFd::from_raw_fd(s) };
+        let mut ifr = IfReq::new(name)?;
+        ioctl(
+            sock.as_raw_fd(),
+            libc::SIOCGIFFLAGS,
+            &mut ifr,
+            "SIOCGIFFLAGS",
+        )?;
+        let up = ifr.flags() | libc::IFF_UP as libc::c_short;
+        ifr.set_flags(up);
+        ioctl(
+            sock.as_raw_fd(),
+            libc::SIOCSIFFLAGS,
+            &mut ifr,
+            "SIOCSIFFLAGS",
+        )?;
+        let mut ifr = IfReq::new(name)?;
+        ioctl(
+            sock.as_raw_fd(),
+            libc::SIOCGIFHWADDR,
+            &mut ifr,
+            "SIOCGIFHWADDR",
+        )?;
+        let mut mac = [0u8; 6];
+        mac.copy_from_slice(&ifr.data[2..8]);
+        Ok(Punt {
+            file,
+            name: name.to_string(),
+            mac,
+            limit: (u64::from(per_sec) * Self::WINDOW_NS / 1_000_000_000).max(1) as u32,
+            window_start: 0,
+            in_window: 0,
+            stats: PuntStats::default(),
+        })
+    }
+
+    /// The TAP's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Hands `frame` to the kernel at time `now_ns` (monotonic); false if it was dropped. The
+    /// destination MAC of a unicast frame is rewritten to the TAP's.
+    pub fn send(&mut self, frame: &mut [u8], now_ns: u64) -> bool {
+        if now_ns.saturating_sub(self.window_start) >= Self::WINDOW_NS {
+            self.window_start = now_ns;
+            self.in_window = 0;
+        }
+        if self.in_window >= self.limit || frame.len() < 14 {
+            self.stats.dropped += 1;
+            return false;
+        }
+        self.in_window += 1;
+        if frame[0] & 1 == 0 {
+            frame[..6].copy_from_slice(&self.mac);
+        }
+        match self.file.write(frame) {
+            Ok(n) if n == frame.len() => {
+                self.stats.punted += 1;
+                true
+            }
+            _ => {
+                self.stats.dropped += 1;
+                false
+            }
+        }
+    }
+}
