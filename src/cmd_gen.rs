@@ -69,6 +69,10 @@ pub struct GenArgs {
     /// Random seed (flow choice, Poisson gaps).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// TTL / hop limit of BE packets (bpf-live backend). 1: every BE packet expires at the
+    /// router (an ICMP time-exceeded flood).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u8).range(1..))]
+    pub be_ttl: u8,
     /// Packets per send call at most.
     #[arg(long, default_value_t = 32)]
     pub batch: usize,
@@ -131,6 +135,7 @@ impl GenArgs {
             duration: secs("duration", self.duration)?,
             seed: self.seed,
             batch: self.batch,
+            be_ttl: self.be_ttl,
         };
         cfg.validate().map_err(to_usage)?;
         Ok(cfg)

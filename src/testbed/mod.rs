@@ -31,6 +31,7 @@ use llr_io::netns::{addr, sweep_stale, Topology};
 use llr_io::sink::{Sink, SinkConfig, SinkReport};
 use llr_io::sink_xdp::XdpSink;
 
+mod iperf;
 mod summary;
 use serde::Serialize;
 use summary::Mlffr;
@@ -66,6 +67,9 @@ pub enum TestbedCmd {
     Run(RunArgs),
     /// Find the maximum loss-free forwarding rate of each target.
     Mlffr(MlffrArgs),
+    /// TCP goodput of iperf3 (ordinary sockets, default offloads) through each target, alone
+    /// and beside a BE overload.
+    Iperf(iperf::IperfArgs),
 }
 
 /// Options shared by `run` and `mlffr`.
@@ -140,6 +144,10 @@ pub struct Common {
     /// llrouter targets: the llrouter binary (default: this executable).
     #[arg(long)]
     pub router_bin: Option<PathBuf>,
+    /// TTL / hop limit of the generator's BE packets (bpf-live). 1: every BE packet expires at
+    /// the router, which answers with ICMP time exceeded (rate-limited) instead of forwarding.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u8).range(1..))]
+    pub be_ttl: u8,
 }
 
 impl Common {
@@ -167,6 +175,7 @@ impl Common {
             rx_size: 512,
             rx_napi_thread: false,
             router_bin: None,
+            be_ttl: 64,
         }
     }
 }
@@ -764,6 +773,7 @@ fn measure(
         duration: Some(Duration::from_secs_f64(c.point_secs)),
         seed: 1,
         batch: c.gen_batch,
+        be_ttl: c.be_ttl,
     };
     cfg.validate().map_err(crate::cmd_gen::to_usage)?;
     let gen_cpu = c.gen_cpu;
@@ -1513,6 +1523,7 @@ pub fn run(args: TestbedArgs) -> Result<()> {
         }
         TestbedCmd::Run(a) => run_sweep(a),
         TestbedCmd::Mlffr(a) => run_mlffr(a),
+        TestbedCmd::Iperf(a) => iperf::run_iperf(a),
     }
 }
 

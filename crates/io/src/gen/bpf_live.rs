@@ -116,6 +116,7 @@ pub fn template(cfg: &GenConfig, path: &Path, class: u8) -> Result<Vec<u8>> {
         (CLASS_RT, Some(p)) => p,
         _ => cfg.dst_port,
     };
+    let ttl = if class == CLASS_RT { 64 } else { cfg.be_ttl };
     let tos = if class == CLASS_RT && cfg.rt_dscp {
         DSCP_EF << 2
     } else {
@@ -129,7 +130,7 @@ pub fn template(cfg: &GenConfig, path: &Path, class: u8) -> Result<Vec<u8>> {
             ip[1] = tos;
             ip[2..4].copy_from_slice(&((n - 14) as u16).to_be_bytes());
             ip[6] = 0x40; // DF
-            ip[8] = 64;
+            ip[8] = ttl;
             ip[9] = 17;
             ip[12..16].copy_from_slice(&s.octets());
             ip[16..20].copy_from_slice(&d.octets());
@@ -144,7 +145,7 @@ pub fn template(cfg: &GenConfig, path: &Path, class: u8) -> Result<Vec<u8>> {
             ip[0..4].copy_from_slice(&vtc.to_be_bytes());
             ip[4..6].copy_from_slice(&((n - 54) as u16).to_be_bytes());
             ip[6] = 17;
-            ip[7] = 64;
+            ip[7] = ttl;
             ip[8..24].copy_from_slice(&s.octets());
             ip[24..40].copy_from_slice(&d.octets());
             54

@@ -103,6 +103,9 @@ pub struct GenConfig {
     pub seed: u64,
     /// Packets per send call at most.
     pub batch: usize,
+    /// TTL / hop limit of BE packets (`bpf-live` backend; 64 by default). 1 makes every BE
+    /// packet expire at the router: a flood the router must answer with ICMP, not forward.
+    pub be_ttl: u8,
 }
 
 impl Default for GenConfig {
@@ -121,6 +124,7 @@ impl Default for GenConfig {
             duration: None,
             seed: 1,
             batch: 32,
+            be_ttl: 64,
         }
     }
 }
