@@ -1668,6 +1668,30 @@ mod tests {
             .unwrap();
     }
 
+    #[test]
+    fn limit_note_blames_the_generator_only_without_loss() {
+        let r = |offered: f64, sent: f64, loss_be: f64| Row {
+            offered_pps: offered,
+            sent_pps: sent,
+            sent_rt: 300,
+            sent_be: 700,
+            loss_be,
+            ..Default::default()
+        };
+        // Short of the offered rate, nothing lost: the generator was the limit.
+        assert!(limit_note(&r(2e6, 1.5e6, 0.0)).contains("the generator, not the router"));
+        // Short of it and 49 % lost (sq at 2 Mpps): the router, not the generator.
+        let n = limit_note(&r(2e6, 1.5e6, 0.7));
+        assert!(!n.contains("the generator, not the router"), "{n}");
+        assert!(
+            n.contains("49.0 % lost") && n.contains("router was overloaded"),
+            "{n}"
+        );
+        // Rate reached and loss: the router.
+        assert!(limit_note(&r(2e6, 2e6, 0.7)).contains("router was the limit"));
+        assert_eq!(limit_note(&r(2e6, 2e6, 0.0)), "");
+    }
+
     /// A short real sweep (root; skipped otherwise): kernel and kernel-htb at two light loads,
     /// twice (`--repeat 2`).
     #[test]
