@@ -252,7 +252,9 @@ pub fn line_chart(
 }
 /// Tick labels readable on a log axis: 0.5, 3, 40, 2k.
 fn fmt_tick(v: f64) -> String {
-    if v >= 10_000.0 {
+    if v == 0.0 {
+        "0".into()
+    } else if v >= 10_000.0 {
         format!("{:.0}k", v / 1000.0)
     } else if v >= 10.0 {
         format!("{v:.0}")

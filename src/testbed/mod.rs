@@ -990,18 +990,28 @@ fn forwarded_kpps(r: &Row) -> f64 {
 /// A row's point for the RT (`true`) or BE line of a chart, if the row belongs on it.
 type PointOf<'a> = dyn Fn(&Row, bool) -> Option<(f64, f64)> + 'a;
 
-/// Lines of `rows` of every target, RT and BE, at (x, y) given by `xy`; sorted by x (rounds of
-/// --repeat interleave their loads).
+/// Rows of `target` in the order of the load asked of the generator (rounds of --repeat
+/// interleave their loads), so that a line follows rising load even where its x (forwarded
+/// load) falls back under overload — a bend that shows receive livelock.
+fn by_load<'a>(rows: &'a [Row], target: &Target) -> Vec<&'a Row> {
+    let mut v: Vec<&Row> = rows.iter().filter(|r| r.target == target.label()).collect();
+    v.sort_by(|a, b| {
+        a.offered_pps
+            .total_cmp(&b.offered_pps)
+            .then(a.sent_pps.total_cmp(&b.sent_pps))
+    });
+    v
+}
+
+/// Lines of `rows` of every target, RT and BE, at (x, y) given by `xy`, in load order.
 fn class_series(rows: &[Row], tg: &[Target], xy: &PointOf<'_>) -> Vec<Series> {
     let mut series = Vec::new();
     for t in tg {
         for (ci, (cls, rt)) in [("RT", true), ("BE", false)].into_iter().enumerate() {
-            let mut points: Vec<(f64, f64)> = rows
-                .iter()
-                .filter(|r| r.target == t.label())
+            let points: Vec<(f64, f64)> = by_load(rows, t)
+                .into_iter()
                 .filter_map(|r| xy(r, rt))
                 .collect();
-            points.sort_by(|a, b| a.0.total_cmp(&b.0));
             series.push(Series {
                 label: format!("{} {cls}", t.label()),
                 points,
@@ -1009,6 +1019,14 @@ fn class_series(rows: &[Row], tg: &[Target], xy: &PointOf<'_>) -> Vec<Series> {
                 class: ci,
             });
         }
+    }
+    series
+}
+
+/// `series` with each line drawn left to right (for x axes other than load).
+fn by_x(mut series: Vec<Series>) -> Vec<Series> {
+    for s in &mut series {
+        s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     series
 }
@@ -1058,9 +1076,9 @@ fn plots(out: &Path, rows: &[Row], tg: &[Target], loads: &[f64], shares: &[f64])
             "p99 latency vs RT share",
             "RT share",
             "p99 latency (µs)",
-            &class_series(rows, tg, &|r, rt| {
+            &by_x(class_series(rows, tg, &|r, rt| {
                 at_max(r).then(|| (r.rt_share, p99(r, rt)))
-            }),
+            })),
             true,
         );
         chart(
@@ -1068,23 +1086,24 @@ fn plots(out: &Path, rows: &[Row], tg: &[Target], loads: &[f64], shares: &[f64])
             "loss vs RT share",
             "RT share",
             "loss (% of sent)",
-            &class_series(rows, tg, &|r, rt| {
+            &by_x(class_series(rows, tg, &|r, rt| {
                 at_max(r).then(|| (r.rt_share, loss_pct(r, rt)))
-            }),
+            })),
             false,
         );
-        let series: Vec<Series> = tg
-            .iter()
-            .map(|t| {
-                Series::new(
-                    t.label(),
-                    rows.iter()
-                        .filter(|r| r.target == t.label() && at_max(r))
-                        .map(|r| (r.rt_share, r.throughput_pps / 1000.0))
-                        .collect(),
-                )
-            })
-            .collect();
+        let series: Vec<Series> = by_x(
+            tg.iter()
+                .map(|t| {
+                    Series::new(
+                        t.label(),
+                        rows.iter()
+                            .filter(|r| r.target == t.label() && at_max(r))
+                            .map(|r| (r.rt_share, r.throughput_pps / 1000.0))
+                            .collect(),
+                    )
+                })
+                .collect(),
+        );
         chart(
             "throughput_vs_rt_share.png",
             "throughput vs RT share",
@@ -1098,13 +1117,11 @@ fn plots(out: &Path, rows: &[Row], tg: &[Target], loads: &[f64], shares: &[f64])
         let series: Vec<Series> = tg
             .iter()
             .map(|t| {
-                let mut points: Vec<(f64, f64)> = rows
-                    .iter()
-                    .filter(|r| r.target == t.label() && r.rt_share == s0)
-                    .filter(|r| r.wakeups_per_s.is_finite())
+                let points: Vec<(f64, f64)> = by_load(rows, t)
+                    .into_iter()
+                    .filter(|r| r.rt_share == s0 && r.wakeups_per_s.is_finite())
                     .map(|r| (forwarded_kpps(r), r.wakeups_per_s))
                     .collect();
-                points.sort_by(|a, b| a.0.total_cmp(&b.0));
                 Series::new(t.label(), points)
             })
             .collect();
