@@ -116,6 +116,21 @@ fn check(args: &Args) -> Result<()> {
         tune::socket_buffer_bytes(b * 1e6, Duration::from_micros(args.delay_us), args.k)
             .map_err(tune_err)?;
     }
+    if !args.cores.is_empty() {
+        let stat = args.proc_root.join("stat");
+        let text = std::fs::read_to_string(&stat)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", stat.display()))?;
+        let online = tune::parse_proc_stat(&text).map_err(tune_err)?;
+        if let Some(c) = args.cores.iter().find(|c| !online.contains_key(c)) {
+            return Err(usage(
+                "cores",
+                format!(
+                    "core {c} is not online (online: {:?})",
+                    online.keys().collect::<Vec<_>>()
+                ),
+            ));
+        }
+    }
     if !args.devices.is_empty() {
         let net_dev = args.proc_root.join("net/dev");
         let text = std::fs::read_to_string(&net_dev)

@@ -89,6 +89,14 @@ fn tune_rejects_bad_options_before_sampling() {
         &["--dev", "nosuch0"],
     );
     assert!(t0.elapsed().as_secs() < 10, "sampled before checking --dev");
+    usage_error(
+        &["tune", "--cores", "4096", "--samples", "20"],
+        &["--cores", "core 4096 is not online"],
+    );
+    assert!(
+        t0.elapsed().as_secs() < 10,
+        "sampled before checking --cores"
+    );
     usage_error(&["tune", "--interval-ms", "0"], &["--interval-ms"]);
     usage_error(
         &["tune", "--ring-min", "100"],
