@@ -374,6 +374,7 @@ pub fn result_json(r: &SimResult, events_per_sec: Option<f64>) -> Value {
     let mut v = json!({
         "classes": classes,
         "utilization": r.utilization,
+        "offered_load": offered_load(r, r.core_utilization.len()),
         "core_utilization": r.core_utilization,
         "wakeups_per_sec": r.wakeups_per_sec,
         "offered_pps": r.offered_pps,

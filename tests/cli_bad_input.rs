@@ -249,6 +249,21 @@ fn sim_utilization_is_checked_and_overload_is_shown() {
         "{}",
         o.stdout
     );
+    // In JSON, the busy fraction (≤ 1) and the offered load (1.2) side by side.
+    let o = llrouter(&[
+        "sim",
+        "--utilization",
+        "1.2",
+        "--packets",
+        "20000",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+    assert!(
+        (v["offered_load"].as_f64().unwrap() - 1.2).abs() < 1e-9,
+        "{v}"
+    );
+    assert!(v["utilization"].as_f64().unwrap() <= 1.0, "{v}");
 }
 
 #[test]
