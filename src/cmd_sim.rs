@@ -494,6 +494,8 @@ pub struct SweepRow {
     pub max_ns: u64,
     pub utilization: f64,
     pub wakeups_per_sec: f64,
+    /// Offered load relative to capacity (`utilization` is the busy fraction, at most 1).
+    pub offered_load: f64,
 }
 
 fn apply_param(args: &mut SimArgs, param: SweepParam, v: f64) -> anyhow::Result<()> {
@@ -538,6 +540,23 @@ pub fn sweep(s: SweepArgs) -> anyhow::Result<()> {
         return Err(usage(
             "strategy",
             format!("a sweep compares --strategies (comma separated), e.g. --strategies {st}; --strategy is for a single `llrouter sim`"),
+        ));
+    }
+    // A fixed value of what --param varies would be replaced without a word.
+    let fixed = match s.param {
+        SweepParam::Utilization if s.base.utilization.is_some() => Some("utilization"),
+        SweepParam::Utilization if s.base.rate_pps.is_some() => Some("rate-pps"),
+        SweepParam::RtShare if s.base.rt_share.is_some() => Some("rt-share"),
+        SweepParam::RtShare if s.base.classes.is_some() => Some("classes"),
+        _ => None,
+    };
+    if let Some(flag) = fixed {
+        return Err(usage(
+            flag,
+            format!(
+                "--param {} varies it over --values; give one or the other",
+                s.param.name()
+            ),
         ));
     }
     let values = parse_values(
@@ -628,16 +647,17 @@ pub fn sweep(s: SweepArgs) -> anyhow::Result<()> {
                 max_ns: c.max_ns,
                 utilization: r.utilization,
                 wakeups_per_sec: r.wakeups_per_sec,
+                offered_load: offered_load(r, r.core_utilization.len()),
             });
         }
     }
     let csv = s.out.join("results.csv");
     let mut f = std::fs::File::create(&csv)?;
-    writeln!(f, "strategy,param,value,class,sent,delivered,dropped,mean_ns,p50_ns,p99_ns,p999_ns,max_ns,utilization,wakeups_per_sec")?;
+    writeln!(f, "strategy,param,value,class,sent,delivered,dropped,mean_ns,p50_ns,p99_ns,p999_ns,max_ns,utilization,wakeups_per_sec,offered_load")?;
     for r in &rows {
         writeln!(
             f,
-            "{},{},{},{},{},{},{},{:.1},{},{},{},{},{:.4},{:.1}",
+            "{},{},{},{},{},{},{},{:.1},{},{},{},{},{:.4},{:.1},{:.4}",
             r.strategy,
             r.param,
             r.value,
@@ -651,7 +671,8 @@ pub fn sweep(s: SweepArgs) -> anyhow::Result<()> {
             r.p999_ns,
             r.max_ns,
             r.utilization,
-            r.wakeups_per_sec
+            r.wakeups_per_sec,
+            r.offered_load
         )?;
     }
     let total_packets: u64 = jobs.iter().map(|(_, _, c)| c.packets).sum();

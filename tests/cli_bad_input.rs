@@ -184,6 +184,14 @@ fn sweep_rejects_unknown_parameters_and_single_run_flags() {
             vec!["--values", "whole number"],
         ),
         (vec!["--values", "1:0:1"], vec!["--values"]),
+        (
+            vec!["--param", "utilization", "--utilization", "0.5"],
+            vec!["--utilization", "--param utilization varies it"],
+        ),
+        (
+            vec!["--classes", "hi=0.2,lo=0.8"],
+            vec!["--classes", "--param rt-share varies it"],
+        ),
     ] {
         let mut a = vec![
             "sim",
