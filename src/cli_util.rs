@@ -108,6 +108,59 @@ pub fn parse_values(flag: &str, s: &str) -> anyhow::Result<Vec<f64>> {
     Ok(v)
 }
 
+/// The command-line name of a closed choice (`bpf-live` for `Backend::BpfLive`).
+pub fn value_name<T: clap::ValueEnum>(v: T) -> String {
+    v.to_possible_value()
+        .map_or_else(String::new, |p| p.get_name().to_string())
+}
+
+/// The machine's online CPUs (`/sys/devices/system/cpu/online`), not this thread's affinity.
+pub fn online_cpus() -> anyhow::Result<std::collections::BTreeSet<usize>> {
+    let path = "/sys/devices/system/cpu/online";
+    let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+    Ok(llr_ops::tune::parse_cpu_list(&text)?)
+}
+
+/// Why `cpu` cannot be used, given the online CPUs; `None` when it is online.
+pub fn cpu_problem(cpu: usize, online: &std::collections::BTreeSet<usize>) -> Option<String> {
+    if online.contains(&cpu) {
+        return None;
+    }
+    let list = online
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    Some(format!(
+        "CPU {cpu} does not exist: this machine has {} online CPU{} ({list})",
+        online.len(),
+        if online.len() == 1 { "" } else { "s" }
+    ))
+}
+
+/// Checks a CPU option before anything is started: a usage error naming `flag` when the CPU
+/// is not online.
+pub fn check_cpu(flag: &str, cpu: usize) -> anyhow::Result<()> {
+    match cpu_problem(cpu, &online_cpus()?) {
+        Some(why) => Err(usage(flag, why)),
+        None => Ok(()),
+    }
+}
+
+/// Pins the calling thread to `cpu` (given by `flag`); an online CPU that this process may not
+/// use (cpuset, taskset) is refused with that reason.
+pub fn pin_cpu(flag: &str, cpu: usize) -> anyhow::Result<()> {
+    check_cpu(flag, cpu)?;
+    llr_io::gen::pin_to_cpu(cpu).map_err(|e| {
+        usage(
+            flag,
+            format!(
+                "CPU {cpu} is online but not allowed for this process (cpuset or taskset): {e}"
+            ),
+        )
+    })
+}
+
 /// Runs `work` inside the network namespace named by `--netns`, or here when there is none.
 pub fn in_netns<T: Send>(
     netns: Option<&str>,
@@ -205,5 +258,15 @@ mod tests {
         assert_eq!(parse_values("values", "0:1:0.05").unwrap().len(), 21);
         assert_eq!(parse_values("values", "1,2").unwrap(), vec![1.0, 2.0]);
         assert!(parse_values("values", "1:0:1").is_err());
+    }
+
+    #[test]
+    fn cpu_problem_counts_online_cpus() {
+        let online: std::collections::BTreeSet<usize> = [0, 1].into();
+        assert_eq!(cpu_problem(1, &online), None);
+        assert_eq!(
+            cpu_problem(9, &online).unwrap(),
+            "CPU 9 does not exist: this machine has 2 online CPUs (0,1)"
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! `llrouter demo`: paper 000's scenario in the simulator — one core, 30 % RT, loads up to
 //! overload — for SQ, RR, LL-RR and LL-WFQ, as one compact table.
 
-use crate::cli_util::{table, us};
+use crate::cli_util::{table, us, usage};
 use clap::Args;
 use llr_core::sched::{SchedConfig, StrategyKind};
 use llr_sim::SimConfig;
@@ -76,6 +76,18 @@ pub fn simulate(packets: u64) -> anyhow::Result<String> {
 }
 
 pub fn run(a: DemoArgs) -> anyhow::Result<()> {
+    if a.packets == 0 {
+        return Err(usage("packets", "must be at least 1"));
+    }
+    if !(0.5..=3.0).contains(&a.live_secs) {
+        return Err(usage(
+            "live-secs",
+            format!(
+                "{}: must be within 0.5–3 s (the live comparison is kept under ~30 s)",
+                a.live_secs
+            ),
+        ));
+    }
     println!("llrouter demo — simulated paper-000 scenario: 1 core, 128 B frames (x = 797 ns), 30 % RT, Poisson, rings of 512, device budget 64, LL-WFQ budgets rt=60 be=4");
     println!("load = offered load / core capacity; latency = arrival at the Rx ring → end of processing\n");
     print!("{}", simulate(a.packets)?);

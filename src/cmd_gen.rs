@@ -204,9 +204,12 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
     let stop = stop_on_signal();
     let backend = args.backend;
     let cpu = args.cpu;
+    if let Some(c) = cpu {
+        crate::cli_util::check_cpu("cpu", c)?;
+    }
     let work = move || -> anyhow::Result<GenReport> {
         if let Some(c) = cpu {
-            gen::pin_to_cpu(c).map_err(|e| usage("cpu", format!("{c}: {e}")))?;
+            crate::cli_util::pin_cpu("cpu", c)?;
         }
         generate(&cfg, backend, &stop)
     };

@@ -1,8 +1,10 @@
 //! `llrouter model`: paper 000's latency bound and budget rule (Eq. 1 and 2).
 
-use crate::cli_util::usage;
+use crate::cli_util::{parse_values, usage};
+use crate::plot;
 use clap::Args;
 use llr_sim::model::{self, ModelReport};
+use std::path::{Path, PathBuf};
 
 /// Tmax = b·x/(1−ρRT) for a given budget, or the largest budget b ≤ m·(1−ρRT) for a target of
 /// m service times.
@@ -28,6 +30,65 @@ pub struct ModelArgs {
     pub packet_size: Option<u32>,
     #[arg(long)]
     pub json: bool,
+    /// Draw Tmax vs ρRT for --plot-budgets into this PNG (in µs with a service time, else in
+    /// service times); with --plot alone, nothing else is required.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// BE ring budgets drawn by --plot, packets.
+    #[arg(long, default_value = "1,4,16,64")]
+    pub plot_budgets: String,
+}
+
+/// Highest ρRT drawn: Tmax grows without bound as ρRT → 1.
+const PLOT_RHO_MAX: f64 = 0.95;
+
+/// Tmax over ρRT ∈ [0, 0.95] for each budget, in µs when `service_ns` is known, else in
+/// service times.
+pub fn tmax_series(budgets: &[u32], service_ns: Option<f64>) -> Vec<plot::Series> {
+    let x = service_ns.unwrap_or(1.0);
+    let unit = if service_ns.is_some() { 1e-3 } else { 1.0 };
+    budgets
+        .iter()
+        .map(|&b| {
+            let points = (0..=19)
+                .map(|i| i as f64 / 20.0)
+                .filter(|r| *r <= PLOT_RHO_MAX)
+                .filter_map(|r| model::tmax_ns(b, x, r).map(|t| (r, t * unit)))
+                .collect();
+            plot::Series::new(format!("b = {b}"), points)
+        })
+        .collect()
+}
+
+fn draw(path: &Path, budgets_arg: &str, service: Option<f64>) -> anyhow::Result<()> {
+    let budgets: Vec<u32> = parse_values("plot-budgets", budgets_arg)?
+        .into_iter()
+        .map(|v| {
+            if v >= 1.0 && v.fract() == 0.0 && v <= u32::MAX as f64 {
+                Ok(v as u32)
+            } else {
+                Err(usage(
+                    "plot-budgets",
+                    format!("{v}: a budget is a whole number of packets ≥ 1"),
+                ))
+            }
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let ylabel = match service {
+        Some(x) => format!("Tmax (µs), x = {x:.0} ns"),
+        None => "Tmax (service times x)".to_string(),
+    };
+    plot::line_chart(
+        path,
+        "RT latency bound Tmax = b·x/(1−ρRT) (paper 000, Eq. 1)",
+        "RT utilisation ρRT",
+        &ylabel,
+        &tmax_series(&budgets, service),
+        true,
+    )
+    .map_err(|e| anyhow::anyhow!("plot {}: {e}", path.display()))?;
+    println!("wrote {}", path.display());
+    Ok(())
 }
 
 pub fn run(a: ModelArgs) -> anyhow::Result<()> {
@@ -40,6 +101,12 @@ pub fn run(a: ModelArgs) -> anyhow::Result<()> {
         (None, Some(s)) => Some(model::service_time_ns(s)),
         (None, None) => None,
     };
+    if let Some(p) = &a.plot {
+        draw(p, &a.plot_budgets, service)?;
+        if a.rho_rt.is_none() && a.rt_rate_pps.is_none() && a.m.is_none() && a.budget.is_none() {
+            return Ok(());
+        }
+    }
     let rho = match (a.rho_rt, a.rt_rate_pps) {
         (Some(r), _) => r,
         (None, Some(pps)) => {
@@ -136,4 +203,23 @@ pub fn run(a: ModelArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tmax_series_follows_eq1() {
+        let s = tmax_series(&[1, 4], Some(1000.0));
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[1].label, "b = 4");
+        // ρRT = 0: Tmax = b·x = 4 µs; ρRT = 0.5: twice that.
+        assert_eq!(s[1].points[0], (0.0, 4.0));
+        let half = s[1].points.iter().find(|p| p.0 == 0.5).unwrap();
+        assert!((half.1 - 8.0).abs() < 1e-9);
+        assert!(s[0].points.iter().all(|p| p.0 <= PLOT_RHO_MAX));
+        // Without a service time: in service times.
+        assert_eq!(tmax_series(&[16], None)[0].points[0], (0.0, 16.0));
+    }
 }

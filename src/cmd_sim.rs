@@ -48,12 +48,49 @@ pub enum DistKind {
     Exp,
 }
 
+/// A strategy name as a typed option value (clap then reports a bad one as a usage error).
+pub fn parse_strategy(s: &str) -> Result<StrategyKind, String> {
+    s.parse::<StrategyKind>().map_err(|e| e.reason)
+}
+
+/// Largest `--utilization`: beyond 10× the capacity more than 90 % of the packets are dropped
+/// and the run shows the drop policy, not the scheduler.
+pub const MAX_UTILIZATION: f64 = 10.0;
+
+/// Checks an offered load relative to capacity; the reason says what is allowed and why.
+pub fn check_utilization(u: f64) -> anyhow::Result<()> {
+    if !u.is_finite() {
+        return Err(usage(
+            "utilization",
+            format!("`{u}` is not a finite number; give the offered load relative to the cores' capacity, within (0, {MAX_UTILIZATION}]"),
+        ));
+    }
+    if u <= 0.0 {
+        return Err(usage(
+            "utilization",
+            format!("{u}: must be greater than 0 (no traffic offered)"),
+        ));
+    }
+    if u > MAX_UTILIZATION {
+        return Err(usage(
+            "utilization",
+            format!(
+                "{u}: at most {MAX_UTILIZATION} (1 is saturation, above 1 is overload; beyond \
+                 {MAX_UTILIZATION}× more than 90 % of the packets would be dropped and the run \
+                 would show the drop policy, not the scheduler)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Parameters of one simulation.
 #[derive(Args, Debug, Clone)]
 pub struct SimArgs {
-    /// Scheduling strategy: sq, rr, ll-rr, ll-wfq, fcfs, prio, rr-slice, wfq, ll-rr-slice, ll-wfq-slice.
-    #[arg(long, default_value = "ll-wfq")]
-    pub strategy: String,
+    /// Scheduling strategy (default ll-wfq): sq, rr, ll-rr, ll-wfq, fcfs, prio, rr-slice, wfq,
+    /// ll-rr-slice, ll-wfq-slice.
+    #[arg(long, value_parser = parse_strategy)]
+    pub strategy: Option<StrategyKind>,
     /// Number of cores; flows are hashed to cores.
     #[arg(long, default_value_t = 1)]
     pub cores: usize,
@@ -63,7 +100,8 @@ pub struct SimArgs {
     /// Shorthand for --classes rt=S,be=1-S.
     #[arg(long)]
     pub rt_share: Option<f64>,
-    /// Offered load relative to the capacity of all cores (1.0 = saturation).
+    /// Offered load relative to the capacity of all cores, within (0, 10]: 1.0 = saturation,
+    /// above 1 = overload (the excess is dropped at the rings).
     #[arg(long, conflicts_with = "rate_pps")]
     pub utilization: Option<f64>,
     /// Offered load in packets per second.
@@ -122,18 +160,61 @@ pub struct SimArgs {
     pub json: bool,
 }
 
+/// The parameter a sweep varies.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum SweepParam {
+    /// Share of RT traffic (classes rt and be).
+    RtShare,
+    /// Offered load relative to capacity.
+    Utilization,
+    /// Time slice Δt in µs.
+    TimeSlice,
+    /// The lowest class's ring budget in packets.
+    Budget,
+}
+
+impl SweepParam {
+    /// The name on the command line and in results.csv.
+    pub fn name(self) -> &'static str {
+        match self {
+            SweepParam::RtShare => "rt-share",
+            SweepParam::Utilization => "utilization",
+            SweepParam::TimeSlice => "time-slice",
+            SweepParam::Budget => "budget",
+        }
+    }
+
+    fn default_values(self) -> &'static str {
+        match self {
+            SweepParam::RtShare => "0:1:0.05",
+            SweepParam::Utilization => "0.1:1.5:0.1",
+            SweepParam::TimeSlice => "10,25,50,100,200,400",
+            SweepParam::Budget => "1,2,4,8,16,32,64",
+        }
+    }
+
+    fn axis_label(self) -> &'static str {
+        match self {
+            SweepParam::RtShare => "RT share",
+            SweepParam::Utilization => "offered load / capacity",
+            SweepParam::TimeSlice => "time slice Δt (µs)",
+            SweepParam::Budget => "lowest class's ring budget (packets)",
+        }
+    }
+}
+
 /// `llrouter sim sweep`.
 #[derive(Args, Debug, Clone)]
 pub struct SweepArgs {
-    /// Parameter to vary: rt-share, utilization, time-slice (µs) or budget (the lowest class's ring budget).
-    #[arg(long, default_value = "rt-share")]
-    pub param: String,
+    /// Parameter to vary.
+    #[arg(long, value_enum, default_value_t = SweepParam::RtShare)]
+    pub param: SweepParam,
     /// Values: a,b,c or start:stop:step (inclusive). Default depends on --param.
     #[arg(long)]
     pub values: Option<String>,
-    /// Strategies to compare, comma separated.
-    #[arg(long, default_value = "sq,rr,ll-rr,ll-wfq")]
-    pub strategies: String,
+    /// Strategies to compare, comma separated (a sweep takes no --strategy).
+    #[arg(long, value_delimiter = ',', value_parser = parse_strategy, default_value = "sq,rr,ll-rr,ll-wfq")]
+    pub strategies: Vec<StrategyKind>,
     /// Output directory for results.csv and the plots.
     #[arg(long, default_value = "results/sim-sweep")]
     pub out: PathBuf,
@@ -143,6 +224,8 @@ pub struct SweepArgs {
     /// Do not draw a progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// The simulation parameters held fixed (with --json: print the rows as JSON instead of
+    /// the summary; results.csv and the plots are written either way).
     #[command(flatten)]
     pub base: SimArgs,
 }
@@ -150,7 +233,7 @@ pub struct SweepArgs {
 impl SimArgs {
     /// Builds the simulation configuration; errors name the flag.
     pub fn to_config(&self) -> anyhow::Result<SimConfig> {
-        let strategy: StrategyKind = self.strategy.parse().map_err(UsageError::from)?;
+        let strategy = self.strategy.unwrap_or(StrategyKind::LlWfq);
         let shares: Vec<(String, f64)> = match (&self.classes, self.rt_share) {
             (Some(c), _) => parse_pairs("classes", c)?,
             (None, Some(s)) => {
@@ -205,7 +288,16 @@ impl SimArgs {
             time_slice_ns: (self.time_slice_us * 1000.0).round() as u64,
         };
         let rate = match (self.utilization, self.rate_pps) {
-            (Some(u), _) => Rate::Utilization(u),
+            (Some(u), _) => {
+                check_utilization(u)?;
+                Rate::Utilization(u)
+            }
+            (None, Some(p)) if !(p.is_finite() && p > 0.0) => {
+                return Err(usage(
+                    "rate-pps",
+                    format!("`{p}`: must be a finite number of packets per second, > 0"),
+                ))
+            }
             (None, Some(p)) => Rate::Pps(p),
             (None, None) => Rate::Utilization(0.8),
         };
@@ -282,6 +374,7 @@ pub fn result_json(r: &SimResult, events_per_sec: Option<f64>) -> Value {
     let mut v = json!({
         "classes": classes,
         "utilization": r.utilization,
+        "offered_load": offered_load(r, r.core_utilization.len()),
         "core_utilization": r.core_utilization,
         "wakeups_per_sec": r.wakeups_per_sec,
         "offered_pps": r.offered_pps,
@@ -354,11 +447,13 @@ pub fn run(cmd: SimCmd) -> anyhow::Result<()> {
                     serde_json::to_string_pretty(&result_json(&r, Some(eps)))?
                 );
             } else {
+                let load = offered_load(&r, cfg.cores);
                 println!(
-                    "strategy {}  cores {}  offered {:.3} Mpps  service {:.0} ns  utilisation {:.3}  wake-ups {:.0}/s",
+                    "strategy {}  cores {}  offered {:.3} Mpps = {load:.3} × capacity{}  service {:.0} ns  busy {:.3}  wake-ups {:.0}/s",
                     cfg.sched.strategy,
                     cfg.cores,
                     r.offered_pps / 1e6,
+                    if load > 1.0 { " (overload)" } else { "" },
                     r.service_ns,
                     r.utilization,
                     r.wakeups_per_sec
@@ -374,6 +469,12 @@ pub fn run(cmd: SimCmd) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Offered load relative to the capacity of `cores` (the busy fraction cannot exceed 1, this
+/// can).
+pub fn offered_load(r: &SimResult, cores: usize) -> f64 {
+    r.offered_pps * r.service_ns / 1e9 / cores.max(1) as f64
 }
 
 /// One row of a sweep.
@@ -393,20 +494,22 @@ pub struct SweepRow {
     pub max_ns: u64,
     pub utilization: f64,
     pub wakeups_per_sec: f64,
+    /// Offered load relative to capacity (`utilization` is the busy fraction, at most 1).
+    pub offered_load: f64,
 }
 
-fn apply_param(args: &mut SimArgs, param: &str, v: f64) -> anyhow::Result<()> {
+fn apply_param(args: &mut SimArgs, param: SweepParam, v: f64) -> anyhow::Result<()> {
     match param {
-        "rt-share" => {
+        SweepParam::RtShare => {
             args.classes = None;
             args.rt_share = Some(v);
         }
-        "utilization" => {
+        SweepParam::Utilization => {
             args.rate_pps = None;
             args.utilization = Some(v);
         }
-        "time-slice" => args.time_slice_us = v,
-        "budget" => {
+        SweepParam::TimeSlice => args.time_slice_us = v,
+        SweepParam::Budget => {
             let cfg = args.to_config()?;
             let low = &cfg.sched.classes.last().expect("classes").name;
             let mut pairs: Vec<String> = args
@@ -419,48 +522,59 @@ fn apply_param(args: &mut SimArgs, param: &str, v: f64) -> anyhow::Result<()> {
                         .collect()
                 })
                 .unwrap_or_default();
-            pairs.push(format!("{low}={}", v.round() as u32));
+            if !(v >= 1.0 && v <= u32::MAX as f64 && v.fract() == 0.0) {
+                return Err(usage(
+                    "values",
+                    format!("{v}: a ring budget is a whole number of packets ≥ 1"),
+                ));
+            }
+            pairs.push(format!("{low}={}", v as u32));
             args.budgets = Some(pairs.join(","));
-        }
-        other => {
-            return Err(usage(
-                "param",
-                format!(
-                "unknown parameter `{other}`; expected rt-share, utilization, time-slice or budget"
-            ),
-            ))
         }
     }
     Ok(())
 }
 
 pub fn sweep(s: SweepArgs) -> anyhow::Result<()> {
-    let values = match &s.values {
-        Some(v) => parse_values("values", v)?,
-        None => match s.param.as_str() {
-            "rt-share" => parse_values("values", "0:1:0.05")?,
-            "utilization" => parse_values("values", "0.1:1.5:0.1")?,
-            "time-slice" => parse_values("values", "10,25,50,100,200,400")?,
-            "budget" => parse_values("values", "1,2,4,8,16,32,64")?,
-            _ => vec![],
-        },
+    if let Some(st) = s.base.strategy {
+        return Err(usage(
+            "strategy",
+            format!("a sweep compares --strategies (comma separated), e.g. --strategies {st}; --strategy is for a single `llrouter sim`"),
+        ));
+    }
+    // A fixed value of what --param varies would be replaced without a word.
+    let fixed = match s.param {
+        SweepParam::Utilization if s.base.utilization.is_some() => Some("utilization"),
+        SweepParam::Utilization if s.base.rate_pps.is_some() => Some("rate-pps"),
+        SweepParam::RtShare if s.base.rt_share.is_some() => Some("rt-share"),
+        SweepParam::RtShare if s.base.classes.is_some() => Some("classes"),
+        _ => None,
     };
-    let strategies: Vec<StrategyKind> = s
-        .strategies
-        .split(',')
-        .map(|x| {
-            x.parse::<StrategyKind>()
-                .map_err(|e| usage("strategies", e.reason))
-        })
-        .collect::<Result<_, _>>()?;
+    if let Some(flag) = fixed {
+        return Err(usage(
+            flag,
+            format!(
+                "--param {} varies it over --values; give one or the other",
+                s.param.name()
+            ),
+        ));
+    }
+    let values = parse_values(
+        "values",
+        s.values.as_deref().unwrap_or(s.param.default_values()),
+    )?;
+    let strategies = s.strategies.clone();
+    if strategies.is_empty() {
+        return Err(usage("strategies", "is empty"));
+    }
     // Validate every point before spending CPU on any of them.
     let mut jobs = Vec::new();
     for st in &strategies {
         for &v in &values {
             let mut a = s.base.clone();
-            a.strategy = st.name().to_string();
-            apply_param(&mut a, &s.param, v)?;
-            if s.param == "budget" && *st == StrategyKind::LlRr {
+            a.strategy = Some(*st);
+            apply_param(&mut a, s.param, v)?;
+            if s.param == SweepParam::Budget && *st == StrategyKind::LlRr {
                 // ll-rr has one budget for every ring: vary them together.
                 let cfg = a.to_config();
                 if cfg.is_err() {
@@ -487,7 +601,7 @@ pub fn sweep(s: SweepArgs) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&s.out)
         .map_err(|e| usage("out", format!("cannot create {}: {e}", s.out.display())))?;
-    let pb = if s.quiet {
+    let pb = if s.quiet || s.base.json {
         ProgressBar::hidden()
     } else {
         ProgressBar::new(jobs.len() as u64)
@@ -499,7 +613,7 @@ pub fn sweep(s: SweepArgs) -> anyhow::Result<()> {
         .expect("valid template")
         .progress_chars("=> "),
     );
-    pb.set_message(s.param.clone());
+    pb.set_message(s.param.name());
     let t0 = Instant::now();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(s.jobs.unwrap_or(0))
@@ -520,7 +634,7 @@ pub fn sweep(s: SweepArgs) -> anyhow::Result<()> {
         for c in &r.classes {
             rows.push(SweepRow {
                 strategy: st.clone(),
-                param: s.param.clone(),
+                param: s.param.name().to_string(),
                 value: *v,
                 class: c.name.clone(),
                 sent: c.sent,
@@ -533,16 +647,17 @@ pub fn sweep(s: SweepArgs) -> anyhow::Result<()> {
                 max_ns: c.max_ns,
                 utilization: r.utilization,
                 wakeups_per_sec: r.wakeups_per_sec,
+                offered_load: offered_load(r, r.core_utilization.len()),
             });
         }
     }
     let csv = s.out.join("results.csv");
     let mut f = std::fs::File::create(&csv)?;
-    writeln!(f, "strategy,param,value,class,sent,delivered,dropped,mean_ns,p50_ns,p99_ns,p999_ns,max_ns,utilization,wakeups_per_sec")?;
+    writeln!(f, "strategy,param,value,class,sent,delivered,dropped,mean_ns,p50_ns,p99_ns,p999_ns,max_ns,utilization,wakeups_per_sec,offered_load")?;
     for r in &rows {
         writeln!(
             f,
-            "{},{},{},{},{},{},{},{:.1},{},{},{},{},{:.4},{:.1}",
+            "{},{},{},{},{},{},{},{:.1},{},{},{},{},{:.4},{:.1},{:.4}",
             r.strategy,
             r.param,
             r.value,
@@ -556,66 +671,108 @@ pub fn sweep(s: SweepArgs) -> anyhow::Result<()> {
             r.p999_ns,
             r.max_ns,
             r.utilization,
-            r.wakeups_per_sec
+            r.wakeups_per_sec,
+            r.offered_load
         )?;
     }
     let total_packets: u64 = jobs.iter().map(|(_, _, c)| c.packets).sum();
-    println!(
+    let say = |line: String| {
+        // With --json, stdout carries only the JSON document.
+        if s.base.json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    };
+    say(format!(
         "{} runs, {} simulated packets in {:.1} s ({:.1} M packets/s over {} threads)",
         jobs.len(),
         total_packets,
         elapsed.as_secs_f64(),
         total_packets as f64 / elapsed.as_secs_f64() / 1e6,
         pool.current_num_threads()
-    );
-    println!("wrote {}", csv.display());
-    let xlabel = match s.param.as_str() {
-        "rt-share" => "RT share",
-        "utilization" => "utilisation",
-        "time-slice" => "time slice Δt (µs)",
-        _ => "BE ring budget (packets)",
-    };
+    ));
+    say(format!("wrote {}", csv.display()));
     let classes: Vec<String> = results
         .first()
         .map(|(_, _, r)| r.classes.iter().map(|c| c.name.clone()).collect())
         .unwrap_or_default();
-    for (metric, label) in [("mean", "mean latency (µs)"), ("p99", "p99 latency (µs)")] {
-        let mut series = Vec::new();
-        for st in &strategies {
-            for class in &classes {
-                let pts: Vec<(f64, f64)> = rows
-                    .iter()
-                    .filter(|r| r.strategy == st.name() && &r.class == class && r.delivered > 0)
-                    .map(|r| {
-                        (
-                            r.value,
-                            if metric == "mean" {
-                                r.mean_ns
-                            } else {
-                                r.p99_ns as f64
-                            } / 1000.0,
-                        )
-                    })
-                    .collect();
-                series.push(plot::Series {
-                    label: format!("{st} {class}"),
-                    points: pts,
-                    dashed: class != &classes[0],
-                });
-            }
-        }
-        let path = s.out.join(format!("latency_{metric}_vs_{}.png", s.param));
+    for (name, title, path) in sweep_plots(s.param, &s.out) {
         match plot::line_chart(
             &path,
-            &format!("{label} vs {xlabel}"),
-            xlabel,
-            label,
-            &series,
-            true,
+            &title,
+            s.param.axis_label(),
+            name,
+            &series_of(&rows, &strategies, &classes, name),
+            name != LOSS,
         ) {
-            Ok(()) => println!("wrote {}", path.display()),
+            Ok(()) => say(format!("wrote {}", path.display())),
             Err(e) => eprintln!("warning: plot {} skipped: {e}", path.display()),
         }
     }
+    if s.base.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "param": s.param.name(), "rows": rows }))?
+        );
+    }
     Ok(())
+}
+
+/// y-axis label of the loss plot.
+const LOSS: &str = "loss (% of offered)";
+
+/// The sweep's charts: (y-axis label, title, file), latency beside loss.
+fn sweep_plots(param: SweepParam, out: &std::path::Path) -> Vec<(&'static str, String, PathBuf)> {
+    let x = param.axis_label();
+    [
+        ("mean latency (µs)", "mean"),
+        ("p99 latency (µs)", "p99"),
+        (LOSS, "loss"),
+    ]
+    .into_iter()
+    .map(|(label, file)| {
+        let path = if file == "loss" {
+            out.join(format!("loss_vs_{}.png", param.name()))
+        } else {
+            out.join(format!("latency_{file}_vs_{}.png", param.name()))
+        };
+        (label, format!("{label} vs {x}"), path)
+    })
+    .collect()
+}
+
+/// One line per strategy and class of the metric named by `ylabel`. Latency lines leave out
+/// points where nothing was delivered; loss lines keep every point.
+fn series_of(
+    rows: &[SweepRow],
+    strategies: &[StrategyKind],
+    classes: &[String],
+    ylabel: &str,
+) -> Vec<plot::Series> {
+    let mut series = Vec::new();
+    for st in strategies {
+        for (ci, class) in classes.iter().enumerate() {
+            let points: Vec<(f64, f64)> = rows
+                .iter()
+                .filter(|r| r.strategy == st.name() && &r.class == class)
+                .filter(|r| ylabel == LOSS || r.delivered > 0)
+                .map(|r| {
+                    let y = match ylabel {
+                        LOSS => 100.0 * r.dropped as f64 / r.sent.max(1) as f64,
+                        "mean latency (µs)" => r.mean_ns / 1000.0,
+                        _ => r.p99_ns as f64 / 1000.0,
+                    };
+                    (r.value, y)
+                })
+                .collect();
+            series.push(plot::Series {
+                label: format!("{st} {class}"),
+                points,
+                group: st.name().to_string(),
+                class: ci,
+            });
+        }
+    }
+    series
 }

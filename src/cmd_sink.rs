@@ -1,7 +1,7 @@
 //! `llrouter sink`: receive probe traffic, report one-way latency, loss and reordering per class.
 
 use clap::{Args, ValueEnum};
-use llr_io::gen::pin_to_cpu;
+use llr_io::gen::{CLASS_BE, CLASS_RT};
 use llr_io::sink::{Sink, SinkConfig, SinkReport};
 use llr_io::sink_xdp::XdpSink;
 
@@ -54,6 +54,15 @@ pub struct SinkArgs {
     pub json: bool,
 }
 
+/// The name of a probe class id, as the generator assigns them (`gen --rt-share`).
+pub fn class_name(class: u8) -> String {
+    match class {
+        CLASS_RT => "rt".into(),
+        CLASS_BE => "be".into(),
+        other => format!("class {other}"),
+    }
+}
+
 /// Prints a sink report as a table.
 pub fn print_report(r: &SinkReport) {
     let rows: Vec<Vec<String>> = r
@@ -62,7 +71,7 @@ pub fn print_report(r: &SinkReport) {
         .map(|c| {
             let l = &c.latency;
             vec![
-                c.class.to_string(),
+                class_name(c.class),
                 c.flows.to_string(),
                 c.seq.received.to_string(),
                 c.seq.lost.to_string(),
@@ -117,9 +126,12 @@ pub fn run(args: SinkArgs) -> anyhow::Result<()> {
     };
     let stop = stop_on_signal();
     let cpu = args.cpu;
+    if let Some(c) = cpu {
+        crate::cli_util::check_cpu("cpu", c)?;
+    }
     let work = move || -> anyhow::Result<SinkReport> {
         if let Some(c) = cpu {
-            pin_to_cpu(c).map_err(|e| usage("cpu", format!("{c}: {e}")))?;
+            crate::cli_util::pin_cpu("cpu", c)?;
         }
         match (backend, iface) {
             (SinkBackend::Xdp, Some(i)) => XdpSink::attach(&i, cfg)?.run(&stop),

@@ -1,9 +1,10 @@
 //! `llrouter tune`: host tuning after paper 002 — per-core load percentiles, the worker core,
 //! IRQ affinities, ring and socket-buffer sizes. Shows a plan; changes nothing without `--apply`.
 
+use crate::cli_util::usage;
 use anyhow::{bail, Result};
 use clap::Args as ClapArgs;
-use llr_ops::tune::{self, TuneParams, TunePlan};
+use llr_ops::tune::{self, TuneError, TuneParams, TunePlan};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -60,6 +61,10 @@ pub struct Args {
     /// Root of the proc file system (tests point it at a synthetic tree).
     #[arg(long, default_value = "/proc")]
     pub proc_root: PathBuf,
+    /// Root of sysfs, where a virtio NIC's interface is related to the virtio device that names
+    /// its queue interrupts (`virtio2-input.0`).
+    #[arg(long, default_value = "/sys")]
+    pub sys_root: PathBuf,
     /// Write the proposed IRQ affinities.
     #[arg(long)]
     pub apply: bool,
@@ -68,13 +73,84 @@ pub struct Args {
     pub json: bool,
 }
 
-pub fn run(args: Args) -> Result<()> {
+/// A tuning error as a usage error (exit code 2) when it names an option, else as it is.
+fn tune_err(e: TuneError) -> anyhow::Error {
+    let flag = match e.field.as_str() {
+        "samples" => "samples",
+        "interval" => "interval-ms",
+        "cores" => "cores",
+        "rate_pps" => "rate-pps",
+        "ring_min" => "ring-min",
+        "ring_max" => "ring-max",
+        "bandwidth" => "bandwidth-mbps",
+        "k" => "k",
+        _ => return e.into(),
+    };
+    usage(flag, e.reason)
+}
+
+/// Checks the options before the sampling window starts (seconds lost otherwise).
+fn check(args: &Args) -> Result<()> {
     if args.samples < 2 {
-        bail!("--samples: {} is too few, need at least 2", args.samples);
+        return Err(usage(
+            "samples",
+            format!(
+                "{} is too few: at least 2 (the busy fraction is a difference of two samples)",
+                args.samples
+            ),
+        ));
     }
     if args.interval_ms == 0 {
-        bail!("--interval-ms: must be positive");
+        return Err(usage("interval-ms", "must be at least 1 ms"));
     }
+    // The ring formula's own checks, on a dummy rate: the same message now as after sampling.
+    let rate = args.rate_pps.unwrap_or(0.0);
+    tune::ring_size(
+        rate,
+        Duration::from_micros(args.stall_us),
+        args.ring_min,
+        args.ring_max,
+    )
+    .map_err(tune_err)?;
+    if let Some(b) = args.bandwidth_mbps {
+        tune::socket_buffer_bytes(b * 1e6, Duration::from_micros(args.delay_us), args.k)
+            .map_err(tune_err)?;
+    }
+    if !args.cores.is_empty() {
+        let stat = args.proc_root.join("stat");
+        let text = std::fs::read_to_string(&stat)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", stat.display()))?;
+        let online = tune::parse_proc_stat(&text).map_err(tune_err)?;
+        if let Some(c) = args.cores.iter().find(|c| !online.contains_key(c)) {
+            return Err(usage(
+                "cores",
+                format!(
+                    "core {c} is not online (online: {:?})",
+                    online.keys().collect::<Vec<_>>()
+                ),
+            ));
+        }
+    }
+    if !args.devices.is_empty() {
+        let net_dev = args.proc_root.join("net/dev");
+        let text = std::fs::read_to_string(&net_dev)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", net_dev.display()))?;
+        let unknown = tune::unknown_devices(&text, &args.devices).map_err(tune_err)?;
+        if let Some(d) = unknown.first() {
+            return Err(usage(
+                "dev",
+                format!(
+                    "no network device `{d}` here (not in {}; see `ip link`)",
+                    net_dev.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub fn run(args: Args) -> Result<()> {
+    check(&args)?;
     let interval = Duration::from_millis(args.interval_ms);
     let params = TuneParams {
         devices: args.devices.clone(),
@@ -96,14 +172,17 @@ pub fn run(args: Args) -> Result<()> {
             args.samples
         );
     }
+    let aliases = tune::device_aliases(&args.sys_root, &args.devices);
     let input = tune::sample(
         &args.proc_root,
         args.samples,
         interval,
         &args.devices,
+        &aliases,
         std::thread::sleep,
-    )?;
-    let plan = tune::plan(&input, &params)?;
+    )
+    .map_err(tune_err)?;
+    let plan = tune::plan(&input, &params).map_err(tune_err)?;
     let applied = if args.apply {
         Some(tune::apply(&plan, &args.proc_root))
     } else {
@@ -232,6 +311,7 @@ mod tests {
             2,
             Duration::from_millis(50),
             &[],
+            &Default::default(),
             std::thread::sleep,
         )
         .unwrap();

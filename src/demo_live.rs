@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 
 use crate::cli_util::table;
-use crate::testbed::{compare, Common};
+use crate::testbed::{compare, Common, Target, Wake};
+use llr_core::sched::StrategyKind;
 
 /// Light load of the comparison, packets/s.
 pub const LIGHT_PPS: f64 = 50_000.0;
@@ -35,8 +36,15 @@ pub fn live(secs: f64) -> Result<String> {
         point_secs: secs,
         // The router owns CPU 1 here, so its worker busy-polls like a DPDK/AF_XDP router on a
         // dedicated core; a sleeping worker's wake-ups on a shared VM add millisecond outliers.
-        wake: "busy".into(),
-        ..Common::new("kernel,llrouter:sq,llrouter:ll-wfq", out.clone())
+        wake: Wake::Busy,
+        ..Common::new(
+            &[
+                Target::Kernel,
+                Target::Llrouter(StrategyKind::Sq),
+                Target::Llrouter(StrategyKind::LlWfq),
+            ],
+            out.clone(),
+        )
     };
     let res = compare(&c, &[LIGHT_PPS, 0.0], RT_SHARE);
     let _ = std::fs::remove_dir_all(&out);

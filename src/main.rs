@@ -5,6 +5,7 @@ use llrouter::cli_util::UsageError;
 use llrouter::{
     cmd_ctl, cmd_demo, cmd_gen, cmd_model, cmd_run, cmd_sim, cmd_sink, cmd_top, cmd_tune, testbed,
 };
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
@@ -49,6 +50,9 @@ fn main() -> ExitCode {
         Ok(f) => tracing_subscriber::fmt()
             .with_env_filter(f)
             .with_writer(std::io::stderr)
+            // Colour codes only for a terminal: redirected stderr is a log file (the testbed's
+            // llrouter-<strategy>.log, journald), where they are noise.
+            .with_ansi(std::io::stderr().is_terminal())
             .init(),
         Err(e) => {
             eprintln!(

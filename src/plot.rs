@@ -9,8 +9,24 @@ use std::sync::OnceLock;
 pub struct Series {
     pub label: String,
     pub points: Vec<(f64, f64)>,
-    /// Draw with hollow markers (e.g. the lower class of a strategy).
-    pub dashed: bool,
+    /// Lines of one group (a strategy, a target) share a hue, so the groups read apart.
+    pub group: String,
+    /// Within a group, the class (0 = highest) picks the shade, the line style and the marker,
+    /// so that no two lines of a chart look alike.
+    pub class: usize,
+}
+
+impl Series {
+    /// A series of one group with one class.
+    pub fn new(label: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        let label = label.into();
+        Series {
+            group: label.clone(),
+            label,
+            points,
+            class: 0,
+        }
+    }
 }
 
 const FONT_PATHS: [&str; 2] = [
@@ -38,22 +54,61 @@ fn ensure_font() -> Result<(), String> {
     .clone()
 }
 
-const COLORS: [RGBColor; 10] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-    RGBColor(188, 189, 34),
-    RGBColor(23, 190, 207),
+/// Pairs of a dark and a light shade of one hue (matplotlib's tab20): group → pair, class →
+/// shade.
+const PAIRS: [(RGBColor, RGBColor); 10] = [
+    (RGBColor(31, 119, 180), RGBColor(107, 174, 214)),
+    (RGBColor(255, 127, 14), RGBColor(253, 174, 107)),
+    (RGBColor(44, 160, 44), RGBColor(116, 196, 118)),
+    (RGBColor(214, 39, 40), RGBColor(251, 106, 74)),
+    (RGBColor(148, 103, 189), RGBColor(158, 154, 200)),
+    (RGBColor(140, 86, 75), RGBColor(196, 156, 148)),
+    (RGBColor(227, 119, 194), RGBColor(247, 182, 210)),
+    (RGBColor(80, 80, 80), RGBColor(160, 160, 160)),
+    (RGBColor(188, 189, 34), RGBColor(219, 219, 141)),
+    (RGBColor(23, 190, 207), RGBColor(158, 218, 229)),
 ];
 
-/// Draws `series` into a PNG at `path`. With `log_y`, the y axis is logarithmic (latencies span
-/// orders of magnitude between classes and loads). Series that share a label prefix (the text
-/// before the last space) share a colour.
+/// How one series is drawn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Look {
+    pub color: RGBColor,
+    /// Solid line for class 0, dashed for the others.
+    pub dashed: bool,
+    /// Marker: 0 filled circle, 1 hollow square, 2 filled triangle (by class).
+    pub marker: usize,
+}
+
+/// The look of every series, in order: one hue per group (in order of first appearance), a
+/// shade, line style and marker per class.
+pub fn looks(series: &[Series]) -> Vec<Look> {
+    let mut groups: Vec<&str> = Vec::new();
+    series
+        .iter()
+        .map(|s| {
+            let g = groups
+                .iter()
+                .position(|g| *g == s.group)
+                .unwrap_or_else(|| {
+                    groups.push(&s.group);
+                    groups.len() - 1
+                });
+            let (dark, light) = PAIRS[g % PAIRS.len()];
+            Look {
+                color: if s.class % 2 == 0 { dark } else { light },
+                dashed: s.class > 0,
+                marker: s.class % 3,
+            }
+        })
+        .collect()
+}
+
+/// Width of the legend panel right of the plot area: the legend never covers data.
+const LEGEND_W: u32 = 250;
+
+/// Draws `series` into a PNG at `path`, the legend in a panel right of the data. With `log_y`,
+/// the y axis is logarithmic (latencies span orders of magnitude between classes and loads);
+/// points with y ≤ 0 are then left out.
 pub fn line_chart(
     path: &Path,
     title: &str,
@@ -66,6 +121,9 @@ pub fn line_chart(
     let pts = series.iter().flat_map(|s| s.points.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for &(x, y) in pts {
+        if !x.is_finite() || !y.is_finite() {
+            continue;
+        }
         x0 = x0.min(x);
         x1 = x1.max(x);
         if !log_y || y > 0.0 {
@@ -79,21 +137,13 @@ pub fn line_chart(
     if x0 == x1 {
         x1 = x0 + 1.0;
     }
-    let root = BitMapBackend::new(path, (1000, 640)).into_drawing_area();
+    let looks = looks(series);
+    let root = BitMapBackend::new(path, (1000 + LEGEND_W, 640)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let mut keys: Vec<String> = Vec::new();
-    let color_of = |label: &str, keys: &mut Vec<String>| -> RGBColor {
-        let key = label
-            .rsplit_once(' ')
-            .map(|(a, _)| a)
-            .unwrap_or(label)
-            .to_string();
-        let i = keys.iter().position(|k| *k == key).unwrap_or_else(|| {
-            keys.push(key);
-            keys.len() - 1
-        });
-        COLORS[i % COLORS.len()]
-    };
+    let root = root
+        .titled(title, ("sans-serif", 20))
+        .map_err(|e| e.to_string())?;
+    let (plot_area, legend_area) = root.split_horizontally(1000);
     macro_rules! draw {
         ($chart:expr) => {{
             let mut chart = $chart;
@@ -108,44 +158,50 @@ pub fn line_chart(
                 .label_style(("sans-serif", 14))
                 .draw()
                 .map_err(|e| e.to_string())?;
-            for s in series {
-                let c = color_of(&s.label, &mut keys);
+            for (s, look) in series.iter().zip(&looks) {
                 let data: Vec<(f64, f64)> = s
                     .points
                     .iter()
                     .copied()
-                    .filter(|&(_, y)| !log_y || y > 0.0)
+                    .filter(|&(x, y)| x.is_finite() && y.is_finite() && (!log_y || y > 0.0))
                     .collect();
-                let style = ShapeStyle::from(&c).stroke_width(2);
-                let hollow = s.dashed;
-                chart
-                    .draw_series(LineSeries::new(data.clone(), style))
-                    .map_err(|e| e.to_string())?
-                    .label(s.label.clone())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
-                chart
-                    .draw_series(data.into_iter().map(move |p| {
-                        if hollow {
-                            Circle::new(p, 4, ShapeStyle::from(&c).stroke_width(1))
-                        } else {
-                            Circle::new(p, 4, ShapeStyle::from(&c).filled())
-                        }
-                    }))
-                    .map_err(|e| e.to_string())?;
-            }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .label_font(("sans-serif", 13))
-                .position(SeriesLabelPosition::UpperLeft)
-                .draw()
+                let style = ShapeStyle::from(&look.color).stroke_width(2);
+                if look.dashed {
+                    chart
+                        .draw_series(DashedLineSeries::new(data.clone(), 8, 5, style))
+                        .map_err(|e| e.to_string())?;
+                } else {
+                    chart
+                        .draw_series(LineSeries::new(data.clone(), style))
+                        .map_err(|e| e.to_string())?;
+                }
+                let c = look.color;
+                match look.marker {
+                    0 => chart.draw_series(
+                        data.into_iter()
+                            .map(|p| Circle::new(p, 4, ShapeStyle::from(&c).filled())),
+                    ),
+                    1 => chart.draw_series(data.into_iter().map(|p| {
+                        EmptyElement::at(p)
+                            + Rectangle::new(
+                                [(-4, -4), (4, 4)],
+                                ShapeStyle::from(&c).stroke_width(2),
+                            )
+                    })),
+                    _ => chart.draw_series(data.into_iter().map(|p| {
+                        EmptyElement::at(p)
+                            + Polygon::new(
+                                vec![(0, -5), (-5, 4), (5, 4)],
+                                ShapeStyle::from(&c).filled(),
+                            )
+                    })),
+                }
                 .map_err(|e| e.to_string())?;
+            }
         }};
     }
-    let mut builder = ChartBuilder::on(&root);
+    let mut builder = ChartBuilder::on(&plot_area);
     builder
-        .caption(title, ("sans-serif", 20))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(70);
@@ -160,13 +216,45 @@ pub fn line_chart(
             .build_cartesian_2d(x0..x1, y0.min(0.0)..hi)
             .map_err(|e| e.to_string())?);
     }
+    // The legend: one row per series, line sample, marker and label.
+    let font = ("sans-serif", 13).into_font().color(&BLACK);
+    for (i, (s, look)) in series.iter().zip(&looks).enumerate() {
+        let y = 30 + 22 * i as i32;
+        let style = ShapeStyle::from(&look.color).stroke_width(2);
+        let line = vec![(8, y), (44, y)];
+        let drawn = if look.dashed {
+            legend_area.draw(&plotters::element::DashedPathElement::new(
+                line, 6, 4, style,
+            ))
+        } else {
+            legend_area.draw(&PathElement::new(line, style))
+        };
+        drawn.map_err(|e| e.to_string())?;
+        let (p, c) = ((26, y), look.color);
+        match look.marker {
+            0 => legend_area.draw(&Circle::new(p, 4, ShapeStyle::from(&c).filled())),
+            1 => legend_area.draw(&Rectangle::new(
+                [(p.0 - 4, p.1 - 4), (p.0 + 4, p.1 + 4)],
+                ShapeStyle::from(&c).stroke_width(2),
+            )),
+            _ => legend_area.draw(&Polygon::new(
+                vec![(p.0, p.1 - 5), (p.0 - 5, p.1 + 4), (p.0 + 5, p.1 + 4)],
+                ShapeStyle::from(&c).filled(),
+            )),
+        }
+        .map_err(|e| e.to_string())?;
+        legend_area
+            .draw(&Text::new(s.label.clone(), (52, y - 7), font.clone()))
+            .map_err(|e| e.to_string())?;
+    }
     root.present().map_err(|e| e.to_string())?;
     Ok(())
 }
-
 /// Tick labels readable on a log axis: 0.5, 3, 40, 2k.
 fn fmt_tick(v: f64) -> String {
-    if v >= 10_000.0 {
+    if v == 0.0 {
+        "0".into()
+    } else if v >= 10_000.0 {
         format!("{:.0}k", v / 1000.0)
     } else if v >= 10.0 {
         format!("{v:.0}")
@@ -174,5 +262,50 @@ fn fmt_tick(v: f64) -> String {
         format!("{v:.1}")
     } else {
         format!("{v:.2}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(group: &str, class: usize) -> Series {
+        Series {
+            label: format!("{group} {class}"),
+            points: vec![(0.0, 1.0), (1.0, 2.0)],
+            group: group.into(),
+            class,
+        }
+    }
+
+    #[test]
+    fn classes_of_a_group_never_look_alike() {
+        let l = looks(&[s("sq", 0), s("sq", 1), s("ll-wfq", 0), s("ll-wfq", 1)]);
+        // RT and BE of one strategy: different colour, line style and marker.
+        assert_ne!(l[0].color, l[1].color);
+        assert!(!l[0].dashed && l[1].dashed);
+        assert_ne!(l[0].marker, l[1].marker);
+        // Strategies apart: no colour used twice in the chart.
+        for i in 0..l.len() {
+            for j in i + 1..l.len() {
+                assert_ne!(l[i].color, l[j].color, "{i} and {j}");
+            }
+        }
+    }
+
+    #[test]
+    fn chart_is_written_with_the_legend_beside_it() {
+        if ensure_font().is_err() {
+            eprintln!("skipped: no font");
+            return;
+        }
+        let p = std::env::temp_dir().join(format!("llr-plot-{}.png", std::process::id()));
+        line_chart(&p, "t", "x", "y", &[s("sq", 0), s("sq", 1)], true).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        // PNG, as wide as the plot plus the legend panel (IHDR width at offset 16).
+        assert_eq!(&bytes[1..4], b"PNG");
+        let w = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
+        assert_eq!(w, 1000 + LEGEND_W);
+        let _ = std::fs::remove_file(&p);
     }
 }

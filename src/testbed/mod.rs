@@ -25,7 +25,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
+use llr_core::sched::StrategyKind;
 use llr_io::gen::{self, Gaps, GenConfig, GenReport, CLASS_BE, CLASS_RT};
 use llr_io::netns::{addr, sweep_stale, Topology};
 use llr_io::sink::{Sink, SinkConfig, SinkReport};
@@ -36,8 +37,9 @@ mod summary;
 use serde::Serialize;
 use summary::Mlffr;
 
-use crate::cli_util::{parse_values, usage};
-use crate::cmd_gen::{stop_on_signal, Backend};
+use crate::cli_util::{parse_values, usage, value_name};
+use crate::cmd_gen::{stop_on_signal, Backend, GapsArg};
+use crate::cmd_sink::SinkBackend;
 use crate::plot::{line_chart, Series};
 
 /// Prefix of every namespace the testbed creates (`{prefix}-{pid}-{n}-{gen,rtr,sink}` for
@@ -72,12 +74,48 @@ pub enum TestbedCmd {
     Iperf(iperf::IperfArgs),
 }
 
+/// Wake-up mode of the llrouter targets' worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Wake {
+    Interrupt,
+    Busy,
+    Adaptive,
+}
+
+/// Ring budgets of the llrouter targets' classes, `RT,BE` packets per turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budgets {
+    pub rt: u32,
+    pub be: u32,
+}
+
+impl std::str::FromStr for Budgets {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Budgets, String> {
+        let v: Vec<u32> = s
+            .split(',')
+            .map(|x| x.trim().parse::<u32>())
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|_| format!("`{s}`: expected RT,BE packet counts, e.g. 60,4"))?;
+        match v[..] {
+            [rt, be] if rt >= 1 && be >= 1 => Ok(Budgets { rt, be }),
+            _ => Err(format!("`{s}`: expected two counts ≥ 1, RT,BE")),
+        }
+    }
+}
+
+impl std::fmt::Display for Budgets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{},{}", self.rt, self.be)
+    }
+}
+
 /// Options shared by `run` and `mlffr`.
 #[derive(Debug, Args, Clone)]
 pub struct Common {
     /// Targets, comma-separated: kernel, kernel-htb, llrouter:<strategy>.
-    #[arg(long, default_value = "kernel,kernel-htb")]
-    pub targets: String,
+    #[arg(long, value_delimiter = ',', value_parser = Target::from_arg, default_value = "kernel,kernel-htb")]
+    pub targets: Vec<Target>,
     /// Use this topology (from `up`) instead of a temporary one.
     #[arg(long)]
     pub name: Option<String>,
@@ -87,9 +125,9 @@ pub struct Common {
     /// Number of flows.
     #[arg(long, default_value_t = 16)]
     pub flows: u16,
-    /// Inter-arrival times: constant or poisson.
-    #[arg(long, default_value = "poisson")]
-    pub gaps: String,
+    /// Inter-arrival times.
+    #[arg(long, value_enum, default_value_t = GapsArg::Poisson)]
+    pub gaps: GapsArg,
     /// Seconds of traffic per measurement point.
     #[arg(long, default_value_t = 2.0)]
     pub point_secs: f64,
@@ -107,17 +145,17 @@ pub struct Common {
     pub out: PathBuf,
     /// Generator backend: bpf-live (Mpps, bursts of --gen-batch), xsk (AF_XDP Tx, packet by
     /// packet, 0.5-0.8 Mpps here) or udp.
-    #[arg(long, default_value = "bpf-live")]
-    pub gen_backend: String,
+    #[arg(long, value_enum, default_value_t = Backend::BpfLive)]
+    pub gen_backend: Backend,
     /// Sink backend: xdp (histograms in maps, 3 % buckets) or udp (exact HDR).
-    #[arg(long, default_value = "xdp")]
-    pub sink_backend: String,
-    /// llrouter targets: wake-up mode (interrupt, busy, adaptive).
-    #[arg(long, default_value = "interrupt")]
-    pub wake: String,
+    #[arg(long, value_enum, default_value_t = SinkBackend::Xdp)]
+    pub sink_backend: SinkBackend,
+    /// llrouter targets: wake-up mode.
+    #[arg(long, value_enum, default_value_t = Wake::Interrupt)]
+    pub wake: Wake,
     /// llrouter targets: ring budgets of rt and be, `RT,BE`.
     #[arg(long, default_value = "60,4")]
-    pub budgets: String,
+    pub budgets: Budgets,
     /// llrouter targets: device budget.
     #[arg(long, default_value_t = 64)]
     pub device_budget: u32,
@@ -152,22 +190,22 @@ pub struct Common {
 
 impl Common {
     /// Defaults for programmatic use (tests, demo).
-    pub fn new(targets: &str, out: PathBuf) -> Common {
+    pub fn new(targets: &[Target], out: PathBuf) -> Common {
         Common {
-            targets: targets.into(),
+            targets: targets.to_vec(),
             name: None,
             size: 64,
             flows: 16,
-            gaps: "poisson".into(),
+            gaps: GapsArg::Poisson,
             point_secs: 2.0,
             router_cpu: 1,
             gen_cpu: 0,
             ipv6: false,
             out,
-            gen_backend: "bpf-live".into(),
-            sink_backend: "xdp".into(),
-            wake: "interrupt".into(),
-            budgets: "60,4".into(),
+            gen_backend: Backend::BpfLive,
+            sink_backend: SinkBackend::Xdp,
+            wake: Wake::Interrupt,
+            budgets: Budgets { rt: 60, be: 4 },
             device_budget: 64,
             cost_ns: 0,
             tx_batch: 16,
@@ -214,8 +252,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub reference_load: Option<f64>,
     /// Generator backend of the reference point.
-    #[arg(long, default_value = "xsk")]
-    pub reference_gen_backend: String,
+    #[arg(long, value_enum, default_value_t = Backend::Xsk)]
+    pub reference_gen_backend: Backend,
 }
 
 #[derive(Debug, Args)]
@@ -242,28 +280,40 @@ pub struct MlffrArgs {
 }
 
 /// A forwarding target.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
     Kernel,
     KernelHtb,
-    Llrouter(String),
+    Llrouter(StrategyKind),
 }
 
 impl Target {
-    pub fn parse(s: &str) -> Result<Target> {
+    /// Parses one target; the reason names what is expected.
+    pub fn from_arg(s: &str) -> std::result::Result<Target, String> {
         Ok(match s.trim() {
             "kernel" => Target::Kernel,
             "kernel-htb" => Target::KernelHtb,
-            t => match t.strip_prefix("llrouter:") {
-                Some(strat) if !strat.is_empty() => Target::Llrouter(strat.to_owned()),
-                _ => {
-                    return Err(usage(
-                        "targets",
-                        format!("`{t}`: expected kernel, kernel-htb or llrouter:<strategy>"),
-                    ))
+            t => {
+                match t.strip_prefix("llrouter:") {
+                    Some(strat) => Target::Llrouter(strat.parse().map_err(
+                        |e: llr_core::sched::ConfigError| format!("`{t}`: {}", e.reason),
+                    )?),
+                    None => {
+                        return Err(format!(
+                            "`{t}`: expected kernel, kernel-htb or llrouter:<strategy>"
+                        ))
+                    }
                 }
-            },
+            }
         })
+    }
+
+    /// Parses a comma-separated list of targets (a usage error naming --targets).
+    pub fn list(s: &str) -> Result<Vec<Target>> {
+        s.split(',')
+            .filter(|t| !t.trim().is_empty())
+            .map(|t| Target::from_arg(t).map_err(|e| usage("targets", e)))
+            .collect()
     }
 
     pub fn label(&self) -> String {
@@ -343,34 +393,11 @@ impl Drop for RouterProc {
 }
 
 /// The router configuration the testbed generates for `llrouter:<strategy>`.
-pub fn router_toml(c: &Common, strategy: &str) -> Result<String> {
-    let b: Vec<u32> = c
-        .budgets
-        .split(',')
-        .map(|x| x.trim().parse::<u32>())
-        .collect::<std::result::Result<_, _>>()
-        .map_err(|_| {
-            usage(
-                "budgets",
-                format!("`{}`: expected RT,BE packet counts", c.budgets),
-            )
-        })?;
-    if b.len() != 2 || b.contains(&0) {
-        return Err(usage(
-            "budgets",
-            format!("`{}`: expected two counts ≥ 1, RT,BE", c.budgets),
-        ));
-    }
+pub fn router_toml(c: &Common, strategy: StrategyKind) -> Result<String> {
     if !(1..=2048).contains(&c.tx_batch) {
         return Err(usage(
             "tx-batch",
             format!("{}: must be within 1..=2048 frames", c.tx_batch),
-        ));
-    }
-    if !["interrupt", "busy", "adaptive"].contains(&c.wake.as_str()) {
-        return Err(usage(
-            "wake",
-            format!("`{}`: interrupt, busy or adaptive", c.wake),
         ));
     }
     Ok(format!(
@@ -392,11 +419,11 @@ pub fn router_toml(c: &Common, strategy: &str) -> Result<String> {
         addr::RTR_OUT_IF,
         c.router_cpu,
         c.device_budget,
-        c.wake,
+        value_name(c.wake),
         c.cost_ns,
         c.tx_batch,
-        b[0],
-        b[1],
+        c.budgets.rt,
+        c.budgets.be,
         c.rx_size,
         ctl_socket(strategy).display()
     ))
@@ -419,7 +446,7 @@ fn napi_threads(ifname: &str) -> Vec<u32> {
 
 /// Control socket of the llrouter target running `strategy`: unique per testbed process, so
 /// runs never collide with each other or with a router on the default socket.
-fn ctl_socket(strategy: &str) -> PathBuf {
+fn ctl_socket(strategy: StrategyKind) -> PathBuf {
     std::env::temp_dir().join(format!("llrtb-{}-{strategy}.sock", std::process::id()))
 }
 
@@ -433,7 +460,7 @@ fn net_rx_softirqs(cpu: usize) -> Option<u64> {
 
 /// Worker wake-ups of an llrouter target so far: the engine's device wake-ups (a device put on
 /// the poll list after it went idle — NAPI's `napi_schedule`), from its control socket.
-fn llrouter_wakeups(strategy: &str) -> Option<u64> {
+fn llrouter_wakeups(strategy: StrategyKind) -> Option<u64> {
     use llr_ops::ctl::{Command, CtlClient};
     let mut c = CtlClient::connect(ctl_socket(strategy), Duration::from_secs(1)).ok()?;
     let v = c.call(&Command::Counters {}).ok()?.into_result().ok()?;
@@ -478,7 +505,7 @@ impl<'a> Active<'a> {
         }
         let mut act = Active {
             topo,
-            target: target.clone(),
+            target: *target,
             router: None,
             counters: None,
         };
@@ -511,7 +538,7 @@ impl<'a> Active<'a> {
                 ))?;
             }
             Target::Llrouter(strategy) => {
-                act.router = Some(start_router(topo, c, strategy)?);
+                act.router = Some(start_router(topo, c, *strategy)?);
             }
         }
         if c.rx_napi_thread {
@@ -542,7 +569,7 @@ impl<'a> Active<'a> {
     /// The target's wake-up counter (see [`llrouter_wakeups`], [`net_rx_softirqs`]).
     fn wakeups(&self, router_cpu: usize) -> Option<u64> {
         match &self.target {
-            Target::Llrouter(strategy) => llrouter_wakeups(strategy),
+            Target::Llrouter(strategy) => llrouter_wakeups(*strategy),
             Target::Kernel | Target::KernelHtb => net_rx_softirqs(router_cpu),
         }
     }
@@ -563,7 +590,7 @@ impl<'a> Active<'a> {
     }
 }
 
-fn start_router(topo: &Topology, c: &Common, strategy: &str) -> Result<RouterProc> {
+fn start_router(topo: &Topology, c: &Common, strategy: StrategyKind) -> Result<RouterProc> {
     let toml = router_toml(c, strategy)?;
     let cfg_path = c.out.join(format!("router-{strategy}.toml"));
     std::fs::write(&cfg_path, toml).with_context(|| format!("write {}", cfg_path.display()))?;
@@ -730,30 +757,12 @@ pub struct PointExtra {
     pub wakeups: Option<u64>,
 }
 
-/// Sends one point's traffic through the topology and measures it.
-fn measure(
-    topo: &Topology,
-    act: &Active<'_>,
-    c: &Common,
-    rate: f64,
-    rt_share: f64,
-    stop: &AtomicBool,
-) -> Result<(GenReport, SinkReport, PointExtra)> {
+/// The generator configuration of one point (checked: a usage error names the flag).
+fn gen_config(c: &Common, rate: f64, rt_share: f64) -> Result<GenConfig> {
     let (dst, size) = if c.ipv6 {
         (addr::SINK_V6, c.size.max(84))
     } else {
         (addr::SINK_V4, c.size)
-    };
-    let backend = match c.gen_backend.as_str() {
-        "bpf-live" => Backend::BpfLive,
-        "xsk" => Backend::Xsk,
-        "udp" => Backend::Udp,
-        g => return Err(usage("gen-backend", format!("`{g}`: bpf-live, xsk or udp"))),
-    };
-    let xdp_sink = match c.sink_backend.as_str() {
-        "xdp" => true,
-        "udp" => false,
-        g => return Err(usage("sink-backend", format!("`{g}`: xdp or udp"))),
     };
     let cfg = GenConfig {
         dst: dst.parse()?,
@@ -762,10 +771,9 @@ fn measure(
         rt_dscp: true,
         frame_size: size,
         rate_pps: rate,
-        gaps: if c.gaps == "constant" {
-            Gaps::Constant
-        } else {
-            Gaps::Poisson
+        gaps: match c.gaps {
+            GapsArg::Constant => Gaps::Constant,
+            GapsArg::Poisson => Gaps::Poisson,
         },
         rt_share,
         flows: c.flows,
@@ -776,6 +784,21 @@ fn measure(
         be_ttl: c.be_ttl,
     };
     cfg.validate().map_err(crate::cmd_gen::to_usage)?;
+    Ok(cfg)
+}
+
+/// Sends one point's traffic through the topology and measures it.
+fn measure(
+    topo: &Topology,
+    act: &Active<'_>,
+    c: &Common,
+    rate: f64,
+    rt_share: f64,
+    stop: &AtomicBool,
+) -> Result<(GenReport, SinkReport, PointExtra)> {
+    let backend = c.gen_backend;
+    let xdp_sink = c.sink_backend == SinkBackend::Xdp;
+    let cfg = gen_config(c, rate, rt_share)?;
     let gen_cpu = c.gen_cpu;
     let sink_cfg = SinkConfig {
         ports: vec![9000, 9001],
@@ -905,25 +928,19 @@ fn topology(c: &Common) -> Result<Topology> {
 }
 
 fn targets(c: &Common) -> Result<Vec<Target>> {
-    let t: Vec<Target> = c
-        .targets
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(Target::parse)
-        .collect::<Result<_>>()?;
-    if t.is_empty() {
+    if c.targets.is_empty() {
         return Err(usage("targets", "is empty"));
     }
-    Ok(t)
+    Ok(c.targets.clone())
 }
 
+/// Checks the options shared by `run` and `mlffr` — everything that can be checked before a
+/// namespace exists, so that bad input changes nothing on the host.
 fn check_common(c: &Common) -> Result<()> {
     if !(c.point_secs > 0.0 && c.point_secs <= 600.0) {
         return Err(usage("point-secs", "must be within (0, 600]"));
     }
-    if c.gaps != "constant" && c.gaps != "poisson" {
-        return Err(usage("gaps", format!("`{}`: constant or poisson", c.gaps)));
-    }
+    targets(c)?;
     if !(1..=1024).contains(&c.gen_batch) {
         return Err(usage(
             "gen-batch",
@@ -936,6 +953,19 @@ fn check_common(c: &Common) -> Result<()> {
             format!("{}: must be a power of two within 64..=32768", c.rx_size),
         ));
     }
+    for t in &c.targets {
+        if let Target::Llrouter(s) = t {
+            router_toml(c, *s)?;
+        }
+    }
+    crate::cli_util::check_cpu("router-cpu", c.router_cpu)?;
+    crate::cli_util::check_cpu("gen-cpu", c.gen_cpu)?;
+    gen_config(c, 1000.0, 0.3)?;
+    Ok(())
+}
+
+/// The last check before the topology is built.
+fn need_root() -> Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!("the testbed needs root (network namespaces)");
@@ -961,112 +991,182 @@ fn write_csv(path: &Path, rows: &[Row]) -> Result<()> {
     std::fs::write(path, s).with_context(|| format!("write {}", path.display()))
 }
 
+/// The x value of a row in the load plots: what the router forwarded (kpps), not what was
+/// asked of the generator, which may fall short of it.
+fn forwarded_kpps(r: &Row) -> f64 {
+    r.throughput_pps / 1000.0
+}
+
+/// A row's point for the RT (`true`) or BE line of a chart, if the row belongs on it.
+type PointOf<'a> = dyn Fn(&Row, bool) -> Option<(f64, f64)> + 'a;
+
+/// Rows of `target` in the order of the load asked of the generator (rounds of --repeat
+/// interleave their loads), so that a line follows rising load even where its x (forwarded
+/// load) falls back under overload — a bend that shows receive livelock.
+fn by_load<'a>(rows: &'a [Row], target: &Target) -> Vec<&'a Row> {
+    let mut v: Vec<&Row> = rows.iter().filter(|r| r.target == target.label()).collect();
+    v.sort_by(|a, b| {
+        a.offered_pps
+            .total_cmp(&b.offered_pps)
+            .then(a.sent_pps.total_cmp(&b.sent_pps))
+    });
+    v
+}
+
+/// Lines of `rows` of every target, RT and BE, at (x, y) given by `xy`, in load order.
+fn class_series(rows: &[Row], tg: &[Target], xy: &PointOf<'_>) -> Vec<Series> {
+    let mut series = Vec::new();
+    for t in tg {
+        for (ci, (cls, rt)) in [("RT", true), ("BE", false)].into_iter().enumerate() {
+            let points: Vec<(f64, f64)> = by_load(rows, t)
+                .into_iter()
+                .filter_map(|r| xy(r, rt))
+                .collect();
+            series.push(Series {
+                label: format!("{} {cls}", t.label()),
+                points,
+                group: t.label(),
+                class: ci,
+            });
+        }
+    }
+    series
+}
+
+/// `series` with each line drawn left to right (for x axes other than load).
+fn by_x(mut series: Vec<Series>) -> Vec<Series> {
+    for s in &mut series {
+        s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    series
+}
+
 fn plots(out: &Path, rows: &[Row], tg: &[Target], loads: &[f64], shares: &[f64]) -> Vec<String> {
     let mut made = Vec::new();
-    let mut lat_vs = |name: &str, x_of: &dyn Fn(&Row) -> Option<f64>, xlabel: &str| {
-        let mut series = Vec::new();
-        for t in tg {
-            for (cls, f) in [("RT", true), ("BE", false)] {
-                let mut pts: Vec<(f64, f64)> = rows
-                    .iter()
-                    .filter(|r| r.target == t.label())
-                    .filter_map(|r| x_of(r).map(|x| (x, if f { r.rt_p99_us } else { r.be_p99_us })))
-                    .collect();
-                // Rounds of --repeat interleave their loads: draw each line left to right.
-                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                series.push(Series {
-                    label: format!("{} {cls}", t.label()),
-                    points: pts,
-                    dashed: !f,
-                });
+    let mut chart =
+        |name: &str, title: &str, xlabel: &str, ylabel: &str, series: &[Series], log_y: bool| {
+            match line_chart(&out.join(name), title, xlabel, ylabel, series, log_y) {
+                Ok(()) => made.push(name.to_owned()),
+                Err(e) => tracing::warn!("plot {name}: {e}"),
             }
-        }
-        let p = out.join(name);
-        match line_chart(
-            &p,
-            &format!("p99 latency vs {xlabel}"),
-            xlabel,
-            "p99 latency (µs)",
-            &series,
-            true,
-        ) {
-            Ok(()) => made.push(name.to_owned()),
-            Err(e) => tracing::warn!("plot {name}: {e}"),
-        }
-    };
+        };
     let s0 = shares[0];
     let l_max = *loads.last().unwrap_or(&0.0);
+    let p99 = |r: &Row, rt: bool| if rt { r.rt_p99_us } else { r.be_p99_us };
+    let loss_pct = |r: &Row, rt: bool| 100.0 * if rt { r.loss_rt } else { r.loss_be };
     if loads.len() > 1 {
-        lat_vs(
+        // Latency over what was forwarded, loss over what was sent: beside each other, so a
+        // low p99 bought with lost packets shows as such.
+        let at_s0 = |r: &Row| r.rt_share == s0;
+        chart(
             "latency_vs_load.png",
-            &|r: &Row| (r.rt_share == s0).then_some(r.offered_pps / 1000.0),
-            "offered load (kpps)",
+            "p99 latency vs forwarded load",
+            "forwarded load (kpps)",
+            "p99 latency (µs)",
+            &class_series(rows, tg, &|r, rt| {
+                at_s0(r).then(|| (forwarded_kpps(r), p99(r, rt)))
+            }),
+            true,
+        );
+        chart(
+            "loss_vs_load.png",
+            "loss vs sent load",
+            "sent load (kpps, what the generator achieved)",
+            "loss (% of sent)",
+            &class_series(rows, tg, &|r, rt| {
+                at_s0(r).then(|| (r.sent_pps / 1000.0, loss_pct(r, rt)))
+            }),
+            false,
         );
     }
     if shares.len() > 1 {
-        lat_vs(
+        let at_max = |r: &Row| r.offered_pps == l_max;
+        chart(
             "latency_vs_rt_share.png",
-            &|r: &Row| (r.offered_pps == l_max).then_some(r.rt_share),
+            "p99 latency vs RT share",
             "RT share",
+            "p99 latency (µs)",
+            &by_x(class_series(rows, tg, &|r, rt| {
+                at_max(r).then(|| (r.rt_share, p99(r, rt)))
+            })),
+            true,
         );
-        let series: Vec<Series> = tg
-            .iter()
-            .map(|t| Series {
-                label: t.label(),
-                points: rows
-                    .iter()
-                    .filter(|r| r.target == t.label() && r.offered_pps == l_max)
-                    .map(|r| (r.rt_share, r.throughput_pps / 1000.0))
-                    .collect(),
-                dashed: false,
-            })
-            .collect();
-        let name = "throughput_vs_rt_share.png";
-        if line_chart(
-            &out.join(name),
+        chart(
+            "loss_vs_rt_share.png",
+            "loss vs RT share",
+            "RT share",
+            "loss (% of sent)",
+            &by_x(class_series(rows, tg, &|r, rt| {
+                at_max(r).then(|| (r.rt_share, loss_pct(r, rt)))
+            })),
+            false,
+        );
+        let series: Vec<Series> = by_x(
+            tg.iter()
+                .map(|t| {
+                    Series::new(
+                        t.label(),
+                        rows.iter()
+                            .filter(|r| r.target == t.label() && at_max(r))
+                            .map(|r| (r.rt_share, r.throughput_pps / 1000.0))
+                            .collect(),
+                    )
+                })
+                .collect(),
+        );
+        chart(
+            "throughput_vs_rt_share.png",
             "throughput vs RT share",
             "RT share",
             "forwarded (kpps)",
             &series,
             false,
-        )
-        .is_ok()
-        {
-            made.push(name.to_owned());
-        }
+        );
     }
     if loads.len() > 1 {
         let series: Vec<Series> = tg
             .iter()
             .map(|t| {
-                let mut points: Vec<(f64, f64)> = rows
-                    .iter()
-                    .filter(|r| r.target == t.label() && r.rt_share == s0)
-                    .filter(|r| r.wakeups_per_s.is_finite())
-                    .map(|r| (r.offered_pps / 1000.0, r.wakeups_per_s))
+                let points: Vec<(f64, f64)> = by_load(rows, t)
+                    .into_iter()
+                    .filter(|r| r.rt_share == s0 && r.wakeups_per_s.is_finite())
+                    .map(|r| (forwarded_kpps(r), r.wakeups_per_s))
                     .collect();
-                points.sort_by(|a, b| a.0.total_cmp(&b.0));
-                Series {
-                    label: t.label(),
-                    points,
-                    dashed: false,
-                }
+                Series::new(t.label(), points)
             })
             .collect();
-        let name = "wakeups_vs_load.png";
-        match line_chart(
-            &out.join(name),
+        chart(
+            "wakeups_vs_load.png",
             "wake-ups vs load (llrouter: worker/device wake-ups; kernel: NET_RX softirqs on the router CPU)",
-            "offered load (kpps)",
+            "forwarded load (kpps)",
             "wake-ups per second",
             &series,
             true,
-        ) {
-            Ok(()) => made.push(name.to_owned()),
-            Err(e) => tracing::warn!("plot {name}: {e}"),
-        }
+        );
     }
     made
+}
+
+/// Loss above this share of what was sent counts as the router's (noise on a VM stays below).
+const LOSS_NOTE_THRESHOLD: f64 = 0.001;
+
+/// What limited a point, for the findings: the generator only when it fell short of the
+/// offered rate *and* the router forwarded what it got; when the router lost packets too, it
+/// was overloaded even at the lower rate the generator reached.
+fn limit_note(r: &Row) -> String {
+    let short = r.offered_pps > 0.0 && r.sent_pps < 0.95 * r.offered_pps;
+    let sent = (r.sent_rt + r.sent_be) as f64;
+    let lost = r.loss_rt * r.sent_rt as f64 + r.loss_be * r.sent_be as f64;
+    let loss = if sent > 0.0 { lost / sent } else { 0.0 };
+    match (short, loss > LOSS_NOTE_THRESHOLD) {
+        (true, false) => " (below the offered rate, and the router forwarded all of it: the generator, not the router, was the limit)".into(),
+        (true, true) => format!(
+            " (below the offered rate, and still {:.1} % lost: the router was overloaded at the rate the generator reached)",
+            loss * 100.0
+        ),
+        (false, true) => format!(" ({:.1} % lost: the router was the limit)", loss * 100.0),
+        (false, false) => String::new(),
+    }
 }
 
 fn report_md(c: &Common, rows: &[Row], plots: &[String], errors: &[String]) -> String {
@@ -1078,8 +1178,8 @@ fn report_md(c: &Common, rows: &[Row], plots: &[String], errors: &[String]) -> S
          Latency: sink CLOCK_MONOTONIC − send timestamp (bpf_ktime_get_ns in the XDP programs), per packet; xdp sink: log-linear buckets of 1/32 (3.1 %) resolution, udp sink: HDR. \
          Loss: 1 − unique received / sent per class. Noisy 2-core VM: repeat runs before trusting small differences.\n",
         if c.ipv6 { "IPv6" } else { "IPv4" },
-        c.size, c.flows, c.gaps, c.point_secs, c.gen_backend, c.sink_backend, c.gen_cpu, c.router_cpu,
-        c.wake, c.budgets, c.device_budget, c.cost_ns, c.tx_batch, c.rx_size, c.gen_batch
+        c.size, c.flows, value_name(c.gaps), c.point_secs, value_name(c.gen_backend),
+        value_name(c.sink_backend), c.gen_cpu, c.router_cpu, value_name(c.wake), c.budgets, c.device_budget, c.cost_ns, c.tx_batch, c.rx_size, c.gen_batch
     );
     s.push_str("## Results\n\n| target | RT share | offered pps | sent pps | fwd pps | RT loss | BE loss | RT p50 µs | RT p99 µs | BE p50 µs | BE p99 µs | backlog drops | router ns/pkt | wake-ups/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in rows {
@@ -1114,7 +1214,7 @@ fn report_md(c: &Common, rows: &[Row], plots: &[String], errors: &[String]) -> S
             "- {t}: from {:.0} to {:.0} pps offered, RT p99 goes {:.1} → {:.1} µs (×{:.2}), BE p99 {:.1} → {:.1} µs; RT loss at the highest load {:.3} %, BE {:.3} %; generator achieved {:.0} pps at the highest setting{}.",
             lo.offered_pps, hi.offered_pps, lo.rt_p99_us, hi.rt_p99_us, ratio, lo.be_p99_us, hi.be_p99_us,
             hi.loss_rt * 100.0, hi.loss_be * 100.0, hi.sent_pps,
-            if hi.sent_pps < 0.95 * hi.offered_pps { " (below the offered rate: the generator, not the router, was the limit)" } else { "" }
+            limit_note(hi)
         );
     }
     for e in errors {
@@ -1216,9 +1316,6 @@ fn run_sweep(a: RunArgs) -> Result<()> {
     if a.repeat == 0 || a.repeat > 100 {
         return Err(usage("repeat", "must be 1..=100"));
     }
-    std::fs::create_dir_all(&c.out).with_context(|| format!("create {}", c.out.display()))?;
-    let stop = stop_on_signal();
-    let topo = topology(c)?;
     if let Some(l) = a.reference_load {
         if multiples.is_none() || !(l > 0.0 && l.is_finite()) {
             return Err(usage(
@@ -1226,15 +1323,16 @@ fn run_sweep(a: RunArgs) -> Result<()> {
                 "needs --mlffr-multiples and a load > 0 packets/s",
             ));
         }
-        if !["bpf-live", "xsk", "udp"].contains(&a.reference_gen_backend.as_str()) {
-            return Err(usage(
-                "reference-gen-backend",
-                format!("`{}`: bpf-live, xsk or udp", a.reference_gen_backend),
-            ));
-        }
     }
+    for &sh in &shares {
+        gen_config(c, loads[0], sh)?;
+    }
+    need_root()?;
+    std::fs::create_dir_all(&c.out).with_context(|| format!("create {}", c.out.display()))?;
+    let stop = stop_on_signal();
+    let topo = topology(c)?;
     let ref_common = Common {
-        gen_backend: a.reference_gen_backend.clone(),
+        gen_backend: a.reference_gen_backend,
         ..c.clone()
     };
     let per_target = multiples.as_ref().map_or(loads.len(), |m| m.len()) * shares.len()
@@ -1363,7 +1461,7 @@ fn run_sweep(a: RunArgs) -> Result<()> {
                 m,
                 shares[0],
                 l,
-                &a.reference_gen_backend,
+                &value_name(a.reference_gen_backend),
             ));
         }
     }
@@ -1377,6 +1475,13 @@ fn run_sweep(a: RunArgs) -> Result<()> {
     if stop.load(Ordering::Relaxed) {
         bail!("interrupted (partial results written)");
     }
+    if !errors.is_empty() {
+        bail!(
+            "{} target run(s) not measured (see report.md): {}",
+            errors.len(),
+            errors.join("; ")
+        );
+    }
     Ok(())
 }
 
@@ -1386,6 +1491,7 @@ fn run_sweep(a: RunArgs) -> Result<()> {
 pub fn compare(c: &Common, loads: &[f64], rt_share: f64) -> Result<Vec<Row>> {
     check_common(c)?;
     let tg = targets(c)?;
+    need_root()?;
     std::fs::create_dir_all(&c.out).with_context(|| format!("create {}", c.out.display()))?;
     let stop = stop_on_signal();
     let topo = topology(c)?;
@@ -1420,6 +1526,8 @@ fn run_mlffr(a: MlffrArgs) -> Result<()> {
         return Err(usage("repeat", "must be 1..=100"));
     }
     let tg = targets(c)?;
+    gen_config(c, a.min_rate, a.rt_share)?;
+    need_root()?;
     std::fs::create_dir_all(&c.out)?;
     let stop = stop_on_signal();
     let topo = topology(c)?;
@@ -1427,6 +1535,7 @@ fn run_mlffr(a: MlffrArgs) -> Result<()> {
     let mut rows = Vec::new();
     let mut found = Vec::new();
     let mut out = String::from("target,round,mlffr_pps,loss_tolerance,generator_limited\n");
+    let mut unmeasured = Vec::new();
     'outer: for round in 1..=a.repeat {
         for t in &tg {
             if stop.load(Ordering::Relaxed) {
@@ -1436,6 +1545,7 @@ fn run_mlffr(a: MlffrArgs) -> Result<()> {
                 Ok(x) => x,
                 Err(e) => {
                     println!("{} (round {round}): not measured: {e:#}", t.label());
+                    unmeasured.push(format!("{} (round {round})", t.label()));
                     bar.inc(a.steps as u64);
                     continue;
                 }
@@ -1480,6 +1590,9 @@ fn run_mlffr(a: MlffrArgs) -> Result<()> {
     print!("{out}{md}");
     if stop.load(Ordering::Relaxed) {
         bail!("interrupted (partial results written)");
+    }
+    if !unmeasured.is_empty() {
+        bail!("not measured: {}", unmeasured.join(", "));
     }
     Ok(())
 }
@@ -1533,19 +1646,27 @@ mod tests {
 
     #[test]
     fn targets_parse() {
-        assert_eq!(Target::parse("kernel").unwrap(), Target::Kernel);
+        assert_eq!(Target::from_arg("kernel").unwrap(), Target::Kernel);
         assert_eq!(
-            Target::parse("llrouter:ll-wfq").unwrap(),
-            Target::Llrouter("ll-wfq".into())
+            Target::from_arg("llrouter:ll-wfq").unwrap(),
+            Target::Llrouter(StrategyKind::LlWfq)
         );
-        let e = Target::parse("linux").unwrap_err();
+        assert!(Target::from_arg("linux").unwrap_err().contains("linux"));
+        // An unknown strategy is refused when parsed, not when its router fails to start.
+        let e = Target::from_arg("llrouter:foo").unwrap_err();
+        assert!(e.contains("llrouter:foo") && e.contains("ll-wfq"), "{e}");
+        assert!(Target::from_arg("llrouter:").is_err());
+        let e = Target::list("kernel,llrouter:bogus").unwrap_err();
         assert!(e.downcast_ref::<crate::cli_util::UsageError>().is_some());
+        assert_eq!("60,4".parse::<Budgets>(), Ok(Budgets { rt: 60, be: 4 }));
+        assert!("60".parse::<Budgets>().is_err());
+        assert!("0,4".parse::<Budgets>().is_err());
     }
 
     #[test]
     fn bad_options_name_the_field() {
         let c = |f: &dyn Fn(&mut Common)| {
-            let mut c = Common::new("kernel", PathBuf::from("/nonexistent"));
+            let mut c = Common::new(&[Target::Kernel], PathBuf::from("/nonexistent"));
             f(&mut c);
             c
         };
@@ -1563,9 +1684,9 @@ mod tests {
             let e = field(check_common(&bad).unwrap_err());
             assert!(e.contains(name), "{name}: {e}");
         }
-        let e = field(router_toml(&c(&|c| c.tx_batch = 0), "sq").unwrap_err());
+        let e = field(router_toml(&c(&|c| c.tx_batch = 0), StrategyKind::Sq).unwrap_err());
         assert!(e.contains("tx-batch"), "{e}");
-        let t = router_toml(&c(&|c| c.rx_size = 2048), "ll-wfq").unwrap();
+        let t = router_toml(&c(&|c| c.rx_size = 2048), StrategyKind::LlWfq).unwrap();
         assert!(t.contains("[rings]\nrx-size = 2048\n"), "{t}");
         assert!(t.contains("tx-batch = 16\n"), "{t}");
         // The generated file is a valid router config.
@@ -1573,6 +1694,30 @@ mod tests {
             .unwrap()
             .validate()
             .unwrap();
+    }
+
+    #[test]
+    fn limit_note_blames_the_generator_only_without_loss() {
+        let r = |offered: f64, sent: f64, loss_be: f64| Row {
+            offered_pps: offered,
+            sent_pps: sent,
+            sent_rt: 300,
+            sent_be: 700,
+            loss_be,
+            ..Default::default()
+        };
+        // Short of the offered rate, nothing lost: the generator was the limit.
+        assert!(limit_note(&r(2e6, 1.5e6, 0.0)).contains("the generator, not the router"));
+        // Short of it and 49 % lost (sq at 2 Mpps): the router, not the generator.
+        let n = limit_note(&r(2e6, 1.5e6, 0.7));
+        assert!(!n.contains("the generator, not the router"), "{n}");
+        assert!(
+            n.contains("49.0 % lost") && n.contains("router was overloaded"),
+            "{n}"
+        );
+        // Rate reached and loss: the router.
+        assert!(limit_note(&r(2e6, 2e6, 0.7)).contains("router was the limit"));
+        assert_eq!(limit_note(&r(2e6, 2e6, 0.0)), "");
     }
 
     /// A short real sweep (root; skipped otherwise): kernel and kernel-htb at two light loads,
@@ -1589,7 +1734,7 @@ mod tests {
             common: Common {
                 flows: 4,
                 point_secs: 0.5,
-                ..Common::new("kernel,kernel-htb", out.clone())
+                ..Common::new(&[Target::Kernel, Target::KernelHtb], out.clone())
             },
             loads: "5000,20000".into(),
             rt_shares: "0.3".into(),
@@ -1599,10 +1744,10 @@ mod tests {
             max_rate: 3e6,
             repeat: 2,
             reference_load: None,
-            reference_gen_backend: "xsk".into(),
+            reference_gen_backend: Backend::Xsk,
         };
         let bad = RunArgs {
-            common: Common::new("kernel", out.clone()),
+            common: Common::new(&[Target::Kernel], out.clone()),
             reference_load: Some(1000.0),
             ..args.clone()
         };
@@ -1615,7 +1760,7 @@ mod tests {
                 rx_napi_thread: true,
                 flows: 4,
                 point_secs: 0.5,
-                ..Common::new("kernel", out.join("own-rx"))
+                ..Common::new(&[Target::Kernel], out.join("own-rx"))
             },
             loads: "5000".into(),
             repeat: 1,

@@ -350,6 +350,41 @@ pub fn action_matches(action: &str, device: &str) -> bool {
     }
 }
 
+/// The virtio device behind a network interface, from the target of its
+/// `/sys/class/net/<dev>/device` link (`../../../virtio2` → `virtio2`): virtio-net names its
+/// queue interrupts after that device (`virtio2-input.0`), not after the interface.
+pub fn virtio_alias(device_link: &str) -> Option<String> {
+    let name = device_link
+        .trim()
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()?;
+    let n = name.strip_prefix("virtio")?;
+    (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then(|| name.to_string())
+}
+
+/// Whether an interrupt action belongs to `device`: by its own name ([`action_matches`]), or,
+/// for a virtio NIC whose virtio device is `alias`, by a queue interrupt of that device
+/// (`virtio2-input.0`, `virtio2-output.0`; not `virtio2-config`).
+pub fn irq_belongs(action: &str, device: &str, alias: Option<&str>) -> bool {
+    action_matches(action, device)
+        || alias.is_some_and(|v| {
+            action
+                .strip_prefix(v)
+                .is_some_and(|rest| rest.starts_with("-input.") || rest.starts_with("-output."))
+        })
+}
+
+/// Those of `devices` that `/proc/net/dev` (`net_dev`, its text) does not list, in order.
+pub fn unknown_devices(net_dev: &str, devices: &[String]) -> Result<Vec<String>> {
+    let known = parse_net_dev(net_dev)?;
+    Ok(devices
+        .iter()
+        .filter(|d| !known.contains_key(d.as_str()))
+        .cloned()
+        .collect())
+}
+
 /// An interrupt of a named device, with the cores that served it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeviceIrq {
@@ -361,18 +396,20 @@ pub struct DeviceIrq {
 }
 
 /// The interrupts of `devices`, with serving cores from the count deltas `before → after`
-/// (`after = None`: any non-zero count).
+/// (`after = None`: any non-zero count). `aliases` maps a device to the virtio device whose
+/// queue interrupts are its own ([`virtio_alias`]).
 pub fn device_irqs(
     before: &[IrqLine],
     after: Option<&[IrqLine]>,
     devices: &[String],
+    aliases: &BTreeMap<String, String>,
 ) -> Vec<DeviceIrq> {
     let mut out = Vec::new();
     for line in after.unwrap_or(before) {
         let Some((device, action)) = line.actions.iter().find_map(|a| {
             devices
                 .iter()
-                .find(|d| action_matches(a, d))
+                .find(|d| irq_belongs(a, d, aliases.get(*d).map(String::as_str)))
                 .map(|d| (d.clone(), a.clone()))
         }) else {
             continue;
@@ -431,6 +468,28 @@ pub fn parse_cpumask(text: &str) -> Result<BTreeSet<usize>> {
         for b in 0..32 {
             if v & (1 << b) != 0 {
                 out.insert(i * 32 + b);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Parses a kernel CPU list (`/sys/devices/system/cpu/online`, `Cpus_allowed_list`): `0-3,5`.
+pub fn parse_cpu_list(text: &str) -> Result<BTreeSet<usize>> {
+    let bad = || TuneError::new("cpu list", format!("bad CPU list {text:?}"));
+    let mut out = BTreeSet::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let num = |t: &str| t.trim().parse::<usize>().map_err(|_| bad());
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (num(a)?, num(b)?);
+                if a > b || b - a > 1 << 16 {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => {
+                out.insert(num(part)?);
             }
         }
     }
@@ -533,6 +592,8 @@ pub struct TuneInput {
     pub net_dev: Vec<String>,
     /// Current `smp_affinity` per IRQ, where readable.
     pub affinity: BTreeMap<u32, String>,
+    /// Device → virtio device naming its queue interrupts ([`virtio_alias`]).
+    pub aliases: BTreeMap<String, String>,
 }
 
 /// What to tune for.
@@ -647,8 +708,8 @@ pub fn plan(input: &TuneInput, params: &TuneParams) -> Result<TunePlan> {
         None => None,
     };
     let dirqs = match (&before, &after) {
-        (Some(b), a) => device_irqs(b, a.as_deref(), &params.devices),
-        (None, Some(a)) => device_irqs(a, None, &params.devices),
+        (Some(b), a) => device_irqs(b, a.as_deref(), &params.devices, &input.aliases),
+        (None, Some(a)) => device_irqs(a, None, &params.devices, &input.aliases),
         (None, None) => Vec::new(),
     };
     for d in &params.devices {
@@ -776,14 +837,29 @@ fn measured_rate(
 // ---------------------------------------------------------------------------------------------
 // I/O
 
+/// The virtio device of each of `devices` that is a virtio NIC, from
+/// `<sys_root>/class/net/<dev>/device` (see [`virtio_alias`]).
+pub fn device_aliases(sys_root: &Path, devices: &[String]) -> BTreeMap<String, String> {
+    devices
+        .iter()
+        .filter_map(|d| {
+            let link =
+                std::fs::read_link(sys_root.join("class/net").join(d).join("device")).ok()?;
+            Some((d.clone(), virtio_alias(&link.to_string_lossy())?))
+        })
+        .collect()
+}
+
 /// Reads `<proc_root>/stat` (and `net/dev`) `samples` times, `interval` apart, plus
-/// `interrupts` at both ends and the current affinities of every numbered IRQ of `devices`.
-/// `sleep` is called between samples (tests pass a no-op).
+/// `interrupts` at both ends and the current affinities of every numbered IRQ of `devices`
+/// (by name or through `aliases`, see [`device_irqs`]). `sleep` is called between samples
+/// (tests pass a no-op).
 pub fn sample(
     proc_root: &Path,
     samples: usize,
     interval: Duration,
     devices: &[String],
+    aliases: &BTreeMap<String, String>,
     mut sleep: impl FnMut(Duration),
 ) -> Result<TuneInput> {
     if samples < 2 {
@@ -801,6 +877,7 @@ pub fn sample(
     let mut input = TuneInput {
         interval,
         interrupts_before: read("interrupts").ok(),
+        aliases: aliases.clone(),
         ..TuneInput::default()
     };
     for i in 0..samples {
@@ -821,11 +898,11 @@ pub fn sample(
         .or(input.interrupts_before.as_ref())
     {
         for line in parse_interrupts(t)? {
-            if line
-                .actions
-                .iter()
-                .any(|a| devices.iter().any(|d| action_matches(a, d)))
-            {
+            if line.actions.iter().any(|a| {
+                devices
+                    .iter()
+                    .any(|d| irq_belongs(a, d, aliases.get(d).map(String::as_str)))
+            }) {
                 if let Ok(m) = read(&format!("irq/{}/smp_affinity", line.irq)) {
                     input.affinity.insert(line.irq, m.trim().to_string());
                 }
@@ -1001,7 +1078,12 @@ ERR:          0
         assert_eq!(lines[2].counts[&0], 1000);
         assert_eq!(lines[2].actions, vec!["eth0-TxRx-0"]);
         assert_eq!(lines[6].actions, vec!["ahci[0000:00:1f.2]", "eth1"]);
-        let d = device_irqs(&lines, None, &["eth0".into(), "eth1".into()]);
+        let d = device_irqs(
+            &lines,
+            None,
+            &["eth0".into(), "eth1".into()],
+            &BTreeMap::new(),
+        );
         let irqs: Vec<u32> = d.iter().map(|i| i.irq).collect();
         assert_eq!(irqs, vec![24, 25, 26, 28]); // not 27 (eth10)
         assert_eq!(d[1].serving_cores, vec![1]);
@@ -1009,13 +1091,73 @@ ERR:          0
         // with a second snapshot, serving cores come from deltas
         let after = INTERRUPTS.replace(" 24:       1000          0", " 24:       1000         10");
         let after = parse_interrupts(&after).unwrap();
-        let d = device_irqs(&lines, Some(&after), &["eth0".into()]);
+        let d = device_irqs(&lines, Some(&after), &["eth0".into()], &BTreeMap::new());
         assert_eq!(d[0].serving_cores, vec![1]);
         assert!(d[1].serving_cores.is_empty());
         // bad input names the line
         let e = parse_interrupts("CPU0 CPU1\n 5: 1 x foo\n").unwrap_err();
         assert_eq!(e.field, "/proc/interrupts line 2");
         assert!(parse_interrupts("").is_err());
+    }
+
+    /// A virtio NIC: /proc/interrupts names its queues after the virtio device, which only
+    /// sysfs relates to the interface.
+    #[test]
+    fn virtio_nic_queues_found_through_sysfs() {
+        const VIRTIO: &str = "\
+           CPU0       CPU1
+ 37:          0          0 PCI-MSIX-0000:00:03.0   0-edge      virtio2-config
+ 38:          0       1440 PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0
+ 39:        904          0 PCI-MSIX-0000:00:03.0   2-edge      virtio2-output.0
+ 41:       2044          0 PCI-MSIX-0000:00:04.0   1-edge      virtio20-input.0
+ 42:          0       3970 PCI-MSIX-0000:00:04.0   2-edge      virtio3-tx
+";
+        assert_eq!(virtio_alias("../../../virtio2").as_deref(), Some("virtio2"));
+        assert_eq!(
+            virtio_alias("../../../virtio2/\n").as_deref(),
+            Some("virtio2")
+        );
+        assert_eq!(virtio_alias("../../../0000:00:1f.6"), None);
+        assert_eq!(virtio_alias("virtio"), None);
+        let lines = parse_interrupts(VIRTIO).unwrap();
+        let eth0 = vec!["eth0".to_string()];
+        assert!(device_irqs(&lines, None, &eth0, &BTreeMap::new()).is_empty());
+
+        // A synthetic sysfs tree: eth0 → virtio2, as on a KVM guest.
+        let sys = tree("sys");
+        let dev = sys.join("devices/pci0000:00/0000:00:03.0/virtio2");
+        std::fs::create_dir_all(sys.join("class/net/eth0")).unwrap();
+        std::fs::create_dir_all(&dev).unwrap();
+        std::os::unix::fs::symlink(
+            "../../../devices/pci0000:00/0000:00:03.0/virtio2",
+            sys.join("class/net/eth0/device"),
+        )
+        .unwrap();
+        let aliases = device_aliases(&sys, &eth0);
+        assert_eq!(aliases.get("eth0").map(String::as_str), Some("virtio2"));
+        let d = device_irqs(&lines, None, &eth0, &aliases);
+        // The queues, not the config interrupt nor virtio20's.
+        assert_eq!(d.iter().map(|i| i.irq).collect::<Vec<_>>(), vec![38, 39]);
+        assert_eq!(d[0].serving_cores, vec![1]);
+        assert_eq!(d[0].device, "eth0");
+        assert_eq!(d[1].action, "virtio2-output.0");
+        std::fs::remove_dir_all(&sys).unwrap();
+    }
+
+    #[test]
+    fn cpu_lists() {
+        let s = |v: &[usize]| v.iter().copied().collect::<BTreeSet<_>>();
+        assert_eq!(parse_cpu_list("0-1\n").unwrap(), s(&[0, 1]));
+        assert_eq!(parse_cpu_list("0,2-4,7").unwrap(), s(&[0, 2, 3, 4, 7]));
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("a").is_err());
+    }
+
+    #[test]
+    fn unknown_devices_are_named() {
+        let net = NET_DEV.replace("PKTS", "1");
+        let devs = vec!["eth0".to_string(), "nosuch0".to_string(), "lo".to_string()];
+        assert_eq!(unknown_devices(&net, &devs).unwrap(), vec!["nosuch0"]);
     }
 
     #[test]
@@ -1135,6 +1277,7 @@ Inter-|   Receive                                                |  Transmit
                 .map(|p| NET_DEV.replace("PKTS", &p.to_string()))
                 .collect(),
             affinity: BTreeMap::new(),
+            aliases: BTreeMap::new(),
         };
         input.affinity.insert(24, "f".into());
         input.affinity.insert(25, "d".into()); // already {0,2,3}
@@ -1203,6 +1346,7 @@ Inter-|   Receive                                                |  Transmit
             3,
             Duration::from_millis(10),
             &["eth0".into()],
+            &BTreeMap::new(),
             |_| {
                 k += 1;
                 std::fs::write(root.join("stat"), &snaps[k]).unwrap();
@@ -1223,7 +1367,7 @@ Inter-|   Receive                                                |  Transmit
         };
         assert_eq!(plan(&input, &params).unwrap_err().field, "cores");
         assert_eq!(
-            sample(&root, 1, Duration::ZERO, &[], |_| {})
+            sample(&root, 1, Duration::ZERO, &[], &BTreeMap::new(), |_| {})
                 .unwrap_err()
                 .field,
             "samples"

@@ -1,0 +1,328 @@
+//! Bad command-line input: every case exits 2 (usage) with a message naming the flag and the
+//! reason, before anything is started — no sampling window, no simulation, no output files and,
+//! for the testbed, no network namespace. Needs no root; runs in well under a second per case.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What one run of the binary did.
+struct Outcome {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    pid: u32,
+}
+
+fn llrouter(args: &[&str]) -> Outcome {
+    let child = Command::new(env!("CARGO_BIN_EXE_llrouter"))
+        .args(args)
+        // RUST_LOG would override --log.
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start llrouter");
+    let pid = child.id();
+    let out = child.wait_with_output().expect("wait for llrouter");
+    Outcome {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        pid,
+    }
+}
+
+/// Asserts exit code 2 and that stderr contains every one of `needles`.
+fn usage_error(args: &[&str], needles: &[&str]) -> Outcome {
+    let o = llrouter(args);
+    assert_eq!(
+        o.code,
+        Some(2),
+        "llrouter {}: expected exit 2\nstdout: {}\nstderr: {}",
+        args.join(" "),
+        o.stdout,
+        o.stderr
+    );
+    for n in needles {
+        assert!(
+            o.stderr.contains(n),
+            "llrouter {}: stderr lacks {n:?}:\n{}",
+            args.join(" "),
+            o.stderr
+        );
+    }
+    o
+}
+
+fn scratch(tag: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("llr-cli-bad-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&p);
+    p
+}
+
+/// Namespaces a testbed process with this pid would have created (`llrtb-<pid>-…`).
+fn netns_of(pid: u32) -> Vec<String> {
+    let prefix = format!("llrtb-{pid}-");
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The testbed creates its output directory just before its namespaces, so a missing `out`
+/// shows the run stopped before either; a namespace of this pid would be one left behind.
+fn assert_untouched(o: &Outcome, out: &Path) {
+    assert!(!out.exists(), "{} was created", out.display());
+    assert_eq!(netns_of(o.pid), Vec::<String>::new(), "namespaces created");
+}
+
+#[test]
+fn tune_rejects_bad_options_before_sampling() {
+    usage_error(&["tune", "--samples", "0"], &["--samples", "at least 2"]);
+    // A long window would show as a slow test: the device is checked before sampling.
+    let t0 = std::time::Instant::now();
+    usage_error(
+        &["tune", "--dev", "nosuch0", "--samples", "20"],
+        &["--dev", "nosuch0"],
+    );
+    assert!(t0.elapsed().as_secs() < 10, "sampled before checking --dev");
+    usage_error(
+        &["tune", "--cores", "4096", "--samples", "20"],
+        &["--cores", "core 4096 is not online"],
+    );
+    assert!(
+        t0.elapsed().as_secs() < 10,
+        "sampled before checking --cores"
+    );
+    usage_error(&["tune", "--interval-ms", "0"], &["--interval-ms"]);
+    usage_error(
+        &["tune", "--ring-min", "100"],
+        &["--ring-min", "power of two"],
+    );
+    usage_error(&["tune", "--bandwidth-mbps", "0"], &["--bandwidth-mbps"]);
+}
+
+#[test]
+fn testbed_rejects_bad_targets_before_building_anything() {
+    for (sub, target) in [("run", "llrouter:foo"), ("mlffr", "llrouter:bogus")] {
+        let out = scratch(&format!("tb-{sub}"));
+        let o = usage_error(
+            &[
+                "testbed",
+                sub,
+                "--targets",
+                &format!("kernel,{target}"),
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            &["--targets", target, "unknown strategy", "ll-wfq"],
+        );
+        assert_untouched(&o, &out);
+    }
+    let out = scratch("tb-opts");
+    let o_str = out.to_str().unwrap();
+    for (flag, value, needle) in [
+        ("--targets", "linux", "kernel-htb"),
+        ("--gaps", "weird", "constant, poisson"),
+        ("--wake", "sometimes", "interrupt, busy, adaptive"),
+        ("--gen-backend", "dpdk", "bpf-live"),
+        ("--sink-backend", "pcap", "xdp"),
+        ("--budgets", "5", "RT,BE"),
+        ("--budgets", "0,4", "≥ 1"),
+        ("--router-cpu", "4096", "CPU 4096 does not exist"),
+        ("--gen-cpu", "4096", "CPU 4096 does not exist"),
+        ("--size", "20", "--size"),
+        ("--tx-batch", "0", "--tx-batch"),
+    ] {
+        let targets = if flag == "--targets" {
+            value
+        } else {
+            "llrouter:sq"
+        };
+        let mut args = vec!["testbed", "run", "--out", o_str, "--targets", targets];
+        if flag != "--targets" {
+            args.extend([flag, value]);
+        }
+        let o = usage_error(&args, &[flag, needle]);
+        assert_untouched(&o, &out);
+    }
+    let o = usage_error(
+        &["testbed", "run", "--out", o_str, "--reference-load", "1000"],
+        &["--reference-load", "--mlffr-multiples"],
+    );
+    assert_untouched(&o, &out);
+    let o = usage_error(
+        &["testbed", "mlffr", "--out", o_str, "--rt-share", "2"],
+        &["--rt-share"],
+    );
+    assert_untouched(&o, &out);
+}
+
+#[test]
+fn sweep_rejects_unknown_parameters_and_single_run_flags() {
+    let out = scratch("sweep");
+    let o_str = out.to_str().unwrap();
+    for (args, needles) in [
+        (
+            vec!["--param", "foo"],
+            vec!["--param", "rt-share, utilization, time-slice, budget"],
+        ),
+        (vec!["--strategy", "sq"], vec!["--strategy", "--strategies"]),
+        (
+            vec!["--strategies", "sq,nope"],
+            vec!["--strategies", "nope"],
+        ),
+        (
+            vec!["--param", "utilization", "--values", "0.5,20"],
+            vec!["--utilization", "at most 10"],
+        ),
+        (
+            vec!["--param", "budget", "--values", "2.5"],
+            vec!["--values", "whole number"],
+        ),
+        (vec!["--values", "1:0:1"], vec!["--values"]),
+        (
+            vec!["--param", "utilization", "--utilization", "0.5"],
+            vec!["--utilization", "--param utilization varies it"],
+        ),
+        (
+            vec!["--classes", "hi=0.2,lo=0.8"],
+            vec!["--classes", "--param rt-share varies it"],
+        ),
+    ] {
+        let mut a = vec![
+            "sim",
+            "sweep",
+            "--quiet",
+            "--packets",
+            "1000",
+            "--out",
+            o_str,
+        ];
+        a.extend(args);
+        usage_error(&a, &needles);
+        assert!(!out.exists(), "llrouter {}: wrote {}", a.join(" "), o_str);
+    }
+}
+
+#[test]
+fn sweep_json_is_the_rows() {
+    let out = scratch("sweep-json");
+    let o = llrouter(&[
+        "sim",
+        "sweep",
+        "--json",
+        "--strategies",
+        "sq,ll-wfq",
+        "--values",
+        "0.3",
+        "--packets",
+        "2000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("stdout is JSON");
+    assert_eq!(v["param"], "rt-share");
+    // Two strategies × one value × two classes.
+    assert_eq!(v["rows"].as_array().map(Vec::len), Some(4), "{v}");
+    assert!(out.join("loss_vs_rt-share.png").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn sim_utilization_is_checked_and_overload_is_shown() {
+    usage_error(
+        &["sim", "--utilization", "1e9"],
+        &["--utilization", "at most 10", "overload"],
+    );
+    usage_error(
+        &["sim", "--utilization", "inf"],
+        &["--utilization", "not a finite number"],
+    );
+    usage_error(
+        &["sim", "--utilization", "0"],
+        &["--utilization", "greater than 0"],
+    );
+    usage_error(&["sim", "--rate-pps", "inf"], &["--rate-pps", "finite"]);
+    usage_error(&["sim", "--strategy", "foo"], &["--strategy", "foo"]);
+    // Above 1 is overload, reported as such, not clamped to the busy fraction.
+    let o = llrouter(&["sim", "--utilization", "1.2", "--packets", "20000"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        o.stdout.contains("1.200 × capacity (overload)"),
+        "{}",
+        o.stdout
+    );
+    // In JSON, the busy fraction (≤ 1) and the offered load (1.2) side by side.
+    let o = llrouter(&[
+        "sim",
+        "--utilization",
+        "1.2",
+        "--packets",
+        "20000",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+    assert!(
+        (v["offered_load"].as_f64().unwrap() - 1.2).abs() < 1e-9,
+        "{v}"
+    );
+    assert!(v["utilization"].as_f64().unwrap() <= 1.0, "{v}");
+}
+
+#[test]
+fn cpu_options_count_the_machines_cpus() {
+    let o = usage_error(
+        &[
+            "gen",
+            "--dst",
+            "127.0.0.1",
+            "--cpu",
+            "4096",
+            "--packets",
+            "1",
+        ],
+        &["--cpu", "CPU 4096 does not exist", "online CPU"],
+    );
+    assert!(!o.stderr.contains("os error"), "{}", o.stderr);
+    usage_error(
+        &["sink", "--cpu", "4096", "--duration", "1"],
+        &["--cpu", "CPU 4096 does not exist"],
+    );
+}
+
+#[test]
+fn other_commands_name_the_flag() {
+    usage_error(&["demo", "--live-secs", "9"], &["--live-secs", "0.5–3"]);
+    usage_error(&["demo", "--packets", "0"], &["--packets"]);
+    let png = scratch("model.png");
+    usage_error(
+        &[
+            "model",
+            "--plot",
+            png.to_str().unwrap(),
+            "--plot-budgets",
+            "0",
+        ],
+        &["--plot-budgets", "≥ 1"],
+    );
+    assert!(!png.exists());
+    usage_error(&["model", "--rho-rt", "1.5", "--m", "10"], &["--rho-rt"]);
+    usage_error(&["--log", "nonsense=[", "model"], &["--log"]);
+    usage_error(&["gen", "--dst", "127.0.0.1", "--size", "20"], &["--size"]);
+    usage_error(&["sink", "--backend", "xdp"], &["--iface"]);
+}
+
+#[test]
+fn model_plot_is_written() {
+    let png = scratch("model-ok.png");
+    let o = llrouter(&["model", "--plot", png.to_str().unwrap()]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let bytes = std::fs::read(&png).expect("plot written");
+    assert_eq!(&bytes[1..4], b"PNG");
+    let _ = std::fs::remove_file(&png);
+}
