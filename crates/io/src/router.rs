@@ -310,7 +310,7 @@ pub fn run_worker_ctl(
                 &layout,
                 &acc,
                 (wake, spin_us),
-                (iter, busy_ratio, changes),
+                (iter, busy_ratio, changes, idle_ns),
                 (&pass, &drops, &classifier_stats),
                 t0,
             );
@@ -613,7 +613,7 @@ fn snapshot(
     layout: &Layout,
     acc: &Acc,
     (wake, spin_us): (WakeMode, u64),
-    (poll_rounds, busy_ratio, changes): (u64, f64, u64),
+    (poll_rounds, busy_ratio, changes, idle_ns): (u64, f64, u64, u64),
     (pass, drops, cls): CounterRefs<'_>,
     t0: Instant,
 ) -> WorkerSnapshot {
@@ -638,6 +638,7 @@ fn snapshot(
         devices,
         poll_rounds,
         busy_ratio,
+        busy_s: (t0.elapsed().as_secs_f64() - idle_ns as f64 * 1e-9).max(0.0),
         sleeps: dev.sleeps,
         poll_wakeups: dev.wakeups,
         pass: PassReason::ALL
