@@ -190,6 +190,7 @@ pub enum RouteCmd {
     /// `route add PREFIX [via GW] dev IF`: a static route over the kernel's.
     Add {
         /// Destination, `addr/len`.
+        #[arg(value_parser = prefix_arg)]
         prefix: String,
         /// `via GW dev IF` or `dev IF`.
         #[arg(num_args = 2..=4, required = true)]
@@ -198,8 +199,19 @@ pub enum RouteCmd {
     /// `route remove PREFIX`: remove a static route.
     Remove {
         /// Destination, `addr/len`, as added.
+        #[arg(value_parser = prefix_arg)]
         prefix: String,
     },
+}
+
+fn prefix_arg(s: &str) -> Result<String, String> {
+    match s.split_once('/') {
+        Some((a, l)) if a.parse::<std::net::IpAddr>().is_ok() && l.parse::<u8>().is_ok() => {
+            Ok(s.to_string())
+        }
+        Some(_) => Err("not an addr/len prefix".into()),
+        None => Err("needs a length, e.g. 10.0.0.0/8".into()),
+    }
 }
 
 /// What one `ctl` invocation asks the router: one protocol command, or a view built from two.
@@ -267,12 +279,6 @@ pub fn request(cmd: &CtlCmd) -> Result<Request> {
                     ))
                 }
             };
-            if !prefix.contains('/') {
-                return Err(usage(
-                    "prefix",
-                    format!("`{prefix}` needs a length, e.g. 10.0.0.0/8"),
-                ));
-            }
             Command::RouteAdd {
                 prefix: prefix.clone(),
                 via,
@@ -308,8 +314,7 @@ fn call(client: &mut CtlClient, cmd: &Command, socket: &std::path::Path) -> Resu
 
 pub fn run(args: Args) -> Result<()> {
     let req = request(&args.cmd)?;
-    let mut client = CtlClient::connect(&args.socket, Duration::from_secs_f64(args.timeout))
-        .with_context(|| format!("connect to {}", args.socket.display()))?;
+    let mut client = CtlClient::connect(&args.socket, Duration::from_secs_f64(args.timeout))?;
     let out = match &req {
         Request::One(cmd) => {
             let v = call(&mut client, cmd, &args.socket)?;

@@ -33,7 +33,7 @@ fn adapt(example: &str, socket: &Path) -> String {
                 }
             }
             toml::Value::Array(a) => a.iter_mut().for_each(|x| rename(x, from, to)),
-            toml::Value::Table(t) => t.values_mut().for_each(|x| rename(x, from, to)),
+            toml::Value::Table(t) => t.iter_mut().for_each(|(_, x)| rename(x, from, to)),
             _ => {}
         }
     }
@@ -102,7 +102,7 @@ fn reload_of_every_example_succeeds() {
             let o = ctl(&sock, &["--json", "status"]);
             if o.status.success() {
                 let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-                if v["result"]["device_budget"].as_u64().unwrap_or(0) > 0 {
+                if v["device_budget"].as_u64().unwrap_or(0) > 0 {
                     break;
                 }
             }

@@ -1,0 +1,123 @@
+//! Bad input to `llrouter ctl` and `llrouter top`, through the binary: each case's exit status
+//! (2: the command line is wrong, 1: the router refused or is not there) and message. No root
+//! needed: a refusal comes from a stand-in router serving the control protocol.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command as Proc, Output};
+use std::sync::Arc;
+
+use llr_ops::ctl::{Command, CtlError, CtlServer};
+
+fn llrouter(args: &[&str]) -> Output {
+    Proc::new(env!("CARGO_BIN_EXE_llrouter"))
+        .args(args)
+        .output()
+        .expect("run llrouter")
+}
+
+/// Asserts the exit code and that stderr contains every one of `needles`.
+fn check(args: &[&str], code: i32, needles: &[&str]) -> String {
+    let o = llrouter(args);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(code), "{args:?}: stderr:\n{err}");
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: {n:?} not in stderr:\n{err}");
+    }
+    err
+}
+
+/// A stand-in router that refuses changes the way the router does (field and reason).
+fn stand_in(dir: &Path) -> (CtlServer, PathBuf) {
+    let sock = dir.join("ctl.sock");
+    let target = Arc::new(|cmd: Command| -> Result<serde_json::Value, CtlError> {
+        match cmd {
+            Command::BudgetSet { budget: 0, .. } => {
+                Err(CtlError::new("budget", "must be at least 1"))
+            }
+            Command::BudgetSet { class, .. } if class != "rt" => Err(CtlError::new(
+                "class",
+                format!("unknown class `{class}` (known: rt, be)"),
+            )),
+            Command::Status {} => Ok(serde_json::json!({"strategy": "ll-wfq"})),
+            _ => Err(CtlError::new("cmd", "not in this stand-in")),
+        }
+    });
+    (CtlServer::bind(&sock, target).expect("bind"), sock)
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    check(
+        &["top", "--interval", "0"],
+        2,
+        &["--interval", "at least 0.05"],
+    );
+    check(&["ctl", "--timeout", "0", "status"], 2, &["--timeout"]);
+    check(&["ctl", "status", "--timeout", "nan"], 2, &["--timeout"]);
+    check(
+        &["ctl", "wakeup", "set", "sometimes"],
+        2,
+        &["sometimes", "interrupt", "busy", "adaptive"],
+    );
+    let e = check(
+        &["ctl", "strategy", "set", "foo"],
+        2,
+        &["foo", "ll-wfq", "sq"],
+    );
+    assert!(!e.contains("strategy: strategy:"), "doubled prefix: {e}");
+    check(
+        &["ctl", "wakeup", "set", "busy", "--spin-us", "5"],
+        2,
+        &["--spin-us", "adaptive"],
+    );
+    check(
+        &["ctl", "route", "add", "10.1.0.0", "dev", "eth0"],
+        2,
+        &["10.1.0.0", "needs a length"],
+    );
+    check(
+        &["ctl", "route", "add", "10.1.0.0/16", "gw", "eth0"],
+        2,
+        &["PREFIX [via GW] dev IF"],
+    );
+    check(&["ctl", "show", "fib", "--limit", "0"], 2, &["--limit"]);
+    check(&["ctl", "budget", "set", "rt", "-1"], 2, &["-1"]);
+    check(&["ctl", "rules", "add"], 2, &["RULE"]);
+}
+
+#[test]
+fn runtime_errors_exit_1() {
+    let dir = std::env::temp_dir().join(format!("llr-badinput-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let missing = dir.join("nobody.sock");
+    check(
+        &["ctl", "--socket", missing.to_str().unwrap(), "status"],
+        1,
+        &["nobody.sock"],
+    );
+    let (srv, sock) = stand_in(&dir);
+    let s = sock.to_str().unwrap();
+    check(
+        &["ctl", "-s", s, "budget", "set", "rt", "0"],
+        1,
+        &["budget.set rejected: budget: must be at least 1"],
+    );
+    check(
+        &["ctl", "budget", "set", "nope", "5", "--socket", s],
+        1,
+        &["budget.set rejected: class: unknown class `nope`"],
+    );
+    // --json after the subcommand: the refusal is still an error (exit 1)
+    check(
+        &["ctl", "budget", "set", "rt", "0", "--json", "-s", s],
+        1,
+        &["budget: must be at least 1"],
+    );
+    // and a good call works with -j anywhere
+    let o = llrouter(&["ctl", "status", "-s", s, "-j"]);
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["strategy"], "ll-wfq");
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
