@@ -242,7 +242,7 @@ impl ProcessMetrics {
         };
         // SAFETY: getrlimit writes one rlimit into `lim`, a live local.
         if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
-            p.max_fds = lim.rlim_cur as u64;
+            p.max_fds = lim.rlim_cur;
         }
         Some(p)
     }
