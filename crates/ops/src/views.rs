@@ -221,9 +221,18 @@ pub fn workers_table(status: &Value, m: &MetricsSnapshot) -> String {
         .workers
         .iter()
         .map(|w| {
+            // `status` knows whether the worker is pinned; the metrics label says 0 either way
+            let pinned = status["workers"]
+                .as_array()
+                .and_then(|ws| ws.iter().find(|x| x["worker"] == w.worker))
+                .is_none_or(|x| !x["core"].is_null());
             vec![
                 w.worker.to_string(),
-                w.core.to_string(),
+                if pinned {
+                    w.core.to_string()
+                } else {
+                    "-".into()
+                },
                 format!("{:.1}%", w.busy_ratio * 100.0),
                 format!("{:.3}", w.busy_seconds),
                 w.poll_rounds.to_string(),
@@ -309,12 +318,15 @@ pub fn status_text(v: &Value) -> String {
     );
     if let Some(ws) = v["workers"].as_array() {
         for w in ws {
+            let core = match &w["core"] {
+                Value::Null => "unpinned".to_string(),
+                c => format!("on core {}", str_of(c)),
+            };
             kv(
                 "worker",
                 format!(
-                    "{} on core {}, busy {:.1}%",
+                    "{} {core}, busy {:.1}%",
                     str_of(&w["worker"]),
-                    str_of(&w["core"]),
                     w["busy_ratio"].as_f64().unwrap_or(0.0) * 100.0
                 ),
             );
@@ -456,6 +468,11 @@ mod tests {
         assert!(be.contains('-'), "no counters for ring 1: {be}");
         let w = workers_table(&st, &m);
         assert!(w.contains("2.500"), "{w}");
+        let unpinned = serde_json::json!({"workers": [{"worker": 0, "core": null}]});
+        let w0 = workers_table(&unpinned, &m);
+        let row: Vec<&str> = w0.lines().nth(1).unwrap().split_whitespace().collect();
+        assert_eq!(row[1], "-", "{w0}");
+        assert!(status_text(&unpinned).contains("worker       0 unpinned"));
         assert!(w.contains("helper threads on cores 0"));
     }
 }
