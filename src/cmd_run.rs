@@ -77,6 +77,8 @@ pub struct RunReport {
     /// Per interface (name, classifier counters).
     pub classifier: Vec<(String, llr_io::ebpf::ClassifierStats)>,
     pub class_names: Vec<String>,
+    /// The router's `(ifindex, name)` pairs.
+    pub interfaces: Vec<(u32, String)>,
 }
 
 /// Runs the router and prints its counters on exit.
@@ -90,7 +92,21 @@ pub fn run(args: RunArgs) -> Result<()> {
         let v = serde_json::json!({ "worker": stats, "classifier": cls.iter().map(|(n, s)| serde_json::json!({"interface": n, "stats": s})).collect::<Vec<_>>() });
         println!("{v}");
     } else {
-        println!("llrouter counters:\n{stats}");
+        // Ports by interface name: the worker only knows indexes.
+        let mut w = stats.clone();
+        w.ports.clear();
+        println!("llrouter counters:\n{w}");
+        for p in &stats.ports {
+            let name = rep
+                .interfaces
+                .iter()
+                .find(|(i, _)| *i == p.ifindex)
+                .map_or_else(|| format!("ifindex {}", p.ifindex), |(_, n)| n.clone());
+            println!(
+                "  {name:<12} rx {:>10} tx {:>10} tx kicks {} egress drops {} kernel: rx dropped {} ring full {} fill empty {}",
+                p.rx, p.tx, p.tx_kicks, p.egress_drops, p.kernel_rx_dropped, p.kernel_rx_ring_full, p.kernel_fill_empty
+            );
+        }
         for (n, s) in cls {
             let per: Vec<String> = rep
                 .class_names
@@ -99,7 +115,7 @@ pub fn run(args: RunArgs) -> Result<()> {
                 .map(|(k, c)| format!("{c}={}", s.per_class[k]))
                 .collect();
             println!(
-                "  xdp {n}: classes {} pass: non-ip {} multicast {} local {} ttl {} malformed {} no-socket {}",
+                "  xdp {n}: classes {}; to kernel: non-ip {} multicast {} local {} ttl {}; dropped: malformed {} no-socket {}",
                 per.join(" "),
                 s.pass_non_ip,
                 s.pass_multicast,
@@ -285,6 +301,12 @@ pub fn run_report_until(args: &RunArgs, stop: Option<&AtomicBool>) -> Result<Opt
         worker: stats,
         classifier: cls,
         class_names: r.cfg.classes.iter().map(|c| c.name.clone()).collect(),
+        interfaces: r
+            .ifindexes
+            .iter()
+            .copied()
+            .zip(r.cfg.interfaces.clone())
+            .collect(),
     }))
 }
 
