@@ -470,6 +470,28 @@ pub fn counters_table(m: &MetricsSnapshot) -> String {
         ],
         &rows,
     ));
+    if !m.interfaces.is_empty() {
+        let rows: Vec<Vec<String>> = m
+            .interfaces
+            .iter()
+            .map(|i| {
+                vec![
+                    i.interface.clone(),
+                    i.rx_packets.to_string(),
+                    i.tx_packets.to_string(),
+                    i.kernel_pass_packets.to_string(),
+                    i.dropped_packets.to_string(),
+                    i.errors.to_string(),
+                ]
+            })
+            .collect();
+        out.push('\n');
+        out.push_str(&views::table(
+            &["INTERFACE", "RX", "TX", "TO-KERNEL", "DROPPED", "ERRORS"],
+            &rows,
+        ));
+        out.push('\n');
+    }
     for d in &m.devices {
         out.push_str(&format!(
             "worker {} engine device {}: wakeups {} rearms {} budget exhaustions {} passes {}\n",
@@ -669,11 +691,23 @@ mod tests {
         let snap = MetricsSnapshot {
             strategy: "sq".into(),
             drops: vec![("a".into(), 0), ("b".into(), 2)],
+            interfaces: vec![llr_ops::metrics::InterfaceMetrics {
+                interface: "eth0".into(),
+                rx_packets: 12,
+                ..Default::default()
+            }],
             ..Default::default()
         };
         let v = serde_json::to_value(&snap).unwrap();
         let h = human(&Command::Counters {}, &v);
         assert!(h.starts_with("strategy sq"));
         assert!(h.contains("dropped: b 2\n") && !h.contains("a 0"), "{h}");
+        let eth0: Vec<&str> = h
+            .lines()
+            .find(|l| l.starts_with("eth0"))
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(eth0, ["eth0", "12", "0", "0", "0", "0"], "{h}");
     }
 }
