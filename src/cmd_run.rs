@@ -876,22 +876,27 @@ pub fn to_metrics(
             ..Default::default()
         })
         .collect();
-    let mut kernel_pass = [0u64; 4];
-    let (mut malformed, mut no_socket) = (0, 0);
+    // What the classifier hands to the kernel stack is delivered there, not dropped; malformed
+    // frames go on to the worker, which drops (and counts) them, so they are errors here only.
+    const TO_KERNEL: [&str; 5] = ["non_ip", "multicast", "local", "ttl", "no_socket"];
+    let mut kernel_pass = [0u64; TO_KERNEL.len()];
     for (i, s) in &snap.classifier {
         for (k, slot) in classes.iter_mut().enumerate() {
             slot.1 += s.per_class.get(k).copied().unwrap_or(0);
         }
-        let passed = [s.pass_non_ip, s.pass_multicast, s.pass_local, s.pass_ttl];
+        let passed = [
+            s.pass_non_ip,
+            s.pass_multicast,
+            s.pass_local,
+            s.pass_ttl,
+            s.no_socket,
+        ];
         for (t, v) in kernel_pass.iter_mut().zip(passed) {
             *t += v;
         }
-        malformed += s.malformed;
-        no_socket += s.no_socket;
         let x = interface_slot(&mut ifs, *i, interfaces);
         x.kernel_pass_packets = passed.iter().sum();
         x.errors += s.malformed;
-        x.dropped_packets += s.no_socket;
     }
     for p in &snap.ports {
         let x = interface_slot(&mut ifs, p.ifindex, interfaces);
@@ -904,9 +909,7 @@ pub fn to_metrics(
         classes.clear();
         Vec::new()
     } else {
-        drops.push(("xdp_malformed".into(), malformed));
-        drops.push(("xdp_no_socket".into(), no_socket));
-        ["non_ip", "multicast", "local", "ttl"]
+        TO_KERNEL
             .iter()
             .zip(kernel_pass)
             .map(|(n, v)| (n.to_string(), v))
@@ -1263,4 +1266,111 @@ impl RouterCtl {
 /// The control socket path of a config file (for `llrouter ctl --config`).
 pub fn socket_of(config: &Path) -> Result<PathBuf> {
     Ok(RouterConfig::load(config)?.control.socket)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llr_io::ebpf::ClassifierStats;
+    use llr_io::router::ctl::RingCounters;
+    use llr_io::xsk::PortStats;
+
+    #[test]
+    fn metrics_keep_kernel_passes_apart_and_name_interfaces() {
+        let mut rings = vec![RingCounters::default(), RingCounters::default()];
+        rings[0].served = 90;
+        rings[0].backlog = 10;
+        rings[1].kernel_rx_dropped = 2;
+        let snap = WorkerSnapshot {
+            strategy: Some(StrategyKind::LlWfq),
+            layout_rings: vec!["rt".into(), "be".into()],
+            rings,
+            busy_s: 1.5,
+            // reason names as the worker gives them, whatever they are
+            pass: vec![("some_pass".into(), 4)],
+            drop: vec![("some_drop".into(), 3), ("another".into(), 0)],
+            ports: vec![
+                PortStats {
+                    ifindex: 7,
+                    rx: 100,
+                    egress_drops: 1,
+                    ..Default::default()
+                },
+                PortStats {
+                    ifindex: 9,
+                    tx: 95,
+                    kernel_tx_invalid: 2,
+                    ..Default::default()
+                },
+            ],
+            classifier: vec![(
+                7,
+                ClassifierStats {
+                    per_class: vec![60, 40],
+                    pass_multicast: 5,
+                    no_socket: 1,
+                    malformed: 3,
+                    ..Default::default()
+                },
+            )],
+            ..Default::default()
+        };
+        let names = vec!["rt".to_string(), "be".to_string()];
+        let ifs = vec![(7, "eth0".to_string()), (9, "eth1".to_string())];
+        let m = to_metrics(&snap, &names, 1, &ifs);
+        let get = |l: &[(String, u64)], k: &str| l.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
+        assert_eq!(get(&m.drops, "some_drop"), Some(3));
+        assert_eq!(get(&m.drops, "another"), Some(0));
+        assert_eq!(get(&m.drops, "pass_some_pass"), Some(4));
+        assert_eq!(get(&m.drops, "egress_queue_full"), Some(1));
+        assert_eq!(get(&m.drops, "kernel_rx_dropped"), Some(2));
+        assert!(
+            m.drops.iter().all(|(n, _)| !n.starts_with("xdp_")),
+            "{:?}",
+            m.drops
+        );
+        assert_eq!(get(&m.kernel_pass, "multicast"), Some(5));
+        assert_eq!(get(&m.kernel_pass, "no_socket"), Some(1));
+        assert_eq!(m.classes, vec![("rt".into(), 60), ("be".into(), 40)]);
+        let eth0 = &m.interfaces[0];
+        assert_eq!(
+            (
+                eth0.interface.as_str(),
+                eth0.rx_packets,
+                eth0.kernel_pass_packets
+            ),
+            ("eth0", 100, 6)
+        );
+        assert_eq!((eth0.dropped_packets, eth0.errors), (1, 3));
+        let eth1 = &m.interfaces[1];
+        assert_eq!(
+            (eth1.interface.as_str(), eth1.tx_packets, eth1.errors),
+            ("eth1", 95, 2)
+        );
+        assert_eq!(m.rings[0].packets, 100);
+        assert_eq!(m.workers[0].busy_seconds, 1.5);
+        assert_eq!(m.strategy, "ll-wfq");
+        assert!(m.strategies.contains(&"sq".to_string()));
+    }
+
+    #[test]
+    fn rules_print_with_the_config_field_names() {
+        let r: RuleSpec = "class=rt proto=udp sport=1 dport=5000-5010 ipver=4"
+            .parse()
+            .unwrap();
+        let t = rule_text(&r);
+        assert_eq!(
+            t,
+            "class=rt ip_version=4 proto=udp src_port=1 dst_port=5000-5010"
+        );
+        // and the parser reads it back
+        assert_eq!(t.parse::<RuleSpec>().unwrap(), r);
+    }
+
+    #[test]
+    fn banner_words() {
+        assert_eq!(plural(1, "ring"), "1 ring");
+        assert_eq!(plural(2, "ring"), "2 rings");
+        assert_eq!(wake_name(WakeMode::Interrupt), "interrupt");
+    }
 }
