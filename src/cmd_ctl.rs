@@ -19,6 +19,9 @@ use crate::cli_util::usage;
 /// change leaves the running configuration untouched and the router's reason is printed.
 /// Exit status: 0 done, 1 the router refused or could not be reached, 2 bad command line.
 #[derive(Debug, Clone, ClapArgs)]
+#[command(
+    after_help = "Exit status: 0 done; 1 the router refused (its reason names the field) or could not be reached; 2 bad command line."
+)]
 pub struct Args {
     /// Control socket of the router.
     #[arg(long, short = 's', default_value = DEFAULT_SOCKET, global = true)]
@@ -45,7 +48,7 @@ fn positive_secs(s: &str) -> Result<f64, String> {
 pub enum CtlCmd {
     /// Strategy, classes and budgets, wake-up mode, workers, uptime.
     Status,
-    /// Every counter (`llrouter_ops::metrics::MetricsSnapshot`): rings, devices, drops, interfaces.
+    /// Every counter: rings, engine devices, workers, interfaces, drops and kernel passes.
     Counters,
     /// Tables of the running router: interfaces, routes, neighbours, classes, workers.
     #[command(subcommand)]
