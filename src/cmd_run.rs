@@ -1368,6 +1368,27 @@ mod tests {
     }
 
     #[test]
+    fn dumps_are_capped_to_fit_a_message() {
+        assert_eq!(dump_limit(None).unwrap(), DEFAULT_DUMP_LIMIT);
+        assert_eq!(dump_limit(Some(7)).unwrap(), 7);
+        assert_eq!(dump_limit(Some(0)).unwrap_err().field, "limit");
+        assert_eq!(
+            dump_limit(Some(MAX_DUMP_LIMIT + 1)).unwrap_err().field,
+            "limit"
+        );
+        // a full dump of long IPv6 routes still fits in one reply line
+        let row = RouteView {
+            prefix: "2001:db8:1234:5678:9abc:def0:1234:0/112".into(),
+            via: Some("fe80::1234:5678:9abc:def0".into()),
+            dev: "a-long-ifname-1".into(),
+            ifindex: 4_000_000_000,
+        };
+        let v = json!({"routes": vec![row; MAX_DUMP_LIMIT], "total": MAX_DUMP_LIMIT});
+        let reply = llr_ops::ctl::Reply::ok(json!(u64::MAX), v);
+        assert!(serde_json::to_vec(&reply).unwrap().len() < llr_ops::ctl::MAX_MESSAGE);
+    }
+
+    #[test]
     fn banner_words() {
         assert_eq!(plural(1, "ring"), "1 ring");
         assert_eq!(plural(2, "ring"), "2 rings");
