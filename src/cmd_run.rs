@@ -137,7 +137,9 @@ pub fn run_report(args: &RunArgs) -> Result<Option<RunReport>> {
 
 /// [`run_report`] that stops when `stop` is set instead of on signals (tests, embedding).
 pub fn run_report_until(args: &RunArgs, stop: Option<&AtomicBool>) -> Result<Option<RunReport>> {
-    let cfg = RouterConfig::load(&args.config)?;
+    // A configuration that does not load or fit this host is bad input (exit 2), like a flag.
+    let bad_config = |e: anyhow::Error| crate::cli_util::usage("config", format!("{e:#}"));
+    let cfg = RouterConfig::load(&args.config).map_err(bad_config)?;
     let steering = args.steering.unwrap_or(cfg.steering);
     if args.dry_run {
         for l in dry_run_plan(cfg, steering)? {
@@ -145,7 +147,9 @@ pub fn run_report_until(args: &RunArgs, stop: Option<&AtomicBool>) -> Result<Opt
         }
         return Ok(None);
     }
-    let r = cfg.resolve(|n| llr_io::ebpf::ifindex(n).ok())?;
+    let r = cfg
+        .resolve(|n| llr_io::ebpf::ifindex(n).ok())
+        .map_err(bad_config)?;
     if steering == Steering::Ntuple {
         // Check every interface (and that the rules are expressible) before touching anything.
         let nclasses = r.cfg.classes.len();

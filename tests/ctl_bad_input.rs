@@ -1,4 +1,5 @@
-//! Bad input to `llrouter ctl` and `llrouter top`, through the binary: each case's exit status
+//! Bad input to `llrouter ctl`, `llrouter top` and `llrouter run`'s configuration, through the
+//! binary: each case's exit status
 //! (2: the command line is wrong, 1: the router refused or is not there) and message. No root
 //! needed: a refusal comes from a stand-in router serving the control protocol.
 
@@ -119,5 +120,52 @@ fn runtime_errors_exit_1() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["strategy"], "ll-wfq");
     drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_run_configs_exit_2_naming_the_field() {
+    let dir = std::env::temp_dir().join(format!("llr-badcfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = "interfaces = [\"lo\"]\n[[classes]]\nname = \"be\"\n";
+    for (extra, needle) in [
+        (
+            "cores = [4096]\n",
+            "cores: core 4096 does not exist (online CPUs: ",
+        ),
+        (
+            "helper-cores = [4096]\n",
+            "helper-cores: core 4096 does not exist",
+        ),
+        (
+            "helper-cores = []\n",
+            "helper-cores: give at least one core",
+        ),
+    ] {
+        let cfg = dir.join("r.toml");
+        std::fs::write(&cfg, format!("{extra}{base}")).unwrap();
+        check(
+            &["run", "--check", "--config", cfg.to_str().unwrap()],
+            2,
+            &["--config", needle],
+        );
+    }
+    // the machine's CPUs count, not the checking thread's affinity: pinned to the first CPU,
+    // a config naming the last one is fine
+    let online = llr_ops::cpus::online();
+    let (first, last) = (*online.first().unwrap(), *online.last().unwrap());
+    if first != last {
+        let cfg = dir.join("ok.toml");
+        std::fs::write(&cfg, format!("cores = [{last}]\n{base}")).unwrap();
+        let o = Proc::new("taskset")
+            .args(["-c", &first.to_string(), env!("CARGO_BIN_EXE_llrouter")])
+            .args(["run", "--check", "--config"])
+            .arg(&cfg)
+            .output()
+            .expect("taskset (util-linux)");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(out.starts_with("config ok: 1 interface,"), "{out}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
