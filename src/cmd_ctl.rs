@@ -1,39 +1,58 @@
-//! `llrouter ctl`: the control-plane client (protocol in `llr_ops::ctl`, reference in
-//! docs/operations.md).
+//! `llrouter ctl`: the control-plane client (protocol in `llr_ops::ctl`, views in
+//! `llr_ops::views`, reference in docs/operations.md).
 
-use anyhow::{bail, Context, Result};
-use clap::{Args as ClapArgs, Subcommand};
-use llr_ops::ctl::{Command, CtlClient, WakeupMode, DEFAULT_SOCKET};
+use anyhow::{Context, Result};
+use clap::{Args as ClapArgs, Subcommand, ValueEnum};
+use llr_core::sched::StrategyKind;
+use llr_ops::ctl::{Command, CtlClient, WakeupMode, DEFAULT_DUMP_LIMIT, DEFAULT_SOCKET};
 use llr_ops::metrics::MetricsSnapshot;
-use serde_json::Value;
+use llr_ops::views::{self, InterfaceView, NeighbourView, RouteView};
+use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;
+
+use crate::cli_util::usage;
 
 /// Query and change a running router over its control socket.
 ///
 /// Every change is validated by the router first and applied between poll rounds; a rejected
-/// change leaves the running configuration untouched and the reason is printed (exit status 1).
+/// change leaves the running configuration untouched and the router's reason is printed.
+/// Exit status: 0 done, 1 the router refused or could not be reached, 2 bad command line.
 #[derive(Debug, Clone, ClapArgs)]
+#[command(
+    after_help = "Exit status: 0 done; 1 the router refused (its reason names the field) or could not be reached; 2 bad command line."
+)]
 pub struct Args {
     /// Control socket of the router.
-    #[arg(long, short = 's', default_value = DEFAULT_SOCKET)]
+    #[arg(long, short = 's', default_value = DEFAULT_SOCKET, global = true)]
     pub socket: PathBuf,
-    /// Print the raw JSON reply.
-    #[arg(long)]
+    /// Print JSON instead of tables (accepted before or after the subcommand).
+    #[arg(long, short = 'j', global = true)]
     pub json: bool,
     /// Seconds to wait for the router.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, value_parser = positive_secs, global = true)]
     pub timeout: f64,
     #[command(subcommand)]
     pub cmd: CtlCmd,
+}
+
+fn positive_secs(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() && v <= 3600.0 => Ok(v),
+        Ok(_) => Err("must be a number of seconds above 0 (at most 3600)".into()),
+        Err(_) => Err(format!("`{s}` is not a number of seconds")),
+    }
 }
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum CtlCmd {
     /// Strategy, classes and budgets, wake-up mode, workers, uptime.
     Status,
-    /// Per-class/per-ring packets, bytes, drops; per-device wake-ups and budget exhaustions.
+    /// Every counter: rings, engine devices, workers, interfaces, drops and kernel passes.
     Counters,
+    /// Tables of the running router: interfaces, routes, neighbours, classes, workers.
+    #[command(subcommand)]
+    Show(ShowCmd),
     /// Classification rules.
     #[command(subcommand)]
     Rules(RulesCmd),
@@ -57,39 +76,112 @@ pub enum CtlCmd {
 }
 
 #[derive(Debug, Clone, Subcommand)]
+pub enum ShowCmd {
+    /// Interfaces: index, MTU, MAC, addresses; frames received, transmitted, handed to the
+    /// kernel, dropped, in error.
+    Interfaces,
+    /// The routes the forwarder uses (kernel routes mirrored, static routes over them).
+    Fib {
+        /// Show at most this many routes.
+        #[arg(long, default_value_t = DEFAULT_DUMP_LIMIT)]
+        limit: usize,
+    },
+    /// The neighbour (ARP / ND) entries the forwarder uses.
+    #[command(alias = "neighbors")]
+    Neighbours {
+        /// Show at most this many entries.
+        #[arg(long, default_value_t = DEFAULT_DUMP_LIMIT)]
+        limit: usize,
+    },
+    /// Classes: ring, budget, frames classified and served, ring-full drops, p99 ring latency.
+    Classes,
+    /// Workers: core, load, poll rounds; their engine devices' wake-ups.
+    Workers,
+}
+
+#[derive(Debug, Clone, Subcommand)]
 pub enum RulesCmd {
     /// List rules with their ids.
     List,
-    /// Add a rule, e.g. `rules add "class=rt dscp=46"`.
-    Add { rule: String },
+    /// Add a rule (first match wins after the existing ones), e.g.
+    /// `rules add class=rt proto=udp dst_port=5000-5010`.
+    Add {
+        /// `class=NAME` and match fields as in the config: dscp, proto, src, dst, src_port,
+        /// dst_port, vlan, pcp, ip_version, ifname.
+        #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+        rule: Vec<String>,
+    },
     /// Remove the rule with this id.
-    Remove { id: u64 },
+    Remove {
+        /// Rule id, as `rules list` shows it.
+        id: u64,
+    },
 }
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum BudgetCmd {
-    /// `budget set CLASS N`.
-    Set { class: String, budget: u32 },
+    /// Set the ring budget of a class.
+    Set {
+        /// Class name, as in the config.
+        class: String,
+        /// Frames per grant (ns for the time-slice strategies); at least 1.
+        budget: u32,
+    },
 }
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum DeviceBudgetCmd {
-    /// `device-budget set N`.
-    Set { budget: u32 },
+    /// Set the device budget.
+    Set {
+        /// Frames per device pass (NAPI weight); at least 1.
+        budget: u32,
+    },
 }
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum StrategyCmd {
-    /// `strategy set NAME` (sq, rr, ll-rr, ll-wfq, fcfs, prio, rr-slice, wfq, ll-rr-slice,
-    /// ll-wfq-slice).
-    Set { strategy: String },
+    /// Switch the scheduling strategy.
+    Set {
+        /// Strategy name.
+        #[arg(value_parser = strategy_parser())]
+        strategy: StrategyKind,
+    },
+}
+
+fn strategy_parser() -> impl clap::builder::TypedValueParser<Value = StrategyKind> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(StrategyKind::ALL.map(|k| k.name()))
+        .map(|s| s.parse::<StrategyKind>().expect("a listed strategy name"))
+}
+
+/// Wake-up modes of the poll loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WakeArg {
+    /// Sleep in poll() when idle.
+    Interrupt,
+    /// Never sleep.
+    Busy,
+    /// Spin `--spin-us`, then sleep.
+    Adaptive,
+}
+
+impl From<WakeArg> for WakeupMode {
+    fn from(w: WakeArg) -> Self {
+        match w {
+            WakeArg::Interrupt => WakeupMode::Interrupt,
+            WakeArg::Busy => WakeupMode::Busy,
+            WakeArg::Adaptive => WakeupMode::Adaptive,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum WakeupCmd {
-    /// `wakeup set interrupt|busy|adaptive [--spin-us N]`.
+    /// Switch the wake-up mode.
     Set {
-        mode: String,
+        /// Wake-up mode.
+        #[arg(value_enum)]
+        mode: WakeArg,
         /// Spin time before sleeping (adaptive only), µs.
         #[arg(long)]
         spin_us: Option<u64>,
@@ -98,24 +190,66 @@ pub enum WakeupCmd {
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum RouteCmd {
-    /// `route add PREFIX [via GW] dev IF`.
+    /// `route add PREFIX [via GW] dev IF`: a static route over the kernel's.
     Add {
+        /// Destination, `addr/len`.
+        #[arg(value_parser = prefix_arg)]
         prefix: String,
         /// `via GW dev IF` or `dev IF`.
         #[arg(num_args = 2..=4, required = true)]
         rest: Vec<String>,
     },
-    /// `route remove PREFIX`.
-    Remove { prefix: String },
+    /// `route remove PREFIX`: remove a static route.
+    Remove {
+        /// Destination, `addr/len`, as added.
+        #[arg(value_parser = prefix_arg)]
+        prefix: String,
+    },
 }
 
-/// Builds the protocol command from the CLI words (validating what can be checked here).
-pub fn command(cmd: &CtlCmd) -> Result<Command> {
-    Ok(match cmd {
+fn prefix_arg(s: &str) -> Result<String, String> {
+    match s.split_once('/') {
+        Some((a, l)) if a.parse::<std::net::IpAddr>().is_ok() && l.parse::<u8>().is_ok() => {
+            Ok(s.to_string())
+        }
+        Some(_) => Err("not an addr/len prefix".into()),
+        None => Err("needs a length, e.g. 10.0.0.0/8".into()),
+    }
+}
+
+/// What one `ctl` invocation asks the router: one protocol command, or a view built from two.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    One(Command),
+    /// `show classes` / `show workers`: `status` and `counters` together.
+    StatusAndCounters(ShowKind),
+}
+
+/// Views that need `status` and `counters`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShowKind {
+    Classes,
+    Workers,
+}
+
+/// Builds the request from the CLI words; bad input is a usage error (exit 2).
+pub fn request(cmd: &CtlCmd) -> Result<Request> {
+    Ok(Request::One(match cmd {
         CtlCmd::Status => Command::Status {},
         CtlCmd::Counters => Command::Counters {},
+        CtlCmd::Show(ShowCmd::Interfaces) => Command::Interfaces {},
+        CtlCmd::Show(ShowCmd::Fib { limit }) => Command::Fib {
+            limit: Some(dump_limit(*limit)?),
+        },
+        CtlCmd::Show(ShowCmd::Neighbours { limit }) => Command::Neighbours {
+            limit: Some(dump_limit(*limit)?),
+        },
+        CtlCmd::Show(ShowCmd::Classes) => return Ok(Request::StatusAndCounters(ShowKind::Classes)),
+        CtlCmd::Show(ShowCmd::Workers) => return Ok(Request::StatusAndCounters(ShowKind::Workers)),
         CtlCmd::Rules(RulesCmd::List) => Command::RulesList {},
-        CtlCmd::Rules(RulesCmd::Add { rule }) => Command::RulesAdd { rule: rule.clone() },
+        CtlCmd::Rules(RulesCmd::Add { rule }) => Command::RulesAdd {
+            rule: rule.join(" "),
+        },
         CtlCmd::Rules(RulesCmd::Remove { id }) => Command::RulesRemove { id: *id },
         CtlCmd::Budget(BudgetCmd::Set { class, budget }) => Command::BudgetSet {
             class: class.clone(),
@@ -125,17 +259,14 @@ pub fn command(cmd: &CtlCmd) -> Result<Command> {
             Command::DeviceBudgetSet { budget: *budget }
         }
         CtlCmd::Strategy(StrategyCmd::Set { strategy }) => Command::StrategySet {
-            strategy: strategy
-                .parse()
-                .map_err(|e| anyhow::anyhow!("strategy: {e}"))?,
+            strategy: *strategy,
         },
         CtlCmd::Wakeup(WakeupCmd::Set { mode, spin_us }) => {
-            let mode: WakeupMode = mode.parse()?;
-            if spin_us.is_some() && mode != WakeupMode::Adaptive {
-                bail!("--spin-us: only with the adaptive mode");
+            if spin_us.is_some() && *mode != WakeArg::Adaptive {
+                return Err(usage("spin-us", "only with the adaptive mode"));
             }
             Command::WakeupSet {
-                mode,
+                mode: (*mode).into(),
                 spin_us: *spin_us,
             }
         }
@@ -144,11 +275,13 @@ pub fn command(cmd: &CtlCmd) -> Result<Command> {
             let (via, dev) = match words.as_slice() {
                 ["via", gw, "dev", dev] => (Some(gw.to_string()), dev.to_string()),
                 ["dev", dev] => (None, dev.to_string()),
-                _ => bail!("route add: expected `PREFIX [via GW] dev IF`, got {words:?}"),
+                _ => {
+                    return Err(usage(
+                        "route",
+                        format!("expected `route add PREFIX [via GW] dev IF`, got {words:?}"),
+                    ))
+                }
             };
-            if !prefix.contains('/') {
-                bail!("prefix: {prefix:?} needs a length, e.g. 10.0.0.0/8");
-            }
             Command::RouteAdd {
                 prefix: prefix.clone(),
                 via,
@@ -159,143 +292,236 @@ pub fn command(cmd: &CtlCmd) -> Result<Command> {
             prefix: prefix.clone(),
         },
         CtlCmd::Reload => Command::Reload {},
-    })
+    }))
+}
+
+fn dump_limit(n: usize) -> Result<usize> {
+    if n == 0 || n > llr_ops::ctl::MAX_DUMP_LIMIT {
+        return Err(usage(
+            "limit",
+            format!("must be within 1..={}", llr_ops::ctl::MAX_DUMP_LIMIT),
+        ));
+    }
+    Ok(n)
+}
+
+/// One call; a refusal is an error naming the router's field and reason (exit 1).
+fn call(client: &mut CtlClient, cmd: &Command, socket: &std::path::Path) -> Result<Value> {
+    let reply = client
+        .call(cmd)
+        .with_context(|| format!("{} on {}", cmd.name(), socket.display()))?;
+    reply
+        .into_result()
+        .map_err(|e| anyhow::anyhow!("{} rejected: {}: {}", cmd.name(), e.field, e.reason))
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let cmd = command(&args.cmd)?;
-    if !(args.timeout > 0.0 && args.timeout.is_finite()) {
-        bail!("--timeout: must be a positive number of seconds");
-    }
+    let req = request(&args.cmd)?;
     let mut client = CtlClient::connect(&args.socket, Duration::from_secs_f64(args.timeout))?;
-    let reply = client
-        .call(&cmd)
-        .with_context(|| format!("{} on {}", cmd.name(), args.socket.display()))?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&reply)?);
-        if !reply.ok {
-            std::process::exit(1);
+    let out = match &req {
+        Request::One(cmd) => {
+            let v = call(&mut client, cmd, &args.socket)?;
+            if args.json {
+                serde_json::to_string_pretty(&v)? + "\n"
+            } else {
+                human(cmd, &v)
+            }
         }
-        return Ok(());
-    }
-    match reply.into_result() {
-        Ok(v) => {
-            print!("{}", human(&cmd, &v));
-            Ok(())
+        Request::StatusAndCounters(kind) => {
+            let status = call(&mut client, &Command::Status {}, &args.socket)?;
+            let counters = call(&mut client, &Command::Counters {}, &args.socket)?;
+            let m: MetricsSnapshot = serde_json::from_value(counters).context("counters reply")?;
+            if args.json {
+                let v = match kind {
+                    ShowKind::Classes => {
+                        json!({"classes": status["classes"], "classified": m.classes, "rings": m.rings})
+                    }
+                    ShowKind::Workers => json!({
+                        "workers": m.workers,
+                        "engine_devices": m.devices,
+                        "helper_cores": status["helper_cores"],
+                    }),
+                };
+                serde_json::to_string_pretty(&v)? + "\n"
+            } else {
+                match kind {
+                    ShowKind::Classes => views::classes_table(&status, &m),
+                    ShowKind::Workers => views::workers_table(&status, &m),
+                }
+            }
         }
-        Err(e) => bail!("{} rejected: {}: {}", cmd.name(), e.field, e.reason),
-    }
+    };
+    print!("{out}");
+    Ok(())
+}
+
+fn field<T: serde::de::DeserializeOwned>(v: &Value, k: &str) -> Option<T> {
+    serde_json::from_value(v[k].clone()).ok()
 }
 
 /// Human-readable form of a result.
 pub fn human(cmd: &Command, v: &Value) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
+    let s = |k: &str| match &v[k] {
+        Value::String(t) => t.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    };
     match cmd {
-        Command::Counters {} => {
-            if let Ok(snap) = serde_json::from_value::<MetricsSnapshot>(v.clone()) {
-                return counters_table(&snap);
-            }
-            flatten(&mut s, "", v);
-        }
-        Command::RulesList {} => match v.get("rules").and_then(Value::as_array) {
-            Some(rules) if rules.is_empty() => s.push_str("no rules\n"),
-            Some(rules) => {
-                for r in rules {
-                    let _ = writeln!(
-                        s,
-                        "{:>5}  {}",
-                        r.get("id").map(|i| i.to_string()).unwrap_or_default(),
-                        r.get("rule").and_then(Value::as_str).unwrap_or("?")
-                    );
-                }
-            }
-            None => flatten(&mut s, "", v),
+        Command::Status {} => views::status_text(v),
+        Command::Counters {} => match serde_json::from_value::<MetricsSnapshot>(v.clone()) {
+            Ok(snap) => counters_table(&snap),
+            Err(_) => format!("{v:#}\n"),
         },
-        _ if v.is_null() => s.push_str("ok\n"),
-        _ => flatten(&mut s, "", v),
-    }
-    s
-}
-
-/// `a.b.c: value` lines.
-fn flatten(s: &mut String, prefix: &str, v: &Value) {
-    use std::fmt::Write;
-    match v {
-        Value::Object(o) => {
-            for (k, x) in o {
-                let p = if prefix.is_empty() {
-                    k.clone()
+        Command::Interfaces {} => match field::<Vec<InterfaceView>>(v, "interfaces") {
+            Some(ifs) => views::interfaces_table(&ifs),
+            None => format!("{v:#}\n"),
+        },
+        Command::Fib { .. } => match field::<Vec<RouteView>>(v, "routes") {
+            Some(r) => views::fib_table(&r, v["total"].as_u64().unwrap_or(0) as usize),
+            None => format!("{v:#}\n"),
+        },
+        Command::Neighbours { .. } => match field::<Vec<NeighbourView>>(v, "neighbours") {
+            Some(n) => views::neighbours_table(&n, v["total"].as_u64().unwrap_or(0) as usize),
+            None => format!("{v:#}\n"),
+        },
+        Command::RulesList {} => match v.get("rules").and_then(Value::as_array) {
+            Some(rules) if rules.is_empty() => "no rules\n".into(),
+            Some(rules) => {
+                let rows: Vec<Vec<String>> = rules
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r["id"].to_string(),
+                            r["rule"].as_str().unwrap_or("?").to_string(),
+                        ]
+                    })
+                    .collect();
+                views::table(&["ID", "RULE"], &rows)
+            }
+            None => format!("{v:#}\n"),
+        },
+        Command::RulesAdd { .. } => format!("added rule {}: {}\n", s("id"), s("rule")),
+        Command::RulesRemove { id } => format!(
+            "removed rule {id}: {}\n",
+            v["removed"]["rule"].as_str().unwrap_or("?")
+        ),
+        Command::BudgetSet { class, budget } => {
+            format!("budget of class {class}: {} -> {budget}\n", s("previous"))
+        }
+        Command::DeviceBudgetSet { budget } => {
+            format!("device budget: {} -> {budget}\n", s("previous"))
+        }
+        Command::StrategySet { strategy } => {
+            format!("strategy: {} -> {}\n", s("previous"), strategy.name())
+        }
+        Command::WakeupSet { .. } => {
+            let show = |x: &Value| {
+                let m = x["wakeup"].as_str().unwrap_or("?");
+                if m == "adaptive" {
+                    format!("adaptive (spin {} µs)", x["spin_us"])
                 } else {
-                    format!("{prefix}.{k}")
-                };
-                flatten(s, &p, x);
-            }
+                    m.to_string()
+                }
+            };
+            format!("wake-up: {} -> {}\n", show(&v["previous"]), show(v))
         }
-        Value::Array(a) if a.iter().any(|x| x.is_object() || x.is_array()) => {
-            for (i, x) in a.iter().enumerate() {
-                flatten(s, &format!("{prefix}[{i}]"), x);
-            }
-        }
-        Value::String(t) => {
-            let _ = writeln!(s, "{prefix}: {t}");
-        }
-        other => {
-            let _ = writeln!(
-                s,
-                "{}: {other}",
-                if prefix.is_empty() { "result" } else { prefix }
-            );
-        }
+        Command::RouteAdd { prefix, via, dev } => format!(
+            "{} static route {prefix} {}dev {dev}\n",
+            if v["replaced"] == Value::Bool(true) {
+                "replaced"
+            } else {
+                "added"
+            },
+            via.as_ref()
+                .map(|g| format!("via {g} "))
+                .unwrap_or_default()
+        ),
+        Command::RouteRemove { prefix } => format!("removed static route {prefix}\n"),
+        Command::Reload {} => format!("reloaded {}\n", s("reloaded")),
     }
 }
 
-/// Counters as a table.
+/// Counters as tables: rings, then engine devices and workers, then non-zero drops and passes.
 pub fn counters_table(m: &MetricsSnapshot) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let _ = writeln!(s, "strategy {}", m.strategy);
-    let _ = writeln!(
-        s,
-        "{:>3} {:>3} {:>4} {:<10} {:>14} {:>16} {:>12} {:>14} {:>12}",
-        "wrk", "dev", "ring", "class", "packets", "bytes", "drops", "served", "budget_hits"
-    );
-    for r in &m.rings {
-        let _ = writeln!(
-            s,
-            "{:>3} {:>3} {:>4} {:<10} {:>14} {:>16} {:>12} {:>14} {:>12}",
-            r.worker,
-            r.device,
-            r.ring,
-            r.class,
-            r.packets,
-            r.bytes,
-            r.drops,
-            r.served,
-            r.budget_hits
-        );
+    let mut out = format!("strategy {}\n", m.strategy);
+    let rows: Vec<Vec<String>> = m
+        .rings
+        .iter()
+        .map(|r| {
+            vec![
+                r.class.clone(),
+                r.worker.to_string(),
+                r.ring.to_string(),
+                r.packets.to_string(),
+                r.bytes.to_string(),
+                r.served.to_string(),
+                r.drops.to_string(),
+                r.budget_hits.to_string(),
+            ]
+        })
+        .collect();
+    out.push_str(&views::table(
+        &[
+            "CLASS",
+            "WORKER",
+            "RING",
+            "PACKETS",
+            "BYTES",
+            "SERVED",
+            "RING-FULL",
+            "BUDGET-HITS",
+        ],
+        &rows,
+    ));
+    if !m.interfaces.is_empty() {
+        let rows: Vec<Vec<String>> = m
+            .interfaces
+            .iter()
+            .map(|i| {
+                vec![
+                    i.interface.clone(),
+                    i.rx_packets.to_string(),
+                    i.tx_packets.to_string(),
+                    i.kernel_pass_packets.to_string(),
+                    i.dropped_packets.to_string(),
+                    i.errors.to_string(),
+                ]
+            })
+            .collect();
+        out.push('\n');
+        out.push_str(&views::table(
+            &["INTERFACE", "RX", "TX", "TO-KERNEL", "DROPPED", "ERRORS"],
+            &rows,
+        ));
+        out.push('\n');
     }
     for d in &m.devices {
-        let _ = writeln!(
-            s,
-            "worker {} device {}: wakeups {} rearms {} budget_exhaustions {} passes {}",
+        out.push_str(&format!(
+            "worker {} engine device {}: wakeups {} rearms {} budget exhaustions {} passes {}\n",
             d.worker, d.device, d.wakeups, d.rearms, d.budget_exhaustions, d.passes
-        );
+        ));
     }
     for w in &m.workers {
-        let _ = writeln!(
-            s,
-            "worker {} on core {}: poll_rounds {} busy {:.1}%",
+        out.push_str(&format!(
+            "worker {} on core {}: poll rounds {} busy {:.1}% ({:.3} s)\n",
             w.worker,
             w.core,
             w.poll_rounds,
-            w.busy_ratio * 100.0
-        );
+            w.busy_ratio * 100.0,
+            w.busy_seconds
+        ));
     }
-    for (reason, n) in &m.drops {
-        let _ = writeln!(s, "drops {reason}: {n}");
+    for (what, list) in [("dropped", &m.drops), ("to kernel", &m.kernel_pass)] {
+        let nz: Vec<String> = list
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect();
+        if !nz.is_empty() {
+            out.push_str(&format!("{what}: {}\n", nz.join(", ")));
+        }
     }
-    s
+    out
 }
 
 #[cfg(test)]
@@ -309,33 +535,59 @@ mod tests {
         args: Args,
     }
 
-    fn parse(words: &[&str]) -> Result<Command> {
+    fn parse(words: &[&str]) -> Result<Request> {
         let cli = Cli::try_parse_from(std::iter::once("ctl").chain(words.iter().copied()))?;
-        command(&cli.args.cmd)
+        request(&cli.args.cmd)
+    }
+
+    fn one(words: &[&str]) -> Command {
+        match parse(words).unwrap() {
+            Request::One(c) => c,
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
     fn cli_words_map_to_commands() {
-        assert_eq!(parse(&["status"]).unwrap(), Command::Status {});
+        assert_eq!(one(&["status"]), Command::Status {});
         assert_eq!(
-            parse(&["rules", "add", "class=rt dscp=46"]).unwrap(),
+            one(&["rules", "add", "class=rt dscp=46"]),
             Command::RulesAdd {
                 rule: "class=rt dscp=46".into()
             }
         );
+        // unquoted: the words are joined
         assert_eq!(
-            parse(&["budget", "set", "rt", "60"]).unwrap(),
+            one(&[
+                "rules",
+                "add",
+                "class=rt",
+                "proto=udp",
+                "dst_port=5000-5010"
+            ]),
+            Command::RulesAdd {
+                rule: "class=rt proto=udp dst_port=5000-5010".into()
+            }
+        );
+        assert_eq!(
+            one(&["budget", "set", "rt", "60"]),
             Command::BudgetSet {
                 class: "rt".into(),
                 budget: 60
             }
         );
         assert_eq!(
-            parse(&["device-budget", "set", "64"]).unwrap(),
+            one(&["device-budget", "set", "64"]),
             Command::DeviceBudgetSet { budget: 64 }
         );
         assert_eq!(
-            parse(&[
+            one(&["strategy", "set", "ll-rr"]),
+            Command::StrategySet {
+                strategy: StrategyKind::LlRr
+            }
+        );
+        assert_eq!(
+            one(&[
                 "route",
                 "add",
                 "10.1.0.0/16",
@@ -343,8 +595,7 @@ mod tests {
                 "10.0.0.2",
                 "dev",
                 "veth1"
-            ])
-            .unwrap(),
+            ]),
             Command::RouteAdd {
                 prefix: "10.1.0.0/16".into(),
                 via: Some("10.0.0.2".into()),
@@ -352,41 +603,114 @@ mod tests {
             }
         );
         assert_eq!(
-            parse(&["route", "add", "10.1.0.0/16", "dev", "veth1"]).unwrap(),
+            one(&["route", "add", "10.1.0.0/16", "dev", "veth1"]),
             Command::RouteAdd {
                 prefix: "10.1.0.0/16".into(),
                 via: None,
                 dev: "veth1".into()
             }
         );
-        assert!(parse(&["route", "add", "10.1.0.0/16", "gw", "x"]).is_err());
-        assert!(parse(&["route", "add", "10.1.0.0", "dev", "x"]).is_err());
-        assert!(parse(&["strategy", "set", "fastest"]).is_err());
-        assert!(parse(&["wakeup", "set", "busy", "--spin-us", "5"]).is_err());
-        assert!(parse(&["budget", "set", "rt", "-1"]).is_err());
+        assert_eq!(
+            one(&["show", "fib", "--limit", "5"]),
+            Command::Fib { limit: Some(5) }
+        );
+        assert_eq!(
+            one(&["show", "neighbors"]),
+            Command::Neighbours {
+                limit: Some(DEFAULT_DUMP_LIMIT)
+            }
+        );
+        assert_eq!(
+            parse(&["show", "classes"]).unwrap(),
+            Request::StatusAndCounters(ShowKind::Classes)
+        );
         assert!(matches!(
-            parse(&["wakeup", "set", "adaptive", "--spin-us", "50"]).unwrap(),
+            one(&["wakeup", "set", "adaptive", "--spin-us", "50"]),
             Command::WakeupSet {
                 mode: WakeupMode::Adaptive,
                 spin_us: Some(50)
             }
         ));
+        // usage errors: clap's, or ours marked as usage (exit 2)
+        let is_usage = |w: &[&str]| match parse(w) {
+            Err(e) => {
+                e.downcast_ref::<clap::Error>().is_some()
+                    || e.downcast_ref::<crate::cli_util::UsageError>().is_some()
+            }
+            Ok(r) => panic!("{w:?} accepted: {r:?}"),
+        };
+        assert!(is_usage(&["route", "add", "10.1.0.0/16", "gw", "x"]));
+        assert!(is_usage(&["route", "add", "10.1.0.0", "dev", "x"]));
+        assert!(is_usage(&["strategy", "set", "fastest"]));
+        assert!(is_usage(&["wakeup", "set", "sometimes"]));
+        assert!(is_usage(&["wakeup", "set", "busy", "--spin-us", "5"]));
+        assert!(is_usage(&["budget", "set", "rt", "-1"]));
+        assert!(is_usage(&["--timeout", "0", "status"]));
+        assert!(is_usage(&["show", "fib", "--limit", "0"]));
+    }
+
+    #[test]
+    fn json_flag_anywhere() {
+        for words in [
+            &["-j", "status"][..],
+            &["status", "--json"],
+            &["show", "fib", "-j"],
+            &["--json", "show", "interfaces"],
+        ] {
+            let cli = Cli::try_parse_from(std::iter::once("ctl").chain(words.iter().copied()))
+                .unwrap_or_else(|e| panic!("{words:?}: {e}"));
+            assert!(cli.args.json, "{words:?}");
+        }
     }
 
     #[test]
     fn human_output() {
-        let v = serde_json::json!({"rules": [{"id": 3, "rule": "class=rt dscp=46"}]});
-        assert!(human(&Command::RulesList {}, &v).contains("    3  class=rt dscp=46"));
-        let v =
-            serde_json::json!({"strategy": "ll-wfq", "classes": [{"name": "rt", "budget": 60}]});
-        let h = human(&Command::Status {}, &v);
-        assert!(h.contains("strategy: ll-wfq"));
-        assert!(h.contains("classes[0].budget: 60"));
+        let v = serde_json::json!({"rules": [{"id": 3, "rule": "class=rt dst_port=5000"}]});
+        let h = human(&Command::RulesList {}, &v);
+        assert!(h.contains("3  class=rt dst_port=5000"), "{h}");
+        let h = human(
+            &Command::BudgetSet {
+                class: "rt".into(),
+                budget: 30,
+            },
+            &serde_json::json!({"class": "rt", "budget": 30, "previous": 60}),
+        );
+        assert_eq!(h, "budget of class rt: 60 -> 30\n");
+        let h = human(
+            &Command::StrategySet {
+                strategy: StrategyKind::Sq,
+            },
+            &serde_json::json!({"strategy": "sq", "previous": "ll-wfq"}),
+        );
+        assert_eq!(h, "strategy: ll-wfq -> sq\n");
+        let h = human(
+            &Command::WakeupSet {
+                mode: WakeupMode::Adaptive,
+                spin_us: Some(20),
+            },
+            &serde_json::json!({"wakeup": "adaptive", "spin_us": 20, "previous": {"wakeup": "interrupt", "spin_us": 50}}),
+        );
+        assert_eq!(h, "wake-up: interrupt -> adaptive (spin 20 µs)\n");
         let snap = MetricsSnapshot {
             strategy: "sq".into(),
+            drops: vec![("a".into(), 0), ("b".into(), 2)],
+            interfaces: vec![llr_ops::metrics::InterfaceMetrics {
+                interface: "eth0".into(),
+                rx_packets: 12,
+                ..Default::default()
+            }],
             ..Default::default()
         };
         let v = serde_json::to_value(&snap).unwrap();
-        assert!(human(&Command::Counters {}, &v).starts_with("strategy sq"));
+        let h = human(&Command::Counters {}, &v);
+        assert!(h.starts_with("strategy sq"));
+        assert!(h.contains("dropped: b 2\n") && !h.contains("a 0"), "{h}");
+        let eth0: Vec<&str> = h
+            .lines()
+            .find(|l| l.starts_with("eth0"))
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(eth0, ["eth0", "12", "0", "0", "0", "0"], "{h}");
     }
 }

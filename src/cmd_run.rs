@@ -12,6 +12,7 @@
 //! change on the connection thread, hands it to the worker, which applies it between poll rounds
 //! ([`llr_io::router::run_worker_ctl`]), and replies only when the worker confirmed it.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -28,10 +29,15 @@ use llr_io::kernel::{self, MirrorSpec, StaticRoute};
 use llr_io::router::ctl::{Change, WorkerLink, WorkerSnapshot, LATENCY_BOUNDS};
 use llr_io::router::{self, WorkerCtl, WorkerOptions};
 use llr_io::xsk::{Device, PortSpec, WakeMode};
-use llr_ops::ctl::{Command, ControlTarget, CtlError, CtlServer, RuleEntry, WakeupMode};
-use llr_ops::metrics::{
-    DeviceMetrics, Histogram, MetricsServer, MetricsSnapshot, RingMetrics, WorkerMetrics,
+use llr_ops::ctl::{
+    Command, ControlTarget, CtlError, CtlServer, RuleEntry, WakeupMode, DEFAULT_DUMP_LIMIT,
+    MAX_DUMP_LIMIT,
 };
+use llr_ops::metrics::{
+    DeviceMetrics, Histogram, InterfaceMetrics, MetricsServer, MetricsSnapshot, ProcessMetrics,
+    RingMetrics, WorkerMetrics,
+};
+use llr_ops::views::{format_mac, InterfaceView, NeighbourView, RouteView};
 use serde_json::{json, Value};
 
 use crate::config::{Resolved, RouterConfig, Steering};
@@ -71,6 +77,8 @@ pub struct RunReport {
     /// Per interface (name, classifier counters).
     pub classifier: Vec<(String, llr_io::ebpf::ClassifierStats)>,
     pub class_names: Vec<String>,
+    /// The router's `(ifindex, name)` pairs.
+    pub interfaces: Vec<(u32, String)>,
 }
 
 /// Runs the router and prints its counters on exit.
@@ -84,7 +92,21 @@ pub fn run(args: RunArgs) -> Result<()> {
         let v = serde_json::json!({ "worker": stats, "classifier": cls.iter().map(|(n, s)| serde_json::json!({"interface": n, "stats": s})).collect::<Vec<_>>() });
         println!("{v}");
     } else {
-        println!("llrouter counters:\n{stats}");
+        // Ports by interface name: the worker only knows indexes.
+        let mut w = stats.clone();
+        w.ports.clear();
+        println!("llrouter counters:\n{w}");
+        for p in &stats.ports {
+            let name = rep
+                .interfaces
+                .iter()
+                .find(|(i, _)| *i == p.ifindex)
+                .map_or_else(|| format!("ifindex {}", p.ifindex), |(_, n)| n.clone());
+            println!(
+                "  {name:<12} rx {:>10} tx {:>10} tx kicks {} egress drops {} kernel: rx dropped {} ring full {} fill empty {}",
+                p.rx, p.tx, p.tx_kicks, p.egress_drops, p.kernel_rx_dropped, p.kernel_rx_ring_full, p.kernel_fill_empty
+            );
+        }
         for (n, s) in cls {
             let per: Vec<String> = rep
                 .class_names
@@ -93,7 +115,7 @@ pub fn run(args: RunArgs) -> Result<()> {
                 .map(|(k, c)| format!("{c}={}", s.per_class[k]))
                 .collect();
             println!(
-                "  xdp {n}: classes {} pass: non-ip {} multicast {} local {} malformed {} no-socket {}",
+                "  xdp {n}: classes {}; to kernel: non-ip {} multicast {} local {}; dropped: malformed {} no-socket {}",
                 per.join(" "),
                 s.pass_non_ip,
                 s.pass_multicast,
@@ -114,7 +136,9 @@ pub fn run_report(args: &RunArgs) -> Result<Option<RunReport>> {
 
 /// [`run_report`] that stops when `stop` is set instead of on signals (tests, embedding).
 pub fn run_report_until(args: &RunArgs, stop: Option<&AtomicBool>) -> Result<Option<RunReport>> {
-    let cfg = RouterConfig::load(&args.config)?;
+    // A configuration that does not load or fit this host is bad input (exit 2), like a flag.
+    let bad_config = |e: anyhow::Error| crate::cli_util::usage("config", format!("{e:#}"));
+    let cfg = RouterConfig::load(&args.config).map_err(bad_config)?;
     let steering = args.steering.unwrap_or(cfg.steering);
     if args.dry_run {
         for l in dry_run_plan(cfg, steering)? {
@@ -122,7 +146,9 @@ pub fn run_report_until(args: &RunArgs, stop: Option<&AtomicBool>) -> Result<Opt
         }
         return Ok(None);
     }
-    let r = cfg.resolve(|n| llr_io::ebpf::ifindex(n).ok())?;
+    let r = cfg
+        .resolve(|n| llr_io::ebpf::ifindex(n).ok())
+        .map_err(bad_config)?;
     if steering == Steering::Ntuple {
         // Check every interface (and that the rules are expressible) before touching anything.
         let nclasses = r.cfg.classes.len();
@@ -138,11 +164,11 @@ pub fn run_report_until(args: &RunArgs, stop: Option<&AtomicBool>) -> Result<Opt
     }
     if args.check {
         println!(
-            "config ok: {} interfaces, strategy {}, {} rings, {} rules",
-            r.ifindexes.len(),
+            "config ok: {}, strategy {}, {}, {}",
+            plural(r.ifindexes.len(), "interface"),
             r.layout.strategy,
-            r.layout.rings.len(),
-            r.rule_images.len()
+            plural(r.layout.rings.len(), "ring"),
+            plural(r.rule_images.len(), "rule")
         );
         return Ok(None);
     }
@@ -150,9 +176,16 @@ pub fn run_report_until(args: &RunArgs, stop: Option<&AtomicBool>) -> Result<Opt
         Some(s) => s,
         None => router::install_stop_signals(),
     };
-    if let Some(&core) = r.cfg.cores.first() {
-        router::pin_to_core(core).with_context(|| format!("cores: pin to core {core}"))?;
-    }
+    // Helper threads (control connections, metrics, route mirror) are spawned while this thread
+    // runs on the helper cores, so they inherit them; the worker is pinned afterwards.
+    let allowed = llr_ops::cpus::allowed().context("read the CPU affinity")?;
+    let helpers = llr_ops::cpus::helper_cpus(&allowed, &r.cfg.cores, r.cfg.helper_cores.as_deref());
+    llr_ops::cpus::set_affinity(&helpers).with_context(|| {
+        format!(
+            "helper-cores: run on {}",
+            llr_ops::cpus::format_cpu_list(&helpers)
+        )
+    })?;
     let spec = MirrorSpec {
         ifindexes: r.ifindexes.clone(),
         kernel_routes: r.cfg.kernel_routes,
@@ -181,6 +214,7 @@ pub fn run_report_until(args: &RunArgs, stop: Option<&AtomicBool>) -> Result<Opt
         fwd.clone(),
         link.clone(),
         flags,
+        helpers.clone(),
     ));
     let sock_path = r.cfg.control.socket.clone();
     if let Some(dir) = sock_path.parent() {
@@ -207,6 +241,10 @@ pub fn run_report_until(args: &RunArgs, stop: Option<&AtomicBool>) -> Result<Opt
     if let Some(m) = &metrics_server {
         *ctl.metrics_addr.lock().unwrap_or_else(|e| e.into_inner()) = Some(m.local_addr());
     }
+    if let Some(&core) = r.cfg.cores.first() {
+        llr_ops::cpus::set_affinity(&[core].into())
+            .with_context(|| format!("cores: pin to core {core}"))?;
+    }
 
     // One socket per class, whatever the strategy: switching to `sq` and back keeps them all.
     let nsock = r.cfg.classes.len().max(r.layout.rings.len());
@@ -223,11 +261,11 @@ pub fn run_report_until(args: &RunArgs, stop: Option<&AtomicBool>) -> Result<Opt
     }
     let mut dev = Device::open(ports, 0, nsock, &r.cfg.rings, r.cfg.wake, r.cfg.attach)?;
     eprintln!(
-        "llrouter: routing between {} ({} strategy, {} rings, wake {:?}); control {}{}; Ctrl-C stops",
+        "llrouter: routing between {} ({} strategy, {}, wake {}); control {}{}; Ctrl-C stops",
         r.cfg.interfaces.join(", "),
         r.layout.strategy,
-        r.layout.rings.len(),
-        r.cfg.wake,
+        plural(r.layout.rings.len(), "ring"),
+        wake_name(r.cfg.wake),
         sock_path.display(),
         metrics_server
             .as_ref()
@@ -269,6 +307,12 @@ pub fn run_report_until(args: &RunArgs, stop: Option<&AtomicBool>) -> Result<Opt
         worker: stats,
         classifier: cls,
         class_names: r.cfg.classes.iter().map(|c| c.name.clone()).collect(),
+        interfaces: r
+            .ifindexes
+            .iter()
+            .copied()
+            .zip(r.cfg.interfaces.clone())
+            .collect(),
     }))
 }
 
@@ -354,12 +398,22 @@ struct Mirror {
 }
 
 impl Mirror {
-    fn start(spec: MirrorSpec, fwd: Arc<RwLock<Forwarder>>, period: Duration) -> Result<Mirror> {
+    fn start(
+        spec: MirrorSpec,
+        fwd: Arc<RwLock<Forwarder>>,
+        period: Duration,
+        cpus: BTreeSet<usize>,
+    ) -> Result<Mirror> {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let thread = std::thread::Builder::new()
             .name("llr-mirror".into())
-            .spawn(move || kernel::refresh_loop(spec, fwd, period, s))
+            .spawn(move || {
+                if let Err(e) = llr_ops::cpus::set_affinity(&cpus) {
+                    tracing::warn!("route mirror: helper cores: {e}");
+                }
+                kernel::refresh_loop(spec, fwd, period, s)
+            })
             .context("spawn the route mirror")?;
         Ok(Mirror {
             stop,
@@ -398,10 +452,57 @@ pub struct RouterCtl {
     link: Arc<WorkerLink>,
     fwd: Arc<RwLock<Forwarder>>,
     flags: u32,
+    /// Where helper threads run (the route mirror sets it itself: it is restarted from
+    /// connection threads and from the worker's thread before the worker pins itself).
+    helper_cpus: BTreeSet<usize>,
     /// Serialises changes: one at a time, validated against the running state.
     state: Mutex<State>,
     /// Where metrics are served (for `status`).
     pub metrics_addr: Mutex<Option<std::net::SocketAddr>>,
+}
+
+/// The checked size of a table dump.
+fn dump_limit(limit: Option<usize>) -> Result<usize, CtlError> {
+    match limit.unwrap_or(DEFAULT_DUMP_LIMIT) {
+        0 => Err(err("limit", "must be at least 1")),
+        n if n > MAX_DUMP_LIMIT => Err(err(
+            "limit",
+            format!("at most {MAX_DUMP_LIMIT} (a reply must fit in one control message)"),
+        )),
+        n => Ok(n),
+    }
+}
+
+/// A rule in the one-line syntax with the configuration's field names (`dst_port`, not
+/// `dport`), which the rule parser also reads.
+pub fn rule_text(r: &RuleSpec) -> String {
+    r.to_string()
+        .split(' ')
+        .map(|w| match w.split_once('=') {
+            Some(("dport", v)) => format!("dst_port={v}"),
+            Some(("sport", v)) => format!("src_port={v}"),
+            Some(("ipver", v)) => format!("ip_version={v}"),
+            _ => w.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The name of `ifindex` among `names`, or `ifindex N` for one the router does not serve.
+fn name_of(names: &[(u32, String)], ifindex: u32) -> String {
+    names
+        .iter()
+        .find(|(i, _)| *i == ifindex)
+        .map_or_else(|| format!("ifindex {ifindex}"), |(_, n)| n.clone())
+}
+
+/// The router's `(ifindex, name)` pairs.
+fn interface_names(st: &State) -> Vec<(u32, String)> {
+    st.ifindexes
+        .iter()
+        .copied()
+        .zip(st.cfg.interfaces.iter().cloned())
+        .collect()
 }
 
 fn err(field: impl Into<String>, reason: impl Into<String>) -> CtlError {
@@ -421,6 +522,15 @@ fn split_err(e: &anyhow::Error) -> CtlError {
     match cut.split_once(": ") {
         Some((f, r)) if !f.contains(' ') || f.starts_with("TOML") => err(f, r),
         _ => err("config", cut),
+    }
+}
+
+/// `1 ring`, `2 rings`.
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
     }
 }
 
@@ -448,6 +558,7 @@ impl RouterCtl {
         fwd: Arc<RwLock<Forwarder>>,
         link: Arc<WorkerLink>,
         flags: u32,
+        helper_cpus: BTreeSet<usize>,
     ) -> RouterCtl {
         let rules: Vec<(u64, RuleSpec)> = r
             .cfg
@@ -462,6 +573,7 @@ impl RouterCtl {
             link,
             fwd,
             flags,
+            helper_cpus,
             state: Mutex::new(State {
                 cfg: r.cfg.clone(),
                 ifindexes: r.ifindexes.clone(),
@@ -484,7 +596,12 @@ impl RouterCtl {
     fn start_mirror(&self) -> Result<()> {
         let mut st = self.lock();
         let period = Duration::from_millis(st.cfg.route_refresh_ms);
-        st.mirror = Some(Mirror::start(st.spec.clone(), self.fwd.clone(), period)?);
+        st.mirror = Some(Mirror::start(
+            st.spec.clone(),
+            self.fwd.clone(),
+            period,
+            self.helper_cpus.clone(),
+        )?);
         Ok(())
     }
 
@@ -500,11 +617,83 @@ impl RouterCtl {
     }
 
     /// Validates a scheduler configuration and applies its layout.
-    fn apply_sched(&self, st: &mut State, cfg: RouterConfig) -> Result<Value, CtlError> {
+    fn apply_sched(&self, st: &mut State, cfg: RouterConfig) -> Result<(), CtlError> {
         let layout = sched_layout(&cfg)?;
         self.apply(Change::Sched(layout))?;
         st.cfg = cfg;
-        Ok(json!({}))
+        Ok(())
+    }
+
+    /// The interfaces as the forwarder sees them, with their counters.
+    fn interfaces(&self) -> Vec<InterfaceView> {
+        let counters = self.metrics(Duration::from_millis(50)).interfaces;
+        let names = interface_names(&self.lock());
+        let fwd = self.fwd.read().unwrap_or_else(|e| e.into_inner());
+        names
+            .into_iter()
+            .map(|(i, name)| {
+                let f = fwd.interfaces.get(i);
+                InterfaceView {
+                    counters: counters
+                        .iter()
+                        .find(|c| c.ifindex == i)
+                        .cloned()
+                        .unwrap_or_default(),
+                    name,
+                    ifindex: i,
+                    mtu: f.map_or(0, |f| f.mtu),
+                    mac: f.map_or("-".into(), |f| format_mac(&f.mac)),
+                    addrs: f.map_or(Vec::new(), |f| {
+                        f.addrs
+                            .iter()
+                            .map(|a| format!("{}/{}", a.addr, a.len))
+                            .collect()
+                    }),
+                }
+            })
+            .collect()
+    }
+
+    /// The first `limit` routes of the forwarder (IPv4 then IPv6, by address and length), and
+    /// how many there are.
+    fn fib(&self, limit: usize) -> (Vec<RouteView>, usize) {
+        let names = interface_names(&self.lock());
+        let fwd = self.fwd.read().unwrap_or_else(|e| e.into_inner());
+        let mut all: Vec<_> = fwd.routes.iter().collect();
+        drop(fwd);
+        all.sort_by_key(|(p, _)| (p.addr().is_ipv6(), p.addr(), p.len()));
+        let total = all.len();
+        let rows = all
+            .into_iter()
+            .take(limit)
+            .map(|(p, nh)| RouteView {
+                prefix: p.to_string(),
+                via: nh.gateway.map(|g| g.to_string()),
+                dev: name_of(&names, nh.ifindex),
+                ifindex: nh.ifindex,
+            })
+            .collect();
+        (rows, total)
+    }
+
+    /// The first `limit` neighbour entries (by interface, then address), and how many there are.
+    fn neighbours(&self, limit: usize) -> (Vec<NeighbourView>, usize) {
+        let names = interface_names(&self.lock());
+        let fwd = self.fwd.read().unwrap_or_else(|e| e.into_inner());
+        let mut all: Vec<_> = fwd.neighbors.iter().collect();
+        drop(fwd);
+        all.sort_by_key(|(i, a, _)| (*i, a.is_ipv6(), *a));
+        let total = all.len();
+        let rows = all
+            .into_iter()
+            .take(limit)
+            .map(|(i, a, mac)| NeighbourView {
+                ip: a.to_string(),
+                mac: format_mac(&mac),
+                dev: name_of(&names, i),
+            })
+            .collect();
+        (rows, total)
     }
 
     /// Compiles `rules` against the running classes.
@@ -551,8 +740,13 @@ impl RouterCtl {
         }
         let period = Duration::from_millis(st.cfg.route_refresh_ms);
         st.mirror = Some(
-            Mirror::start(spec.clone(), self.fwd.clone(), period)
-                .map_err(|e| err("route", format!("{e:#}")))?,
+            Mirror::start(
+                spec.clone(),
+                self.fwd.clone(),
+                period,
+                self.helper_cpus.clone(),
+            )
+            .map_err(|e| err("route", format!("{e:#}")))?,
         );
         st.spec = spec;
         Ok(())
@@ -594,6 +788,7 @@ impl RouterCtl {
             "wakeup": snap.wake.map(wake_name),
             "spin_us": snap.spin_us,
             "workers": [{"worker": 0, "core": st.cfg.cores.first(), "busy_ratio": snap.busy_ratio}],
+            "helper_cores": llr_ops::cpus::format_cpu_list(&self.helper_cpus),
             "rules": st.rules.len(),
             "static_routes": routes,
             "changes_applied": snap.changes,
@@ -605,7 +800,7 @@ impl RouterCtl {
     /// A metrics snapshot (asks the worker for fresh counters, waiting up to `wait`).
     pub fn metrics(&self, wait: Duration) -> MetricsSnapshot {
         let snap = self.link.fresh(wait);
-        let (names, core) = {
+        let (names, core, ifs) = {
             let st = self.lock();
             (
                 st.cfg
@@ -614,9 +809,10 @@ impl RouterCtl {
                     .map(|c| c.name.clone())
                     .collect::<Vec<_>>(),
                 st.cfg.cores.first().copied().unwrap_or(0) as u32,
+                interface_names(&st),
             )
         };
-        to_metrics(&snap, &names, core)
+        to_metrics(&snap, &names, core, &ifs)
     }
 }
 
@@ -626,8 +822,14 @@ fn sched_layout(cfg: &RouterConfig) -> Result<Layout, CtlError> {
     sc.layout().map_err(|e| err(e.field, e.reason))
 }
 
-/// Converts a worker snapshot into the metrics model.
-pub fn to_metrics(snap: &WorkerSnapshot, class_names: &[String], core: u32) -> MetricsSnapshot {
+/// Converts a worker snapshot into the metrics model. `interfaces` are the router's
+/// `(ifindex, name)` pairs; worker pass and drop reasons are taken as the worker names them.
+pub fn to_metrics(
+    snap: &WorkerSnapshot,
+    class_names: &[String],
+    core: u32,
+    interfaces: &[(u32, String)],
+) -> MetricsSnapshot {
     let rr = snap.strategy == Some(StrategyKind::Rr);
     let rings = snap
         .rings
@@ -669,42 +871,75 @@ pub fn to_metrics(snap: &WorkerSnapshot, class_names: &[String], core: u32) -> M
         })
         .collect();
     let mut drops: Vec<(String, u64)> = snap.drop.clone();
-    drops.extend(snap.pass.iter().map(|(n, c)| (format!("pass_{n}"), *c)));
+    // ICMP and the other slow-path events: `icmp_sent_<type>` / `icmp_ratelimited_<type>`
+    // become one series per type, the rest stay events.
+    let mut icmp: Vec<(String, u64, u64)> = Vec::new();
+    let mut slow_path: Vec<(String, u64)> = Vec::new();
+    for (n, c) in &snap.events {
+        if let Some(t) = n.strip_prefix("icmp_sent_") {
+            match icmp.iter_mut().find(|e| e.0 == t) {
+                Some(e) => e.1 = *c,
+                None => icmp.push((t.to_string(), *c, 0)),
+            }
+        } else if let Some(t) = n.strip_prefix("icmp_ratelimited_") {
+            match icmp.iter_mut().find(|e| e.0 == t) {
+                Some(e) => e.2 = *c,
+                None => icmp.push((t.to_string(), 0, *c)),
+            }
+        } else {
+            slow_path.push((n.clone(), *c));
+        }
+    }
     let mut classes: Vec<(String, u64)> = class_names.iter().map(|n| (n.clone(), 0)).collect();
-    let mut x = [0u64; 5];
-    for (_, s) in &snap.classifier {
+    let mut ifs: Vec<InterfaceMetrics> = interfaces
+        .iter()
+        .map(|(i, n)| InterfaceMetrics {
+            interface: n.clone(),
+            ifindex: *i,
+            ..Default::default()
+        })
+        .collect();
+    // What the classifier hands to the kernel stack is delivered there, not dropped; malformed
+    // frames go on to the worker, which drops (and counts) them, so they are errors here only.
+    const TO_KERNEL: [&str; 4] = ["non_ip", "multicast", "local", "no_socket"];
+    let mut kernel_pass = [0u64; TO_KERNEL.len()];
+    for (i, s) in &snap.classifier {
         for (k, slot) in classes.iter_mut().enumerate() {
             slot.1 += s.per_class.get(k).copied().unwrap_or(0);
         }
-        for (i, v) in [
+        let passed = [
             s.pass_non_ip,
             s.pass_multicast,
             s.pass_local,
-            s.malformed,
             s.no_socket,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            x[i] += v;
+        ];
+        for (t, v) in kernel_pass.iter_mut().zip(passed) {
+            *t += v;
         }
+        let x = interface_slot(&mut ifs, *i, interfaces);
+        x.kernel_pass_packets = passed.iter().sum();
+        x.errors += s.malformed;
     }
-    if !snap.classifier.is_empty() {
-        for (i, n) in [
-            "xdp_pass_non_ip",
-            "xdp_pass_multicast",
-            "xdp_pass_local",
-            "xdp_malformed",
-            "xdp_no_socket",
-        ]
-        .iter()
-        .enumerate()
-        {
-            drops.push((n.to_string(), x[i]));
-        }
-    } else {
+    for p in &snap.ports {
+        let x = interface_slot(&mut ifs, p.ifindex, interfaces);
+        x.rx_packets = p.rx;
+        x.tx_packets = p.tx;
+        x.dropped_packets += p.egress_drops + p.kernel_rx_dropped + p.kernel_rx_ring_full;
+        x.errors += p.kernel_tx_invalid + p.no_port;
+    }
+    let mut kernel_pass: Vec<(String, u64)> = if snap.classifier.is_empty() {
         classes.clear();
-    }
+        Vec::new()
+    } else {
+        TO_KERNEL
+            .iter()
+            .zip(kernel_pass)
+            .map(|(n, v)| (n.to_string(), v))
+            .collect()
+    };
+    // What the forwarder hands back for the kernel goes through the punt TAP (`punted` /
+    // `punt_dropped` in the slow-path events say whether it got there).
+    kernel_pass.extend(snap.pass.iter().map(|(n, c)| (format!("worker_{n}"), *c)));
     drops.push((
         "egress_queue_full".into(),
         snap.ports.iter().map(|p| p.egress_drops).sum(),
@@ -718,6 +953,10 @@ pub fn to_metrics(snap: &WorkerSnapshot, class_names: &[String], core: u32) -> M
             .strategy
             .map(|s| s.name().to_string())
             .unwrap_or_default(),
+        strategies: StrategyKind::ALL
+            .iter()
+            .map(|s| s.name().to_string())
+            .collect(),
         rings,
         devices,
         workers: vec![WorkerMetrics {
@@ -725,10 +964,36 @@ pub fn to_metrics(snap: &WorkerSnapshot, class_names: &[String], core: u32) -> M
             core,
             poll_rounds: snap.poll_rounds,
             busy_ratio: snap.busy_ratio,
+            busy_seconds: snap.busy_s,
         }],
         drops,
+        kernel_pass,
+        icmp,
+        slow_path,
         classes,
+        interfaces: ifs,
+        process: ProcessMetrics::read(),
     }
+}
+
+/// The entry of `ifindex` in `ifs`, added (named from `names`) when missing.
+fn interface_slot<'a>(
+    ifs: &'a mut Vec<InterfaceMetrics>,
+    ifindex: u32,
+    names: &[(u32, String)],
+) -> &'a mut InterfaceMetrics {
+    let k = match ifs.iter().position(|x| x.ifindex == ifindex) {
+        Some(k) => k,
+        None => {
+            ifs.push(InterfaceMetrics {
+                interface: name_of(names, ifindex),
+                ifindex,
+                ..Default::default()
+            });
+            ifs.len() - 1
+        }
+    };
+    &mut ifs[k]
 }
 
 impl ControlTarget for RouterCtl {
@@ -737,6 +1002,17 @@ impl ControlTarget for RouterCtl {
             Command::Status {} => Ok(self.status()),
             Command::Counters {} => serde_json::to_value(self.metrics(Duration::from_millis(50)))
                 .map_err(|e| err("counters", e.to_string())),
+            Command::Interfaces {} => Ok(json!({ "interfaces": self.interfaces() })),
+            Command::Fib { limit } => {
+                let limit = dump_limit(limit)?;
+                let (routes, total) = self.fib(limit);
+                Ok(json!({ "routes": routes, "total": total }))
+            }
+            Command::Neighbours { limit } => {
+                let limit = dump_limit(limit)?;
+                let (n, total) = self.neighbours(limit);
+                Ok(json!({ "neighbours": n, "total": total }))
+            }
             Command::RulesList {} => {
                 let st = self.lock();
                 let rules: Vec<RuleEntry> = st
@@ -744,7 +1020,7 @@ impl ControlTarget for RouterCtl {
                     .iter()
                     .map(|(id, r)| RuleEntry {
                         id: *id,
-                        rule: r.to_string(),
+                        rule: rule_text(r),
                     })
                     .collect();
                 Ok(json!({ "rules": rules }))
@@ -755,11 +1031,12 @@ impl ControlTarget for RouterCtl {
                     .map_err(|e: llr_core::classify::RuleError| err(e.field, e.reason))?;
                 let mut st = self.lock();
                 let id = st.next_rule;
+                let text = rule_text(&spec);
                 let mut rules = st.rules.clone();
                 rules.push((id, spec));
                 self.set_rules(&mut st, rules)?;
                 st.next_rule += 1;
-                Ok(json!({ "id": id }))
+                Ok(json!({ "id": id, "rule": text }))
             }
             Command::RulesRemove { id } => {
                 let mut st = self.lock();
@@ -767,9 +1044,9 @@ impl ControlTarget for RouterCtl {
                     return Err(err("id", format!("no rule with id {id}")));
                 };
                 let mut rules = st.rules.clone();
-                rules.remove(pos);
+                let (_, gone) = rules.remove(pos);
                 self.set_rules(&mut st, rules)?;
-                Ok(json!({}))
+                Ok(json!({ "removed": { "id": id, "rule": rule_text(&gone) } }))
             }
             Command::BudgetSet { class, budget } => {
                 let mut st = self.lock();
@@ -783,24 +1060,36 @@ impl ControlTarget for RouterCtl {
                 if budget == 0 {
                     return Err(err("budget", "must be at least 1"));
                 }
+                let snap = self.link.latest();
+                let previous =
+                    (snap.class_to_ring.get(i)).and_then(|&r| snap.ring_budgets.get(r).copied());
                 let mut cfg = st.cfg.clone();
                 cfg.classes[i].budget = Some(budget);
-                self.apply_sched(&mut st, cfg)
+                self.apply_sched(&mut st, cfg)?;
+                Ok(json!({ "class": class, "budget": budget, "previous": previous }))
             }
             Command::DeviceBudgetSet { budget } => {
                 if budget == 0 {
                     return Err(err("budget", "must be at least 1"));
                 }
                 let mut st = self.lock();
+                let previous = st.cfg.device_budget;
                 let mut cfg = st.cfg.clone();
                 cfg.device_budget = budget;
-                self.apply_sched(&mut st, cfg)
+                self.apply_sched(&mut st, cfg)?;
+                Ok(json!({ "device_budget": budget, "previous": previous }))
             }
             Command::StrategySet { strategy } => {
                 let mut st = self.lock();
+                let previous = self
+                    .link
+                    .latest()
+                    .strategy
+                    .map_or(st.cfg.strategy.clone(), |s| s.name().to_string());
                 let mut cfg = st.cfg.clone();
                 cfg.strategy = strategy.name().to_string();
-                self.apply_sched(&mut st, cfg)
+                self.apply_sched(&mut st, cfg)?;
+                Ok(json!({ "strategy": strategy.name(), "previous": previous }))
             }
             Command::WakeupSet { mode, spin_us } => {
                 if spin_us.is_some() && mode != WakeupMode::Adaptive {
@@ -811,13 +1100,16 @@ impl ControlTarget for RouterCtl {
                 }
                 let mut st = self.lock();
                 let spin = spin_us.unwrap_or(st.cfg.spin_us);
+                let previous = json!({"wakeup": wake_name(st.cfg.wake), "spin_us": st.cfg.spin_us});
                 self.apply(Change::Wake {
                     wake: wake_of(mode),
                     spin_us: spin,
                 })?;
                 st.cfg.wake = wake_of(mode);
                 st.cfg.spin_us = spin;
-                Ok(json!({}))
+                Ok(
+                    json!({ "wakeup": wake_name(st.cfg.wake), "spin_us": spin, "previous": previous }),
+                )
             }
             Command::RouteAdd { prefix, via, dev } => {
                 let p = kernel::parse_prefix(&prefix).ok_or_else(|| {
@@ -855,15 +1147,22 @@ impl ControlTarget for RouterCtl {
                     gateway: gw,
                 });
                 self.set_routes(&mut st, spec)?;
+                let replaced = st
+                    .cfg
+                    .routes
+                    .iter()
+                    .any(|r| kernel::parse_prefix(&r.prefix) == Some(p));
                 st.cfg
                     .routes
                     .retain(|r| kernel::parse_prefix(&r.prefix) != Some(p));
                 st.cfg.routes.push(crate::config::RouteConfig {
                     prefix: prefix.clone(),
-                    dev,
+                    dev: dev.clone(),
                     via: gw,
                 });
-                Ok(json!({}))
+                Ok(
+                    json!({ "route": {"prefix": prefix, "via": gw, "dev": dev}, "replaced": replaced }),
+                )
             }
             Command::RouteRemove { prefix } => {
                 let p = kernel::parse_prefix(&prefix).ok_or_else(|| {
@@ -882,7 +1181,7 @@ impl ControlTarget for RouterCtl {
                 st.cfg
                     .routes
                     .retain(|r| kernel::parse_prefix(&r.prefix) != Some(p));
-                Ok(json!({}))
+                Ok(json!({ "removed": prefix }))
             }
             Command::Reload {} => self.reload(),
         }
@@ -904,6 +1203,9 @@ impl RouterCtl {
         }
         if r.cfg.cores != old.cores {
             return Err(restart("cores"));
+        }
+        if r.cfg.helper_cores != old.helper_cores {
+            return Err(restart("helper-cores"));
         }
         let names = |c: &RouterConfig| c.classes.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
         if names(&r.cfg) != names(old) {
@@ -991,4 +1293,132 @@ impl RouterCtl {
 /// The control socket path of a config file (for `llrouter ctl --config`).
 pub fn socket_of(config: &Path) -> Result<PathBuf> {
     Ok(RouterConfig::load(config)?.control.socket)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llr_io::ebpf::ClassifierStats;
+    use llr_io::router::ctl::RingCounters;
+    use llr_io::xsk::PortStats;
+
+    #[test]
+    fn metrics_keep_kernel_passes_apart_and_name_interfaces() {
+        let mut rings = vec![RingCounters::default(), RingCounters::default()];
+        rings[0].served = 90;
+        rings[0].backlog = 10;
+        rings[1].kernel_rx_dropped = 2;
+        let snap = WorkerSnapshot {
+            strategy: Some(StrategyKind::LlWfq),
+            layout_rings: vec!["rt".into(), "be".into()],
+            rings,
+            busy_s: 1.5,
+            // reason names as the worker gives them, whatever they are
+            pass: vec![("some_pass".into(), 4)],
+            drop: vec![("some_drop".into(), 3), ("another".into(), 0)],
+            ports: vec![
+                PortStats {
+                    ifindex: 7,
+                    rx: 100,
+                    egress_drops: 1,
+                    ..Default::default()
+                },
+                PortStats {
+                    ifindex: 9,
+                    tx: 95,
+                    kernel_tx_invalid: 2,
+                    ..Default::default()
+                },
+            ],
+            classifier: vec![(
+                7,
+                ClassifierStats {
+                    per_class: vec![60, 40],
+                    pass_multicast: 5,
+                    no_socket: 1,
+                    malformed: 3,
+                    ..Default::default()
+                },
+            )],
+            ..Default::default()
+        };
+        let names = vec!["rt".to_string(), "be".to_string()];
+        let ifs = vec![(7, "eth0".to_string()), (9, "eth1".to_string())];
+        let m = to_metrics(&snap, &names, 1, &ifs);
+        let get = |l: &[(String, u64)], k: &str| l.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
+        assert_eq!(get(&m.drops, "some_drop"), Some(3));
+        assert_eq!(get(&m.drops, "another"), Some(0));
+        assert_eq!(get(&m.drops, "pass_some_pass"), Some(4));
+        assert_eq!(get(&m.drops, "egress_queue_full"), Some(1));
+        assert_eq!(get(&m.drops, "kernel_rx_dropped"), Some(2));
+        assert!(
+            m.drops.iter().all(|(n, _)| !n.starts_with("xdp_")),
+            "{:?}",
+            m.drops
+        );
+        assert_eq!(get(&m.kernel_pass, "multicast"), Some(5));
+        assert_eq!(get(&m.kernel_pass, "no_socket"), Some(1));
+        assert_eq!(m.classes, vec![("rt".into(), 60), ("be".into(), 40)]);
+        let eth0 = &m.interfaces[0];
+        assert_eq!(
+            (
+                eth0.interface.as_str(),
+                eth0.rx_packets,
+                eth0.kernel_pass_packets
+            ),
+            ("eth0", 100, 6)
+        );
+        assert_eq!((eth0.dropped_packets, eth0.errors), (1, 3));
+        let eth1 = &m.interfaces[1];
+        assert_eq!(
+            (eth1.interface.as_str(), eth1.tx_packets, eth1.errors),
+            ("eth1", 95, 2)
+        );
+        assert_eq!(m.rings[0].packets, 100);
+        assert_eq!(m.workers[0].busy_seconds, 1.5);
+        assert_eq!(m.strategy, "ll-wfq");
+        assert!(m.strategies.contains(&"sq".to_string()));
+    }
+
+    #[test]
+    fn rules_print_with_the_config_field_names() {
+        let r: RuleSpec = "class=rt proto=udp sport=1 dport=5000-5010 ipver=4"
+            .parse()
+            .unwrap();
+        let t = rule_text(&r);
+        assert_eq!(
+            t,
+            "class=rt ip_version=4 proto=udp src_port=1 dst_port=5000-5010"
+        );
+        // and the parser reads it back
+        assert_eq!(t.parse::<RuleSpec>().unwrap(), r);
+    }
+
+    #[test]
+    fn dumps_are_capped_to_fit_a_message() {
+        assert_eq!(dump_limit(None).unwrap(), DEFAULT_DUMP_LIMIT);
+        assert_eq!(dump_limit(Some(7)).unwrap(), 7);
+        assert_eq!(dump_limit(Some(0)).unwrap_err().field, "limit");
+        assert_eq!(
+            dump_limit(Some(MAX_DUMP_LIMIT + 1)).unwrap_err().field,
+            "limit"
+        );
+        // a full dump of long IPv6 routes still fits in one reply line
+        let row = RouteView {
+            prefix: "2001:db8:1234:5678:9abc:def0:1234:0/112".into(),
+            via: Some("fe80::1234:5678:9abc:def0".into()),
+            dev: "a-long-ifname-1".into(),
+            ifindex: 4_000_000_000,
+        };
+        let v = json!({"routes": vec![row; MAX_DUMP_LIMIT], "total": MAX_DUMP_LIMIT});
+        let reply = llr_ops::ctl::Reply::ok(json!(u64::MAX), v);
+        assert!(serde_json::to_vec(&reply).unwrap().len() < llr_ops::ctl::MAX_MESSAGE);
+    }
+
+    #[test]
+    fn banner_words() {
+        assert_eq!(plural(1, "ring"), "1 ring");
+        assert_eq!(plural(2, "ring"), "2 rings");
+        assert_eq!(wake_name(WakeMode::Interrupt), "interrupt");
+    }
 }

@@ -1,14 +1,14 @@
 //! `llrouter top`: a live terminal view of a running router, polling `ctl counters`.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use llr_ops::ctl::{Command, CtlClient, DEFAULT_SOCKET};
 use llr_ops::metrics::MetricsSnapshot;
-use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+use crate::cli_util::usage;
 
 /// Live view of a running router: per-class packet and drop rates, ring-latency percentiles,
 /// wake-ups, budget exhaustions and worker load, refreshed every INTERVAL.
@@ -33,7 +33,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     if !(args.interval.is_finite() && args.interval >= 0.05) {
-        bail!("--interval: must be at least 0.05 s");
+        return Err(usage("interval", "must be at least 0.05 s"));
     }
     let interval = Duration::from_secs_f64(args.interval);
     let timeout = interval.max(Duration::from_secs(2));
@@ -66,11 +66,15 @@ pub fn run(args: Args) -> Result<()> {
         })();
         let now = Instant::now();
         let screen = match &snap {
-            Ok(s) => render(
-                s,
-                prev.as_ref().map(|(t, p)| (now.duration_since(*t), p)),
-                &args.socket.display().to_string(),
-            ),
+            Ok(s) => {
+                render(
+                    s,
+                    prev.as_ref().map(|(t, p)| (now.duration_since(*t), p)),
+                    &args.socket.display().to_string(),
+                )
+                .join("\n")
+                    + "\n"
+            }
             Err(e) => format!("llrouter top — {}: {e:#}\n", args.socket.display()),
         };
         if args.plain {
@@ -103,130 +107,182 @@ fn fmt_rate(v: f64) -> String {
 }
 
 fn fmt_lat(v: Option<f64>) -> String {
-    match v {
-        None => "-".into(),
-        Some(x) if x.is_infinite() => ">max".into(),
-        Some(x) if x < 1e-3 => format!("≤{:.0}µs", x * 1e6),
-        Some(x) => format!("≤{:.1}ms", x * 1e3),
+    v.map_or("-".into(), llr_ops::views::latency)
+}
+
+/// Columns of a frame: fits an 80×24 terminal.
+pub const WIDTH: usize = 80;
+
+/// Rate of a counter over the interval (`d` seconds), or its total on the first sample.
+fn per_s(cur: u64, old: Option<u64>, secs: Option<f64>) -> f64 {
+    match (old, secs) {
+        (Some(o), Some(d)) => cur.saturating_sub(o) as f64 / d,
+        _ => cur as f64,
     }
 }
 
-/// One frame: rates over `prev` (elapsed, snapshot) when given, totals otherwise.
+/// One frame as lines of at most [`WIDTH`] characters: rates over `prev` (elapsed, snapshot)
+/// when given, totals otherwise. Counters that are zero (drop and pass reasons) are left out.
 pub fn render(
     cur: &MetricsSnapshot,
     prev: Option<(Duration, &MetricsSnapshot)>,
     src: &str,
-) -> String {
-    let mut s = String::new();
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
     let secs = prev.map(|(d, _)| d.as_secs_f64()).filter(|d| *d > 0.0);
-    let _ = writeln!(
-        s,
-        "llrouter top — {src} — strategy {} — {}",
+    let old = prev.map(|(_, p)| p);
+    out.push(format!(
+        "llrouter top — {} — {} — {src}",
         cur.strategy,
         match secs {
             Some(d) => format!("rates over {d:.1} s"),
             None => "first sample: totals".into(),
         }
-    );
-    let _ = writeln!(
-        s,
-        "\n{:<10} {:>3} {:>4} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9}",
-        "class", "wrk", "ring", "pkt/s", "Mbit/s", "drop/s", "p50", "p90", "p99", "budgethit"
-    );
-    let key = |w: u32, d: u32, r: u32| (w, d, r);
-    let old: HashMap<_, _> = prev
-        .map(|(_, p)| {
+    ));
+    out.push(String::new());
+    out.push(format!(
+        "{:<10} {:>4} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "class", "ring", "pkt/s", "Mbit/s", "drop/s", "p50", "p90", "p99", "bhit/s"
+    ));
+    for r in &cur.rings {
+        let o = old.and_then(|p| {
             p.rings
                 .iter()
-                .map(|r| (key(r.worker, r.device, r.ring), r))
-                .collect()
-        })
-        .unwrap_or_default();
-    for r in &cur.rings {
-        let o = old.get(&key(r.worker, r.device, r.ring));
-        let (pk, by, dr, bh, hist) = match (o, secs) {
-            (Some(o), Some(d)) => (
-                r.packets.saturating_sub(o.packets) as f64 / d,
-                r.bytes.saturating_sub(o.bytes) as f64 / d,
-                r.drops.saturating_sub(o.drops) as f64 / d,
-                r.budget_hits.saturating_sub(o.budget_hits) as f64 / d,
-                r.latency.since(&o.latency),
-            ),
-            _ => (
-                r.packets as f64,
-                r.bytes as f64,
-                r.drops as f64,
-                r.budget_hits as f64,
-                r.latency.clone(),
-            ),
+                .find(|x| (x.worker, x.device, x.ring) == (r.worker, r.device, r.ring))
+        });
+        let hist = match (o, secs) {
+            (Some(o), Some(_)) => r.latency.since(&o.latency),
+            _ => r.latency.clone(),
         };
-        let _ = writeln!(
-            s,
-            "{:<10} {:>3} {:>4} {:>10} {:>10.2} {:>10} {:>9} {:>9} {:>9} {:>9}",
-            r.class,
-            r.worker,
+        out.push(format!(
+            "{:<10} {:>4} {:>8} {:>8.2} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            clip(&r.class, 10),
             r.ring,
-            fmt_rate(pk),
-            by * 8.0 / 1e6,
-            fmt_rate(dr),
+            fmt_rate(per_s(r.packets, o.map(|o| o.packets), secs)),
+            per_s(r.bytes, o.map(|o| o.bytes), secs) * 8.0 / 1e6,
+            fmt_rate(per_s(r.drops, o.map(|o| o.drops), secs)),
             fmt_lat(hist.quantile_bound(0.5)),
             fmt_lat(hist.quantile_bound(0.9)),
             fmt_lat(hist.quantile_bound(0.99)),
-            fmt_rate(bh)
-        );
+            fmt_rate(per_s(r.budget_hits, o.map(|o| o.budget_hits), secs)),
+        ));
     }
-    let _ = writeln!(
-        s,
-        "\n{:<8} {:>6} {:>10} {:>10} {:>12}",
-        "device", "worker", "wakeup/s", "rearm/s", "exhaust/s"
-    );
-    for d in &cur.devices {
-        let o = prev.and_then(|(_, p)| {
-            p.devices
-                .iter()
-                .find(|x| x.worker == d.worker && x.device == d.device)
-        });
-        let rate = |c: u64, f: fn(&llr_ops::metrics::DeviceMetrics) -> u64| match (o, secs) {
-            (Some(o), Some(t)) => fmt_rate(c.saturating_sub(f(o)) as f64 / t),
-            _ => c.to_string(),
-        };
-        let _ = writeln!(
-            s,
-            "{:<8} {:>6} {:>10} {:>10} {:>12}",
-            d.device,
-            d.worker,
-            rate(d.wakeups, |x| x.wakeups),
-            rate(d.rearms, |x| x.rearms),
-            rate(d.budget_exhaustions, |x| x.budget_exhaustions)
-        );
-    }
-    let _ = writeln!(
-        s,
-        "\n{:<8} {:>5} {:>7} {:>12}",
-        "worker", "core", "busy", "rounds/s"
-    );
-    for w in &cur.workers {
-        let o = prev.and_then(|(_, p)| p.workers.iter().find(|x| x.worker == w.worker));
-        let rounds = match (o, secs) {
-            (Some(o), Some(t)) => fmt_rate(w.poll_rounds.saturating_sub(o.poll_rounds) as f64 / t),
-            _ => w.poll_rounds.to_string(),
-        };
-        let _ = writeln!(
-            s,
-            "{:<8} {:>5} {:>6.1}% {:>12}",
-            w.worker,
-            w.core,
-            w.busy_ratio * 100.0,
-            rounds
-        );
-    }
-    if !cur.drops.is_empty() {
-        let _ = writeln!(s, "\ndrops by reason (total):");
-        for (reason, n) in &cur.drops {
-            let _ = writeln!(s, "  {reason:<20} {n}");
+    if !cur.interfaces.is_empty() {
+        out.push(String::new());
+        out.push(format!(
+            "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "interface", "rx/s", "tx/s", "kernel/s", "drop/s", "err/s"
+        ));
+        for i in &cur.interfaces {
+            let o = old.and_then(|p| p.interfaces.iter().find(|x| x.ifindex == i.ifindex));
+            let r = |c: u64, f: fn(&llr_ops::metrics::InterfaceMetrics) -> u64| {
+                fmt_rate(per_s(c, o.map(f), secs))
+            };
+            out.push(format!(
+                "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9}",
+                clip(&i.interface, 16),
+                r(i.rx_packets, |x| x.rx_packets),
+                r(i.tx_packets, |x| x.tx_packets),
+                r(i.kernel_pass_packets, |x| x.kernel_pass_packets),
+                r(i.dropped_packets, |x| x.dropped_packets),
+                r(i.errors, |x| x.errors),
+            ));
         }
     }
-    s
+    out.push(String::new());
+    out.push(format!(
+        "{:<6} {:>4} {:>6} {:>10}   {:<10} {:>9} {:>9} {:>9}",
+        "worker", "core", "busy", "rounds/s", "engine dev", "wakeup/s", "rearm/s", "exhaust/s"
+    ));
+    let n = cur.workers.len().max(cur.devices.len());
+    for k in 0..n {
+        let w = cur.workers.get(k).map(|w| {
+            let o = old.and_then(|p| p.workers.iter().find(|x| x.worker == w.worker));
+            format!(
+                "{:<6} {:>4} {:>5.1}% {:>10}",
+                w.worker,
+                w.core,
+                w.busy_ratio * 100.0,
+                fmt_rate(per_s(w.poll_rounds, o.map(|o| o.poll_rounds), secs))
+            )
+        });
+        let d = cur.devices.get(k).map(|d| {
+            let o = old.and_then(|p| {
+                p.devices
+                    .iter()
+                    .find(|x| x.worker == d.worker && x.device == d.device)
+            });
+            format!(
+                "{:<10} {:>9} {:>9} {:>9}",
+                format!("{}/{}", d.worker, d.device),
+                fmt_rate(per_s(d.wakeups, o.map(|o| o.wakeups), secs)),
+                fmt_rate(per_s(d.rearms, o.map(|o| o.rearms), secs)),
+                fmt_rate(per_s(
+                    d.budget_exhaustions,
+                    o.map(|o| o.budget_exhaustions),
+                    secs
+                )),
+            )
+        });
+        out.push(format!(
+            "{:<30}   {}",
+            w.unwrap_or_default(),
+            d.unwrap_or_default()
+        ));
+    }
+    // Only the reasons that counted something: most of them are zero most of the time.
+    for (title, list, before) in [
+        ("dropped", &cur.drops, old.map(|p| &p.drops)),
+        ("to kernel", &cur.kernel_pass, old.map(|p| &p.kernel_pass)),
+    ] {
+        let items: Vec<String> = list
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(reason, n)| {
+                let o = before.and_then(|b| b.iter().find(|(r, _)| r == reason).map(|(_, v)| *v));
+                match secs {
+                    Some(_) => format!("{reason} {}/s", fmt_rate(per_s(*n, o.or(Some(0)), secs))),
+                    None => format!("{reason} {n}"),
+                }
+            })
+            .collect();
+        if items.is_empty() {
+            continue;
+        }
+        out.push(String::new());
+        wrap(&mut out, &format!("{title}:"), &items);
+    }
+    for l in &mut out {
+        *l = clip(l, WIDTH);
+    }
+    out
+}
+
+/// `s` cut to `n` characters (the last one `…` when cut).
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.trim_end().to_string()
+    } else {
+        let mut t: String = s.chars().take(n - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// `title item, item, …` over as many lines of [`WIDTH`] as needed.
+fn wrap(out: &mut Vec<String>, title: &str, items: &[String]) {
+    let mut line = title.to_string();
+    for (k, it) in items.iter().enumerate() {
+        let sep = if k + 1 < items.len() { "," } else { "" };
+        if line.chars().count() + 1 + it.chars().count() + sep.len() > WIDTH {
+            out.push(line);
+            line = " ".repeat(2);
+        }
+        line.push(' ');
+        line.push_str(it);
+        line.push_str(sep);
+    }
+    out.push(line);
 }
 
 #[cfg(test)]
@@ -266,25 +322,84 @@ mod tests {
                 ..Default::default()
             }],
             drops: vec![("no_route".into(), k)],
-            classes: vec![],
+            ..Default::default()
         }
     }
 
     #[test]
     fn frame_shows_rates_and_percentiles() {
         let (a, b) = (snap(1), snap(3));
-        let f = render(&b, Some((Duration::from_secs(2), &a)), "x");
+        let f = render(&b, Some((Duration::from_secs(2), &a)), "x").join("\n");
         // 2000 packets over 2 s = 1000 pkt/s; 250000 B / 2 s = 1 Mbit/s; 20 drops / 2 s = 10/s
         let line = f.lines().find(|l| l.starts_with("rt")).unwrap();
         let cols: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(cols[3], "1.0k", "{line}");
-        assert_eq!(cols[4], "1.00");
-        assert_eq!(cols[5], "10");
-        assert_eq!(cols[6], "≤10µs"); // p50
-        assert_eq!(cols[8], "≤100µs"); // p99: 2 of 22 in the interval are 50 µs
+        assert_eq!(cols[2], "1.0k", "{line}");
+        assert_eq!(cols[3], "1.00");
+        assert_eq!(cols[4], "10");
+        assert_eq!(cols[5], "≤10µs"); // p50
+        assert_eq!(cols[7], "≤100µs"); // p99: 2 of 22 in the interval are 50 µs
         assert!(f.contains("50.0%"));
-        let first = render(&a, None, "x");
+        let first = render(&a, None, "x").join("\n");
         assert!(first.contains("first sample: totals"));
+    }
+
+    /// A router with many reasons, most of them zero, long names and big numbers.
+    fn busy_snap(k: u64) -> MetricsSnapshot {
+        let mut s = snap(k);
+        s.drops = (0..23)
+            .map(|i| (format!("reason_number_{i}"), if i == 5 { 7 * k } else { 0 }))
+            .collect();
+        s.kernel_pass = vec![("multicast".into(), 3 * k), ("local".into(), 0)];
+        s.rings.push(RingMetrics {
+            class: "a-very-long-class-name".into(),
+            ring: 1,
+            packets: u64::MAX / 4 * k.min(2),
+            bytes: u64::MAX / 2,
+            ..Default::default()
+        });
+        s.interfaces = vec![llr_ops::metrics::InterfaceMetrics {
+            interface: "an-interface-with-a-long-name".into(),
+            ifindex: 7,
+            rx_packets: 1_000_000 * k,
+            tx_packets: 999_000 * k,
+            dropped_packets: 5 * k,
+            ..Default::default()
+        }];
+        s
+    }
+
+    #[test]
+    fn fits_80_columns_and_hides_zero_counters() {
+        let (a, b) = (busy_snap(1), busy_snap(2));
+        let long_src = "/run/llrouter/a-socket-path-that-is-much-longer-than-the-terminal.sock";
+        for f in [
+            render(&b, Some((Duration::from_secs(1), &a)), long_src),
+            render(&a, None, long_src),
+        ] {
+            for l in &f {
+                assert!(
+                    l.chars().count() <= WIDTH,
+                    "{} chars: {l:?}",
+                    l.chars().count()
+                );
+            }
+            let text = f.join("\n");
+            assert!(text.contains("reason_number_5"), "{text}");
+            assert!(
+                !text.contains("reason_number_4"),
+                "zero reasons hidden: {text}"
+            );
+            assert!(text.contains("multicast") && !text.contains("local"));
+            assert!(text.contains("an-interface-wi"), "interfaces shown: {text}");
+            // the class table comes first, within a 24-line screen
+            let rt = f.iter().position(|l| l.starts_with("rt ")).unwrap();
+            assert!(rt < 24);
+        }
+        let f = render(&b, Some((Duration::from_secs(1), &a)), "x");
+        let line = f.iter().find(|l| l.starts_with("an-interface")).unwrap();
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cols[1], "1.00M", "rx rate: {line}");
+        assert_eq!(cols[4], "5", "drop rate: {line}");
     }
 
     #[test]

@@ -212,6 +212,10 @@ pub struct RouterConfig {
     /// CPU cores of the workers (one worker per core; empty: one unpinned worker).
     #[serde(default)]
     pub cores: Vec<usize>,
+    /// CPU cores of the helper threads (control, metrics, route mirror); default: every core
+    /// the process may use except the workers'.
+    #[serde(default)]
+    pub helper_cores: Option<Vec<usize>>,
     #[serde(default = "default_strategy")]
     pub strategy: String,
     #[serde(default = "default_device_budget")]
@@ -316,9 +320,19 @@ impl RouterConfig {
         if self.cores.len() > 1 {
             bail!("cores: {} cores given; one worker per interface queue is implemented for single-queue interfaces only, give one core", self.cores.len());
         }
-        let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if let Some(c) = self.cores.iter().find(|&&c| c >= ncpu) {
-            bail!("cores: core {c} does not exist (this machine has {ncpu})");
+        // The machine's CPUs, not this thread's affinity (a pinned thread sees one).
+        let online = llr_ops::cpus::online();
+        let list = llr_ops::cpus::format_cpu_list(&online);
+        if let Some(c) = self.cores.iter().find(|c| !online.contains(c)) {
+            bail!("cores: core {c} does not exist (online CPUs: {list})");
+        }
+        if let Some(h) = &self.helper_cores {
+            if h.is_empty() {
+                bail!("helper-cores: give at least one core (or leave it out)");
+            }
+            if let Some(c) = h.iter().find(|c| !online.contains(c)) {
+                bail!("helper-cores: core {c} does not exist (online CPUs: {list})");
+            }
         }
         if self.batch == 0 {
             bail!("batch: must be at least 1");

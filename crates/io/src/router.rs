@@ -498,7 +498,7 @@ pub fn run_worker_ctl(
                 &layout,
                 &acc,
                 (wake, spin_us),
-                (iter, busy_ratio, changes),
+                (iter, busy_ratio, changes, idle_ns),
                 (&slow.pass, &slow.drops, &slow.events(), &classifier_stats),
                 t0,
             );
@@ -786,7 +786,7 @@ fn snapshot(
     layout: &Layout,
     acc: &Acc,
     (wake, spin_us): (WakeMode, u64),
-    (poll_rounds, busy_ratio, changes): (u64, f64, u64),
+    (poll_rounds, busy_ratio, changes, idle_ns): (u64, f64, u64, u64),
     (pass, drops, events, cls): CounterRefs<'_>,
     t0: Instant,
 ) -> WorkerSnapshot {
@@ -811,6 +811,7 @@ fn snapshot(
         devices,
         poll_rounds,
         busy_ratio,
+        busy_s: (t0.elapsed().as_secs_f64() - idle_ns as f64 * 1e-9).max(0.0),
         sleeps: dev.sleeps,
         poll_wakeups: dev.wakeups,
         pass: PassReason::ALL

@@ -139,6 +139,9 @@ pub struct WorkerSnapshot {
     pub poll_rounds: u64,
     /// CPU busy fraction over the last window (about 0.5 s).
     pub busy_ratio: f64,
+    /// Time the worker was not idle since it started, seconds (a counter: `rate()` of it is
+    /// the load over any window).
+    pub busy_s: f64,
     pub sleeps: u64,
     pub poll_wakeups: u64,
     pub pass: Vec<(String, u64)>,

@@ -39,6 +39,10 @@ pub const VERSION: u32 = 1;
 pub const MAX_MESSAGE: usize = 64 * 1024;
 /// Default time a connection may take to send a complete line.
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Entries a table dump (`fib`, `neighbours`) returns unless asked for another number.
+pub const DEFAULT_DUMP_LIMIT: usize = 100;
+/// Most entries a table dump returns: a reply must fit in [`MAX_MESSAGE`].
+pub const MAX_DUMP_LIMIT: usize = 400;
 /// Default socket path (systemd `RuntimeDirectory=llrouter`).
 pub const DEFAULT_SOCKET: &str = "/run/llrouter/llrouter.sock";
 /// Connections served at once; more are closed at once.
@@ -97,7 +101,27 @@ pub enum Command {
     /// Counters: a [`crate::metrics::MetricsSnapshot`] as JSON.
     #[serde(rename = "counters")]
     Counters {},
-    /// Classification rules with their ids: `{"rules":[{"id":1,"rule":"class=rt dscp=46"}]}`.
+    /// The router's interfaces: name, ifindex, MTU, MAC, addresses and counters
+    /// (`{"interfaces": [crate::views::InterfaceView, …]}`).
+    #[serde(rename = "interfaces")]
+    Interfaces {},
+    /// The forwarder's routes as the worker uses them, sorted, at most `limit`
+    /// (default [`DEFAULT_DUMP_LIMIT`], at most [`MAX_DUMP_LIMIT`]):
+    /// `{"routes": [crate::views::RouteView, …], "total": N}`.
+    #[serde(rename = "fib")]
+    Fib {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<usize>,
+    },
+    /// The forwarder's neighbour table, like `fib`: `{"neighbours": [crate::views::NeighbourView,
+    /// …], "total": N}`.
+    #[serde(rename = "neighbours")]
+    Neighbours {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<usize>,
+    },
+    /// Classification rules with their ids, in the config's field names:
+    /// `{"rules":[{"id":1,"rule":"class=rt dscp=46"}]}`.
     #[serde(rename = "rules.list")]
     RulesList {},
     /// Adds a rule in the one-line syntax of `llr_core::classify` (`class=rt dscp=46`);
@@ -152,6 +176,9 @@ impl Command {
         match self {
             Command::Status {} => "status",
             Command::Counters {} => "counters",
+            Command::Interfaces {} => "interfaces",
+            Command::Fib { .. } => "fib",
+            Command::Neighbours { .. } => "neighbours",
             Command::RulesList {} => "rules.list",
             Command::RulesAdd { .. } => "rules.add",
             Command::RulesRemove { .. } => "rules.remove",
@@ -169,7 +196,12 @@ impl Command {
     pub fn is_change(&self) -> bool {
         !matches!(
             self,
-            Command::Status {} | Command::Counters {} | Command::RulesList {}
+            Command::Status {}
+                | Command::Counters {}
+                | Command::RulesList {}
+                | Command::Interfaces {}
+                | Command::Fib { .. }
+                | Command::Neighbours { .. }
         )
     }
 }

@@ -4,11 +4,15 @@
 //!   core, IRQ affinities, ring and socket-buffer sizes;
 //! - [`metrics`]: Prometheus text exposition of a [`metrics::MetricsSnapshot`] and a tiny HTTP
 //!   endpoint serving it;
+//! - [`cpus`]: CPU lists, the machine's CPUs and where helper threads run (off the workers);
 //! - [`ctl`]: the run-time control plane (paper 003): a versioned JSON protocol over a Unix
-//!   socket, its server (the router implements [`ctl::ControlTarget`]) and its client.
+//!   socket, its server (the router implements [`ctl::ControlTarget`]) and its client;
+//! - [`views`]: what `ctl show …` and `ctl status` print, as aligned tables.
 //!
 //! Nothing here knows the datapath: the router hands in snapshots and implements a trait.
 
+pub mod cpus;
 pub mod ctl;
 pub mod metrics;
 pub mod tune;
+pub mod views;

@@ -2,24 +2,44 @@
 //! [text exposition format 0.0.4](https://prometheus.io/docs/instrumenting/exposition_formats/),
 //! and a tiny HTTP endpoint ([`MetricsServer`]) serving `GET /metrics`.
 //!
-//! Metric families (all prefixed `llrouter_`):
+//! Names follow the [Prometheus conventions](https://prometheus.io/docs/practices/naming/):
+//! counters end in `_total` after their unit (`_packets_total`, `_bytes_total`,
+//! `_seconds_total`, or the counted event: `_wakeups_total`), per-interface series carry an
+//! `interface` label with the interface's name, and the scheduler's internal "engine devices"
+//! (sets of rings sharing a wake-up; an index, not an interface) are labelled `engine_device`.
 //!
 //! | name | type | labels | meaning |
 //! |---|---|---|---|
-//! | `info` | gauge (1) | `version`, `strategy` | build and running strategy |
-//! | `ring_packets_total` | counter | `worker`,`device`,`ring`,`class` | packets that entered the ring |
-//! | `ring_bytes_total` | counter | same | bytes that entered the ring |
-//! | `ring_drops_total` | counter | same | packets dropped at the full ring |
-//! | `ring_served_total` | counter | same | packets the poll engine took from the ring |
-//! | `ring_budget_hits_total` | counter | same | ring budget ran out with packets left |
-//! | `ring_latency_seconds` | histogram | same | time from XDP receive to processing |
-//! | `device_wakeups_total` | counter | `worker`,`device` | wake-ups (interrupts taken) |
-//! | `device_rearms_total` | counter | same | left the poll list, wake-up re-armed |
-//! | `device_budget_exhaustions_total` | counter | same | device budget ran out with work left |
-//! | `device_passes_total` | counter | same | full passes over the device's rings |
-//! | `worker_poll_rounds_total` | counter | `worker`,`core` | iterations of the poll loop |
-//! | `worker_busy_ratio` | gauge | `worker`,`core` | CPU busy fraction of the worker (0..1) |
-//! | `drops_total` | counter | `reason` | packets dropped or passed to the kernel, per reason |
+//! | `llrouter_build_info` | gauge (1) | `version` | the running build |
+//! | `llrouter_strategy` | gauge (0/1) | `strategy` | 1 for the running strategy, 0 for every other known one |
+//! | `llrouter_interface_rx_packets_total` | counter | `interface` | frames the router received from the interface (AF_XDP) |
+//! | `llrouter_interface_tx_packets_total` | counter | `interface` | frames the router transmitted on the interface |
+//! | `llrouter_interface_kernel_pass_packets_total` | counter | `interface` | frames the XDP classifier handed to the kernel stack |
+//! | `llrouter_interface_dropped_packets_total` | counter | `interface` | frames dropped at the interface (egress queue full, socket ring full, other kernel AF_XDP drops) |
+//! | `llrouter_interface_errors_total` | counter | `interface` | malformed frames, invalid Tx descriptors, frames for a port the worker does not serve |
+//! | `llrouter_class_packets_total` | counter | `class` | frames the XDP classifier steered to the class, all interfaces (before its ring) |
+//! | `llrouter_ring_packets_total` | counter | `worker`,`engine_device`,`ring`,`class` | frames that entered the ring |
+//! | `llrouter_ring_bytes_total` | counter | same | bytes of the frames the poll engine took from the ring |
+//! | `llrouter_ring_dropped_packets_total` | counter | same | frames dropped because the ring was full |
+//! | `llrouter_ring_served_packets_total` | counter | same | frames the poll engine took from the ring |
+//! | `llrouter_ring_budget_hits_total` | counter | same | grants that ended with the ring budget spent and frames left |
+//! | `llrouter_ring_latency_seconds` | histogram | same | time from XDP receive to processing |
+//! | `llrouter_engine_device_wakeups_total` | counter | `worker`,`engine_device` | wake-ups (interrupts taken) |
+//! | `llrouter_engine_device_rearms_total` | counter | same | left the poll list, wake-up re-armed |
+//! | `llrouter_engine_device_budget_exhaustions_total` | counter | same | device budget ran out with work left |
+//! | `llrouter_engine_device_passes_total` | counter | same | full passes over the device's rings |
+//! | `llrouter_worker_poll_rounds_total` | counter | `worker`,`core` | iterations of the poll loop |
+//! | `llrouter_worker_busy_seconds_total` | counter | `worker`,`core` | time the worker was not idle (`rate()` gives its load) |
+//! | `llrouter_worker_busy_ratio` | gauge | `worker`,`core` | busy fraction over the worker's last ~0.5 s window |
+//! | `llrouter_dropped_packets_total` | counter | `reason` | frames the router dropped, by reason (worker reasons as the worker names them) |
+//! | `llrouter_kernel_pass_packets_total` | counter | `reason` | frames handed to the kernel stack, by reason (not drops): by the XDP classifier (`non_ip`, `multicast`, `local`, `no_socket`) or by the worker through the punt TAP (`worker_<reason>`) |
+//! | `llrouter_icmp_sent_packets_total` | counter | `type` | ICMP / ICMPv6 errors sent: `time_exceeded`, `unreachable`, `too_big` |
+//! | `llrouter_icmp_ratelimited_packets_total` | counter | `type` | ICMP errors the rate limit held back |
+//! | `llrouter_slow_path_packets_total` | counter | `event` | `fragments_sent`, `fragment_failed`, `punted`, `punt_dropped`, `icmp_unsendable` |
+//! | `process_cpu_seconds_total` | counter | | user + system CPU time of the router process |
+//! | `process_resident_memory_bytes` | gauge | | resident set size |
+//! | `process_open_fds` / `process_max_fds` | gauge | | open file descriptors, and their limit |
+//! | `process_start_time_seconds` | gauge | | start time, seconds since the Unix epoch |
 
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -111,15 +131,19 @@ impl Histogram {
     }
 }
 
-/// Counters of one ring (one traffic class on one device of one worker).
+/// Counters of one ring (one traffic class on one engine device of one worker).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RingMetrics {
     pub worker: u32,
+    /// Engine device (a set of rings sharing a wake-up) — an index, not an interface.
     pub device: u32,
     pub ring: u32,
     pub class: String,
+    /// Frames that entered the ring (served + waiting).
     pub packets: u64,
+    /// Bytes of the served frames.
     pub bytes: u64,
+    /// Frames dropped because the ring was full.
     pub drops: u64,
     pub served: u64,
     pub budget_hits: u64,
@@ -127,7 +151,7 @@ pub struct RingMetrics {
     pub latency: Histogram,
 }
 
-/// Counters of one device (a set of rings sharing a wake-up).
+/// Counters of one engine device (a set of rings sharing a wake-up).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeviceMetrics {
     pub worker: u32,
@@ -146,21 +170,122 @@ pub struct WorkerMetrics {
     pub poll_rounds: u64,
     /// Fraction of the last measuring interval the worker was busy (0..1).
     pub busy_ratio: f64,
+    /// Time the worker was not idle since it started, seconds.
+    #[serde(default)]
+    pub busy_seconds: f64,
 }
 
-/// Everything `/metrics` shows, as plain data. The router builds one per scrape.
+/// Counters of one of the router's interfaces.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InterfaceMetrics {
+    /// Interface name (`eth0`).
+    pub interface: String,
+    pub ifindex: u32,
+    /// Frames the router received from it (through its AF_XDP sockets).
+    pub rx_packets: u64,
+    /// Frames the router transmitted on it.
+    pub tx_packets: u64,
+    /// Frames its XDP classifier handed to the kernel stack (ARP, local, multicast, …).
+    pub kernel_pass_packets: u64,
+    /// Frames dropped at it: egress queue full, socket ring full, other kernel AF_XDP drops.
+    pub dropped_packets: u64,
+    /// Malformed frames, invalid Tx descriptors, frames for a port the worker does not serve.
+    pub errors: u64,
+}
+
+/// The router process's own resource use (the standard `process_*` metrics).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcessMetrics {
+    pub cpu_seconds: f64,
+    pub resident_memory_bytes: u64,
+    pub open_fds: u64,
+    pub max_fds: u64,
+    /// Seconds since the Unix epoch.
+    pub start_time_seconds: f64,
+}
+
+impl ProcessMetrics {
+    /// Parses `/proc/self/stat` (`stat`) with the boot time (`btime` of `/proc/stat`, seconds
+    /// since the epoch), clock ticks per second and page size.
+    pub fn from_proc_stat(stat: &str, btime: u64, ticks: u64, page: u64) -> Option<Self> {
+        // the command name may hold spaces and parentheses: the fields start after the last ')'
+        let rest = &stat[stat.rfind(')')? + 1..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // `rest` starts at field 3 (state): field n is f[n - 3]
+        let field = |n: usize| f.get(n - 3)?.parse::<u64>().ok();
+        let ticks = ticks.max(1) as f64;
+        Some(ProcessMetrics {
+            cpu_seconds: (field(14)? + field(15)?) as f64 / ticks,
+            resident_memory_bytes: field(24)? * page,
+            open_fds: 0,
+            max_fds: 0,
+            start_time_seconds: btime as f64 + field(22)? as f64 / ticks,
+        })
+    }
+
+    /// Reads this process's figures from `/proc`; `None` when `/proc` is unreadable.
+    pub fn read() -> Option<Self> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        let btime = std::fs::read_to_string("/proc/stat")
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())?;
+        // SAFETY: sysconf has no memory preconditions.
+        let (ticks, page) = unsafe {
+            (
+                libc::sysconf(libc::_SC_CLK_TCK),
+                libc::sysconf(libc::_SC_PAGESIZE),
+            )
+        };
+        let mut p = Self::from_proc_stat(&stat, btime, ticks.max(1) as u64, page.max(1) as u64)?;
+        p.open_fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64);
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes one rlimit into `lim`, a live local.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+            p.max_fds = lim.rlim_cur;
+        }
+        Some(p)
+    }
+}
+
+/// Everything `/metrics` shows, as plain data. The router builds one per scrape; `ctl counters`
+/// returns it as JSON.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct MetricsSnapshot {
+    /// The running strategy's name.
     pub strategy: String,
+    /// Every strategy the router knows (the `llrouter_strategy` gauge has one series each, so a
+    /// strategy change never creates a series).
+    #[serde(default)]
+    pub strategies: Vec<String>,
     pub rings: Vec<RingMetrics>,
     pub devices: Vec<DeviceMetrics>,
     pub workers: Vec<WorkerMetrics>,
-    /// `(reason, count)`, e.g. `("ttl_expired", 3)`.
+    /// `(reason, packets)` the router dropped, e.g. `("egress_queue_full", 3)`.
     pub drops: Vec<(String, u64)>,
+    /// `(reason, packets)` the XDP classifier handed to the kernel stack (not drops).
+    #[serde(default)]
+    pub kernel_pass: Vec<(String, u64)>,
+    /// `(type, sent, rate-limited)`: ICMP errors the router sent per type
+    /// (`time_exceeded`, `unreachable`, `too_big`), and those its rate limit held back.
+    #[serde(default)]
+    pub icmp: Vec<(String, u64, u64)>,
+    /// `(event, packets)` of the worker's slow path besides ICMP: `fragments_sent`,
+    /// `fragment_failed`, `punted` (handed to the kernel through the punt TAP), `punt_dropped`,
+    /// `icmp_unsendable`.
+    #[serde(default)]
+    pub slow_path: Vec<(String, u64)>,
     /// `(class, packets)`: frames the XDP classifier steered to each class (all interfaces),
     /// independent of which ring serves the class under the running strategy.
     #[serde(default)]
     pub classes: Vec<(String, u64)>,
+    #[serde(default)]
+    pub interfaces: Vec<InterfaceMetrics>,
+    #[serde(default)]
+    pub process: Option<ProcessMetrics>,
 }
 
 /// Escapes a label value: `\` → `\\`, `"` → `\"`, newline → `\n`.
@@ -195,17 +320,21 @@ pub fn format_value(v: f64) -> String {
     }
 }
 
+/// Label pairs of one sample.
+type Labels = Vec<(&'static str, String)>;
+
 struct Out {
     s: String,
 }
 
 impl Out {
+    /// `# HELP` and `# TYPE` of the family `name` (full name).
     fn family(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.s, "# HELP llrouter_{name} {}", escape_help(help));
-        let _ = writeln!(self.s, "# TYPE llrouter_{name} {kind}");
+        let _ = writeln!(self.s, "# HELP {name} {}", escape_help(help));
+        let _ = writeln!(self.s, "# TYPE {name} {kind}");
     }
     fn sample(&mut self, name: &str, labels: &[(&str, String)], v: f64) {
-        let _ = write!(self.s, "llrouter_{name}");
+        let _ = write!(self.s, "{name}");
         if !labels.is_empty() {
             self.s.push('{');
             for (i, (k, val)) in labels.iter().enumerate() {
@@ -218,12 +347,25 @@ impl Out {
         }
         let _ = writeln!(self.s, " {}", format_value(v));
     }
+    /// A family and one sample per item.
+    fn each<T>(
+        &mut self,
+        (name, kind, help): (&str, &str, &str),
+        items: &[T],
+        sample: impl Fn(&T) -> (Labels, f64),
+    ) {
+        self.family(name, kind, help);
+        for it in items {
+            let (l, v) = sample(it);
+            self.sample(name, &l, v);
+        }
+    }
 }
 
-fn ring_labels(r: &RingMetrics) -> Vec<(&'static str, String)> {
+fn ring_labels(r: &RingMetrics) -> Labels {
     vec![
         ("worker", r.worker.to_string()),
-        ("device", r.device.to_string()),
+        ("engine_device", r.device.to_string()),
         ("ring", r.ring.to_string()),
         ("class", r.class.clone()),
     ]
@@ -233,56 +375,113 @@ fn ring_labels(r: &RingMetrics) -> Vec<(&'static str, String)> {
 pub fn render(snap: &MetricsSnapshot) -> String {
     let mut o = Out { s: String::new() };
     o.family(
-        "info",
+        "llrouter_build_info",
         "gauge",
-        "llrouter build and running scheduling strategy.",
+        "The running llrouter build (always 1).",
     );
     o.sample(
-        "info",
-        &[
-            ("version", env!("CARGO_PKG_VERSION").to_string()),
-            ("strategy", snap.strategy.clone()),
-        ],
+        "llrouter_build_info",
+        &[("version", env!("CARGO_PKG_VERSION").to_string())],
         1.0,
+    );
+    let mut strategies = snap.strategies.clone();
+    if !snap.strategy.is_empty() && !strategies.contains(&snap.strategy) {
+        strategies.push(snap.strategy.clone());
+    }
+    o.each(
+        (
+            "llrouter_strategy",
+            "gauge",
+            "1 for the running scheduling strategy, 0 for every other known one.",
+        ),
+        &strategies,
+        |s| {
+            let on = *s == snap.strategy;
+            (vec![("strategy", s.clone())], if on { 1.0 } else { 0.0 })
+        },
+    );
+
+    type IfField = fn(&InterfaceMetrics) -> u64;
+    let if_counters: [(&str, &str, IfField); 5] = [
+        (
+            "llrouter_interface_rx_packets_total",
+            "Frames the router received from the interface (AF_XDP).",
+            |i| i.rx_packets,
+        ),
+        (
+            "llrouter_interface_tx_packets_total",
+            "Frames the router transmitted on the interface.",
+            |i| i.tx_packets,
+        ),
+        (
+            "llrouter_interface_kernel_pass_packets_total",
+            "Frames the interface's XDP classifier handed to the kernel stack.",
+            |i| i.kernel_pass_packets,
+        ),
+        (
+            "llrouter_interface_dropped_packets_total",
+            "Frames dropped at the interface: egress queue full, socket ring full, other kernel AF_XDP drops.",
+            |i| i.dropped_packets,
+        ),
+        (
+            "llrouter_interface_errors_total",
+            "Malformed frames, invalid Tx descriptors and frames for a port the worker does not serve.",
+            |i| i.errors,
+        ),
+    ];
+    for (name, help, f) in if_counters {
+        o.each((name, "counter", help), &snap.interfaces, |i| {
+            (vec![("interface", i.interface.clone())], f(i) as f64)
+        });
+    }
+    o.each(
+        (
+            "llrouter_class_packets_total",
+            "counter",
+            "Frames the XDP classifier steered to the class on all interfaces (before its ring).",
+        ),
+        &snap.classes,
+        |(c, n)| (vec![("class", c.clone())], *n as f64),
     );
 
     type RingField = fn(&RingMetrics) -> u64;
     let ring_counters: [(&str, &str, RingField); 5] = [
         (
-            "ring_packets_total",
-            "Packets that entered the ring.",
+            "llrouter_ring_packets_total",
+            "Frames that entered the ring.",
             |r| r.packets,
         ),
-        ("ring_bytes_total", "Bytes that entered the ring.", |r| {
-            r.bytes
-        }),
         (
-            "ring_drops_total",
-            "Packets dropped because the ring was full.",
+            "llrouter_ring_bytes_total",
+            "Bytes of the frames the poll engine took from the ring.",
+            |r| r.bytes,
+        ),
+        (
+            "llrouter_ring_dropped_packets_total",
+            "Frames dropped because the ring was full.",
             |r| r.drops,
         ),
         (
-            "ring_served_total",
-            "Packets the poll engine took from the ring.",
+            "llrouter_ring_served_packets_total",
+            "Frames the poll engine took from the ring.",
             |r| r.served,
         ),
         (
-            "ring_budget_hits_total",
-            "Times the ring budget ran out with packets left in the ring.",
+            "llrouter_ring_budget_hits_total",
+            "Grants that ended with the ring budget spent and frames left in the ring.",
             |r| r.budget_hits,
         ),
     ];
     for (name, help, f) in ring_counters {
-        o.family(name, "counter", help);
-        for r in &snap.rings {
-            o.sample(name, &ring_labels(r), f(r) as f64);
-        }
+        o.each((name, "counter", help), &snap.rings, |r| {
+            (ring_labels(r), f(r) as f64)
+        });
     }
 
     o.family(
-        "ring_latency_seconds",
+        "llrouter_ring_latency_seconds",
         "histogram",
-        "Time a packet spent in its ring, from XDP receive to processing.",
+        "Time a frame spent in its ring, from XDP receive to processing.",
     );
     for r in &snap.rings {
         let base = ring_labels(r);
@@ -292,97 +491,166 @@ pub fn render(snap: &MetricsSnapshot) -> String {
             cum += h.counts.get(i).copied().unwrap_or(0);
             let mut l = base.clone();
             l.push(("le", format_value(*b)));
-            o.sample("ring_latency_seconds_bucket", &l, cum as f64);
+            o.sample("llrouter_ring_latency_seconds_bucket", &l, cum as f64);
         }
         let total = h.count();
         let mut l = base.clone();
         l.push(("le", "+Inf".into()));
-        o.sample("ring_latency_seconds_bucket", &l, total as f64);
-        o.sample("ring_latency_seconds_sum", &base, h.sum);
-        o.sample("ring_latency_seconds_count", &base, total as f64);
+        o.sample("llrouter_ring_latency_seconds_bucket", &l, total as f64);
+        o.sample("llrouter_ring_latency_seconds_sum", &base, h.sum);
+        o.sample("llrouter_ring_latency_seconds_count", &base, total as f64);
     }
 
     type DevField = fn(&DeviceMetrics) -> u64;
     let dev_counters: [(&str, &str, DevField); 4] = [
         (
-            "device_wakeups_total",
-            "Wake-ups that put the device on the poll list (interrupts taken).",
+            "llrouter_engine_device_wakeups_total",
+            "Wake-ups that put the engine device on the poll list (interrupts taken).",
             |d| d.wakeups,
         ),
         (
-            "device_rearms_total",
-            "Times the device left the poll list with every ring empty and re-armed its wake-up.",
+            "llrouter_engine_device_rearms_total",
+            "Times the engine device left the poll list with every ring empty and re-armed its wake-up.",
             |d| d.rearms,
         ),
         (
-            "device_budget_exhaustions_total",
-            "Times the device budget ran out with packets left.",
+            "llrouter_engine_device_budget_exhaustions_total",
+            "Times the device budget ran out with frames left.",
             |d| d.budget_exhaustions,
         ),
         (
-            "device_passes_total",
-            "Full passes over the device's rings.",
+            "llrouter_engine_device_passes_total",
+            "Full passes over the engine device's rings.",
             |d| d.passes,
         ),
     ];
     for (name, help, f) in dev_counters {
-        o.family(name, "counter", help);
-        for d in &snap.devices {
-            o.sample(
-                name,
-                &[
+        o.each((name, "counter", help), &snap.devices, |d| {
+            (
+                vec![
                     ("worker", d.worker.to_string()),
-                    ("device", d.device.to_string()),
+                    ("engine_device", d.device.to_string()),
                 ],
                 f(d) as f64,
-            );
-        }
+            )
+        });
     }
 
-    let wl = |w: &WorkerMetrics| {
+    let wl = |w: &WorkerMetrics| -> Labels {
         vec![
             ("worker", w.worker.to_string()),
             ("core", w.core.to_string()),
         ]
     };
-    o.family(
-        "worker_poll_rounds_total",
-        "counter",
-        "Iterations of the worker's poll loop.",
-    );
-    for w in &snap.workers {
-        o.sample("worker_poll_rounds_total", &wl(w), w.poll_rounds as f64);
-    }
-    o.family(
-        "worker_busy_ratio",
-        "gauge",
-        "CPU busy fraction of the worker thread over the last interval (0..1).",
-    );
-    for w in &snap.workers {
-        o.sample("worker_busy_ratio", &wl(w), w.busy_ratio);
-    }
-
-    o.family(
-        "drops_total",
-        "counter",
-        "Packets dropped or passed to the kernel, by reason.",
-    );
-    for (reason, n) in &snap.drops {
-        o.sample("drops_total", &[("reason", reason.clone())], *n as f64);
-    }
-
-    if !snap.classes.is_empty() {
-        o.family(
-            "class_packets_total",
+    o.each(
+        (
+            "llrouter_worker_poll_rounds_total",
             "counter",
-            "Packets the XDP classifier steered to the class (before its ring).",
-        );
-        for (class, n) in &snap.classes {
-            o.sample(
-                "class_packets_total",
-                &[("class", class.clone())],
-                *n as f64,
-            );
+            "Iterations of the worker's poll loop.",
+        ),
+        &snap.workers,
+        |w| (wl(w), w.poll_rounds as f64),
+    );
+    o.each(
+        (
+            "llrouter_worker_busy_seconds_total",
+            "counter",
+            "Time the worker was not idle; rate() gives its load (0..1).",
+        ),
+        &snap.workers,
+        |w| (wl(w), w.busy_seconds),
+    );
+    o.each(
+        (
+            "llrouter_worker_busy_ratio",
+            "gauge",
+            "Busy fraction of the worker over its last ~0.5 s window (0..1).",
+        ),
+        &snap.workers,
+        |w| (wl(w), w.busy_ratio),
+    );
+    o.each(
+        (
+            "llrouter_dropped_packets_total",
+            "counter",
+            "Frames the router dropped, by reason (ring-full drops are in llrouter_ring_dropped_packets_total).",
+        ),
+        &snap.drops,
+        |(r, n)| (vec![("reason", r.clone())], *n as f64),
+    );
+    o.each(
+        (
+            "llrouter_kernel_pass_packets_total",
+            "counter",
+            "Frames the XDP classifier handed to the kernel stack, by reason (not drops).",
+        ),
+        &snap.kernel_pass,
+        |(r, n)| (vec![("reason", r.clone())], *n as f64),
+    );
+    o.each(
+        (
+            "llrouter_icmp_sent_packets_total",
+            "counter",
+            "ICMP / ICMPv6 errors the router sent, by type (time_exceeded, unreachable, too_big).",
+        ),
+        &snap.icmp,
+        |(t, n, _)| (vec![("type", t.clone())], *n as f64),
+    );
+    o.each(
+        (
+            "llrouter_icmp_ratelimited_packets_total",
+            "counter",
+            "ICMP / ICMPv6 errors the rate limit held back, by type.",
+        ),
+        &snap.icmp,
+        |(t, _, n)| (vec![("type", t.clone())], *n as f64),
+    );
+    o.each(
+        (
+            "llrouter_slow_path_packets_total",
+            "counter",
+            "Worker slow-path events: fragments_sent, fragment_failed, punted (to the kernel through the punt TAP), punt_dropped, icmp_unsendable.",
+        ),
+        &snap.slow_path,
+        |(e, n)| (vec![("event", e.clone())], *n as f64),
+    );
+
+    if let Some(p) = &snap.process {
+        let process: [(&str, &str, &str, f64); 5] = [
+            (
+                "process_cpu_seconds_total",
+                "counter",
+                "Total user and system CPU time spent in seconds.",
+                p.cpu_seconds,
+            ),
+            (
+                "process_resident_memory_bytes",
+                "gauge",
+                "Resident memory size in bytes.",
+                p.resident_memory_bytes as f64,
+            ),
+            (
+                "process_open_fds",
+                "gauge",
+                "Number of open file descriptors.",
+                p.open_fds as f64,
+            ),
+            (
+                "process_max_fds",
+                "gauge",
+                "Maximum number of open file descriptors.",
+                p.max_fds as f64,
+            ),
+            (
+                "process_start_time_seconds",
+                "gauge",
+                "Start time of the process since unix epoch in seconds.",
+                p.start_time_seconds,
+            ),
+        ];
+        for (name, kind, help, v) in process {
+            o.family(name, kind, help);
+            o.sample(name, &[], v);
         }
     }
     o.s
@@ -708,9 +976,30 @@ mod tests {
                 core: 1,
                 poll_rounds: 99_999,
                 busy_ratio: 0.875,
+                busy_seconds: 12.5,
             }],
             drops: vec![("ttl_expired".into(), 3), ("no_route".into(), 5)],
+            kernel_pass: vec![("multicast".into(), 7)],
+            icmp: vec![("time_exceeded".into(), 50, 950)],
+            slow_path: vec![("punted".into(), 3)],
             classes: vec![("rt".into(), 1000)],
+            strategies: vec!["sq".into(), "ll-wfq".into()],
+            interfaces: vec![InterfaceMetrics {
+                interface: "veth-rin".into(),
+                ifindex: 4,
+                rx_packets: 6000,
+                tx_packets: 10,
+                kernel_pass_packets: 7,
+                dropped_packets: 2,
+                errors: 1,
+            }],
+            process: Some(ProcessMetrics {
+                cpu_seconds: 1.25,
+                resident_memory_bytes: 4096,
+                open_fds: 9,
+                max_fds: 1024,
+                start_time_seconds: 1.7e9,
+            }),
         }
     }
 
@@ -738,11 +1027,11 @@ mod tests {
                 r.bytes as f64
             );
             assert_eq!(
-                find(samples, "llrouter_ring_drops_total", &l).value,
+                find(samples, "llrouter_ring_dropped_packets_total", &l).value,
                 r.drops as f64
             );
             assert_eq!(
-                find(samples, "llrouter_ring_served_total", &l).value,
+                find(samples, "llrouter_ring_served_packets_total", &l).value,
                 r.served as f64
             );
             assert_eq!(
@@ -776,19 +1065,24 @@ mod tests {
         }
         let d = &snap.devices[0];
         assert_eq!(
-            find(samples, "llrouter_device_wakeups_total", &[]).value,
+            find(samples, "llrouter_engine_device_wakeups_total", &[]).value,
             d.wakeups as f64
         );
         assert_eq!(
-            find(samples, "llrouter_device_rearms_total", &[]).value,
+            find(samples, "llrouter_engine_device_rearms_total", &[]).value,
             d.rearms as f64
         );
         assert_eq!(
-            find(samples, "llrouter_device_budget_exhaustions_total", &[]).value,
+            find(
+                samples,
+                "llrouter_engine_device_budget_exhaustions_total",
+                &[]
+            )
+            .value,
             d.budget_exhaustions as f64
         );
         assert_eq!(
-            find(samples, "llrouter_device_passes_total", &[]).value,
+            find(samples, "llrouter_engine_device_passes_total", &[]).value,
             d.passes as f64
         );
         let w = &snap.workers[0];
@@ -805,16 +1099,77 @@ mod tests {
             find(samples, "llrouter_worker_busy_ratio", &[]).value,
             w.busy_ratio
         );
+        assert_eq!(
+            find(samples, "llrouter_worker_busy_seconds_total", &[]).value,
+            w.busy_seconds
+        );
         for (reason, n) in &snap.drops {
             assert_eq!(
-                find(samples, "llrouter_drops_total", &[("reason", reason)]).value,
+                find(
+                    samples,
+                    "llrouter_dropped_packets_total",
+                    &[("reason", reason)]
+                )
+                .value,
                 *n as f64
             );
         }
+        for (reason, n) in &snap.kernel_pass {
+            assert_eq!(
+                find(
+                    samples,
+                    "llrouter_kernel_pass_packets_total",
+                    &[("reason", reason)]
+                )
+                .value,
+                *n as f64
+            );
+        }
+        for i in &snap.interfaces {
+            let l = [("interface", i.interface.as_str())];
+            for (name, v) in [
+                ("rx_packets_total", i.rx_packets),
+                ("tx_packets_total", i.tx_packets),
+                ("kernel_pass_packets_total", i.kernel_pass_packets),
+                ("dropped_packets_total", i.dropped_packets),
+                ("errors_total", i.errors),
+            ] {
+                assert_eq!(
+                    find(samples, &format!("llrouter_interface_{name}"), &l).value,
+                    v as f64
+                );
+            }
+        }
+        for (c, n) in &snap.classes {
+            assert_eq!(
+                find(samples, "llrouter_class_packets_total", &[("class", c)]).value,
+                *n as f64
+            );
+        }
+        // one series per known strategy, 1 only for the running one
+        for s in &snap.strategies {
+            let v = find(samples, "llrouter_strategy", &[("strategy", s)]).value;
+            assert_eq!(v, if *s == snap.strategy { 1.0 } else { 0.0 }, "{s}");
+        }
         assert_eq!(
-            find(samples, "llrouter_info", &[("strategy", "ll-wfq")]).value,
+            find(
+                samples,
+                "llrouter_build_info",
+                &[("version", env!("CARGO_PKG_VERSION"))]
+            )
+            .value,
             1.0
         );
+        if let Some(p) = &snap.process {
+            assert_eq!(
+                find(samples, "process_cpu_seconds_total", &[]).value,
+                p.cpu_seconds
+            );
+            assert_eq!(
+                find(samples, "process_open_fds", &[]).value,
+                p.open_fds as f64
+            );
+        }
     }
 
     #[test]
@@ -875,6 +1230,80 @@ mod tests {
         assert_eq!(format_value(3.0), "3");
     }
 
+    #[test]
+    fn names_follow_prometheus_conventions() {
+        let text = render(&snap());
+        let units = [
+            "_packets_total",
+            "_bytes_total",
+            "_seconds_total",
+            "_errors_total",
+            "_hits_total",
+            "_wakeups_total",
+            "_rearms_total",
+            "_exhaustions_total",
+            "_passes_total",
+            "_rounds_total",
+        ];
+        let mut families = 0;
+        for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+            let mut w = line.split(' ').skip(2);
+            let (name, kind) = (w.next().unwrap(), w.next().unwrap());
+            families += 1;
+            assert!(
+                name.starts_with("llrouter_") || name.starts_with("process_"),
+                "{name}: namespace"
+            );
+            match kind {
+                "counter" => assert!(
+                    units.iter().any(|u| name.ends_with(u)),
+                    "{name}: a counter ends in _<unit>_total"
+                ),
+                _ => assert!(
+                    !name.ends_with("_total"),
+                    "{name}: only counters end in _total"
+                ),
+            }
+        }
+        // no bare `device` label: an index where operators expect an interface name
+        assert!(!text.contains("{device=") && !text.contains(",device="));
+        assert!(families > 20, "{families} families");
+    }
+
+    #[test]
+    fn strategy_change_keeps_the_series_set() {
+        let mut a = snap();
+        let series = |s: &MetricsSnapshot| -> Vec<String> {
+            parse(&render(s))
+                .unwrap()
+                .into_iter()
+                .filter(|x| x.name == "llrouter_strategy")
+                .map(|x| format!("{:?}", x.labels))
+                .collect()
+        };
+        let before = series(&a);
+        a.strategy = "sq".into();
+        assert_eq!(series(&a), before);
+        assert_eq!(before.len(), 2);
+    }
+
+    #[test]
+    fn process_stat_parses() {
+        // pid (comm with ) and spaces) state ppid ... utime=14 stime=15 ... starttime=22 vsize rss
+        let mut f: Vec<String> = (3..=30).map(|i| i.to_string()).collect();
+        f[14 - 3] = "250".into(); // utime
+        f[15 - 3] = "50".into(); // stime
+        f[22 - 3] = "1000".into(); // starttime, ticks after boot
+        f[24 - 3] = "3".into(); // rss, pages
+        let stat = format!("42 (a) b (c) {}", f.join(" "));
+        let p = ProcessMetrics::from_proc_stat(&stat, 1_700_000_000, 100, 4096).unwrap();
+        assert_eq!(p.cpu_seconds, 3.0);
+        assert_eq!(p.resident_memory_bytes, 3 * 4096);
+        assert_eq!(p.start_time_seconds, 1_700_000_010.0);
+        let me = ProcessMetrics::read().expect("/proc readable");
+        assert!(me.open_fds > 0 && me.resident_memory_bytes > 0 && me.start_time_seconds > 1e9);
+    }
+
     fn http(addr: SocketAddr, req: &[u8]) -> String {
         let mut s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -918,5 +1347,13 @@ mod tests {
         assert!(http(addr, b"GET /metrics?x=1 HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 200"));
         drop(server); // joins the thread; must not hang on the silent client
         assert!(TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err());
+    }
+
+    #[test]
+    fn icmp_and_slow_path_series() {
+        let text = render(&snap());
+        assert!(text.contains("llrouter_icmp_sent_packets_total{type=\"time_exceeded\"} 50"), "{text}");
+        assert!(text.contains("llrouter_icmp_ratelimited_packets_total{type=\"time_exceeded\"} 950"));
+        assert!(text.contains("llrouter_slow_path_packets_total{event=\"punted\"} 3"));
     }
 }

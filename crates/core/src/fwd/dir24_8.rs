@@ -87,6 +87,14 @@ impl Dir24_8 {
         self.len() == 0
     }
 
+    /// Every installed prefix as `(network, len, value)`, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u8, u32)> + '_ {
+        self.shadow
+            .iter()
+            .enumerate()
+            .flat_map(|(len, m)| m.iter().map(move |(&net, &v)| (net, len as u8, v)))
+    }
+
     /// The value of the longest prefix containing `addr` (host order).
     #[inline]
     pub fn lookup(&self, addr: u32) -> Option<u32> {

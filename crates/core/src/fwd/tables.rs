@@ -126,6 +126,11 @@ impl Lpm6 {
         self.map.len()
     }
 
+    /// Every prefix as `(network, len, value)`.
+    pub fn iter(&self) -> impl Iterator<Item = (u128, u8, u32)> + '_ {
+        self.map.iter().map(|((a, l), &v)| (a, l, v))
+    }
+
     /// True if empty.
     pub fn is_empty(&self) -> bool {
         self.map.len() == 0
@@ -211,6 +216,21 @@ impl RouteTable {
         }
     }
 
+    /// Every route (IPv4 first, then IPv6; unordered within a family), for operator views.
+    pub fn iter(&self) -> impl Iterator<Item = (IpPrefix, NextHop)> + '_ {
+        let v4 = self
+            .v4
+            .iter()
+            .flat_map(|t| t.iter())
+            .map(|(net, len, id)| (IpAddr::V4(net.into()), len, id));
+        let v6 = self
+            .v6
+            .iter()
+            .map(|(net, len, id)| (IpAddr::V6(net.into()), len, id));
+        v4.chain(v6)
+            .filter_map(|(a, len, id)| Some((IpPrefix::new(a, len).ok()?, *self.nh(Some(id))?)))
+    }
+
     /// Number of routes (both families).
     pub fn len(&self) -> usize {
         self.v4.as_ref().map_or(0, |t| t.len()) + self.v6.len()
@@ -269,6 +289,19 @@ impl Neighbors {
     /// True if empty.
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
+    }
+
+    /// Every entry as `(ifindex, address, MAC)`, for operator views. IPv4-mapped IPv6 keys come
+    /// back as IPv4 (that is how IPv4 entries are stored).
+    pub fn iter(&self) -> impl Iterator<Item = (u32, IpAddr, Mac)> + '_ {
+        self.map.iter().map(|(&(i, k), &mac)| {
+            let a = core::net::Ipv6Addr::from(k);
+            let addr = match a.to_ipv4_mapped() {
+                Some(v4) => IpAddr::V4(v4),
+                None => IpAddr::V6(a),
+            };
+            (i, addr, mac)
+        })
     }
 }
 
@@ -414,5 +447,42 @@ impl Interfaces {
     #[inline]
     pub fn is_local_v6(&self, a: u128) -> bool {
         self.local6.contains(&a)
+    }
+}
+
+#[cfg(test)]
+mod dump_tests {
+    use super::*;
+
+    #[test]
+    fn routes_and_neighbours_iterate_as_inserted() {
+        let mut t = RouteTable::new();
+        let p4 = IpPrefix::new("10.1.0.0".parse().unwrap(), 16).unwrap();
+        let p6 = IpPrefix::new("fd00::".parse().unwrap(), 64).unwrap();
+        let nh = NextHop {
+            ifindex: 3,
+            gateway: Some("10.0.0.1".parse().unwrap()),
+        };
+        t.insert(p4, nh).unwrap();
+        t.insert(
+            p6,
+            NextHop {
+                ifindex: 4,
+                gateway: None,
+            },
+        )
+        .unwrap();
+        let mut all: Vec<(IpPrefix, NextHop)> = t.iter().collect();
+        all.sort_by_key(|(p, _)| p.len());
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0], (p4, nh));
+        assert_eq!(all[1].0, p6);
+        let mut n = Neighbors::new();
+        n.insert(3, "10.0.0.1".parse().unwrap(), [2, 0, 0, 0, 0, 1]);
+        n.insert(4, "fe80::1".parse().unwrap(), [2, 0, 0, 0, 0, 2]);
+        let mut v: Vec<_> = n.iter().collect();
+        v.sort_by_key(|e| e.0);
+        assert_eq!(v[0], (3, "10.0.0.1".parse().unwrap(), [2, 0, 0, 0, 0, 1]));
+        assert_eq!(v[1].1, "fe80::1".parse::<IpAddr>().unwrap());
     }
 }

@@ -1,0 +1,178 @@
+//! CPU sets: which CPUs the machine has, which the process may use, and where the router's
+//! helper threads (control, metrics, route mirror) run so that they stay off the workers' cores.
+//!
+//! The decisions are pure ([`parse_cpu_list`], [`helper_cpus`]); the file system and the
+//! affinity syscalls are touched only in [`online`], [`allowed`] and [`set_affinity`].
+
+use std::collections::BTreeSet;
+use std::io;
+
+/// Parses a kernel CPU list (`0-3,8,10-11`, as in `/sys/devices/system/cpu/online`).
+pub fn parse_cpu_list(text: &str) -> Result<BTreeSet<usize>, String> {
+    let mut out = BTreeSet::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let num = |s: &str| {
+            s.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("`{part}` is not a CPU number or range"))
+        };
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (num(a)?, num(b)?);
+                if a > b {
+                    return Err(format!("`{part}`: range runs backwards"));
+                }
+                out.extend(a..=b);
+            }
+            None => {
+                out.insert(num(part)?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Formats a CPU set as a kernel CPU list (`0-3,8`).
+pub fn format_cpu_list(cpus: &BTreeSet<usize>) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut it = cpus.iter().copied().peekable();
+    while let Some(start) = it.next() {
+        let mut end = start;
+        while it.peek() == Some(&(end + 1)) {
+            end = it.next().expect("peeked");
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+    }
+    parts.join(",")
+}
+
+/// Where helper threads run: `configured` when given, else every `allowed` CPU that is not a
+/// worker's; when that leaves nothing (a one-CPU machine, or workers on every allowed CPU), all
+/// of `allowed` — helpers then share with the worker rather than not run.
+pub fn helper_cpus(
+    allowed: &BTreeSet<usize>,
+    workers: &[usize],
+    configured: Option<&[usize]>,
+) -> BTreeSet<usize> {
+    if let Some(c) = configured {
+        return c.iter().copied().collect();
+    }
+    let rest: BTreeSet<usize> = allowed
+        .iter()
+        .copied()
+        .filter(|c| !workers.contains(c))
+        .collect();
+    if rest.is_empty() {
+        allowed.clone()
+    } else {
+        rest
+    }
+}
+
+/// The machine's online CPUs (`/sys/devices/system/cpu/online`; the number of configured
+/// processors when that file cannot be read). Independent of the calling thread's affinity.
+pub fn online() -> BTreeSet<usize> {
+    if let Ok(text) = std::fs::read_to_string("/sys/devices/system/cpu/online") {
+        if let Ok(s) = parse_cpu_list(&text) {
+            if !s.is_empty() {
+                return s;
+            }
+        }
+    }
+    // SAFETY: sysconf has no memory preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    (0..n.max(1) as usize).collect()
+}
+
+/// The CPUs the calling thread may run on (`sched_getaffinity`).
+pub fn allowed() -> io::Result<BTreeSet<usize>> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most size_of::<cpu_set_t>()
+    // bytes into it; CPU_ISSET reads inside it for indexes below CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect())
+    }
+}
+
+/// Restricts the calling thread to `cpus`.
+pub fn set_affinity(cpus: &BTreeSet<usize>) -> io::Result<()> {
+    if let Some(&c) = cpus.iter().find(|&&c| c >= libc::CPU_SETSIZE as usize) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("CPU {c} is beyond the affinity mask"),
+        ));
+    }
+    if cpus.is_empty() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty CPU set"));
+    }
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it (indexes checked above);
+    // sched_setaffinity reads exactly size_of::<cpu_set_t>() bytes from it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(v: &[usize]) -> BTreeSet<usize> {
+        v.iter().copied().collect()
+    }
+
+    #[test]
+    fn cpu_lists_parse_and_format() {
+        assert_eq!(
+            parse_cpu_list("0-3,8,10-11\n").unwrap(),
+            set(&[0, 1, 2, 3, 8, 10, 11])
+        );
+        assert_eq!(parse_cpu_list("0").unwrap(), set(&[0]));
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("a").is_err());
+        assert_eq!(
+            format_cpu_list(&set(&[0, 1, 2, 3, 8, 10, 11])),
+            "0-3,8,10-11"
+        );
+        assert_eq!(format_cpu_list(&set(&[5])), "5");
+    }
+
+    #[test]
+    fn helpers_avoid_the_workers() {
+        let all = set(&[0, 1, 2, 3]);
+        assert_eq!(helper_cpus(&all, &[1], None), set(&[0, 2, 3]));
+        assert_eq!(helper_cpus(&all, &[], None), all);
+        // nothing left: share rather than not run
+        assert_eq!(helper_cpus(&set(&[1]), &[1], None), set(&[1]));
+        assert_eq!(helper_cpus(&all, &[1], Some(&[3])), set(&[3]));
+    }
+
+    #[test]
+    fn the_machine_has_cpus_whatever_this_thread_is_pinned_to() {
+        let online = online();
+        assert!(!online.is_empty());
+        let before = allowed().unwrap();
+        assert!(before.is_subset(&online) || before.len() <= online.len());
+        // pin this test thread to one CPU: the machine's count must not change
+        let one = set(&[*before.iter().next().unwrap()]);
+        set_affinity(&one).unwrap();
+        assert_eq!(allowed().unwrap(), one);
+        assert_eq!(super::online(), online);
+        set_affinity(&before).unwrap();
+    }
+}
