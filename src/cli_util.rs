@@ -116,9 +116,7 @@ pub fn value_name<T: clap::ValueEnum>(v: T) -> String {
 
 /// The machine's online CPUs (`/sys/devices/system/cpu/online`), not this thread's affinity.
 pub fn online_cpus() -> anyhow::Result<std::collections::BTreeSet<usize>> {
-    let path = "/sys/devices/system/cpu/online";
-    let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
-    Ok(llr_ops::tune::parse_cpu_list(&text)?)
+    Ok(llr_ops::cpus::online())
 }
 
 /// Why `cpu` cannot be used, given the online CPUs; `None` when it is online.

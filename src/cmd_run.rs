@@ -907,12 +907,7 @@ pub fn to_metrics(
         for (k, slot) in classes.iter_mut().enumerate() {
             slot.1 += s.per_class.get(k).copied().unwrap_or(0);
         }
-        let passed = [
-            s.pass_non_ip,
-            s.pass_multicast,
-            s.pass_local,
-            s.no_socket,
-        ];
+        let passed = [s.pass_non_ip, s.pass_multicast, s.pass_local, s.no_socket];
         for (t, v) in kernel_pass.iter_mut().zip(passed) {
             *t += v;
         }

@@ -1352,8 +1352,13 @@ mod tests {
     #[test]
     fn icmp_and_slow_path_series() {
         let text = render(&snap());
-        assert!(text.contains("llrouter_icmp_sent_packets_total{type=\"time_exceeded\"} 50"), "{text}");
-        assert!(text.contains("llrouter_icmp_ratelimited_packets_total{type=\"time_exceeded\"} 950"));
+        assert!(
+            text.contains("llrouter_icmp_sent_packets_total{type=\"time_exceeded\"} 50"),
+            "{text}"
+        );
+        assert!(
+            text.contains("llrouter_icmp_ratelimited_packets_total{type=\"time_exceeded\"} 950")
+        );
         assert!(text.contains("llrouter_slow_path_packets_total{event=\"punted\"} 3"));
     }
 }

@@ -474,26 +474,11 @@ pub fn parse_cpumask(text: &str) -> Result<BTreeSet<usize>> {
     Ok(out)
 }
 
-/// Parses a kernel CPU list (`/sys/devices/system/cpu/online`, `Cpus_allowed_list`): `0-3,5`.
+/// Parses a kernel CPU list (`/sys/devices/system/cpu/online`, `Cpus_allowed_list`): `0-3,5`
+/// ([`crate::cpus::parse_cpu_list`], with this module's error type).
 pub fn parse_cpu_list(text: &str) -> Result<BTreeSet<usize>> {
-    let bad = || TuneError::new("cpu list", format!("bad CPU list {text:?}"));
-    let mut out = BTreeSet::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        let num = |t: &str| t.trim().parse::<usize>().map_err(|_| bad());
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (num(a)?, num(b)?);
-                if a > b || b - a > 1 << 16 {
-                    return Err(bad());
-                }
-                out.extend(a..=b);
-            }
-            None => {
-                out.insert(num(part)?);
-            }
-        }
-    }
-    Ok(out)
+    crate::cpus::parse_cpu_list(text)
+        .map_err(|e| TuneError::new("cpu list", format!("bad CPU list {text:?}: {e}")))
 }
 
 // ---------------------------------------------------------------------------------------------
