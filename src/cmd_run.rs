@@ -1343,7 +1343,12 @@ mod tests {
         let get = |l: &[(String, u64)], k: &str| l.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
         assert_eq!(get(&m.drops, "some_drop"), Some(3));
         assert_eq!(get(&m.drops, "another"), Some(0));
-        assert_eq!(get(&m.drops, "pass_some_pass"), Some(4));
+        assert_eq!(
+            get(&m.drops, "pass_some_pass"),
+            None,
+            "the worker's passes are not drops"
+        );
+        assert_eq!(get(&m.kernel_pass, "worker_some_pass"), Some(4));
         assert_eq!(get(&m.drops, "egress_queue_full"), Some(1));
         assert_eq!(get(&m.drops, "kernel_rx_dropped"), Some(2));
         assert!(

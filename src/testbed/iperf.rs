@@ -2,8 +2,9 @@
 //! offloads) through each target, alone and beside a BE overload from the generator.
 //!
 //! Three cases per target and round: the TCP flow alone (BE), beside the overload as BE, and
-//! beside the overload marked DSCP EF (llrouter's RT class by the testbed's rule; the kernel
-//! ignores the mark). Goodput is what the iperf3 server received.
+//! beside the overload in llrouter's RT class (port [`RT_TCP_PORT`], which the testbed's
+//! rules put in RT in both directions, so the ACKs are RT too; also marked DSCP EF, which the
+//! kernel target ignores). Goodput is what the iperf3 server received.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -16,7 +17,7 @@ use llr_io::netns::addr;
 
 use crate::cli_util::usage;
 
-use super::{check_common, measure, targets, topology, Active, Common};
+use super::{check_common, measure, targets, topology, Active, Common, RT_TCP_PORT};
 use crate::cmd_gen::stop_on_signal;
 
 /// Options of `testbed iperf`.
@@ -50,25 +51,26 @@ pub struct IperfRow {
 const CASES: [(&str, bool, bool); 3] = [
     ("tcp-be", false, false),
     ("tcp-be+overload", true, false),
-    ("tcp-ef+overload", true, true),
+    ("tcp-rt+overload", true, true),
 ];
 
 /// Runs iperf3 from the gen namespace to the sink for `secs`; returns (goodput bit/s,
 /// retransmits).
-fn iperf3(topo: &llr_io::netns::Topology, secs: f64, ef: bool, ipv6: bool) -> Result<(f64, u64)> {
+fn iperf3(topo: &llr_io::netns::Topology, secs: f64, rt: bool, ipv6: bool) -> Result<(f64, u64)> {
     let dst = if ipv6 { addr::SINK_V6 } else { addr::SINK_V4 };
+    let port = if rt { RT_TCP_PORT } else { 5201 }.to_string();
     let mut server = topo
         .sink
         .command("iperf3")
-        .args(["-s", "-1", "-p", "5201"])
+        .args(["-s", "-1", "-p", &port])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .context("start iperf3 -s in the sink namespace (install iperf3)")?;
     std::thread::sleep(Duration::from_millis(300));
     let t = format!("{secs}");
-    let mut args = vec!["-c", dst, "-p", "5201", "-t", &t, "-J"];
-    if ef {
+    let mut args = vec!["-c", dst, "-p", &port, "-t", &t, "-J"];
+    if rt {
         args.extend(["-S", "184"]); // TOS 0xb8 = DSCP EF
     }
     let out = topo.gen.command("iperf3").args(&args).output();
@@ -112,7 +114,7 @@ pub fn run_iperf(a: IperfArgs) -> Result<()> {
     for round in 0..a.repeat {
         for t in &tg {
             let mut act = Active::start(&topo, t, c)?;
-            for (case, overload, ef) in CASES {
+            for (case, overload, rt) in CASES {
                 if stop.load(Ordering::Relaxed) {
                     bail!("interrupted");
                 }
@@ -124,7 +126,7 @@ pub fn run_iperf(a: IperfArgs) -> Result<()> {
                         let gen = s.spawn(|| measure(&topo, &act, &oc, a.overload, 0.0, &done));
                         // Let the overload build up before the TCP flow starts.
                         std::thread::sleep(Duration::from_millis(500));
-                        let r = iperf3(&topo, a.secs, ef, c.ipv6);
+                        let r = iperf3(&topo, a.secs, rt, c.ipv6);
                         let (g, _, _) = gen
                             .join()
                             .map_err(|_| anyhow::anyhow!("overload thread panicked"))??;
@@ -132,7 +134,7 @@ pub fn run_iperf(a: IperfArgs) -> Result<()> {
                         Ok((bps, retr, g.achieved_pps))
                     })?
                 } else {
-                    let (bps, retr) = iperf3(&topo, a.secs, ef, c.ipv6)?;
+                    let (bps, retr) = iperf3(&topo, a.secs, rt, c.ipv6)?;
                     (bps, retr, 0.0)
                 };
                 let row = IperfRow {

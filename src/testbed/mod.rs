@@ -413,6 +413,8 @@ pub fn router_toml(c: &Common, strategy: StrategyKind) -> Result<String> {
          [[classes]]\nname = \"rt\"\nbudget = {}\n\
          [[classes]]\nname = \"be\"\nbudget = {}\n\
          [[rules]]\nclass = \"rt\"\ndscp = 46\n\
+         [[rules]]\nclass = \"rt\"\nproto = \"tcp\"\ndst_port = {rt_tcp}\n\
+         [[rules]]\nclass = \"rt\"\nproto = \"tcp\"\nsrc_port = {rt_tcp}\n\
          [rings]\nrx-size = {}\n\
          [control]\nsocket = \"{}\"\n",
         addr::RTR_IN_IF,
@@ -425,9 +427,14 @@ pub fn router_toml(c: &Common, strategy: StrategyKind) -> Result<String> {
         c.budgets.rt,
         c.budgets.be,
         c.rx_size,
-        ctl_socket(strategy).display()
+        ctl_socket(strategy).display(),
+        rt_tcp = RT_TCP_PORT,
     ))
 }
+
+/// The TCP port whose traffic, both directions, llrouter targets put in the RT class (the
+/// RT case of `testbed iperf`): a real deployment classifies a flow's ACKs with its data.
+pub const RT_TCP_PORT: u16 = 5202;
 
 /// Kernel threads running threaded NAPI for interfaces named `ifname` (any namespace):
 /// `napi/<ifname>-<napi id>`.

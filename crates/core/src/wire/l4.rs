@@ -173,7 +173,7 @@ pub fn checksum_offset(protocol: u8) -> Option<usize> {
 /// `frame` must be the frame `meta` was parsed from.
 #[inline]
 pub fn complete_partial_checksum(frame: &mut [u8], meta: &super::PacketMeta) -> bool {
-    use super::checksum::{fold64, pseudo_header_sum, sum_words};
+    use super::checksum::{fold64, pseudo_header_sum};
     if meta.is_fragment || !meta.has_ports {
         return false;
     }
@@ -194,15 +194,24 @@ pub fn complete_partial_checksum(frame: &mut [u8], meta: &super::PacketMeta) -> 
     if stored != fold64(pseudo) {
         return false;
     }
+    finish_checksum(seg, field, pseudo, meta.protocol == proto::UDP);
+    true
+}
+
+/// Sums `seg` (with its checksum field at `field` zeroed) and the pseudo header, and writes the
+/// checksum: the rare part of [`complete_partial_checksum`], kept out of the forwarding path.
+#[cold]
+#[inline(never)]
+fn finish_checksum(seg: &mut [u8], field: usize, pseudo: u64, udp: bool) {
+    use super::checksum::{fold64, sum_words};
     seg[field] = 0;
     seg[field + 1] = 0;
     let mut c = !fold64(pseudo + sum_words(seg));
-    if c == 0 && meta.protocol == proto::UDP {
+    if c == 0 && udp {
         // RFC 768: a computed 0 is sent as all ones (0 means "no checksum").
         c = 0xffff;
     }
     seg[field..field + 2].copy_from_slice(&c.to_be_bytes());
-    true
 }
 
 #[cfg(test)]
