@@ -7,21 +7,17 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use llr_io::netns::{addr, Topology};
+use llr_io::netns::Topology;
 
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
 
-/// A topology whose generator computes its own UDP checksums: veth leaves them to the receiver,
-/// and a frame forwarded through AF_XDP reaches the sink exactly as the generator sent it.
+/// The testbed topology with the veths' default offloads: the generator's plain sockets leave
+/// their UDP checksums partial, and the router completes them.
 pub fn topology(prefix: &str) -> Topology {
-    let topo = Topology::new(prefix).expect("topology");
-    topo.gen
-        .exec(&["ethtool", "-K", addr::GEN_IF, "tx", "off"])
-        .expect("ethtool -K tx off");
-    topo
+    Topology::new(prefix).expect("topology")
 }
 
 /// A per-process scratch directory, removed on drop (also when the test fails).
