@@ -8,7 +8,7 @@
 //! answer checked here comes from llrouter, not from the kernel.
 
 mod common;
-use common::{is_root, RouterThread, TempDir};
+use common::{count, is_root, RouterThread, TempDir};
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -63,17 +63,22 @@ fn v4(a: &str) -> IpAddr {
     a.parse().unwrap()
 }
 
-/// Sends `n` datagrams of `len` bytes (each stamped with its number) from the gen namespace
-/// to `dst:port` and counts the intact ones arriving at the sink.
-fn udp_through(t: &Topology, dst: IpAddr, port: u16, n: u32, len: usize) -> u32 {
-    let bind = SocketAddr::new(
+/// The wildcard address of `dst`'s family, with `port`.
+fn wildcard(dst: IpAddr, port: u16) -> SocketAddr {
+    SocketAddr::new(
         if dst.is_ipv6() {
             v4("::")
         } else {
             v4("0.0.0.0")
         },
         port,
-    );
+    )
+}
+
+/// Sends `n` datagrams of `len` bytes (each stamped with its number) from the gen namespace
+/// to `dst:port` and counts the intact ones arriving at the sink.
+fn udp_through(t: &Topology, dst: IpAddr, port: u16, n: u32, len: usize) -> u32 {
+    let bind = wildcard(dst, port);
     let rx = t.sink.spawn(move || {
         let s = UdpSocket::bind(bind).unwrap();
         s.set_read_timeout(Some(Duration::from_millis(1500)))
@@ -96,15 +101,7 @@ fn udp_through(t: &Topology, dst: IpAddr, port: u16, n: u32, len: usize) -> u32 
     std::thread::sleep(Duration::from_millis(200));
     t.gen
         .run(move || {
-            let s = UdpSocket::bind(SocketAddr::new(
-                if dst.is_ipv6() {
-                    v4("::")
-                } else {
-                    v4("0.0.0.0")
-                },
-                0,
-            ))
-            .unwrap();
+            let s = UdpSocket::bind(wildcard(dst, 0)).unwrap();
             for i in 0..n {
                 let mut m = vec![0u8; len];
                 m[..4].copy_from_slice(&i.to_be_bytes());
@@ -128,14 +125,7 @@ fn pattern(i: u32, j: usize) -> u8 {
 /// A TCP transfer of `bytes` from gen to `dst:port`, checked byte for byte at the sink;
 /// returns whether it completed intact within `limit`.
 fn tcp_through(t: &Topology, dst: IpAddr, port: u16, bytes: usize, limit: Duration) -> bool {
-    let bind = SocketAddr::new(
-        if dst.is_ipv6() {
-            v4("::")
-        } else {
-            v4("0.0.0.0")
-        },
-        port,
-    );
+    let bind = wildcard(dst, port);
     let rx = t.sink.spawn(move || {
         let l = TcpListener::bind(bind).unwrap();
         l.set_nonblocking(true).unwrap();
@@ -194,10 +184,6 @@ fn exec_text(ns: &llr_io::netns::Netns, argv: &[&str]) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
-}
-
-fn count(list: &[(String, u64)], name: &str) -> u64 {
-    list.iter().find(|(k, _)| k == name).map_or(0, |(_, c)| *c)
 }
 
 #[test]

@@ -20,7 +20,7 @@
 //!   check is covered by `crates/io/tests/classifier_agree.rs` through BPF_PROG_TEST_RUN).
 
 mod common;
-use common::{is_root, topology, RouterThread, TempDir};
+use common::{count, is_root, topology, RouterThread, TempDir};
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -262,20 +262,8 @@ dscp = 46
         .find(|(n, _)| n == "veth-rin")
         .unwrap()
         .1;
-    let drop = |n: &str| {
-        rep.worker
-            .drop
-            .iter()
-            .find(|(k, _)| k == n)
-            .map_or(0, |(_, c)| *c)
-    };
-    let pass = |n: &str| {
-        rep.worker
-            .pass
-            .iter()
-            .find(|(k, _)| k == n)
-            .map_or(0, |(_, c)| *c)
-    };
+    let drop = |n: &str| count(&rep.worker.drop, n);
+    let pass = |n: &str| count(&rep.worker.pass, n);
     eprintln!("runt send: {runt_err:?}, oversize send errno: {oversize_err:?}");
 
     assert_eq!(got_be, per_flow + 50, "every BE probe reached the sink");
@@ -294,13 +282,7 @@ dscp = 46
     assert_eq!(xdp.malformed, 5 * ROUNDS, "classifier: malformed");
     // TTL <= 1: dropped and answered, within the per-host ICMP limit (burst 6, 1/s); the
     // rounds take well under a second, so 6 or 7 answers for 2*ROUNDS expiring packets.
-    let event = |n: &str| {
-        rep.worker
-            .events
-            .iter()
-            .find(|(k, _)| k == n)
-            .map_or(0, |(_, c)| *c)
-    };
+    let event = |n: &str| count(&rep.worker.events, n);
     assert_eq!(drop("ttl_expired"), 2 * ROUNDS, "TTL 1 and 0 dropped");
     let answered = event("icmp_sent_time_exceeded");
     assert!(

@@ -207,13 +207,7 @@ name = "be"
     let rep = router.finish().unwrap().expect("report");
     eprintln!("{}", rep.worker);
     eprintln!("phases (sink, back at gen): {p1:?} {p2:?} {p3:?} {p4:?}");
-    let dropped = |n: &str| {
-        rep.worker
-            .drop
-            .iter()
-            .find(|(k, _)| k == n)
-            .map_or(0, |(_, c)| *c)
-    };
+    let dropped = |n: &str| common::count(&rep.worker.drop, n);
     assert_eq!(p1, (N, 0), "connected route: all at the sink");
     assert_eq!(p2, (0, N), "/32 via the gen: all sent back out of veth-rin");
     assert_eq!(p3, (0, 0), "blackhole: none anywhere");

@@ -20,6 +20,11 @@ pub fn topology(prefix: &str) -> Topology {
     Topology::new(prefix).expect("topology")
 }
 
+/// The count of `name` in a worker's `(name, count)` list (0 if absent).
+pub fn count(list: &[(String, u64)], name: &str) -> u64 {
+    list.iter().find(|(k, _)| k == name).map_or(0, |(_, c)| *c)
+}
+
 /// A per-process scratch directory, removed on drop (also when the test fails).
 pub struct TempDir(pub PathBuf);
 
