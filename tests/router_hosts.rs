@@ -83,6 +83,19 @@ fn udp_through(t: &Topology, dst: IpAddr, port: u16, n: u32, len: usize) -> u32 
         let s = UdpSocket::bind(bind).unwrap();
         s.set_read_timeout(Some(Duration::from_millis(1500)))
             .unwrap();
+        // A 4 MB receive buffer: this test is about checksums, not about a receiver that
+        // falls behind while another test shares the CPUs.
+        let rcvbuf: libc::c_int = 4 << 20;
+        // SAFETY: a valid socket and a c_int option value that outlives the call.
+        unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                (&rcvbuf as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
         let mut got = 0u32;
         let mut buf = vec![0u8; 65536];
         while let Ok(k) = s.recv(&mut buf) {
@@ -109,8 +122,8 @@ fn udp_through(t: &Topology, dst: IpAddr, port: u16, n: u32, len: usize) -> u32 
                     *b = pattern(i, j);
                 }
                 s.send_to(&m, SocketAddr::new(dst, port)).unwrap();
-                if i % 32 == 31 {
-                    std::thread::sleep(Duration::from_micros(500));
+                if i % 8 == 7 {
+                    std::thread::sleep(Duration::from_micros(200));
                 }
             }
         })
