@@ -415,6 +415,32 @@ fn frames_for_the_kernel_reach_it_through_the_punt_device() {
     let t = hosts("llr-punt");
     // The kernel forwards what llrouter punts (IP options are the kernel's to process).
     t.router.sysctl("net.ipv4.ip_forward", "1").unwrap();
+    // A route through an interface llrouter does not serve (one end of a veth pair inside the
+    // router namespace, its neighbour fixed): the kernel's route.
+    t.router
+        .ip(&[
+            "link", "add", "llr-k0", "type", "veth", "peer", "name", "llr-k1",
+        ])
+        .unwrap();
+    for l in ["llr-k0", "llr-k1"] {
+        t.router.ip(&["link", "set", l, "up"]).unwrap();
+    }
+    t.router
+        .ip(&["route", "add", "10.75.0.0/16", "dev", "llr-k0"])
+        .unwrap();
+    t.router
+        .ip(&[
+            "neigh",
+            "add",
+            "10.75.0.9",
+            "lladdr",
+            "02:00:00:00:75:09",
+            "dev",
+            "llr-k0",
+            "nud",
+            "permanent",
+        ])
+        .unwrap();
     let dir = TempDir::new("punt");
     let router = RouterThread::start(&t, dir.router_config(CONFIG));
     let punt = exec_text(&t.router, &["ip", "link", "show", "llr-punt"]);
@@ -454,11 +480,41 @@ fn frames_for_the_kernel_reach_it_through_the_punt_device() {
         })
         .unwrap();
     let got = rx.join().unwrap().unwrap();
+    // 15 datagrams to that route: the kernel transmits them on llr-k0.
+    let kernel_if_tx = || -> u64 {
+        let out = t
+            .router
+            .ip(&["-j", "-s", "link", "show", "llr-k0"])
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v[0]["stats64"]["tx"]["packets"].as_u64().unwrap()
+    };
+    let before = kernel_if_tx();
+    t.gen
+        .run(|| {
+            let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+            for _ in 0..15 {
+                s.send_to(b"kernel route", ("10.75.0.9", 5421)).unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let to_kernel_if = kernel_if_tx() - before;
     let rep = router.finish().unwrap().expect("report");
     eprintln!("{}", rep.worker);
     assert_eq!(count(&rep.worker.pass, "ip_options"), 20);
-    assert_eq!(count(&rep.worker.events, "punted"), 20);
-    assert_eq!(got, 20, "the kernel forwarded every punted packet");
+    assert_eq!(count(&rep.worker.pass, "kernel_route"), 15);
+    assert_eq!(count(&rep.worker.events, "punted"), 35);
+    assert_eq!(
+        got, 20,
+        "the kernel forwarded every punted packet with options"
+    );
+    // llr-k0 may also send an IPv6 router solicitation of its own in that window.
+    assert!(
+        (15..=17).contains(&to_kernel_if),
+        "the kernel routed every punted packet out of its own interface: {to_kernel_if}"
+    );
     let gone = exec_text(&t.router, &["ip", "link", "show", "llr-punt"]);
     assert!(
         !gone.contains("state"),
