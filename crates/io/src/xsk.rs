@@ -593,12 +593,17 @@ impl Device {
     /// egress priority), kicks the kernel, and refills the fill rings.
     pub fn flush(&mut self) {
         let fs = self.frame_size as u64;
+        let area_len = self.area.len as u64;
         for p in &mut self.ports {
-            // completions
+            // completions; only chunks inside the mapping return to the free list (`recv_meta`
+            // and `Spare::tx` make slices of them), whatever the kernel hands back
             let mut c = p.dq.complete(p.in_flight.clamp(1, 4096));
             let mut n = 0;
             while let Some(addr) = c.read() {
-                self.free.push(addr & !(fs - 1));
+                let chunk = addr & !(fs - 1);
+                if chunk + fs <= area_len {
+                    self.free.push(chunk);
+                }
                 n += 1;
             }
             c.release();
@@ -948,10 +953,16 @@ impl TxSocket {
     /// Takes back the chunks of transmitted frames.
     pub fn reap(&mut self) {
         let fs = self.frame_size as u64;
+        let area_len = self.area.len as u64;
         let mut c = self.dq.complete(self.in_flight.max(1));
         let mut n = 0;
         while let Some(addr) = c.read() {
-            self.free.push(addr & !(fs - 1));
+            // Only chunks inside the mapping go back on the free list (`push` makes a slice of
+            // them): a sane kernel completes only what was submitted, but it is not trusted.
+            let chunk = addr & !(fs - 1);
+            if chunk + fs <= area_len {
+                self.free.push(chunk);
+            }
             n += 1;
         }
         c.release();
