@@ -445,6 +445,13 @@ fn frames_for_the_kernel_reach_it_through_the_punt_device() {
     let router = RouterThread::start(&t, dir.router_config(CONFIG));
     let punt = exec_text(&t.router, &["ip", "link", "show", "llr-punt"]);
     assert!(punt.contains("llr-punt"), "punt device exists: {punt}");
+    // No address of its own (its address events would make the route mirror re-dump).
+    std::thread::sleep(Duration::from_millis(1500));
+    let addrs = exec_text(&t.router, &["ip", "addr", "show", "dev", "llr-punt"]);
+    assert!(
+        !addrs.contains("inet"),
+        "punt device has no addresses: {addrs}"
+    );
     let rx = t.sink.spawn(|| {
         let s = UdpSocket::bind("0.0.0.0:5420").unwrap();
         s.set_read_timeout(Some(Duration::from_millis(1500)))

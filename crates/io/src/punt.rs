@@ -125,6 +125,12 @@ impl Punt {
         }
         // SAFETY: `s` is a fresh descriptor returned by socket(2) above, owned by nobody else.
         let sock = unsafe { OwnedFd::from_raw_fd(s) };
+        // No IPv6 link-local address on the TAP: its duplicate-address detection would end in
+        // an address event a second later, and every address event makes the route mirror
+        // re-dump and write-lock the forwarder while the worker is forwarding. The kernel
+        // still receives IPv6 on an interface without addresses of its own. (Absent when IPv6
+        // is disabled: nothing to prevent then.)
+        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/addr_gen_mode"), "1");
         let mut ifr = IfReq::new(name)?;
         ioctl(
             sock.as_raw_fd(),
