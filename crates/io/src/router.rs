@@ -241,18 +241,22 @@ impl SlowPath {
                 };
                 let l3 = usize::from(m.l3_offset);
                 let frame = &buf[..len];
-                let mut k = 0;
-                while spare.tx(ifindex, |out| {
-                    icmp::fragment_v4(frame, l3, mtu as usize, k, out).unwrap_or(0)
-                }) {
-                    k += 1;
-                }
-                if icmp::fragment_v4(frame, l3, mtu as usize, k, &mut [0u8; 0]).is_some() || k == 0
-                {
+                let Some(n) = icmp::fragment_count(frame, l3, mtu as usize) else {
+                    self.fragment_failed += 1;
+                    return Action::Drop;
+                };
+                let sent = (0..n)
+                    .take_while(|&k| {
+                        spare.tx(ifindex, |out| {
+                            icmp::fragment_v4(frame, l3, mtu as usize, k, out).unwrap_or(0)
+                        })
+                    })
+                    .count();
+                if sent < n || n == 0 {
                     // Out of spare chunks part-way: the receiver cannot reassemble anyway.
                     self.fragment_failed += 1;
                 } else {
-                    self.fragments += k as u64;
+                    self.fragments += n as u64;
                 }
                 Action::Drop
             }

@@ -207,6 +207,20 @@ pub fn build_error(
     Some(icmp_at + icmp_len)
 }
 
+/// How many fragments [`fragment_v4`] makes of the IPv4 packet in `frame` for an egress MTU of
+/// `mtu`; `None` if it cannot be fragmented (DF set, options, MTU below 68, bad length).
+pub fn fragment_count(frame: &[u8], l3: usize, mtu: usize) -> Option<usize> {
+    let h = frame.get(l3..l3 + 20)?;
+    if h[0] != 0x45 || mtu < 68 || u16::from_be_bytes([h[6], h[7]]) & 0x4000 != 0 {
+        return None;
+    }
+    let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
+    let data = total
+        .checked_sub(20)
+        .filter(|_| l3 + total <= frame.len())?;
+    Some(data.div_ceil((mtu - 20) & !7))
+}
+
 /// Writes fragment `k` of the IPv4 packet in `frame` (L2 header at 0, IPv4 header without
 /// options at `l3`, already rewritten for the egress) into `out`, for an egress MTU of `mtu`,
 /// and returns its frame length; `None` when `k` is past the last fragment, `out` is too small

@@ -206,6 +206,7 @@ fn fragments_reassemble_to_the_original() {
             k += 1;
         }
         assert!(k >= 2, "{payload} over {mtu}: {k} fragments");
+        assert_eq!(fragment_count(&orig, 14, mtu), Some(k), "count agrees");
         assert!(!last_mf, "the last fragment clears MF");
         assert_eq!(seen, total - 20);
         assert_eq!(&data[..], &orig[34..]);
@@ -218,6 +219,7 @@ fn df_and_fragments_of_fragments() {
     df[20] = 0x40;
     let mut out = vec![0u8; 4096];
     assert_eq!(fragment_v4(&df, 14, 1500, 0, &mut out), None);
+    assert_eq!(fragment_count(&df, 14, 1500), None);
     // A middle fragment (offset 800 bytes, MF) split again keeps its offsets and MF on all.
     let mut mid = frame(&spec("10.0.0.1", "10.1.0.9", 2000));
     mid[20..22].copy_from_slice(&(0x2000u16 | 100).to_be_bytes());
