@@ -13,7 +13,10 @@
 //! the very same code.
 #![forbid(unsafe_code)]
 
+pub use error::FieldError;
+
 pub mod classify;
+pub mod error;
 pub mod fwd;
 pub mod probe;
 pub mod sched;

@@ -50,22 +50,7 @@ pub const MAX_CONNECTIONS: usize = 32;
 
 /// A rejected request: the offending field and why. Also what [`ControlTarget::handle`] returns
 /// for a change it refuses (the running configuration stays as it was).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
-#[error("{field}: {reason}")]
-#[serde(deny_unknown_fields)]
-pub struct CtlError {
-    pub field: String,
-    pub reason: String,
-}
-
-impl CtlError {
-    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        CtlError {
-            field: field.into(),
-            reason: reason.into(),
-        }
-    }
-}
+pub type CtlError = llr_core::FieldError;
 
 /// Wake-up mode of the poll loop (issue 3): block when idle, never sleep, or spin then sleep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

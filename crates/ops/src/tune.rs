@@ -34,21 +34,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// A tuning error naming the offending input (a file, a field or an option) and the reason.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {reason}")]
-pub struct TuneError {
-    pub field: String,
-    pub reason: String,
-}
-
-impl TuneError {
-    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        TuneError {
-            field: field.into(),
-            reason: reason.into(),
-        }
-    }
-}
+pub type TuneError = llr_core::FieldError;
 
 type Result<T> = std::result::Result<T, TuneError>;
 

@@ -12,32 +12,8 @@ use super::{Flex, IpPrefix, PortRange, Rule};
 use crate::wire::l4::proto;
 use crate::wire::IpVersion;
 
-/// A rule that could not be built: the field and the reason.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuleError {
-    /// The offending field, as spelled in the config (`dst_port`, `class`, ...).
-    pub field: &'static str,
-    /// What is wrong with it.
-    pub reason: String,
-}
-
-impl RuleError {
-    /// Builds an error for `field`.
-    pub fn new(field: &'static str, reason: impl Into<String>) -> Self {
-        RuleError {
-            field,
-            reason: reason.into(),
-        }
-    }
-}
-
-impl fmt::Display for RuleError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.reason)
-    }
-}
-
-impl std::error::Error for RuleError {}
+/// A rule that could not be built: the field (as spelled in the config) and the reason.
+pub type RuleError = crate::FieldError;
 
 /// A value given either as a number or as text (`proto = 17` or `"udp"`, `dst_port = 53` or `"5000-5100"`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

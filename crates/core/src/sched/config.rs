@@ -119,21 +119,7 @@ impl StrategyKind {
 }
 
 /// A configuration error that names the offending field.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {reason}")]
-pub struct ConfigError {
-    pub field: String,
-    pub reason: String,
-}
-
-impl ConfigError {
-    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        ConfigError {
-            field: field.into(),
-            reason: reason.into(),
-        }
-    }
-}
+pub type ConfigError = crate::FieldError;
 
 /// One traffic class. Classes are listed highest priority first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
