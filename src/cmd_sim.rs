@@ -5,10 +5,9 @@ use crate::plot;
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use llr_core::sched::{ClassSpec, SchedConfig, StrategyKind};
+use llr_sim::sweep::{offered_load, SweepPoint, SweepRow};
 use llr_sim::{Arrivals, Rate, ServiceDist, ServiceModel, SimConfig, SimResult};
-use rayon::prelude::*;
 use serde_json::{json, Map, Value};
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -471,33 +470,6 @@ pub fn run(cmd: SimCmd) -> anyhow::Result<()> {
     }
 }
 
-/// Offered load relative to the capacity of `cores` (the busy fraction cannot exceed 1, this
-/// can).
-pub fn offered_load(r: &SimResult, cores: usize) -> f64 {
-    r.offered_pps * r.service_ns / 1e9 / cores.max(1) as f64
-}
-
-/// One row of a sweep.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct SweepRow {
-    pub strategy: String,
-    pub param: String,
-    pub value: f64,
-    pub class: String,
-    pub sent: u64,
-    pub delivered: u64,
-    pub dropped: u64,
-    pub mean_ns: f64,
-    pub p50_ns: u64,
-    pub p99_ns: u64,
-    pub p999_ns: u64,
-    pub max_ns: u64,
-    pub utilization: f64,
-    pub wakeups_per_sec: f64,
-    /// Offered load relative to capacity (`utilization` is the busy fraction, at most 1).
-    pub offered_load: f64,
-}
-
 fn apply_param(args: &mut SimArgs, param: SweepParam, v: f64) -> anyhow::Result<()> {
     match param {
         SweepParam::RtShare => {
@@ -596,7 +568,11 @@ pub fn sweep(s: SweepArgs) -> anyhow::Result<()> {
                 }
             }
             let cfg = a.to_config()?;
-            jobs.push((st.name().to_string(), v, cfg));
+            jobs.push(SweepPoint {
+                strategy: *st,
+                value: v,
+                config: cfg,
+            });
         }
     }
     std::fs::create_dir_all(&s.out)
@@ -615,67 +591,15 @@ pub fn sweep(s: SweepArgs) -> anyhow::Result<()> {
     );
     pb.set_message(s.param.name());
     let t0 = Instant::now();
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(s.jobs.unwrap_or(0))
-        .build()?;
-    let results: Vec<(String, f64, SimResult)> = pool.install(|| {
-        jobs.par_iter()
-            .map(|(st, v, cfg)| {
-                let r = llr_sim::run(cfg).expect("validated above");
-                pb.inc(1);
-                (st.clone(), *v, r)
-            })
-            .collect()
-    });
+    let (results, threads) = llr_sim::sweep::run(&jobs, s.jobs.unwrap_or(0), || pb.inc(1))
+        .map_err(|llr_sim::SimError::Config(e)| UsageError::from(e))?;
     pb.finish_and_clear();
     let elapsed = t0.elapsed();
-    let mut rows = Vec::new();
-    for (st, v, r) in &results {
-        for c in &r.classes {
-            rows.push(SweepRow {
-                strategy: st.clone(),
-                param: s.param.name().to_string(),
-                value: *v,
-                class: c.name.clone(),
-                sent: c.sent,
-                delivered: c.delivered,
-                dropped: c.dropped,
-                mean_ns: c.mean_ns,
-                p50_ns: c.p50_ns,
-                p99_ns: c.p99_ns,
-                p999_ns: c.p999_ns,
-                max_ns: c.max_ns,
-                utilization: r.utilization,
-                wakeups_per_sec: r.wakeups_per_sec,
-                offered_load: offered_load(r, r.core_utilization.len()),
-            });
-        }
-    }
+    let rows = llr_sim::sweep::rows(s.param.name(), &jobs, &results);
     let csv = s.out.join("results.csv");
-    let mut f = std::fs::File::create(&csv)?;
-    writeln!(f, "strategy,param,value,class,sent,delivered,dropped,mean_ns,p50_ns,p99_ns,p999_ns,max_ns,utilization,wakeups_per_sec,offered_load")?;
-    for r in &rows {
-        writeln!(
-            f,
-            "{},{},{},{},{},{},{},{:.1},{},{},{},{},{:.4},{:.1},{:.4}",
-            r.strategy,
-            r.param,
-            r.value,
-            r.class,
-            r.sent,
-            r.delivered,
-            r.dropped,
-            r.mean_ns,
-            r.p50_ns,
-            r.p99_ns,
-            r.p999_ns,
-            r.max_ns,
-            r.utilization,
-            r.wakeups_per_sec,
-            r.offered_load
-        )?;
-    }
-    let total_packets: u64 = jobs.iter().map(|(_, _, c)| c.packets).sum();
+    llr_sim::sweep::write_csv(&csv, &rows)
+        .map_err(|e| anyhow::anyhow!("write {}: {e}", csv.display()))?;
+    let total_packets: u64 = jobs.iter().map(|p| p.config.packets).sum();
     let say = |line: String| {
         // With --json, stdout carries only the JSON document.
         if s.base.json {
@@ -690,12 +614,12 @@ pub fn sweep(s: SweepArgs) -> anyhow::Result<()> {
         total_packets,
         elapsed.as_secs_f64(),
         total_packets as f64 / elapsed.as_secs_f64() / 1e6,
-        pool.current_num_threads()
+        threads
     ));
     say(format!("wrote {}", csv.display()));
     let classes: Vec<String> = results
         .first()
-        .map(|(_, _, r)| r.classes.iter().map(|c| c.name.clone()).collect())
+        .map(|r| r.classes.iter().map(|c| c.name.clone()).collect())
         .unwrap_or_default();
     for (name, title, path) in sweep_plots(s.param, &s.out) {
         match plot::line_chart(

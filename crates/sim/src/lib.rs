@@ -11,6 +11,7 @@
 
 pub mod model;
 mod sim;
+pub mod sweep;
 
 pub use sim::{
     run, Arrivals, ClassResult, Rate, ServiceDist, ServiceModel, SimConfig, SimError, SimResult,
