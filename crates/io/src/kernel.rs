@@ -246,7 +246,7 @@ struct KernelView {
 
 /// One decoded change.
 #[derive(Debug, Clone, PartialEq)]
-enum Change {
+enum KernelEvent {
     /// Add or replace the route (prefix, metric) → next hop.
     RouteSet(IpPrefix, u32, NextHop),
     /// Remove the route (prefix, metric).
@@ -375,29 +375,29 @@ fn decode_addr(m: &AddressMessage) -> Option<(u32, IpAddr, u8)> {
     Some((m.header.index, local.or(address)?, m.header.prefix_len))
 }
 
-fn classify_event(m: &RouteNetlinkMessage, spec: &MirrorSpec) -> Change {
+fn classify_event(m: &RouteNetlinkMessage, spec: &MirrorSpec) -> KernelEvent {
     use RouteNetlinkMessage as M;
     match m {
         M::NewRoute(r) if spec.kernel_routes => match decode_route(r) {
-            Some((p, metric, nh)) => Change::RouteSet(p, metric, nh),
-            None => Change::Ignore,
+            Some((p, metric, nh)) => KernelEvent::RouteSet(p, metric, nh),
+            None => KernelEvent::Ignore,
         },
         M::DelRoute(r) if spec.kernel_routes => match decode_route(r) {
-            Some((p, metric, _)) => Change::RouteDel(p, metric),
-            None => Change::Ignore,
+            Some((p, metric, _)) => KernelEvent::RouteDel(p, metric),
+            None => KernelEvent::Ignore,
         },
         M::NewNeighbour(n) if spec.kernel_routes => match decode_neigh(n) {
-            Some((i, _, _)) if !spec.ifindexes.contains(&i) => Change::Ignore,
-            Some((i, ip, Some(mac))) => Change::NeighSet(i, ip, mac),
-            Some((i, ip, None)) => Change::NeighDel(i, ip),
-            None => Change::Ignore,
+            Some((i, _, _)) if !spec.ifindexes.contains(&i) => KernelEvent::Ignore,
+            Some((i, ip, Some(mac))) => KernelEvent::NeighSet(i, ip, mac),
+            Some((i, ip, None)) => KernelEvent::NeighDel(i, ip),
+            None => KernelEvent::Ignore,
         },
         M::DelNeighbour(n) if spec.kernel_routes => match decode_neigh(n) {
-            Some((i, ip, _)) if spec.ifindexes.contains(&i) => Change::NeighDel(i, ip),
-            _ => Change::Ignore,
+            Some((i, ip, _)) if spec.ifindexes.contains(&i) => KernelEvent::NeighDel(i, ip),
+            _ => KernelEvent::Ignore,
         },
-        M::NewLink(_) | M::DelLink(_) | M::NewAddress(_) | M::DelAddress(_) => Change::Resync,
-        _ => Change::Ignore,
+        M::NewLink(_) | M::DelLink(_) | M::NewAddress(_) | M::DelAddress(_) => KernelEvent::Resync,
+        _ => KernelEvent::Ignore,
     }
 }
 
@@ -466,7 +466,7 @@ fn set_route(
 }
 
 /// The kernel's mirror, with what has been applied to the forwarder (so updates are diffs).
-struct Mirror {
+struct KernelMirror {
     kernel: KernelView,
     static_routes: HashMap<IpPrefix, NextHop>,
     static_neigh: HashMap<(u32, IpAddr), [u8; 6]>,
@@ -475,9 +475,9 @@ struct Mirror {
     applied_ifaces: Option<(Links, Addrs)>,
 }
 
-impl Mirror {
-    fn new(spec: &MirrorSpec) -> Mirror {
-        Mirror {
+impl KernelMirror {
+    fn new(spec: &MirrorSpec) -> KernelMirror {
+        KernelMirror {
             kernel: KernelView::default(),
             static_routes: spec
                 .routes
@@ -608,13 +608,13 @@ impl Mirror {
     }
 
     /// Applies one incremental change; `true` if the forwarder changed.
-    fn apply(&mut self, f: &mut Forwarder, c: &Change) -> Result<bool> {
+    fn apply(&mut self, f: &mut Forwarder, c: &KernelEvent) -> Result<bool> {
         match c {
-            Change::RouteSet(p, metric, nh) => {
+            KernelEvent::RouteSet(p, metric, nh) => {
                 set_route(&mut self.kernel.routes, *p, *metric, *nh);
                 self.sync_route(f, *p)
             }
-            Change::RouteDel(p, metric) => {
+            KernelEvent::RouteDel(p, metric) => {
                 if let Some(e) = self.kernel.routes.get_mut(p) {
                     e.retain(|(m, _)| m != metric);
                     if e.is_empty() {
@@ -623,15 +623,15 @@ impl Mirror {
                 }
                 self.sync_route(f, *p)
             }
-            Change::NeighSet(i, ip, mac) => {
+            KernelEvent::NeighSet(i, ip, mac) => {
                 self.kernel.neighbors.insert((*i, *ip), *mac);
                 Ok(self.sync_neigh(f, (*i, *ip)))
             }
-            Change::NeighDel(i, ip) => {
+            KernelEvent::NeighDel(i, ip) => {
                 self.kernel.neighbors.remove(&(*i, *ip));
                 Ok(self.sync_neigh(f, (*i, *ip)))
             }
-            Change::Resync | Change::Ignore => Ok(false),
+            KernelEvent::Resync | KernelEvent::Ignore => Ok(false),
         }
     }
 }
@@ -639,7 +639,7 @@ impl Mirror {
 /// Builds a forwarder from the kernel's tables (calling thread's namespace) and the overrides.
 pub fn build(spec: &MirrorSpec) -> Result<Forwarder> {
     let mut sock = NlSocket::new(0)?;
-    let mut m = Mirror::new(spec);
+    let mut m = KernelMirror::new(spec);
     m.kernel = dump_view(&mut sock, spec)?;
     let mut f = Forwarder::new();
     m.sync_all(&mut f)?;
@@ -702,13 +702,13 @@ pub fn run_mirror(
                 continue;
             }
         };
-        let mut mirror = Mirror::new(spec);
+        let mut mirror = KernelMirror::new(spec);
         // A new mirror knows nothing of what is in the forwarder: its first dump replaces the
         // forwarder's tables wholesale; later ones are diffs.
         let mut fresh_start = true;
         let mut need_resync = true;
         let mut last_resync = Instant::now();
-        let mut batch: Vec<Change> = Vec::new();
+        let mut batch: Vec<KernelEvent> = Vec::new();
         while !stop.load(Ordering::Relaxed) {
             if need_resync || last_resync.elapsed() >= period {
                 need_resync = false;
@@ -780,7 +780,7 @@ pub fn run_mirror(
                     }
                 }
             }
-            if batch.contains(&Change::Resync) {
+            if batch.contains(&KernelEvent::Resync) {
                 need_resync = true;
             }
             if !need_resync && !batch.is_empty() {
@@ -836,30 +836,30 @@ mod tests {
             }],
             neighbors: vec![],
         };
-        let mut m = Mirror::new(&spec);
+        let mut m = KernelMirror::new(&spec);
         let mut f = Forwarder::new();
         m.sync_all(&mut f).unwrap();
         let a: IpAddr = "10.9.1.1".parse().unwrap();
         assert_eq!(f.routes.lookup(a), Some(&nh(3)));
         // The kernel's route for the same prefix changes nothing, before or after deletion.
         assert!(!m
-            .apply(&mut f, &Change::RouteSet(p("10.9.0.0/16"), 0, nh(2)))
+            .apply(&mut f, &KernelEvent::RouteSet(p("10.9.0.0/16"), 0, nh(2)))
             .unwrap());
         assert_eq!(f.routes.lookup(a), Some(&nh(3)));
-        m.apply(&mut f, &Change::RouteDel(p("10.9.0.0/16"), 0))
+        m.apply(&mut f, &KernelEvent::RouteDel(p("10.9.0.0/16"), 0))
             .unwrap();
         assert_eq!(f.routes.lookup(a), Some(&nh(3)));
         // Two metrics: the lower wins; deleting it falls back to the other.
         let b: IpAddr = "10.8.0.1".parse().unwrap();
-        m.apply(&mut f, &Change::RouteSet(p("10.8.0.0/16"), 100, nh(2)))
+        m.apply(&mut f, &KernelEvent::RouteSet(p("10.8.0.0/16"), 100, nh(2)))
             .unwrap();
-        m.apply(&mut f, &Change::RouteSet(p("10.8.0.0/16"), 10, nh(3)))
+        m.apply(&mut f, &KernelEvent::RouteSet(p("10.8.0.0/16"), 10, nh(3)))
             .unwrap();
         assert_eq!(f.routes.lookup(b), Some(&nh(3)));
-        m.apply(&mut f, &Change::RouteDel(p("10.8.0.0/16"), 10))
+        m.apply(&mut f, &KernelEvent::RouteDel(p("10.8.0.0/16"), 10))
             .unwrap();
         assert_eq!(f.routes.lookup(b), Some(&nh(2)));
-        m.apply(&mut f, &Change::RouteDel(p("10.8.0.0/16"), 100))
+        m.apply(&mut f, &KernelEvent::RouteDel(p("10.8.0.0/16"), 100))
             .unwrap();
         assert_eq!(f.routes.lookup(b), None);
     }
@@ -877,17 +877,17 @@ mod tests {
                 mac: [2, 0, 0, 0, 0, 9],
             }],
         };
-        let mut m = Mirror::new(&spec);
+        let mut m = KernelMirror::new(&spec);
         let mut f = Forwarder::new();
         m.sync_all(&mut f).unwrap();
-        m.apply(&mut f, &Change::NeighSet(2, ip, [2, 0, 0, 0, 0, 1]))
+        m.apply(&mut f, &KernelEvent::NeighSet(2, ip, [2, 0, 0, 0, 0, 1]))
             .unwrap();
         assert_eq!(f.neighbors.get(2, ip), Some([2, 0, 0, 0, 0, 9]));
         let other: IpAddr = "10.0.0.3".parse().unwrap();
-        m.apply(&mut f, &Change::NeighSet(2, other, [2, 0, 0, 0, 0, 3]))
+        m.apply(&mut f, &KernelEvent::NeighSet(2, other, [2, 0, 0, 0, 0, 3]))
             .unwrap();
         assert_eq!(f.neighbors.get(2, other), Some([2, 0, 0, 0, 0, 3]));
-        m.apply(&mut f, &Change::NeighDel(2, other)).unwrap();
+        m.apply(&mut f, &KernelEvent::NeighDel(2, other)).unwrap();
         assert_eq!(f.neighbors.get(2, other), None);
     }
 
@@ -898,7 +898,7 @@ mod tests {
             kernel_routes: true,
             ..Default::default()
         };
-        let mut m = Mirror::new(&spec);
+        let mut m = KernelMirror::new(&spec);
         let mut f = Forwarder::new();
         set_route(&mut m.kernel.routes, p("10.1.0.0/16"), 0, nh(2));
         set_route(&mut m.kernel.routes, p("fd00::/8"), 0, nh(2));
