@@ -23,15 +23,16 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use crate::conns::{Admit, ConnGuard, ConnTable};
 
 /// Protocol version spoken here.
 pub const VERSION: u32 = 1;
@@ -39,6 +40,8 @@ pub const VERSION: u32 = 1;
 pub const MAX_MESSAGE: usize = 64 * 1024;
 /// Default time a connection may take to send a complete line.
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Time a connection may stay idle between requests (`llrouter top` asks every second).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Entries a table dump (`fib`, `neighbours`) returns unless asked for another number.
 pub const DEFAULT_DUMP_LIMIT: usize = 100;
 /// Most entries a table dump returns: a reply must fit in [`MAX_MESSAGE`].
@@ -322,17 +325,25 @@ where
 /// Server options.
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
-    /// Time a client may take to send a complete line (also the idle limit between requests).
-    pub read_timeout: Duration,
+    /// Time a client may take to send a whole line once its first byte has arrived: a client
+    /// that trickles a byte at a time is closed when it runs out, whatever its pace.
+    pub line_timeout: Duration,
+    /// Time a connection may sit between requests before it is closed.
+    pub idle_timeout: Duration,
     /// Time a reply write may block.
     pub write_timeout: Duration,
+    /// Connections served at once; at the limit a newcomer closes the least recently active
+    /// idle one, or gets a "busy" reply when every one is running a request.
+    pub max_connections: usize,
 }
 
 impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
-            read_timeout: DEFAULT_READ_TIMEOUT,
+            line_timeout: DEFAULT_READ_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
             write_timeout: Duration::from_secs(5),
+            max_connections: MAX_CONNECTIONS,
         }
     }
 }
@@ -354,9 +365,7 @@ pub enum BindError {
 
 struct Shared {
     stop: AtomicBool,
-    next: AtomicU64,
-    /// Live connections, to shut them down on drop.
-    conns: Mutex<HashMap<u64, UnixStream>>,
+    conns: Arc<ConnTable>,
 }
 
 /// The control socket server. Drop stops it, closes its connections and removes the socket file.
@@ -409,8 +418,7 @@ impl CtlServer {
         let ident = (meta.dev(), meta.ino());
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
-            next: AtomicU64::new(0),
-            conns: Mutex::new(HashMap::new()),
+            conns: ConnTable::new(opts.max_connections),
         });
         let sh = shared.clone();
         let thread = std::thread::Builder::new()
@@ -439,11 +447,7 @@ impl Drop for CtlServer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        if let Ok(conns) = self.shared.conns.lock() {
-            for s in conns.values() {
-                let _ = s.shutdown(std::net::Shutdown::Both);
-            }
-        }
+        self.shared.conns.close_all();
         if let Ok(m) = std::fs::symlink_metadata(&self.path) {
             if (m.dev(), m.ino()) == self.ident {
                 let _ = std::fs::remove_file(&self.path);
@@ -470,38 +474,108 @@ fn accept_loop(
                 continue;
             }
         };
-        let id = shared.next.fetch_add(1, Ordering::Relaxed);
-        {
-            let Ok(mut conns) = shared.conns.lock() else {
-                break;
-            };
-            if conns.len() >= MAX_CONNECTIONS {
-                tracing::warn!("control socket: too many connections, closing one");
+        let closer = match stream.try_clone() {
+            Ok(c) => Box::new(move || {
+                let _ = c.shutdown(std::net::Shutdown::Both);
+            }),
+            Err(_) => continue,
+        };
+        let guard = match shared.conns.admit(closer) {
+            Admit::Serve(g) => g,
+            Admit::Busy => {
+                refuse_busy(stream, opts.max_connections);
                 continue;
             }
-            match stream.try_clone() {
-                Ok(c) => {
-                    conns.insert(id, c);
-                }
-                Err(_) => continue,
-            }
-        }
-        let (sh, tg, op) = (shared.clone(), target.clone(), opts.clone());
+        };
+        let (tg, op) = (target.clone(), opts.clone());
         let spawned = std::thread::Builder::new()
             .name("llr-ctl-conn".into())
             .spawn(move || {
-                if let Err(e) = serve_conn(stream, &*tg, &op) {
+                if let Err(e) = serve_conn(stream, &*tg, &op, &guard) {
                     tracing::debug!("control connection: {e}");
-                }
-                if let Ok(mut c) = sh.conns.lock() {
-                    c.remove(&id);
                 }
             });
         if spawned.is_err() {
-            if let Ok(mut c) = shared.conns.lock() {
-                c.remove(&id);
-            }
+            tracing::warn!("control socket: cannot spawn a connection thread");
         }
+    }
+}
+
+/// The reply of a connection beyond the limit while every slot runs a request.
+fn refuse_busy(mut stream: UnixStream, limit: usize) {
+    tracing::warn!("control socket: {limit} connections are all running requests; refused one");
+    let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+    let e = CtlError::new(
+        "connection",
+        format!("busy: all {limit} control connections are running requests; try again"),
+    );
+    let _ = send(&mut stream, &Reply::err(Value::Null, e));
+}
+
+/// [`read_line`] on a socket with two deadlines: `idle` for the first byte of the line, then
+/// `line` for the whole line from that byte on. `TimedOut` when either runs out.
+fn read_line_deadline(
+    r: &mut BufReader<UnixStream>,
+    max: usize,
+    idle: Duration,
+    line: Duration,
+) -> io::Result<Option<Vec<u8>>> {
+    let mut deadline: Option<Instant> = None;
+    let mut timed = DeadlineReader {
+        inner: r,
+        idle,
+        line,
+        deadline: &mut deadline,
+    };
+    read_line(&mut timed, max)
+}
+
+/// A `BufRead` that sets the socket's read timeout to what is left of the current deadline
+/// before every refill.
+struct DeadlineReader<'a> {
+    inner: &'a mut BufReader<UnixStream>,
+    idle: Duration,
+    line: Duration,
+    deadline: &'a mut Option<Instant>,
+}
+
+impl io::Read for DeadlineReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = {
+            let b = io::BufRead::fill_buf(self)?;
+            let n = b.len().min(buf.len());
+            buf[..n].copy_from_slice(&b[..n]);
+            n
+        };
+        io::BufRead::consume(self, n);
+        Ok(n)
+    }
+}
+
+impl BufRead for DeadlineReader<'_> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        if self.inner.buffer().is_empty() {
+            let left = match *self.deadline {
+                None => self.idle,
+                Some(d) => d.saturating_duration_since(Instant::now()),
+            };
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "line not complete in time",
+                ));
+            }
+            self.inner.get_ref().set_read_timeout(Some(left))?;
+        }
+        let buf = self.inner.fill_buf()?;
+        if !buf.is_empty() && self.deadline.is_none() {
+            *self.deadline = Some(Instant::now() + self.line);
+        }
+        Ok(buf)
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.inner.consume(n)
     }
 }
 
@@ -559,28 +633,30 @@ fn serve_conn(
     stream: UnixStream,
     target: &dyn ControlTarget,
     opts: &ServerOptions,
+    guard: &ConnGuard,
 ) -> io::Result<()> {
-    stream.set_read_timeout(Some(opts.read_timeout))?;
     stream.set_write_timeout(Some(opts.write_timeout))?;
     let mut w = stream.try_clone()?;
     // The reader may buffer beyond one line: a client may pipeline requests.
     let mut r = BufReader::with_capacity(8192, stream);
     loop {
-        let line = match read_line(&mut r, MAX_MESSAGE) {
-            Ok(Some(l)) => l,
-            Ok(None) => return Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                let _ = send(
-                    &mut w,
-                    &Reply::err(Value::Null, CtlError::new("message", e.to_string())),
-                );
-                return Err(e);
-            }
-            Err(e) => return Err(e), // timeout, half-written message, reset: close
-        };
+        let line =
+            match read_line_deadline(&mut r, MAX_MESSAGE, opts.idle_timeout, opts.line_timeout) {
+                Ok(Some(l)) => l,
+                Ok(None) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    let _ = send(
+                        &mut w,
+                        &Reply::err(Value::Null, CtlError::new("message", e.to_string())),
+                    );
+                    return Err(e);
+                }
+                Err(e) => return Err(e), // timeout, half-written message, reset: close
+            };
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
+        guard.start_request();
         let (id, cmd) = parse_request(&line);
         let reply = match cmd {
             Err(e) => Reply::err(id, e),
@@ -609,6 +685,7 @@ fn serve_conn(
             }
         };
         send(&mut w, &reply)?;
+        guard.done();
     }
 }
 
@@ -748,8 +825,9 @@ pub fn socket_mode(path: &Path) -> io::Result<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
     use std::sync::atomic::AtomicUsize;
-    use std::time::Instant;
+    use std::sync::Mutex;
 
     /// A unique socket path under the temp dir.
     fn sock(tag: &str) -> PathBuf {
@@ -809,8 +887,10 @@ mod tests {
             &p,
             m.clone(),
             ServerOptions {
-                read_timeout: timeout,
+                line_timeout: timeout,
+                idle_timeout: timeout,
                 write_timeout: Duration::from_secs(2),
+                ..ServerOptions::default()
             },
         )
         .unwrap();
@@ -1023,6 +1103,98 @@ mod tests {
 
         // the first client idled past the timeout too and was closed; new ones are served
         assert!(c.call(&Command::Status {}).is_err());
+        assert!(client(&p).call(&Command::Status {}).unwrap().ok);
+        drop(srv);
+        cleanup(&p);
+    }
+
+    /// 40 clients that trickle a byte every 200 ms (each under any per-read timeout) and
+    /// reconnect when closed: an operator's `status` is still answered within 1 s, every time.
+    #[test]
+    fn trickling_clients_cannot_lock_operators_out() {
+        let p = sock("trickle");
+        let m = Arc::new(Mock {
+            budgets: Mutex::new(HashMap::new()),
+            calls: AtomicUsize::new(0),
+        });
+        let srv = CtlServer::bind(&p, m).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let reconnects = Arc::new(AtomicUsize::new(0));
+        let tricklers: Vec<_> = (0..40)
+            .map(|_| {
+                let (p, stop, rc) = (p.clone(), stop.clone(), reconnects.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        let Ok(mut s) = UnixStream::connect(&p) else {
+                            std::thread::sleep(Duration::from_millis(20));
+                            continue;
+                        };
+                        rc.fetch_add(1, Ordering::Relaxed);
+                        while !stop.load(Ordering::Relaxed) && s.write_all(b"{").is_ok() {
+                            std::thread::sleep(Duration::from_millis(200));
+                        }
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        let mut worst = Duration::ZERO;
+        for _ in 0..10 {
+            let t0 = Instant::now();
+            let r = CtlClient::connect(&p, Duration::from_secs(1))
+                .and_then(|mut c| c.call(&Command::Status {}));
+            let took = t0.elapsed();
+            worst = worst.max(took);
+            let r = r.unwrap_or_else(|e| panic!("status failed after {took:?}: {e}"));
+            assert!(r.ok, "{r:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        stop.store(true, Ordering::Relaxed);
+        for t in tricklers {
+            t.join().unwrap();
+        }
+        assert!(worst < Duration::from_secs(1), "worst {worst:?}");
+        // the tricklers really occupied the table: more connects than slots
+        assert!(reconnects.load(Ordering::Relaxed) > MAX_CONNECTIONS);
+        drop(srv);
+        cleanup(&p);
+    }
+
+    #[test]
+    fn busy_reply_when_every_connection_runs_a_request() {
+        struct Slow;
+        impl ControlTarget for Slow {
+            fn handle(&self, _cmd: Command) -> Result<Value, CtlError> {
+                std::thread::sleep(Duration::from_millis(600));
+                Ok(Value::Null)
+            }
+        }
+        let p = sock("busy");
+        let opts = ServerOptions {
+            max_connections: 2,
+            ..ServerOptions::default()
+        };
+        let srv = CtlServer::bind_with(&p, Arc::new(Slow), opts).unwrap();
+        let running: Vec<_> = (0..2)
+            .map(|_| {
+                let p = p.clone();
+                std::thread::spawn(move || client(&p).call(&Command::Status {}).unwrap().ok)
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(200));
+        let s = UnixStream::connect(&p).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut r = BufReader::new(s);
+        let line = read_line(&mut r, MAX_MESSAGE)
+            .unwrap()
+            .expect("a busy reply");
+        let reply: Reply = serde_json::from_slice(&line).unwrap();
+        let e = reply.into_result().unwrap_err();
+        assert_eq!(e.field, "connection");
+        assert!(e.reason.starts_with("busy"), "{e}");
+        for t in running {
+            assert!(t.join().unwrap(), "the running requests were not disturbed");
+        }
         assert!(client(&p).call(&Command::Status {}).unwrap().ok);
         drop(srv);
         cleanup(&p);

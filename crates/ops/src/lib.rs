@@ -7,10 +7,13 @@
 //! - [`cpus`]: CPU lists, the machine's CPUs and where helper threads run (off the workers);
 //! - [`ctl`]: the run-time control plane (paper 003): a versioned JSON protocol over a Unix
 //!   socket, its server (the router implements [`ctl::ControlTarget`]) and its client;
+//! - [`conns`]: admission of control and metrics connections (a bounded table that closes the
+//!   least recently active idle connection before it refuses anyone);
 //! - [`views`]: what `ctl show …` and `ctl status` print, as aligned tables.
 //!
 //! Nothing here knows the datapath: the router hands in snapshots and implements a trait.
 
+pub mod conns;
 pub mod cpus;
 pub mod ctl;
 pub mod metrics;

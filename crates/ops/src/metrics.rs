@@ -45,10 +45,12 @@ use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+use crate::conns::{Admit, ConnGuard, ConnTable};
 
 /// A histogram with fixed upper bounds: `counts[i]` observations in `(bounds[i-1], bounds[i]]`,
 /// the last entry (`counts[bounds.len()]`) those above every bound (`+Inf`).
@@ -660,9 +662,10 @@ pub fn render(snap: &MetricsSnapshot) -> String {
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// Largest request head accepted (request line plus headers).
 pub const MAX_REQUEST: usize = 8 * 1024;
-/// Per-connection read/write timeout.
+/// Time a request head may take to arrive (in total), and a reply write may block.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(2);
-/// Connections served at once; more are closed at once.
+/// Connections served at once; at the limit a newcomer closes the oldest one still sending its
+/// request, or gets `503` when every one is being answered.
 pub const MAX_CONNECTIONS: usize = 16;
 
 /// A minimal HTTP/1.x endpoint for `GET /metrics`, on its own thread. Stops (and joins its
@@ -685,7 +688,7 @@ impl MetricsServer {
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let snapshot = Arc::new(snapshot);
-        let active = Arc::new(AtomicUsize::new(0));
+        let conns = ConnTable::new(MAX_CONNECTIONS);
         let thread = std::thread::Builder::new()
             .name("llr-metrics".into())
             .spawn(move || {
@@ -694,27 +697,29 @@ impl MetricsServer {
                         break;
                     }
                     let Ok(stream) = conn else { continue };
-                    if active.load(Ordering::Acquire) >= MAX_CONNECTIONS {
-                        tracing::warn!("metrics: too many connections, closing one");
-                        continue; // dropped: closed
-                    }
-                    active.fetch_add(1, Ordering::AcqRel);
+                    let Ok(c) = stream.try_clone() else { continue };
+                    let guard = match conns.admit(Box::new(move || {
+                        let _ = c.shutdown(std::net::Shutdown::Both);
+                    })) {
+                        Admit::Serve(g) => g,
+                        Admit::Busy => {
+                            refuse_busy(stream);
+                            continue;
+                        }
+                    };
                     let snapshot = snapshot.clone();
-                    let active2 = active.clone();
                     let spawned = std::thread::Builder::new()
                         .name("llr-metrics-conn".into())
                         .spawn(move || {
-                            if let Err(e) = serve_one(stream, &*snapshot) {
+                            if let Err(e) = serve_one(stream, &*snapshot, &guard) {
                                 tracing::debug!("metrics connection: {e}");
                             }
-                            active2.fetch_sub(1, Ordering::AcqRel);
                         });
                     if spawned.is_err() {
-                        // the closure (and its stream) was dropped: closed; undo the count
-                        active.fetch_sub(1, Ordering::AcqRel);
                         tracing::warn!("metrics: cannot spawn a connection thread");
                     }
                 }
+                conns.close_all();
             })?;
         tracing::info!("metrics on http://{addr}/metrics");
         Ok(MetricsServer {
@@ -741,11 +746,25 @@ impl Drop for MetricsServer {
     }
 }
 
+/// The reply beyond the connection limit while every connection is being answered.
+fn refuse_busy(mut s: TcpStream) {
+    tracing::warn!("metrics: {MAX_CONNECTIONS} connections are all being answered; refused one");
+    let _ = s.set_write_timeout(Some(Duration::from_millis(100)));
+    let _ = respond(
+        &mut s,
+        "503 Service Unavailable",
+        "text/plain",
+        b"busy, try again\n",
+    );
+}
+
 fn serve_one(
     mut s: TcpStream,
     snapshot: &(dyn Fn() -> MetricsSnapshot + Send + Sync),
+    guard: &ConnGuard,
 ) -> io::Result<()> {
-    s.set_read_timeout(Some(IO_TIMEOUT))?;
+    // The whole request head must arrive within IO_TIMEOUT, however it is paced.
+    let deadline = std::time::Instant::now() + IO_TIMEOUT;
     s.set_write_timeout(Some(IO_TIMEOUT))?;
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
@@ -761,12 +780,21 @@ fn serve_one(
                 b"request too large\n",
             );
         }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "request head not complete in time",
+            ));
+        }
+        s.set_read_timeout(Some(left))?;
         let n = s.read(&mut chunk)?;
         if n == 0 {
             return Ok(()); // closed before a full request
         }
         buf.extend_from_slice(&chunk[..n]);
     };
+    guard.start_request();
     let head = String::from_utf8_lossy(&buf[..head_end]);
     let line = head.lines().next().unwrap_or("");
     let mut parts = line.split(' ');
@@ -810,6 +838,7 @@ fn respond(s: &mut TcpStream, status: &str, ctype: &str, body: &[u8]) -> io::Res
 mod tests {
     use super::*;
     use std::collections::{BTreeMap, HashMap};
+    use std::sync::atomic::AtomicUsize;
 
     /// One parsed sample.
     #[derive(Debug, Clone, PartialEq)]
@@ -1347,6 +1376,48 @@ mod tests {
         assert!(http(addr, b"GET /metrics?x=1 HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 200"));
         drop(server); // joins the thread; must not hang on the silent client
         assert!(TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err());
+    }
+
+    /// 30 clients that trickle a request byte every 200 ms and reconnect when closed: a scrape
+    /// is still answered within 1 s, every time.
+    #[test]
+    fn trickling_clients_cannot_block_scrapes() {
+        let server = MetricsServer::start("127.0.0.1:0".parse().unwrap(), snap).unwrap();
+        let addr = server.local_addr();
+        let stop = Arc::new(AtomicBool::new(false));
+        let connects = Arc::new(AtomicUsize::new(0));
+        let tricklers: Vec<_> = (0..30)
+            .map(|_| {
+                let (stop, n) = (stop.clone(), connects.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        let Ok(mut s) = TcpStream::connect(addr) else {
+                            std::thread::sleep(Duration::from_millis(20));
+                            continue;
+                        };
+                        n.fetch_add(1, Ordering::Relaxed);
+                        while !stop.load(Ordering::Relaxed) && s.write_all(b"G").is_ok() {
+                            std::thread::sleep(Duration::from_millis(200));
+                        }
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        let mut worst = Duration::ZERO;
+        for _ in 0..10 {
+            let t0 = std::time::Instant::now();
+            let r = http(addr, b"GET /metrics HTTP/1.1\r\n\r\n");
+            worst = worst.max(t0.elapsed());
+            assert!(r.starts_with("HTTP/1.1 200"), "{:?}", &r[..r.len().min(80)]);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        stop.store(true, Ordering::Relaxed);
+        for t in tricklers {
+            t.join().unwrap();
+        }
+        assert!(worst < Duration::from_secs(1), "worst {worst:?}");
+        assert!(connects.load(Ordering::Relaxed) > MAX_CONNECTIONS);
     }
 
     #[test]
