@@ -25,7 +25,7 @@ use llr_io::gen::{self, udp::UdpSender, GenConfig, GenReport};
 use llr_io::netns::{addr, Topology};
 use llr_io::sink::{Sink, SinkConfig, SinkReport};
 use llr_ops::ctl::{socket_mode, Command, CtlClient};
-use llrouter::cmd_run::{run_report_until, RunArgs, RunReport};
+use llr_router::{RouterError, RunReport, StartOptions};
 use serde_json::Value;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -35,10 +35,9 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// A router running in the topology's router namespace; stopped and joined on drop.
+/// A router running in the topology's router namespace; stopped on drop.
 struct Router {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<anyhow::Result<anyhow::Result<Option<RunReport>>>>>,
+    running: Option<llr_router::Running>,
     sock: PathBuf,
     dir: PathBuf,
 }
@@ -51,38 +50,19 @@ impl Router {
         let sock = dir.join("llrouter.sock");
         let cfg = dir.join("router.toml");
         std::fs::write(&cfg, config_text(&sock, extra)).unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let args = RunArgs {
-            config: cfg,
-            duration: Some(120.0), // bound even if the test forgets to stop it
-            check: false,
-            json: false,
-            ..Default::default()
-        };
-        let s = stop.clone();
-        let thread = topo.router.spawn(move || run_report_until(&args, Some(&s)));
+        let running = start_router(topo, cfg).expect("router starts");
+        // ready when the worker published its first snapshot (device budget known)
+        assert!(
+            running.wait_ready(Duration::from_secs(30)),
+            "router not ready"
+        );
         let r = Router {
-            stop,
-            thread: Some(thread),
+            running: Some(running),
             sock,
             dir,
         };
-        // ready when the worker published its first snapshot (device budget known)
-        let t0 = Instant::now();
-        loop {
-            if let Ok(v) = r.call(Command::Status {}) {
-                if v["device_budget"].as_u64().unwrap_or(0) > 0 {
-                    break;
-                }
-            }
-            if r.thread.as_ref().unwrap().is_finished() {
-                let mut r = r;
-                let e = r.thread.take().unwrap().join();
-                panic!("router stopped early: {e:?}");
-            }
-            assert!(t0.elapsed() < Duration::from_secs(30), "router not ready");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let v = r.call(Command::Status {}).expect("status");
+        assert!(v["device_budget"].as_u64().unwrap_or(0) > 0, "{v}");
         r
     }
 
@@ -99,20 +79,31 @@ impl Router {
     }
 
     fn stop(mut self) -> RunReport {
-        self.stop.store(true, Ordering::Relaxed);
-        let r = self.thread.take().unwrap().join().unwrap();
-        r.unwrap().unwrap().expect("report")
+        self.running.take().unwrap().stop().expect("report")
     }
 }
 
 impl Drop for Router {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        drop(self.running.take());
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// `llrouter run --config cfg` in-process, in the router namespace (bounded at 120 s even if
+/// the test forgets to stop it).
+fn start_router(topo: &Topology, cfg: PathBuf) -> Result<llr_router::Running, RouterError> {
+    topo.router
+        .run(move || {
+            let c = llr_router::RouterConfig::load(&cfg)?;
+            let opts = StartOptions {
+                config_path: Some(cfg),
+                duration: Some(Duration::from_secs(120)),
+                steering: None,
+            };
+            llr_router::Router::start(c, opts)
+        })
+        .expect("enter the router namespace")
 }
 
 fn config_text(sock: &Path, extra: &str) -> String {
@@ -668,19 +659,10 @@ fn malformed_control_messages() {
     // a second router on the same socket path is refused, with a clear message
     let cfg2 = router.dir.join("second.toml");
     std::fs::write(&cfg2, config_text(&router.sock, "")).unwrap();
-    let args = RunArgs {
-        config: cfg2,
-        duration: Some(2.0),
-        check: false,
-        json: false,
-        ..Default::default()
-    };
-    let stop2 = AtomicBool::new(false);
-    let second = topo
-        .router
-        .run(move || run_report_until(&args, Some(&stop2)).map(|_| ()))
-        .unwrap();
-    let msg = format!("{:#}", second.expect_err("second router must be refused"));
+    let second = start_router(&topo, cfg2).map(|_| ());
+    let msg = second
+        .expect_err("second router must be refused")
+        .to_string();
     assert!(
         msg.contains("another llrouter is already serving"),
         "message: {msg}"

@@ -6,14 +6,13 @@
 //! kernel verifies it; IPv6 UDP checksums are mandatory), DSCP EF through the RT ring.
 
 mod common;
-use common::{is_root, topology, wait_attached, RouterThread, TempDir};
+use common::{is_root, topology, xdp_attached, RouterThread, TempDir};
 
 use std::net::{SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use llr_io::netns::addr;
-use llrouter::cmd_run::{run_report, RunArgs};
 
 const CONFIG: &str = r#"
 interfaces = ["veth-rin", "veth-rout"]
@@ -50,13 +49,7 @@ fn forwards_classifies_and_cleans_up() {
     let topo = topology("llrfwd");
     let tmp = TempDir::new("router-test");
     let cfg = tmp.router_config(CONFIG);
-    let args = RunArgs {
-        config: cfg.clone(),
-        duration: Some(12.0),
-        ..Default::default()
-    };
-    let router = topo.router.spawn(move || run_report(&args));
-    wait_attached(&topo);
+    let router = RouterThread::start(&topo, cfg);
 
     let sink = topo
         .sink
@@ -114,7 +107,7 @@ fn forwards_classifies_and_cleans_up() {
         .exec(&["ping", "-c", "2", "-W", "1", "-i", "0.2", addr::RTR_IN_V4]);
     let (got, ttls) = r1.join().unwrap();
     let (got_rule, _) = r2.join().unwrap();
-    let rep = router.join().unwrap().unwrap().unwrap().expect("report");
+    let rep = router.finish().unwrap().expect("report");
     eprintln!("{}", rep.worker);
     eprintln!("{:?}", rep.classifier);
 
@@ -136,11 +129,7 @@ fn forwards_classifies_and_cleans_up() {
         "EF + rule-matched in RT"
     );
     assert_eq!(rep.worker.forwarded[1], n_be, "the rest in BE");
-    let l = topo.router.ip(&["-d", "link", "show"]).unwrap();
-    assert!(
-        !String::from_utf8_lossy(&l.stdout).contains("prog/xdp"),
-        "XDP detached"
-    );
+    assert_eq!(xdp_attached(&topo), 0, "XDP detached");
 }
 
 /// Receives one datagram and returns its IP TTL (IP_RECVTTL control message).
@@ -188,9 +177,8 @@ fn forwards_ipv6_with_hop_limit_and_ef_through_rt() {
     let topo = topology("llrfwd6");
     let tmp = TempDir::new("router-test6");
     let cfg = tmp.router_config(CONFIG);
-    let router = RouterThread::spawn(&topo, cfg);
+    let router = RouterThread::start(&topo, cfg);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        wait_attached(&topo);
         let sink_ip: std::net::Ipv6Addr = addr::SINK_V6.parse().unwrap();
         let sink = topo
             .sink

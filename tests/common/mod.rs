@@ -56,64 +56,72 @@ impl Drop for TempDir {
     }
 }
 
-/// Waits until both router interfaces carry the classifier (bounded: 30 s).
-pub fn wait_attached(topo: &Topology) {
-    let t0 = Instant::now();
-    loop {
-        let l = topo.router.ip(&["-d", "link", "show"]).unwrap();
-        if String::from_utf8_lossy(&l.stdout)
-            .matches("prog/xdp")
-            .count()
-            >= 2
-        {
-            break;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "router did not attach"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(200));
+/// How many of the router namespace's interfaces carry an XDP program.
+pub fn xdp_attached(topo: &Topology) -> usize {
+    let l = topo.router.ip(&["-d", "link", "show"]).unwrap();
+    String::from_utf8_lossy(&l.stdout)
+        .matches("prog/xdp")
+        .count()
 }
 
-type RouterResult = anyhow::Result<anyhow::Result<Option<llrouter::cmd_run::RunReport>>>;
+type RouterResult = anyhow::Result<anyhow::Result<Option<llr_router::RunReport>>>;
 
-/// `llrouter run --config …` on a thread inside the router namespace, bounded at 25 s. Dropping
-/// it (a failed assertion included) asks the router to stop, so it never outlives the test.
+/// `llrouter run --config …` in-process (`llr_router::Router::start` with the file as its
+/// reload source) on a thread inside the router namespace, bounded at 25 s. Dropping it (a
+/// failed assertion included) asks the router to stop, so it never outlives the test.
 pub struct RouterThread {
     stop: Arc<AtomicBool>,
+    ready: Arc<AtomicBool>,
     handle: Option<JoinHandle<RouterResult>>,
 }
 
 impl RouterThread {
-    /// Starts the router; does not wait for it (see [`wait_attached`]).
+    /// Starts the router; does not wait for it (see [`RouterThread::start`]).
     pub fn spawn(topo: &Topology, config: PathBuf) -> RouterThread {
-        let args = llrouter::cmd_run::RunArgs {
-            config,
-            duration: Some(25.0), // bound, if the test fails before it stops the router
-            ..Default::default()
-        };
         let stop = Arc::new(AtomicBool::new(false));
-        let s2 = stop.clone();
-        let handle = topo
-            .router
-            .spawn(move || llrouter::cmd_run::run_report_until(&args, Some(&s2)));
+        let ready = Arc::new(AtomicBool::new(false));
+        let (s2, r2) = (stop.clone(), ready.clone());
+        let handle = topo.router.spawn(move || -> anyhow::Result<_> {
+            let cfg = llr_router::RouterConfig::load(&config)?;
+            let opts = llr_router::StartOptions {
+                config_path: Some(config),
+                duration: Some(Duration::from_secs(25)), // bound, if the test fails first
+                steering: None,
+            };
+            let running = llr_router::Router::start(cfg, opts)?;
+            r2.store(
+                running.wait_ready(Duration::from_secs(30)),
+                Ordering::Relaxed,
+            );
+            while !s2.load(Ordering::Relaxed) && !running.is_finished() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(Some(running.stop()?))
+        });
         RouterThread {
             stop,
+            ready,
             handle: Some(handle),
         }
     }
 
-    /// Starts the router and waits until its classifiers are attached.
+    /// Starts the router and waits until its worker loop runs (bounded: 30 s).
     pub fn start(topo: &Topology, config: PathBuf) -> RouterThread {
         let r = RouterThread::spawn(topo, config);
-        wait_attached(topo);
+        let t0 = Instant::now();
+        while !r.ready.load(Ordering::Relaxed) {
+            let done = r.handle.as_ref().is_some_and(|h| h.is_finished());
+            assert!(
+                !done && t0.elapsed() < Duration::from_secs(30),
+                "router did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         r
     }
 
     /// Stops the router and returns what its run returned.
-    pub fn finish(mut self) -> anyhow::Result<Option<llrouter::cmd_run::RunReport>> {
+    pub fn finish(mut self) -> anyhow::Result<Option<llr_router::RunReport>> {
         self.stop.store(true, Ordering::Relaxed);
         let h = self.handle.take().expect("joined once");
         h.join()

@@ -1,0 +1,191 @@
+//! Checking a configuration and resolving its names against this host.
+
+use llr_core::classify::{Rule, RuleSet};
+use llr_core::sched::{Layout, SchedConfig, StrategyKind};
+use llr_io::kernel::{parse_mac, parse_prefix, StaticNeighbor, StaticRoute};
+
+use super::{ConfigError, RouterConfig};
+
+/// A checked configuration, resolved against the interfaces of the calling namespace.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub cfg: RouterConfig,
+    pub ifindexes: Vec<u32>,
+    pub layout: Layout,
+    pub rule_images: Vec<[u8; 64]>,
+    /// The resolved rules (first match wins), as `rule_images` encodes them.
+    pub rules: Vec<Rule>,
+    pub default_class: u32,
+    pub routes: Vec<StaticRoute>,
+    pub neighbors: Vec<StaticNeighbor>,
+}
+
+impl RouterConfig {
+    /// The scheduler configuration (checked by `layout()`).
+    pub fn sched(&self) -> Result<SchedConfig, ConfigError> {
+        let strategy: StrategyKind = self.strategy.parse()?;
+        Ok(SchedConfig {
+            strategy,
+            classes: self.classes.clone(),
+            device_budget: self.device_budget,
+            time_slice_ns: self.time_slice_ns,
+        })
+    }
+
+    /// Checks everything that does not need the interfaces; errors name the field.
+    pub fn validate(&self) -> Result<Layout, ConfigError> {
+        if self.interfaces.is_empty() {
+            bail!("interfaces", "at least one interface is required");
+        }
+        for (i, n) in self.interfaces.iter().enumerate() {
+            if self.interfaces[..i].contains(n) {
+                bail!("interfaces", "`{n}` is listed twice");
+            }
+        }
+        if self.cores.len() > 1 {
+            bail!("cores", "{} cores given; one worker per interface queue is implemented for single-queue interfaces only, give one core", self.cores.len());
+        }
+        // The machine's CPUs, not this thread's affinity (a pinned thread sees one).
+        let online = llr_ops::cpus::online();
+        let list = llr_ops::cpus::format_cpu_list(&online);
+        if let Some(c) = self.cores.iter().find(|c| !online.contains(c)) {
+            bail!("cores", "core {c} does not exist (online CPUs: {list})");
+        }
+        if let Some(h) = &self.helper_cores {
+            if h.is_empty() {
+                bail!("helper-cores", "give at least one core (or leave it out)");
+            }
+            if let Some(c) = h.iter().find(|c| !online.contains(c)) {
+                bail!(
+                    "helper-cores",
+                    "core {c} does not exist (online CPUs: {list})"
+                );
+            }
+        }
+        if self.batch == 0 {
+            bail!("batch", "must be at least 1");
+        }
+        if self.tx_batch == 0 || self.tx_batch > 2048 {
+            bail!(
+                "tx-batch",
+                "must be within 1..=2048 (frames held before a transmit kick)"
+            );
+        }
+        if self.route_refresh_ms == 0 {
+            bail!("route-refresh-ms", "must be at least 1");
+        }
+        if self.acl_rules > 65_536 {
+            bail!(
+                "acl-rules",
+                "{} rules; at most 65536 (one per UDP port)",
+                self.acl_rules
+            );
+        }
+        if self.cost_ns > 1_000_000 {
+            bail!(
+                "cost-ns",
+                "{} ns per packet; at most 1000000 (1 ms)",
+                self.cost_ns
+            );
+        }
+        self.rings
+            .validate()
+            .map_err(|e| ConfigError::from_message("rings", format!("{e:#}")))?;
+        self.icmp.limits()?;
+        if let Some(m) = &self.metrics {
+            m.addr()?;
+        }
+        if self.control.socket.as_os_str().is_empty() {
+            bail!("control.socket", "must not be empty");
+        }
+        let layout = self.sched()?.layout()?;
+        if layout.rings.len() > llr_io::ebpf::MAX_CLASSES {
+            bail!("classes", "at most {} rings", llr_io::ebpf::MAX_CLASSES);
+        }
+        Ok(layout)
+    }
+
+    /// Validates and resolves names with `ifindex_of` (the calling namespace's interfaces).
+    pub fn resolve(
+        self,
+        ifindex_of: impl Fn(&str) -> Option<u32>,
+    ) -> Result<Resolved, ConfigError> {
+        let layout = self.validate()?;
+        let mut ifindexes = Vec::new();
+        for n in &self.interfaces {
+            ifindexes.push(ifindex_of(n).ok_or_else(|| {
+                ConfigError::field("interfaces", format!("no interface named `{n}`"))
+            })?);
+        }
+        let names: Vec<String> = self.classes.iter().map(|c| c.name.clone()).collect();
+        let default_class = (names.len() - 1) as u32;
+        let mut rules = Vec::new();
+        for (i, r) in self.rules.iter().enumerate() {
+            rules
+                .push(r.resolve(&names, &ifindex_of).map_err(|e| {
+                    ConfigError::field(format!("rules[{i}].{}", e.field), e.reason)
+                })?);
+        }
+        let set = RuleSet::with_rules(rules.clone(), default_class as usize);
+        let rule_images = set
+            .to_bpf_map()
+            .map_err(|e| ConfigError::field("rules", format!("{}: {}", e.field, e.reason)))?;
+        let mut routes = Vec::new();
+        for (i, r) in self.routes.iter().enumerate() {
+            let prefix = parse_prefix(&r.prefix).ok_or_else(|| {
+                ConfigError::field(
+                    format!("routes[{i}].prefix"),
+                    format!("`{}` is not an addr/len prefix", r.prefix),
+                )
+            })?;
+            let ifindex = ifindex_of(&r.dev).ok_or_else(|| {
+                ConfigError::field(
+                    format!("routes[{i}].dev"),
+                    format!("no interface named `{}`", r.dev),
+                )
+            })?;
+            if !ifindexes.contains(&ifindex) {
+                bail!(
+                    format!("routes[{i}].dev"),
+                    "`{}` is not one of the router's interfaces",
+                    r.dev
+                );
+            }
+            routes.push(StaticRoute {
+                prefix,
+                ifindex,
+                gateway: r.via,
+            });
+        }
+        let mut neighbors = Vec::new();
+        for (i, n) in self.neighbors.iter().enumerate() {
+            let mac = parse_mac(&n.mac).ok_or_else(|| {
+                ConfigError::field(
+                    format!("neighbors[{i}].mac"),
+                    format!("`{}` is not a MAC address", n.mac),
+                )
+            })?;
+            let ifindex = ifindex_of(&n.dev).ok_or_else(|| {
+                ConfigError::field(
+                    format!("neighbors[{i}].dev"),
+                    format!("no interface named `{}`", n.dev),
+                )
+            })?;
+            neighbors.push(StaticNeighbor {
+                ifindex,
+                addr: n.ip,
+                mac,
+            });
+        }
+        Ok(Resolved {
+            cfg: self,
+            ifindexes,
+            layout,
+            rule_images,
+            rules,
+            default_class,
+            routes,
+            neighbors,
+        })
+    }
+}

@@ -1,0 +1,528 @@
+//! The router's control target: `llr_ops::ctl::ControlTarget` for the control socket, and the
+//! same commands as typed methods for a program that embeds the router.
+//!
+//! A change is validated on the caller's thread against the running state, handed to the
+//! worker, which applies it between poll rounds, and recorded only when the worker confirmed
+//! it. One change at a time (the state lock).
+
+mod reload;
+mod views;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant};
+
+use llr_core::classify::{RuleError, RuleSet, RuleSpec};
+use llr_core::fwd::Forwarder;
+use llr_core::sched::{Layout, StrategyKind};
+use llr_io::kernel::{self, MirrorSpec, StaticRoute};
+use llr_io::router::ctl::{Change, WorkerLink};
+use llr_io::xsk::WakeMode;
+use llr_ops::ctl::{
+    Command, ControlTarget, CtlError, WakeupMode, DEFAULT_DUMP_LIMIT, MAX_DUMP_LIMIT,
+};
+use serde_json::{json, Value};
+
+use crate::config::{ConfigError, Resolved, RouteConfig, RouterConfig};
+use crate::error::RouterError;
+use crate::mirror::Mirror;
+
+/// How long a change may wait for the worker to apply it.
+pub const APPLY_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// The running configuration as the control plane sees it (changed only after the worker
+/// confirmed a change).
+struct State {
+    cfg: RouterConfig,
+    ifindexes: Vec<u32>,
+    /// (id, rule) in first-match order.
+    rules: Vec<(u64, RuleSpec)>,
+    next_rule: u64,
+    images: Vec<[u8; 64]>,
+    default_class: u32,
+    spec: MirrorSpec,
+    mirror: Option<Mirror>,
+}
+
+impl State {
+    /// The router's `(ifindex, name)` pairs.
+    fn interface_names(&self) -> Vec<(u32, String)> {
+        self.ifindexes
+            .iter()
+            .copied()
+            .zip(self.cfg.interfaces.iter().cloned())
+            .collect()
+    }
+
+    fn class_index(&self, class: &str) -> Result<usize, CtlError> {
+        self.cfg
+            .classes
+            .iter()
+            .position(|c| c.name == class)
+            .ok_or_else(|| {
+                let known: Vec<&str> = self.cfg.classes.iter().map(|c| c.name.as_str()).collect();
+                err(
+                    "class",
+                    format!("unknown class `{class}` (known: {})", known.join(", ")),
+                )
+            })
+    }
+}
+
+/// The router's control target (`llr_ops::ctl::ControlTarget`).
+pub struct RouterCtl {
+    /// The file `reload` re-reads (none for a configuration built in code).
+    config_path: Option<PathBuf>,
+    started: Instant,
+    link: Arc<WorkerLink>,
+    fwd: Arc<RwLock<Forwarder>>,
+    flags: u32,
+    /// Where helper threads run.
+    helper_cpus: BTreeSet<usize>,
+    /// Serialises changes: one at a time, validated against the running state.
+    state: Mutex<State>,
+    /// Where metrics are served (for `status`).
+    metrics_addr: Mutex<Option<std::net::SocketAddr>>,
+}
+
+pub(crate) fn err(field: impl Into<String>, reason: impl Into<String>) -> CtlError {
+    CtlError::new(field, reason)
+}
+
+/// The field and reason of a configuration error (without the file it came from).
+fn config_err(e: &ConfigError) -> CtlError {
+    let s = match e.root() {
+        ConfigError::Field { field, reason } => return err(field.as_str(), reason.as_str()),
+        other => other.to_string(),
+    };
+    match s.split_once(": ") {
+        Some((f, r)) if !f.contains(' ') || f.starts_with("TOML") => err(f, r),
+        _ => err("config", s),
+    }
+}
+
+/// The layout of `cfg`'s scheduler settings, or the field and reason it is rejected for.
+fn sched_layout(cfg: &RouterConfig) -> Result<Layout, CtlError> {
+    let sc = cfg.sched().map_err(|e| config_err(&e))?;
+    sc.layout().map_err(|e| err(e.field, e.reason))
+}
+
+/// The checked size of a table dump.
+fn dump_limit(limit: Option<usize>) -> Result<usize, CtlError> {
+    match limit.unwrap_or(DEFAULT_DUMP_LIMIT) {
+        0 => Err(err("limit", "must be at least 1")),
+        n if n > MAX_DUMP_LIMIT => Err(err(
+            "limit",
+            format!("at most {MAX_DUMP_LIMIT} (a reply must fit in one control message)"),
+        )),
+        n => Ok(n),
+    }
+}
+
+/// A rule in the one-line syntax with the configuration's field names (`dst_port`, not
+/// `dport`), which the rule parser also reads.
+pub fn rule_text(r: &RuleSpec) -> String {
+    r.to_string()
+        .split(' ')
+        .map(|w| match w.split_once('=') {
+            Some(("dport", v)) => format!("dst_port={v}"),
+            Some(("sport", v)) => format!("src_port={v}"),
+            Some(("ipver", v)) => format!("ip_version={v}"),
+            _ => w.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn wake_of(m: WakeupMode) -> WakeMode {
+    match m {
+        WakeupMode::Interrupt => WakeMode::Interrupt,
+        WakeupMode::Busy => WakeMode::Busy,
+        WakeupMode::Adaptive => WakeMode::Adaptive,
+    }
+}
+
+/// The config spelling of a wake-up mode.
+pub(crate) fn wake_name(w: WakeMode) -> &'static str {
+    match w {
+        WakeMode::Interrupt => "interrupt",
+        WakeMode::Busy => "busy",
+        WakeMode::Adaptive => "adaptive",
+    }
+}
+
+/// A prefix from the control protocol.
+fn prefix_of(prefix: &str) -> Result<llr_core::classify::IpPrefix, CtlError> {
+    kernel::parse_prefix(prefix)
+        .ok_or_else(|| err("prefix", format!("`{prefix}` is not an addr/len prefix")))
+}
+
+impl RouterCtl {
+    pub(crate) fn new(
+        config_path: Option<PathBuf>,
+        r: &Resolved,
+        spec: MirrorSpec,
+        fwd: Arc<RwLock<Forwarder>>,
+        link: Arc<WorkerLink>,
+        flags: u32,
+        helper_cpus: BTreeSet<usize>,
+    ) -> RouterCtl {
+        let rules: Vec<(u64, RuleSpec)> = r
+            .cfg
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i as u64 + 1, s.clone()))
+            .collect();
+        RouterCtl {
+            config_path,
+            started: Instant::now(),
+            link,
+            fwd,
+            flags,
+            helper_cpus,
+            state: Mutex::new(State {
+                cfg: r.cfg.clone(),
+                ifindexes: r.ifindexes.clone(),
+                next_rule: rules.len() as u64 + 1,
+                rules,
+                images: r.rule_images.clone(),
+                default_class: r.default_class,
+                spec,
+                mirror: None,
+            }),
+            metrics_addr: Mutex::new(None),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The running configuration (with the changes made through the control plane).
+    pub fn config(&self) -> RouterConfig {
+        self.lock().cfg.clone()
+    }
+
+    pub(crate) fn set_metrics_addr(&self, addr: Option<std::net::SocketAddr>) {
+        *self.metrics_addr.lock().unwrap_or_else(|e| e.into_inner()) = addr;
+    }
+
+    /// Starts the kernel route mirror.
+    pub(crate) fn start_mirror(&self) -> Result<(), RouterError> {
+        let mut st = self.lock();
+        let period = Duration::from_millis(st.cfg.route_refresh_ms);
+        st.mirror = Some(Mirror::start(
+            st.spec.clone(),
+            self.fwd.clone(),
+            period,
+            self.helper_cpus.clone(),
+        )?);
+        Ok(())
+    }
+
+    /// Stops the route mirror (also done on drop).
+    pub(crate) fn shutdown(&self) {
+        drop(self.lock().mirror.take());
+    }
+
+    fn apply(&self, change: Change) -> Result<(), CtlError> {
+        self.link
+            .apply(change, APPLY_TIMEOUT)
+            .map_err(|e| err("worker", e))
+    }
+
+    /// Validates a scheduler configuration and applies its layout.
+    fn apply_sched(&self, st: &mut State, cfg: RouterConfig) -> Result<(), CtlError> {
+        let layout = sched_layout(&cfg)?;
+        self.apply(Change::Sched(layout))?;
+        st.cfg = cfg;
+        Ok(())
+    }
+
+    /// Compiles `rules` against the running classes.
+    fn compile_rules(
+        &self,
+        st: &State,
+        rules: &[(u64, RuleSpec)],
+    ) -> Result<Vec<[u8; 64]>, CtlError> {
+        let names: Vec<String> = st.cfg.classes.iter().map(|c| c.name.clone()).collect();
+        let mut out = Vec::new();
+        for (id, s) in rules {
+            out.push(
+                s.resolve(&names, |n| llr_io::ebpf::ifindex(n).ok())
+                    .map_err(|e| err(e.field, format!("rule {id}: {}", e.reason)))?,
+            );
+        }
+        RuleSet::with_rules(out, st.default_class as usize)
+            .to_bpf_map()
+            .map_err(|e| err(e.field, e.reason))
+    }
+
+    fn set_rules(&self, st: &mut State, rules: Vec<(u64, RuleSpec)>) -> Result<(), CtlError> {
+        let images = self.compile_rules(st, &rules)?;
+        self.apply(Change::Rules {
+            images: images.clone(),
+            default_class: st.default_class,
+            flags: self.flags,
+        })?;
+        st.rules = rules;
+        st.images = images;
+        Ok(())
+    }
+
+    /// Rebuilds the forwarder for `spec` (static routes override the kernel's) and swaps it in,
+    /// restarting the mirror with the new overrides.
+    fn set_routes(&self, st: &mut State, spec: MirrorSpec) -> Result<(), CtlError> {
+        let mut f = kernel::build(&spec).map_err(|e| err("route", format!("{e:#}")))?;
+        drop(st.mirror.take()); // the old mirror must not overwrite the new table
+        {
+            let mut w = self.fwd.write().unwrap_or_else(|e| e.into_inner());
+            f.fragments = w.fragments;
+            f.max_frame = w.max_frame;
+            *w = f;
+        }
+        let period = Duration::from_millis(st.cfg.route_refresh_ms);
+        st.mirror = Some(
+            Mirror::start(
+                spec.clone(),
+                self.fwd.clone(),
+                period,
+                self.helper_cpus.clone(),
+            )
+            .map_err(|e| err("route", e.to_string()))?,
+        );
+        st.spec = spec;
+        Ok(())
+    }
+
+    /// `rules.add`: appends a rule (one-line syntax); returns its id.
+    pub fn rules_add(&self, rule: &str) -> Result<Value, CtlError> {
+        let spec: RuleSpec = rule
+            .parse()
+            .map_err(|e: RuleError| err(e.field, e.reason))?;
+        let mut st = self.lock();
+        let id = st.next_rule;
+        let text = rule_text(&spec);
+        let mut rules = st.rules.clone();
+        rules.push((id, spec));
+        self.set_rules(&mut st, rules)?;
+        st.next_rule += 1;
+        Ok(json!({ "id": id, "rule": text }))
+    }
+
+    /// `rules.remove`.
+    pub fn rules_remove(&self, id: u64) -> Result<Value, CtlError> {
+        let mut st = self.lock();
+        let Some(pos) = st.rules.iter().position(|(i, _)| *i == id) else {
+            return Err(err("id", format!("no rule with id {id}")));
+        };
+        let mut rules = st.rules.clone();
+        let (_, gone) = rules.remove(pos);
+        self.set_rules(&mut st, rules)?;
+        Ok(json!({ "removed": { "id": id, "rule": rule_text(&gone) } }))
+    }
+
+    /// `budget.set`: one class's ring budget.
+    pub fn budget_set(&self, class: &str, budget: u32) -> Result<Value, CtlError> {
+        let mut st = self.lock();
+        let i = st.class_index(class)?;
+        if budget == 0 {
+            return Err(err("budget", "must be at least 1"));
+        }
+        let snap = self.link.latest();
+        let previous = (snap.class_to_ring.get(i)).and_then(|&r| snap.ring_budgets.get(r).copied());
+        let mut cfg = st.cfg.clone();
+        cfg.classes[i].budget = Some(budget);
+        self.apply_sched(&mut st, cfg)?;
+        Ok(json!({ "class": class, "budget": budget, "previous": previous }))
+    }
+
+    /// `device_budget.set`.
+    pub fn device_budget_set(&self, budget: u32) -> Result<Value, CtlError> {
+        if budget == 0 {
+            return Err(err("budget", "must be at least 1"));
+        }
+        let mut st = self.lock();
+        let previous = st.cfg.device_budget;
+        let mut cfg = st.cfg.clone();
+        cfg.device_budget = budget;
+        self.apply_sched(&mut st, cfg)?;
+        Ok(json!({ "device_budget": budget, "previous": previous }))
+    }
+
+    /// `strategy.set`.
+    pub fn strategy_set(&self, strategy: StrategyKind) -> Result<Value, CtlError> {
+        let mut st = self.lock();
+        let previous = self
+            .link
+            .latest()
+            .strategy
+            .map_or(st.cfg.strategy.clone(), |s| s.name().to_string());
+        let mut cfg = st.cfg.clone();
+        cfg.strategy = strategy.name().to_string();
+        self.apply_sched(&mut st, cfg)?;
+        Ok(json!({ "strategy": strategy.name(), "previous": previous }))
+    }
+
+    /// `wakeup.set`: the idle wait mode (and the adaptive mode's spin).
+    pub fn wakeup_set(&self, mode: WakeupMode, spin_us: Option<u64>) -> Result<Value, CtlError> {
+        if spin_us.is_some() && mode != WakeupMode::Adaptive {
+            return Err(err("spin_us", "only the adaptive mode spins"));
+        }
+        if spin_us.is_some_and(|s| s > 1_000_000) {
+            return Err(err("spin_us", "at most 1000000 (1 s)"));
+        }
+        let mut st = self.lock();
+        let spin = spin_us.unwrap_or(st.cfg.spin_us);
+        let previous = json!({"wakeup": wake_name(st.cfg.wake), "spin_us": st.cfg.spin_us});
+        self.apply(Change::Wake {
+            wake: wake_of(mode),
+            spin_us: spin,
+        })?;
+        st.cfg.wake = wake_of(mode);
+        st.cfg.spin_us = spin;
+        Ok(json!({ "wakeup": wake_name(st.cfg.wake), "spin_us": spin, "previous": previous }))
+    }
+
+    /// `route.add`: a static route (replacing one for the same prefix). Interface names are
+    /// looked up in the calling thread's network namespace.
+    pub fn route_add(&self, prefix: &str, via: Option<&str>, dev: &str) -> Result<Value, CtlError> {
+        let p = prefix_of(prefix)?;
+        let gw: Option<std::net::IpAddr> = match via {
+            Some(v) => Some(
+                v.parse()
+                    .map_err(|_| err("via", format!("`{v}` is not an IP address")))?,
+            ),
+            None => None,
+        };
+        if gw.is_some_and(|g| g.is_ipv4() != p.addr().is_ipv4()) {
+            return Err(err(
+                "via",
+                "gateway and prefix are of different IP versions",
+            ));
+        }
+        let ifindex = llr_io::ebpf::ifindex(dev)
+            .map_err(|_| err("dev", format!("no interface named `{dev}`")))?;
+        let mut st = self.lock();
+        if !st.ifindexes.contains(&ifindex) {
+            return Err(err(
+                "dev",
+                format!("`{dev}` is not one of the router's interfaces"),
+            ));
+        }
+        let mut spec = st.spec.clone();
+        spec.routes.retain(|r| r.prefix != p);
+        spec.routes.push(StaticRoute {
+            prefix: p,
+            ifindex,
+            gateway: gw,
+        });
+        self.set_routes(&mut st, spec)?;
+        let same = |r: &RouteConfig| kernel::parse_prefix(&r.prefix) == Some(p);
+        let replaced = st.cfg.routes.iter().any(same);
+        st.cfg.routes.retain(|r| !same(r));
+        st.cfg.routes.push(RouteConfig {
+            prefix: prefix.to_string(),
+            dev: dev.to_string(),
+            via: gw,
+        });
+        Ok(json!({ "route": {"prefix": prefix, "via": gw, "dev": dev}, "replaced": replaced }))
+    }
+
+    /// `route.remove`: a static route (kernel routes are changed with `ip route`).
+    pub fn route_remove(&self, prefix: &str) -> Result<Value, CtlError> {
+        let p = prefix_of(prefix)?;
+        let mut st = self.lock();
+        if !st.spec.routes.iter().any(|r| r.prefix == p) {
+            return Err(err(
+                "prefix",
+                format!("no static route for {prefix} (kernel routes are changed with `ip route`)"),
+            ));
+        }
+        let mut spec = st.spec.clone();
+        spec.routes.retain(|r| r.prefix != p);
+        self.set_routes(&mut st, spec)?;
+        st.cfg
+            .routes
+            .retain(|r| kernel::parse_prefix(&r.prefix) != Some(p));
+        Ok(json!({ "removed": prefix }))
+    }
+}
+
+impl ControlTarget for RouterCtl {
+    fn handle(&self, cmd: Command) -> Result<Value, CtlError> {
+        match cmd {
+            Command::Status {} => Ok(self.status()),
+            Command::Counters {} => serde_json::to_value(self.metrics(Duration::from_millis(50)))
+                .map_err(|e| err("counters", e.to_string())),
+            Command::Interfaces {} => Ok(json!({ "interfaces": self.interfaces() })),
+            Command::Fib { limit } => {
+                let (routes, total) = self.fib(dump_limit(limit)?);
+                Ok(json!({ "routes": routes, "total": total }))
+            }
+            Command::Neighbours { limit } => {
+                let (n, total) = self.neighbours(dump_limit(limit)?);
+                Ok(json!({ "neighbours": n, "total": total }))
+            }
+            Command::RulesList {} => Ok(json!({ "rules": self.rules() })),
+            Command::RulesAdd { rule } => self.rules_add(&rule),
+            Command::RulesRemove { id } => self.rules_remove(id),
+            Command::BudgetSet { class, budget } => self.budget_set(&class, budget),
+            Command::DeviceBudgetSet { budget } => self.device_budget_set(budget),
+            Command::StrategySet { strategy } => self.strategy_set(strategy),
+            Command::WakeupSet { mode, spin_us } => self.wakeup_set(mode, spin_us),
+            Command::RouteAdd { prefix, via, dev } => self.route_add(&prefix, via.as_deref(), &dev),
+            Command::RouteRemove { prefix } => self.route_remove(&prefix),
+            Command::Reload {} => self.reload(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llr_ops::views::RouteView;
+
+    #[test]
+    fn rules_print_with_the_config_field_names() {
+        let r: RuleSpec = "class=rt proto=udp sport=1 dport=5000-5010 ipver=4"
+            .parse()
+            .unwrap();
+        let t = rule_text(&r);
+        assert_eq!(
+            t,
+            "class=rt ip_version=4 proto=udp src_port=1 dst_port=5000-5010"
+        );
+        // and the parser reads it back
+        assert_eq!(t.parse::<RuleSpec>().unwrap(), r);
+    }
+
+    #[test]
+    fn dumps_are_capped_to_fit_a_message() {
+        assert_eq!(dump_limit(None).unwrap(), DEFAULT_DUMP_LIMIT);
+        assert_eq!(dump_limit(Some(7)).unwrap(), 7);
+        assert_eq!(dump_limit(Some(0)).unwrap_err().field, "limit");
+        assert_eq!(
+            dump_limit(Some(MAX_DUMP_LIMIT + 1)).unwrap_err().field,
+            "limit"
+        );
+        // a full dump of long IPv6 routes still fits in one reply line
+        let row = RouteView {
+            prefix: "2001:db8:1234:5678:9abc:def0:1234:0/112".into(),
+            via: Some("fe80::1234:5678:9abc:def0".into()),
+            dev: "a-long-ifname-1".into(),
+            ifindex: 4_000_000_000,
+        };
+        let v = json!({"routes": vec![row; MAX_DUMP_LIMIT], "total": MAX_DUMP_LIMIT});
+        let reply = llr_ops::ctl::Reply::ok(json!(u64::MAX), v);
+        assert!(serde_json::to_vec(&reply).unwrap().len() < llr_ops::ctl::MAX_MESSAGE);
+    }
+
+    #[test]
+    fn wake_names() {
+        assert_eq!(wake_name(WakeMode::Interrupt), "interrupt");
+        assert_eq!(wake_of(WakeupMode::Busy), WakeMode::Busy);
+    }
+}

@@ -1,0 +1,82 @@
+//! `reload`: a whole new configuration, applied all or nothing.
+
+use llr_io::kernel::{self, MirrorSpec};
+use llr_io::router::ctl::Change;
+use llr_ops::ctl::CtlError;
+use serde_json::{json, Value};
+
+use super::{config_err, err, RouterCtl};
+use crate::config::RouterConfig;
+use crate::diff::diff;
+
+impl RouterCtl {
+    /// `reload`: re-reads the configuration file the router was started from and applies it
+    /// ([`apply_config`](Self::apply_config)).
+    pub fn reload(&self) -> Result<Value, CtlError> {
+        let Some(path) = &self.config_path else {
+            return Err(err(
+                "config",
+                "this router was started from a configuration built in code; there is no file to reload",
+            ));
+        };
+        let new = RouterConfig::load(path).map_err(|e| config_err(&e))?;
+        let mut v = self.apply_config(new)?;
+        v["reloaded"] = json!(path);
+        Ok(v)
+    }
+
+    /// Applies `new` all or nothing: validates all of it, refuses changes that need a restart
+    /// (naming the field), then applies layout, rules and wake-up mode in one worker step and
+    /// the routes. Returns the changed fields.
+    pub fn apply_config(&self, new: RouterConfig) -> Result<Value, CtlError> {
+        let r = new
+            .resolve(|n| llr_io::ebpf::ifindex(n).ok())
+            .map_err(|e| config_err(&e))?;
+        let mut st = self.lock();
+        let d = diff(&st.cfg, &r.cfg);
+        if let Some(first) = d.restart.first() {
+            let mut reason = "changing it needs a restart of the router".to_string();
+            if d.restart.len() > 1 {
+                reason += &format!(" (so do: {})", d.restart[1..].join(", "));
+            }
+            return Err(err(first.as_str(), reason));
+        }
+        // Routes: build the new table first, so a bad one rejects the whole reload.
+        let spec = MirrorSpec {
+            ifindexes: st.spec.ifindexes.clone(),
+            kernel_routes: r.cfg.kernel_routes,
+            routes: r.routes.clone(),
+            neighbors: r.neighbors.clone(),
+        };
+        let routes_changed = spec.routes != st.spec.routes || spec.neighbors != st.spec.neighbors;
+        if routes_changed {
+            kernel::build(&spec).map_err(|e| err("routes", format!("{e:#}")))?;
+        }
+        let mut batch = vec![Change::Sched(r.layout.clone())];
+        if r.rule_images != st.images {
+            batch.push(Change::Rules {
+                images: r.rule_images.clone(),
+                default_class: r.default_class,
+                flags: self.flags,
+            });
+        }
+        batch.push(Change::Wake {
+            wake: r.cfg.wake,
+            spin_us: r.cfg.spin_us,
+        });
+        self.apply(Change::Batch(batch))?;
+        if routes_changed {
+            self.set_routes(&mut st, spec)?;
+        }
+        let first_id = st.next_rule;
+        st.rules = (r.cfg.rules.iter().cloned())
+            .enumerate()
+            .map(|(i, s)| (first_id + i as u64, s))
+            .collect();
+        st.next_rule += r.cfg.rules.len() as u64;
+        st.images = r.rule_images;
+        st.default_class = r.default_class;
+        st.cfg = r.cfg;
+        Ok(json!({ "changed": d.changed }))
+    }
+}

@@ -1,0 +1,162 @@
+//! What the control plane reports: status, counters, interfaces, the forwarder's tables, rules.
+
+use std::time::Duration;
+
+use llr_io::ebpf::FLAG_TIMESTAMP;
+use llr_ops::ctl::RuleEntry;
+use llr_ops::metrics::MetricsSnapshot;
+use llr_ops::views::{format_mac, InterfaceView, NeighbourView, RouteView};
+use serde_json::{json, Value};
+
+use super::{rule_text, wake_name, RouterCtl};
+use crate::metrics::{name_of, to_metrics};
+
+impl RouterCtl {
+    /// `status`: version, uptime, interfaces, strategy and budgets, wake-up, workers, rules.
+    pub fn status(&self) -> Value {
+        let snap = self.link.latest();
+        let st = self.lock();
+        let classes: Vec<Value> = st
+            .cfg
+            .classes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let ring = snap.class_to_ring.get(i).copied();
+                json!({
+                    "name": c.name,
+                    "budget": ring.and_then(|r| snap.ring_budgets.get(r).copied()),
+                    "configured_budget": c.budget,
+                    "ring": ring,
+                })
+            })
+            .collect();
+        let routes: Vec<Value> = st
+            .cfg
+            .routes
+            .iter()
+            .map(|r| json!({"prefix": r.prefix, "via": r.via, "dev": r.dev}))
+            .collect();
+        json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "config": self.config_path,
+            "uptime_s": self.started.elapsed().as_secs_f64(),
+            "interfaces": st.cfg.interfaces,
+            "strategy": snap.strategy.map(|s| s.name()).unwrap_or(st.cfg.strategy.as_str()),
+            "device_budget": snap.device_budget,
+            "classes": classes,
+            "rings": snap.layout_rings.iter().zip(&snap.ring_budgets).map(|(n, b)| json!({"name": n, "budget": b})).collect::<Vec<_>>(),
+            "wakeup": snap.wake.map(wake_name),
+            "spin_us": snap.spin_us,
+            "workers": [{"worker": 0, "core": st.cfg.cores.first(), "busy_ratio": snap.busy_ratio}],
+            "helper_cores": llr_ops::cpus::format_cpu_list(&self.helper_cpus),
+            "rules": st.rules.len(),
+            "static_routes": routes,
+            "changes_applied": snap.changes,
+            "timestamps": self.flags & FLAG_TIMESTAMP != 0,
+            "metrics": self.metrics_addr.lock().unwrap_or_else(|e| e.into_inner()).map(|a| a.to_string()),
+        })
+    }
+
+    /// A metrics snapshot (asks the worker for fresh counters, waiting up to `wait`).
+    pub fn metrics(&self, wait: Duration) -> MetricsSnapshot {
+        let snap = self.link.fresh(wait);
+        let (names, core, ifs) = {
+            let st = self.lock();
+            (
+                st.cfg
+                    .classes
+                    .iter()
+                    .map(|c| c.name.clone())
+                    .collect::<Vec<_>>(),
+                st.cfg.cores.first().copied().unwrap_or(0) as u32,
+                st.interface_names(),
+            )
+        };
+        to_metrics(&snap, &names, core, &ifs)
+    }
+
+    /// The rules in first-match order, with their ids.
+    pub fn rules(&self) -> Vec<RuleEntry> {
+        self.lock()
+            .rules
+            .iter()
+            .map(|(id, r)| RuleEntry {
+                id: *id,
+                rule: rule_text(r),
+            })
+            .collect()
+    }
+
+    /// The interfaces as the forwarder sees them, with their counters.
+    pub fn interfaces(&self) -> Vec<InterfaceView> {
+        let counters = self.metrics(Duration::from_millis(50)).interfaces;
+        let names = self.lock().interface_names();
+        let fwd = self.fwd.read().unwrap_or_else(|e| e.into_inner());
+        names
+            .into_iter()
+            .map(|(i, name)| {
+                let f = fwd.interfaces.get(i);
+                InterfaceView {
+                    counters: counters
+                        .iter()
+                        .find(|c| c.ifindex == i)
+                        .cloned()
+                        .unwrap_or_default(),
+                    name,
+                    ifindex: i,
+                    mtu: f.map_or(0, |f| f.mtu),
+                    mac: f.map_or("-".into(), |f| format_mac(&f.mac)),
+                    addrs: f.map_or(Vec::new(), |f| {
+                        f.addrs
+                            .iter()
+                            .map(|a| format!("{}/{}", a.addr, a.len))
+                            .collect()
+                    }),
+                }
+            })
+            .collect()
+    }
+
+    /// The first `limit` routes of the forwarder (IPv4 then IPv6, by address and length), and
+    /// how many there are.
+    pub fn fib(&self, limit: usize) -> (Vec<RouteView>, usize) {
+        let names = self.lock().interface_names();
+        let fwd = self.fwd.read().unwrap_or_else(|e| e.into_inner());
+        let mut all: Vec<_> = fwd.routes.iter().collect();
+        drop(fwd);
+        all.sort_by_key(|(p, _)| (p.addr().is_ipv6(), p.addr(), p.len()));
+        let total = all.len();
+        let rows = all
+            .into_iter()
+            .take(limit)
+            .map(|(p, nh)| RouteView {
+                prefix: p.to_string(),
+                via: nh.gateway.map(|g| g.to_string()),
+                dev: name_of(&names, nh.ifindex),
+                ifindex: nh.ifindex,
+            })
+            .collect();
+        (rows, total)
+    }
+
+    /// The first `limit` neighbour entries (by interface, then address), and how many there are.
+    pub fn neighbours(&self, limit: usize) -> (Vec<NeighbourView>, usize) {
+        let names = self.lock().interface_names();
+        let fwd = self.fwd.read().unwrap_or_else(|e| e.into_inner());
+        let mut all: Vec<_> = fwd.neighbors.iter().collect();
+        drop(fwd);
+        all.sort_by_key(|(i, a, _)| (*i, a.is_ipv6(), *a));
+        let total = all.len();
+        let rows = all
+            .into_iter()
+            .take(limit)
+            .map(|(i, a, mac)| NeighbourView {
+                ip: a.to_string(),
+                mac: format_mac(&mac),
+                dev: name_of(&names, i),
+            })
+            .collect();
+        (rows, total)
+    }
+}

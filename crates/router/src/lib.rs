@@ -1,0 +1,39 @@
+//! llrouter as a library: the configuration schema ([`config`]) and the live router that
+//! `llrouter run` starts.
+//!
+//! [`Router::start`] takes a [`RouterConfig`] (parsed from TOML or built in code), binds the
+//! control socket first (a second router on the same path is refused before it touches any
+//! interface), loads one XDP classifier per interface (rules → classes → one AF_XDP socket per
+//! class), opens the sockets on one shared UMEM, mirrors the kernel's routes and neighbours,
+//! serves metrics if configured, and runs the worker loop on its own thread. [`Running::stop`]
+//! stops it, detaches everything and returns the counters. Every resource is owned by a value
+//! whose `Drop` releases it, so an error on the way out cleans up too.
+//!
+//! The control plane ([`RouterCtl`], an `llr_ops::ctl::ControlTarget`) validates a change on
+//! the caller's thread, hands it to the worker, which applies it between poll rounds, and
+//! replies only when the worker confirmed it.
+//!
+//! ```no_run
+//! use llr_router::{Router, RouterConfig, StartOptions};
+//! let cfg = RouterConfig::from_toml(&std::fs::read_to_string("router.toml")?)?;
+//! let running = Router::start(cfg, StartOptions::default())?;
+//! running.wait_ready(std::time::Duration::from_secs(5));
+//! let report = running.stop()?;
+//! println!("{}", report.worker);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod config;
+pub mod control;
+pub mod diff;
+mod error;
+pub mod metrics;
+mod mirror;
+pub mod plan;
+mod start;
+
+pub use config::{ConfigError, Resolved, RouterConfig, Steering};
+pub use control::RouterCtl;
+pub use diff::ConfigDiff;
+pub use error::RouterError;
+pub use start::{Router, RunReport, Running, StartOptions};

@@ -1,0 +1,314 @@
+//! The worker's snapshot in the metrics model of `llr_ops::metrics` (Prometheus, `ctl counters`,
+//! `llrouter top`).
+
+use llr_core::sched::StrategyKind;
+use llr_io::router::ctl::{WorkerSnapshot, LATENCY_BOUNDS};
+use llr_ops::metrics::{
+    DeviceMetrics, Histogram, InterfaceMetrics, MetricsSnapshot, ProcessMetrics, RingMetrics,
+    WorkerMetrics,
+};
+
+/// What the classifier hands to the kernel stack, by reason: delivered there, not dropped.
+const TO_KERNEL: [&str; 4] = ["non_ip", "multicast", "local", "no_socket"];
+
+/// Converts a worker snapshot into the metrics model. `interfaces` are the router's
+/// `(ifindex, name)` pairs; worker pass and drop reasons are taken as the worker names them.
+pub fn to_metrics(
+    snap: &WorkerSnapshot,
+    class_names: &[String],
+    core: u32,
+    interfaces: &[(u32, String)],
+) -> MetricsSnapshot {
+    let (icmp, slow_path) = split_events(&snap.events);
+    let PerInterface {
+        classes,
+        interfaces: ifs,
+        kernel_pass,
+    } = per_interface(snap, class_names, interfaces);
+    let mut drops: Vec<(String, u64)> = snap.drop.clone();
+    drops.push((
+        "egress_queue_full".into(),
+        snap.ports.iter().map(|p| p.egress_drops).sum(),
+    ));
+    drops.push((
+        "kernel_rx_dropped".into(),
+        snap.rings.iter().map(|r| r.kernel_rx_dropped).sum(),
+    ));
+    MetricsSnapshot {
+        strategy: snap
+            .strategy
+            .map(|s| s.name().to_string())
+            .unwrap_or_default(),
+        strategies: StrategyKind::ALL
+            .iter()
+            .map(|s| s.name().to_string())
+            .collect(),
+        rings: rings(snap, class_names),
+        devices: devices(snap),
+        workers: vec![WorkerMetrics {
+            worker: 0,
+            core,
+            poll_rounds: snap.poll_rounds,
+            busy_ratio: snap.busy_ratio,
+            busy_seconds: snap.busy_s,
+        }],
+        drops,
+        kernel_pass,
+        icmp,
+        slow_path,
+        classes,
+        interfaces: ifs,
+        process: ProcessMetrics::read(),
+    }
+}
+
+/// The name of `ifindex` among `names`, or `ifindex N` for one the router does not serve.
+pub(crate) fn name_of(names: &[(u32, String)], ifindex: u32) -> String {
+    names
+        .iter()
+        .find(|(i, _)| *i == ifindex)
+        .map_or_else(|| format!("ifindex {ifindex}"), |(_, n)| n.clone())
+}
+
+fn rings(snap: &WorkerSnapshot, class_names: &[String]) -> Vec<RingMetrics> {
+    // Under round robin every ring is its own engine device.
+    let rr = snap.strategy == Some(StrategyKind::Rr);
+    snap.rings
+        .iter()
+        .enumerate()
+        .map(|(k, c)| RingMetrics {
+            worker: 0,
+            device: if rr { k as u32 } else { 0 },
+            ring: k as u32,
+            class: snap
+                .layout_rings
+                .get(k)
+                .or(class_names.get(k))
+                .cloned()
+                .unwrap_or_else(|| format!("ring{k}")),
+            packets: c.served + c.backlog,
+            bytes: c.bytes,
+            drops: c.drops,
+            served: c.served,
+            budget_hits: c.budget_hits,
+            latency: Histogram {
+                bounds: LATENCY_BOUNDS.to_vec(),
+                counts: c.latency_counts.clone(),
+                sum: c.latency_sum,
+            },
+        })
+        .collect()
+}
+
+fn devices(snap: &WorkerSnapshot) -> Vec<DeviceMetrics> {
+    snap.devices
+        .iter()
+        .enumerate()
+        .map(|(d, c)| DeviceMetrics {
+            worker: 0,
+            device: d as u32,
+            wakeups: c.wakeups,
+            rearms: c.rearms,
+            budget_exhaustions: c.budget_exhaustions,
+            passes: c.passes,
+        })
+        .collect()
+}
+
+/// ICMP and the other slow-path events: `icmp_sent_<type>` / `icmp_ratelimited_<type>` become
+/// one `(type, sent, rate-limited)` series per type, the rest stay events.
+#[allow(clippy::type_complexity)]
+fn split_events(events: &[(String, u64)]) -> (Vec<(String, u64, u64)>, Vec<(String, u64)>) {
+    let mut icmp: Vec<(String, u64, u64)> = Vec::new();
+    let mut slow_path: Vec<(String, u64)> = Vec::new();
+    for (n, c) in events {
+        if let Some(t) = n.strip_prefix("icmp_sent_") {
+            match icmp.iter_mut().find(|e| e.0 == t) {
+                Some(e) => e.1 = *c,
+                None => icmp.push((t.to_string(), *c, 0)),
+            }
+        } else if let Some(t) = n.strip_prefix("icmp_ratelimited_") {
+            match icmp.iter_mut().find(|e| e.0 == t) {
+                Some(e) => e.2 = *c,
+                None => icmp.push((t.to_string(), 0, *c)),
+            }
+        } else {
+            slow_path.push((n.clone(), *c));
+        }
+    }
+    (icmp, slow_path)
+}
+
+/// The classifier's and the ports' counters, per class and per interface.
+struct PerInterface {
+    classes: Vec<(String, u64)>,
+    interfaces: Vec<InterfaceMetrics>,
+    kernel_pass: Vec<(String, u64)>,
+}
+
+fn per_interface(
+    snap: &WorkerSnapshot,
+    class_names: &[String],
+    interfaces: &[(u32, String)],
+) -> PerInterface {
+    let mut classes: Vec<(String, u64)> = class_names.iter().map(|n| (n.clone(), 0)).collect();
+    let mut ifs: Vec<InterfaceMetrics> = interfaces
+        .iter()
+        .map(|(i, n)| InterfaceMetrics {
+            interface: n.clone(),
+            ifindex: *i,
+            ..Default::default()
+        })
+        .collect();
+    // Malformed frames go on to the worker, which drops (and counts) them, so they are errors
+    // here only.
+    let mut kernel_pass = [0u64; TO_KERNEL.len()];
+    for (i, s) in &snap.classifier {
+        for (k, slot) in classes.iter_mut().enumerate() {
+            slot.1 += s.per_class.get(k).copied().unwrap_or(0);
+        }
+        let passed = [s.pass_non_ip, s.pass_multicast, s.pass_local, s.no_socket];
+        for (t, v) in kernel_pass.iter_mut().zip(passed) {
+            *t += v;
+        }
+        let x = interface_slot(&mut ifs, *i, interfaces);
+        x.kernel_pass_packets = passed.iter().sum();
+        x.errors += s.malformed;
+    }
+    for p in &snap.ports {
+        let x = interface_slot(&mut ifs, p.ifindex, interfaces);
+        x.rx_packets = p.rx;
+        x.tx_packets = p.tx;
+        x.dropped_packets += p.egress_drops + p.kernel_rx_dropped + p.kernel_rx_ring_full;
+        x.errors += p.kernel_tx_invalid + p.no_port;
+    }
+    let mut kernel_pass: Vec<(String, u64)> = if snap.classifier.is_empty() {
+        classes.clear();
+        Vec::new()
+    } else {
+        TO_KERNEL
+            .iter()
+            .zip(kernel_pass)
+            .map(|(n, v)| (n.to_string(), v))
+            .collect()
+    };
+    // What the forwarder hands back for the kernel goes through the punt TAP (`punted` /
+    // `punt_dropped` in the slow-path events say whether it got there).
+    kernel_pass.extend(snap.pass.iter().map(|(n, c)| (format!("worker_{n}"), *c)));
+    PerInterface {
+        classes,
+        interfaces: ifs,
+        kernel_pass,
+    }
+}
+
+/// The entry of `ifindex` in `ifs`, added (named from `names`) when missing.
+fn interface_slot<'a>(
+    ifs: &'a mut Vec<InterfaceMetrics>,
+    ifindex: u32,
+    names: &[(u32, String)],
+) -> &'a mut InterfaceMetrics {
+    let k = match ifs.iter().position(|x| x.ifindex == ifindex) {
+        Some(k) => k,
+        None => {
+            ifs.push(InterfaceMetrics {
+                interface: name_of(names, ifindex),
+                ifindex,
+                ..Default::default()
+            });
+            ifs.len() - 1
+        }
+    };
+    &mut ifs[k]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llr_io::ebpf::ClassifierStats;
+    use llr_io::router::ctl::RingCounters;
+    use llr_io::xsk::PortStats;
+
+    #[test]
+    fn metrics_keep_kernel_passes_apart_and_name_interfaces() {
+        let mut rings = vec![RingCounters::default(), RingCounters::default()];
+        rings[0].served = 90;
+        rings[0].backlog = 10;
+        rings[1].kernel_rx_dropped = 2;
+        let snap = WorkerSnapshot {
+            strategy: Some(StrategyKind::LlWfq),
+            layout_rings: vec!["rt".into(), "be".into()],
+            rings,
+            busy_s: 1.5,
+            // reason names as the worker gives them, whatever they are
+            pass: vec![("some_pass".into(), 4)],
+            drop: vec![("some_drop".into(), 3), ("another".into(), 0)],
+            ports: vec![
+                PortStats {
+                    ifindex: 7,
+                    rx: 100,
+                    egress_drops: 1,
+                    ..Default::default()
+                },
+                PortStats {
+                    ifindex: 9,
+                    tx: 95,
+                    kernel_tx_invalid: 2,
+                    ..Default::default()
+                },
+            ],
+            classifier: vec![(
+                7,
+                ClassifierStats {
+                    per_class: vec![60, 40],
+                    pass_multicast: 5,
+                    no_socket: 1,
+                    malformed: 3,
+                    ..Default::default()
+                },
+            )],
+            ..Default::default()
+        };
+        let names = vec!["rt".to_string(), "be".to_string()];
+        let ifs = vec![(7, "eth0".to_string()), (9, "eth1".to_string())];
+        let m = to_metrics(&snap, &names, 1, &ifs);
+        let get = |l: &[(String, u64)], k: &str| l.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
+        assert_eq!(get(&m.drops, "some_drop"), Some(3));
+        assert_eq!(get(&m.drops, "another"), Some(0));
+        assert_eq!(
+            get(&m.drops, "pass_some_pass"),
+            None,
+            "the worker's passes are not drops"
+        );
+        assert_eq!(get(&m.kernel_pass, "worker_some_pass"), Some(4));
+        assert_eq!(get(&m.drops, "egress_queue_full"), Some(1));
+        assert_eq!(get(&m.drops, "kernel_rx_dropped"), Some(2));
+        assert!(
+            m.drops.iter().all(|(n, _)| !n.starts_with("xdp_")),
+            "{:?}",
+            m.drops
+        );
+        assert_eq!(get(&m.kernel_pass, "multicast"), Some(5));
+        assert_eq!(get(&m.kernel_pass, "no_socket"), Some(1));
+        assert_eq!(m.classes, vec![("rt".into(), 60), ("be".into(), 40)]);
+        let eth0 = &m.interfaces[0];
+        assert_eq!(
+            (
+                eth0.interface.as_str(),
+                eth0.rx_packets,
+                eth0.kernel_pass_packets
+            ),
+            ("eth0", 100, 6)
+        );
+        assert_eq!((eth0.dropped_packets, eth0.errors), (1, 3));
+        let eth1 = &m.interfaces[1];
+        assert_eq!(
+            (eth1.interface.as_str(), eth1.tx_packets, eth1.errors),
+            ("eth1", 95, 2)
+        );
+        assert_eq!(m.rings[0].packets, 100);
+        assert_eq!(m.workers[0].busy_seconds, 1.5);
+        assert_eq!(m.strategy, "ll-wfq");
+        assert!(m.strategies.contains(&"sq".to_string()));
+    }
+}

@@ -1,0 +1,149 @@
+//! What a configuration would set up, without touching anything: `llrouter run --check` and
+//! `--dry-run`, and the steering check [`Router::start`](crate::Router::start) makes first.
+
+use crate::config::{Resolved, RouterConfig, Steering};
+use crate::error::{RouterError, Step};
+
+/// Placeholder interface indexes of `--dry-run` for interfaces absent from the namespace.
+const DRY_RUN_IFINDEX_BASE: u32 = 1 << 30;
+
+/// `1 ring`, `2 rings`.
+pub(crate) fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// One line for `--check`: `2 interfaces, strategy ll-wfq, 2 rings, 1 rule`.
+pub fn summary(r: &Resolved) -> String {
+    format!(
+        "{}, strategy {}, {}, {}",
+        plural(r.ifindexes.len(), "interface"),
+        r.layout.strategy,
+        plural(r.layout.rings.len(), "ring"),
+        plural(r.rule_images.len(), "rule")
+    )
+}
+
+/// Checks that `steering` can be set up for `r`. `ntuple` is checked on every interface (and
+/// that the rules are expressible as filters) and then refused: one AF_XDP socket per hardware
+/// queue is not implemented yet. Changes nothing.
+pub fn check_steering(r: &Resolved, steering: Steering) -> Result<(), RouterError> {
+    if steering == Steering::Xdp {
+        return Ok(());
+    }
+    let nclasses = r.cfg.classes.len();
+    for (n, &ifindex) in r.cfg.interfaces.iter().zip(&r.ifindexes) {
+        llr_io::ntuple::check_support(n, nclasses as u32).step("steering = \"ntuple\"")?;
+        llr_io::ntuple::plan(n, ifindex, &r.rules, nclasses, 0).step("steering = \"ntuple\"")?;
+    }
+    Err(RouterError::Setup(format!(
+        "steering = \"ntuple\": {} support ntuple filters, but one AF_XDP socket per hardware queue is not implemented in `llrouter run` yet; nothing was changed (`--dry-run` prints the filters; `ethtool` can apply them by hand)",
+        r.cfg.interfaces.join(", ")
+    )))
+}
+
+/// The `--dry-run` report: the class → queue (ntuple) or class → ring (xdp) layout and, for
+/// ntuple, the `ethtool` commands per interface. Touches nothing; interfaces missing from this
+/// namespace get a placeholder index (noted in the output), so a plan can be made anywhere.
+pub fn dry_run_plan(cfg: RouterConfig, steering: Steering) -> Result<Vec<String>, RouterError> {
+    let names = cfg.interfaces.clone();
+    let lookup = move |n: &str| {
+        llr_io::ebpf::ifindex(n).ok().or_else(|| {
+            names
+                .iter()
+                .position(|x| x == n)
+                .map(|i| DRY_RUN_IFINDEX_BASE + i as u32)
+        })
+    };
+    let r = cfg.resolve(&lookup)?;
+    let classes: Vec<String> = r.cfg.classes.iter().map(|c| c.name.clone()).collect();
+    let mut out = vec![format!(
+        "# llrouter dry run: steering {}, strategy {}, {} classes, {} rules; nothing is changed",
+        steering.name(),
+        r.layout.strategy,
+        classes.len(),
+        r.rules.len()
+    )];
+    for (n, &i) in r.cfg.interfaces.iter().zip(&r.ifindexes) {
+        if i >= DRY_RUN_IFINDEX_BASE {
+            out.push(format!("# note: no interface `{n}` here; planned anyway"));
+        }
+    }
+    match steering {
+        Steering::Ntuple => ntuple_plan(&r, &classes, &mut out)?,
+        Steering::Xdp => xdp_plan(&r, &classes, &mut out),
+    }
+    Ok(out)
+}
+
+fn ntuple_plan(r: &Resolved, classes: &[String], out: &mut Vec<String>) -> Result<(), RouterError> {
+    let mut layout_done = false;
+    for (n, &ifindex) in r.cfg.interfaces.iter().zip(&r.ifindexes) {
+        let plan = llr_io::ntuple::plan(n, ifindex, &r.rules, classes.len(), 0)
+            .step("steering = \"ntuple\"")?;
+        if !layout_done {
+            out.push("# class -> hardware queue (one AF_XDP socket per queue)".into());
+            for (c, q) in classes.iter().zip(&plan.class_queue) {
+                let d = if *c == classes[classes.len() - 1] {
+                    " (default: unmatched traffic)"
+                } else {
+                    ""
+                };
+                out.push(format!("#   {c} -> queue {q}{d}"));
+            }
+            layout_done = true;
+        }
+        out.push(format!("# {n}"));
+        out.extend(plan.lines());
+    }
+    Ok(())
+}
+
+fn xdp_plan(r: &Resolved, classes: &[String], out: &mut Vec<String>) {
+    out.push("# class -> ring (AF_XDP socket on queue 0 of each interface, XDP classifier)".into());
+    for (c, name) in classes.iter().enumerate() {
+        let ring = r.layout.class_to_ring.get(c).copied().unwrap_or(c);
+        let rn = r
+            .layout
+            .rings
+            .get(ring)
+            .map(|x| x.name.as_str())
+            .unwrap_or("?");
+        out.push(format!("#   {name} -> ring {ring} ({rn})"));
+    }
+    for (i, spec) in r.cfg.rules.iter().enumerate() {
+        out.push(format!("# rule {i}: {spec}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plural_words() {
+        assert_eq!(plural(1, "ring"), "1 ring");
+        assert_eq!(plural(2, "ring"), "2 rings");
+    }
+
+    #[test]
+    fn dry_run_plans_absent_interfaces() {
+        let cfg = RouterConfig::from_toml(
+            "interfaces = [\"llr-none0\", \"llr-none1\"]\n[[classes]]\nname = \"rt\"\n[[classes]]\nname = \"be\"\n[[rules]]\nclass = \"rt\"\ndscp = 46\n",
+        )
+        .unwrap();
+        let out = dry_run_plan(cfg, Steering::Xdp).unwrap();
+        assert!(
+            out[0].starts_with("# llrouter dry run: steering xdp"),
+            "{out:?}"
+        );
+        assert!(
+            out.iter().any(|l| l.contains("no interface `llr-none0`")),
+            "{out:?}"
+        );
+        assert!(out.iter().any(|l| l == "#   rt -> ring 0 (rt)"), "{out:?}");
+    }
+}
