@@ -88,6 +88,23 @@ pub fn online() -> BTreeSet<usize> {
     (0..n.max(1) as usize).collect()
 }
 
+/// Why `cpu` cannot be used, given the `online` CPUs; `None` when it is online.
+pub fn problem(cpu: usize, online: &BTreeSet<usize>) -> Option<String> {
+    if online.contains(&cpu) {
+        return None;
+    }
+    Some(format!(
+        "CPU {cpu} does not exist: this machine has {} online CPU{} ({})",
+        online.len(),
+        if online.len() == 1 { "" } else { "s" },
+        online
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    ))
+}
+
 /// The CPUs the calling thread may run on (`sched_getaffinity`).
 pub fn allowed() -> io::Result<BTreeSet<usize>> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most size_of::<cpu_set_t>()

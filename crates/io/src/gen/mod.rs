@@ -73,6 +73,7 @@ pub fn set_fifo(prio: i32) -> std::io::Result<()> {
 
 /// Inter-arrival process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Gaps {
     Constant,
