@@ -40,7 +40,7 @@ use llr_ops::metrics::{
 use llr_ops::views::{format_mac, InterfaceView, NeighbourView, RouteView};
 use serde_json::{json, Value};
 
-use crate::config::{Resolved, RouterConfig, Steering};
+use llr_router::config::{ConfigError, Resolved, RouterConfig, Steering};
 
 /// How long a change may wait for the worker to apply it.
 pub const APPLY_TIMEOUT: Duration = Duration::from_millis(100);
@@ -137,7 +137,7 @@ pub fn run_report(args: &RunArgs) -> Result<Option<RunReport>> {
 /// [`run_report`] that stops when `stop` is set instead of on signals (tests, embedding).
 pub fn run_report_until(args: &RunArgs, stop: Option<&AtomicBool>) -> Result<Option<RunReport>> {
     // A configuration that does not load or fit this host is bad input (exit 2), like a flag.
-    let bad_config = |e: anyhow::Error| crate::cli_util::usage("config", format!("{e:#}"));
+    let bad_config = |e: ConfigError| crate::cli_util::usage("config", e.to_string());
     let cfg = RouterConfig::load(&args.config).map_err(bad_config)?;
     let steering = args.steering.unwrap_or(cfg.steering);
     if args.dry_run {
@@ -509,16 +509,13 @@ fn err(field: impl Into<String>, reason: impl Into<String>) -> CtlError {
     CtlError::new(field, reason)
 }
 
-/// Splits an `anyhow` message of the `field: reason` form (the config's convention).
-fn split_err(e: &anyhow::Error) -> CtlError {
-    let s = format!("{e:#}");
-    let mut cut = s.as_str();
-    // `config /path: field: reason` from RouterConfig::load: drop the file context.
-    if let Some(rest) = cut.strip_prefix("config ") {
-        if let Some((_, r)) = rest.split_once(": ") {
-            cut = r;
-        }
-    }
+/// The field and reason of a configuration error (without the file it came from).
+fn split_err(e: &ConfigError) -> CtlError {
+    let s = match e.root() {
+        ConfigError::Field { field, reason } => return err(field.as_str(), reason.as_str()),
+        other => other.to_string(),
+    };
+    let cut = s.as_str();
     match cut.split_once(": ") {
         Some((f, r)) if !f.contains(' ') || f.starts_with("TOML") => err(f, r),
         _ => err("config", cut),
@@ -1150,7 +1147,7 @@ impl ControlTarget for RouterCtl {
                 st.cfg
                     .routes
                     .retain(|r| kernel::parse_prefix(&r.prefix) != Some(p));
-                st.cfg.routes.push(crate::config::RouteConfig {
+                st.cfg.routes.push(llr_router::config::RouteConfig {
                     prefix: prefix.clone(),
                     dev: dev.clone(),
                     via: gw,

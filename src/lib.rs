@@ -14,4 +14,5 @@ pub mod cmd_sink;
 pub mod cmd_testbed;
 pub mod cmd_top;
 pub mod cmd_tune;
-pub mod config;
+/// The router's configuration lives in `llr_router`; re-exported for the commands.
+pub use llr_router::config;

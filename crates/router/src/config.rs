@@ -1,4 +1,6 @@
-//! `llrouter run`'s configuration (TOML). Unknown keys are errors; validation names the field.
+//! The router's configuration: the TOML schema of `llrouter run --config`, also built in code
+//! (`RouterConfig { interfaces, classes, ..Default::default() }`). Unknown keys are errors;
+//! validation names the field.
 //!
 //! ```toml
 //! interfaces = ["veth-rin", "veth-rout"]
@@ -19,14 +21,77 @@
 //! ```
 
 use std::net::IpAddr;
+use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
 use llr_core::classify::{Rule, RuleSet, RuleSpec};
 use llr_core::sched::{ClassSpec, Layout, SchedConfig, StrategyKind};
 use llr_io::ebpf::AttachMode;
 use llr_io::kernel::{parse_mac, parse_prefix, StaticNeighbor, StaticRoute};
 use llr_io::xsk::{WakeMode, XskOptions};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+
+/// A configuration that does not load or does not check out.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A field and why it is rejected (`field` as spelled in the file: `tx-batch`, `rules[0].dscp`).
+    #[error("{field}: {reason}")]
+    Field { field: String, reason: String },
+    /// The file could not be read.
+    #[error("read {}: {err}", path.display())]
+    Io { path: PathBuf, err: std::io::Error },
+    /// Not TOML, or not this schema (unknown key, wrong type).
+    #[error("{0}")]
+    Toml(#[from] toml::de::Error),
+    /// `err`, found in the file at `path`.
+    #[error("config {}: {err}", path.display())]
+    File {
+        path: PathBuf,
+        err: Box<ConfigError>,
+    },
+}
+
+impl ConfigError {
+    /// A [`ConfigError::Field`].
+    pub fn field(field: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+        ConfigError::Field {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// A `field: reason` message from a layer that reports errors as text, split at the first
+    /// `: `; `fallback` names the field when the text has no such prefix.
+    pub fn from_message(fallback: &str, msg: String) -> ConfigError {
+        match msg.split_once(": ") {
+            Some((f, r)) if !f.contains(' ') => ConfigError::field(f, r),
+            _ => ConfigError::field(fallback, msg),
+        }
+    }
+
+    /// The innermost error, without the file it came from.
+    pub fn root(&self) -> &ConfigError {
+        match self {
+            ConfigError::File { err, .. } => err.root(),
+            e => e,
+        }
+    }
+}
+
+impl From<llr_core::sched::ConfigError> for ConfigError {
+    fn from(e: llr_core::sched::ConfigError) -> Self {
+        ConfigError::Field {
+            field: e.field,
+            reason: e.reason,
+        }
+    }
+}
+
+/// Returns a [`ConfigError::Field`] naming `field`, the rest formatted as the reason.
+macro_rules! bail {
+    ($field:expr, $($reason:tt)+) => {
+        return Err(ConfigError::field($field, format!($($reason)+)))
+    };
+}
 
 fn default_strategy() -> String {
     "ll-wfq".into()
@@ -54,7 +119,8 @@ fn default_refresh() -> u64 {
 }
 
 /// How packets reach the per-class rings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Steering {
     /// The eBPF XDP classifier redirects each frame to its class's AF_XDP socket (one queue).
@@ -76,7 +142,7 @@ impl Steering {
 }
 
 /// A static route.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
     /// `addr/len`.
@@ -84,19 +150,20 @@ pub struct RouteConfig {
     /// Egress interface name.
     pub dev: String,
     /// Next hop (absent: directly connected).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<IpAddr>,
 }
 
 /// `[control]`: the control socket of `llrouter ctl`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ControlConfig {
     /// Unix socket path (mode 0600).
     #[serde(default = "default_socket")]
-    pub socket: std::path::PathBuf,
+    pub socket: PathBuf,
 }
 
-fn default_socket() -> std::path::PathBuf {
+fn default_socket() -> PathBuf {
     llr_ops::ctl::DEFAULT_SOCKET.into()
 }
 
@@ -109,7 +176,7 @@ impl Default for ControlConfig {
 }
 
 /// `[metrics]`: the Prometheus endpoint (off unless the section is present).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct MetricsConfig {
     /// `addr:port`; loopback unless `allow-remote = true`.
@@ -120,17 +187,18 @@ pub struct MetricsConfig {
 
 impl MetricsConfig {
     /// The checked listen address.
-    pub fn addr(&self) -> Result<std::net::SocketAddr> {
+    pub fn addr(&self) -> Result<std::net::SocketAddr, ConfigError> {
         let a: std::net::SocketAddr = self.listen.parse().map_err(|_| {
-            anyhow::anyhow!(
-                "metrics.listen: `{}` is not addr:port (e.g. 127.0.0.1:9877)",
-                self.listen
+            ConfigError::field(
+                "metrics.listen",
+                format!("`{}` is not addr:port (e.g. 127.0.0.1:9877)", self.listen),
             )
         })?;
         if !a.ip().is_loopback() && !self.allow_remote {
-            bail!(
-                "metrics.listen: {a} is not a loopback address; set metrics.allow-remote = true to serve metrics beyond this host"
-            );
+            return Err(ConfigError::field(
+                "metrics.listen",
+                format!("{a} is not a loopback address; set metrics.allow-remote = true to serve metrics beyond this host"),
+            ));
         }
         Ok(a)
     }
@@ -139,7 +207,7 @@ impl MetricsConfig {
 /// `[icmp]`: the ICMP errors the router sends (time exceeded, unreachable, fragmentation
 /// needed / packet too big) and the frames it hands to the kernel. Defaults are Linux's
 /// (`icmp_msgs_per_sec` 1000, `icmp_msgs_burst` 50, `icmp_ratelimit` 1000 ms per host).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct IcmpConfig {
     /// Errors per second, per type (0: send none).
@@ -170,19 +238,20 @@ impl Default for IcmpConfig {
 
 impl IcmpConfig {
     /// The limits for the worker; errors name the field.
-    pub fn limits(&self) -> Result<llr_core::fwd::IcmpLimits> {
+    pub fn limits(&self) -> Result<llr_core::fwd::IcmpLimits, ConfigError> {
         if self.rate > 1_000_000 {
-            bail!("icmp.rate: {} per second; at most 1000000", self.rate);
+            bail!("icmp.rate", "{} per second; at most 1000000", self.rate);
         }
         if self.rate > 0 && self.burst == 0 {
-            bail!("icmp.burst: must be at least 1 when icmp.rate is not 0");
+            bail!("icmp.burst", "must be at least 1 when icmp.rate is not 0");
         }
         if self.per_host_interval_ms > 3_600_000 {
-            bail!("icmp.per-host-interval-ms: at most 3600000 (one hour)");
+            bail!("icmp.per-host-interval-ms", "at most 3600000 (one hour)");
         }
         if self.per_host_interval_ms > 0 && self.per_host_burst == 0 {
             bail!(
-                "icmp.per-host-burst: must be at least 1 when icmp.per-host-interval-ms is not 0"
+                "icmp.per-host-burst",
+                "must be at least 1 when icmp.per-host-interval-ms is not 0"
             );
         }
         Ok(llr_core::fwd::IcmpLimits {
@@ -195,7 +264,7 @@ impl IcmpConfig {
 }
 
 /// A static neighbour.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NeighborConfig {
     pub ip: IpAddr,
@@ -203,8 +272,9 @@ pub struct NeighborConfig {
     pub dev: String,
 }
 
-/// The whole file.
-#[derive(Debug, Clone, Deserialize)]
+/// The whole file. `Default` gives every optional field its default and no interfaces or
+/// classes (both required).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct RouterConfig {
     /// Interfaces to route between (at least one).
@@ -214,7 +284,7 @@ pub struct RouterConfig {
     pub cores: Vec<usize>,
     /// CPU cores of the helper threads (control, metrics, route mirror); default: every core
     /// the process may use except the workers'.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub helper_cores: Option<Vec<usize>>,
     #[serde(default = "default_strategy")]
     pub strategy: String,
@@ -263,10 +333,42 @@ pub struct RouterConfig {
     #[serde(default)]
     pub control: ControlConfig,
     /// Off unless present.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<MetricsConfig>,
     #[serde(default)]
     pub icmp: IcmpConfig,
+}
+
+impl Default for RouterConfig {
+    fn default() -> Self {
+        RouterConfig {
+            interfaces: Vec::new(),
+            cores: Vec::new(),
+            helper_cores: None,
+            strategy: default_strategy(),
+            device_budget: default_device_budget(),
+            time_slice_ns: default_time_slice(),
+            classes: Vec::new(),
+            rules: Vec::new(),
+            routes: Vec::new(),
+            neighbors: Vec::new(),
+            kernel_routes: true,
+            route_refresh_ms: default_refresh(),
+            wake: WakeMode::default(),
+            spin_us: default_spin(),
+            batch: default_batch(),
+            tx_batch: default_tx_batch(),
+            cost_ns: 0,
+            acl_rules: 0,
+            attach: AttachMode::default(),
+            steering: Steering::default(),
+            timestamp_meta: true,
+            rings: XskOptions::default(),
+            control: ControlConfig::default(),
+            metrics: None,
+            icmp: IcmpConfig::default(),
+        }
+    }
 }
 
 /// A checked configuration, resolved against the interfaces of the calling namespace.
@@ -285,19 +387,29 @@ pub struct Resolved {
 
 impl RouterConfig {
     /// Parses TOML text.
-    pub fn from_toml(text: &str) -> Result<RouterConfig> {
-        toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))
+    pub fn from_toml(text: &str) -> Result<RouterConfig, ConfigError> {
+        Ok(toml::from_str(text)?)
+    }
+
+    /// The configuration as TOML text ([`from_toml`](Self::from_toml) reads it back equal).
+    pub fn to_toml(&self) -> Result<String, ConfigError> {
+        toml::to_string(self).map_err(|e| ConfigError::field("config", e.to_string()))
     }
 
     /// Reads and parses a file.
-    pub fn load(path: &std::path::Path) -> Result<RouterConfig> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
-        Self::from_toml(&text).with_context(|| format!("config {}", path.display()))
+    pub fn load(path: &Path) -> Result<RouterConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Io {
+            path: path.to_path_buf(),
+            err,
+        })?;
+        Self::from_toml(&text).map_err(|e| ConfigError::File {
+            path: path.to_path_buf(),
+            err: Box::new(e),
+        })
     }
 
     /// The scheduler configuration (checked by `layout()`).
-    pub fn sched(&self) -> Result<SchedConfig> {
+    pub fn sched(&self) -> Result<SchedConfig, ConfigError> {
         let strategy: StrategyKind = self.strategy.parse()?;
         Ok(SchedConfig {
             strategy,
@@ -308,103 +420,121 @@ impl RouterConfig {
     }
 
     /// Checks everything that does not need the interfaces; errors name the field.
-    pub fn validate(&self) -> Result<Layout> {
+    pub fn validate(&self) -> Result<Layout, ConfigError> {
         if self.interfaces.is_empty() {
-            bail!("interfaces: at least one interface is required");
+            bail!("interfaces", "at least one interface is required");
         }
         for (i, n) in self.interfaces.iter().enumerate() {
             if self.interfaces[..i].contains(n) {
-                bail!("interfaces: `{n}` is listed twice");
+                bail!("interfaces", "`{n}` is listed twice");
             }
         }
         if self.cores.len() > 1 {
-            bail!("cores: {} cores given; one worker per interface queue is implemented for single-queue interfaces only, give one core", self.cores.len());
+            bail!("cores", "{} cores given; one worker per interface queue is implemented for single-queue interfaces only, give one core", self.cores.len());
         }
         // The machine's CPUs, not this thread's affinity (a pinned thread sees one).
         let online = llr_ops::cpus::online();
         let list = llr_ops::cpus::format_cpu_list(&online);
         if let Some(c) = self.cores.iter().find(|c| !online.contains(c)) {
-            bail!("cores: core {c} does not exist (online CPUs: {list})");
+            bail!("cores", "core {c} does not exist (online CPUs: {list})");
         }
         if let Some(h) = &self.helper_cores {
             if h.is_empty() {
-                bail!("helper-cores: give at least one core (or leave it out)");
+                bail!("helper-cores", "give at least one core (or leave it out)");
             }
             if let Some(c) = h.iter().find(|c| !online.contains(c)) {
-                bail!("helper-cores: core {c} does not exist (online CPUs: {list})");
+                bail!(
+                    "helper-cores",
+                    "core {c} does not exist (online CPUs: {list})"
+                );
             }
         }
         if self.batch == 0 {
-            bail!("batch: must be at least 1");
+            bail!("batch", "must be at least 1");
         }
         if self.tx_batch == 0 || self.tx_batch > 2048 {
-            bail!("tx-batch: must be within 1..=2048 (frames held before a transmit kick)");
+            bail!(
+                "tx-batch",
+                "must be within 1..=2048 (frames held before a transmit kick)"
+            );
         }
         if self.route_refresh_ms == 0 {
-            bail!("route-refresh-ms: must be at least 1");
+            bail!("route-refresh-ms", "must be at least 1");
         }
         if self.acl_rules > 65_536 {
             bail!(
-                "acl-rules: {} rules; at most 65536 (one per UDP port)",
+                "acl-rules",
+                "{} rules; at most 65536 (one per UDP port)",
                 self.acl_rules
             );
         }
         if self.cost_ns > 1_000_000 {
             bail!(
-                "cost-ns: {} ns per packet; at most 1000000 (1 ms)",
+                "cost-ns",
+                "{} ns per packet; at most 1000000 (1 ms)",
                 self.cost_ns
             );
         }
-        self.rings.validate()?;
+        self.rings
+            .validate()
+            .map_err(|e| ConfigError::from_message("rings", format!("{e:#}")))?;
         self.icmp.limits()?;
         if let Some(m) = &self.metrics {
             m.addr()?;
         }
         if self.control.socket.as_os_str().is_empty() {
-            bail!("control.socket: must not be empty");
+            bail!("control.socket", "must not be empty");
         }
         let layout = self.sched()?.layout()?;
         if layout.rings.len() > llr_io::ebpf::MAX_CLASSES {
-            bail!("classes: at most {} rings", llr_io::ebpf::MAX_CLASSES);
+            bail!("classes", "at most {} rings", llr_io::ebpf::MAX_CLASSES);
         }
         Ok(layout)
     }
 
     /// Validates and resolves names with `ifindex_of` (the calling namespace's interfaces).
-    pub fn resolve(self, ifindex_of: impl Fn(&str) -> Option<u32>) -> Result<Resolved> {
+    pub fn resolve(
+        self,
+        ifindex_of: impl Fn(&str) -> Option<u32>,
+    ) -> Result<Resolved, ConfigError> {
         let layout = self.validate()?;
         let mut ifindexes = Vec::new();
         for n in &self.interfaces {
-            ifindexes.push(
-                ifindex_of(n).with_context(|| format!("interfaces: no interface named `{n}`"))?,
-            );
+            ifindexes.push(ifindex_of(n).ok_or_else(|| {
+                ConfigError::field("interfaces", format!("no interface named `{n}`"))
+            })?);
         }
         let names: Vec<String> = self.classes.iter().map(|c| c.name.clone()).collect();
         let default_class = (names.len() - 1) as u32;
         let mut rules = Vec::new();
         for (i, r) in self.rules.iter().enumerate() {
-            rules.push(
-                r.resolve(&names, &ifindex_of)
-                    .map_err(|e| anyhow::anyhow!("rules[{i}].{}: {}", e.field, e.reason))?,
-            );
+            rules
+                .push(r.resolve(&names, &ifindex_of).map_err(|e| {
+                    ConfigError::field(format!("rules[{i}].{}", e.field), e.reason)
+                })?);
         }
         let set = RuleSet::with_rules(rules.clone(), default_class as usize);
         let rule_images = set
             .to_bpf_map()
-            .map_err(|e| anyhow::anyhow!("rules: {}: {}", e.field, e.reason))?;
+            .map_err(|e| ConfigError::field("rules", format!("{}: {}", e.field, e.reason)))?;
         let mut routes = Vec::new();
         for (i, r) in self.routes.iter().enumerate() {
-            let prefix = parse_prefix(&r.prefix).with_context(|| {
-                format!(
-                    "routes[{i}].prefix: `{}` is not an addr/len prefix",
-                    r.prefix
+            let prefix = parse_prefix(&r.prefix).ok_or_else(|| {
+                ConfigError::field(
+                    format!("routes[{i}].prefix"),
+                    format!("`{}` is not an addr/len prefix", r.prefix),
                 )
             })?;
-            let ifindex = ifindex_of(&r.dev)
-                .with_context(|| format!("routes[{i}].dev: no interface named `{}`", r.dev))?;
+            let ifindex = ifindex_of(&r.dev).ok_or_else(|| {
+                ConfigError::field(
+                    format!("routes[{i}].dev"),
+                    format!("no interface named `{}`", r.dev),
+                )
+            })?;
             if !ifindexes.contains(&ifindex) {
                 bail!(
-                    "routes[{i}].dev: `{}` is not one of the router's interfaces",
+                    format!("routes[{i}].dev"),
+                    "`{}` is not one of the router's interfaces",
                     r.dev
                 );
             }
@@ -416,10 +546,18 @@ impl RouterConfig {
         }
         let mut neighbors = Vec::new();
         for (i, n) in self.neighbors.iter().enumerate() {
-            let mac = parse_mac(&n.mac)
-                .with_context(|| format!("neighbors[{i}].mac: `{}` is not a MAC address", n.mac))?;
-            let ifindex = ifindex_of(&n.dev)
-                .with_context(|| format!("neighbors[{i}].dev: no interface named `{}`", n.dev))?;
+            let mac = parse_mac(&n.mac).ok_or_else(|| {
+                ConfigError::field(
+                    format!("neighbors[{i}].mac"),
+                    format!("`{}` is not a MAC address", n.mac),
+                )
+            })?;
+            let ifindex = ifindex_of(&n.dev).ok_or_else(|| {
+                ConfigError::field(
+                    format!("neighbors[{i}].dev"),
+                    format!("no interface named `{}`", n.dev),
+                )
+            })?;
             neighbors.push(StaticNeighbor {
                 ifindex,
                 addr: n.ip,
@@ -539,6 +677,82 @@ via = "10.0.2.1"
         assert_eq!(r.cfg.steering, Steering::Ntuple);
         let e = RouterConfig::from_toml(&format!("steering = \"rss\"\n{GOOD}")).unwrap_err();
         assert!(e.to_string().contains("steering"), "{e}");
+    }
+
+    #[test]
+    fn every_example_round_trips_through_toml() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+        let mut n = 0;
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.extension().is_none_or(|x| x != "toml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap();
+            // The lab's file is not a router config.
+            let Ok(cfg) = RouterConfig::from_toml(&text) else {
+                assert!(!text.contains("[[classes]]"), "{}", p.display());
+                continue;
+            };
+            let out = cfg.to_toml().unwrap();
+            let back = RouterConfig::from_toml(&out)
+                .unwrap_or_else(|e| panic!("{}: {e}\n{out}", p.display()));
+            assert_eq!(back, cfg, "{}:\n{out}", p.display());
+            n += 1;
+        }
+        assert!(n >= 2, "router examples found: {n}");
+        let mut c = RouterConfig::from_toml(GOOD).unwrap();
+        c.metrics = Some(MetricsConfig {
+            listen: "127.0.0.1:9877".into(),
+            allow_remote: false,
+        });
+        c.helper_cores = Some(vec![0]);
+        c.neighbors.push(NeighborConfig {
+            ip: "10.0.2.1".parse().unwrap(),
+            mac: "02:00:00:00:00:01".into(),
+            dev: "b".into(),
+        });
+        assert_eq!(RouterConfig::from_toml(&c.to_toml().unwrap()).unwrap(), c);
+    }
+
+    #[test]
+    fn a_config_built_in_code_equals_the_parsed_one() {
+        let c = RouterConfig {
+            interfaces: vec!["a".into(), "b".into()],
+            classes: vec![ClassSpec::named("rt"), ClassSpec::named("be")],
+            ..Default::default()
+        };
+        let parsed = RouterConfig::from_toml(
+            "interfaces = [\"a\", \"b\"]\n[[classes]]\nname = \"rt\"\n[[classes]]\nname = \"be\"\n",
+        )
+        .unwrap();
+        assert_eq!(c, parsed);
+    }
+
+    #[test]
+    fn io_and_file_errors_keep_their_messages() {
+        let e = RouterConfig::load(Path::new("/nonexistent/r.toml")).unwrap_err();
+        assert!(
+            e.to_string().starts_with("read /nonexistent/r.toml: "),
+            "{e}"
+        );
+        let dir = std::env::temp_dir().join(format!("llr-router-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("r.toml");
+        std::fs::write(&p, format!("{GOOD}\nbogus = 1")).unwrap();
+        let e = RouterConfig::load(&p).unwrap_err();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            e.to_string()
+                .starts_with(&format!("config {}: ", p.display())),
+            "{e}"
+        );
+        assert!(matches!(e.root(), ConfigError::Toml(_)), "{e:?}");
+        let e = ConfigError::from_message("rings", "rx-size: 3 must be a power of two".into());
+        assert!(
+            matches!(&e, ConfigError::Field { field, .. } if field == "rx-size"),
+            "{e:?}"
+        );
     }
 
     #[test]
