@@ -427,6 +427,7 @@ fn findings_md(s: &mut String, rows: &[Row]) {
 pub fn report_md(c: &Options, rows: &[Row], plots: &[String], errors: &[String]) -> String {
     let mut s = String::from("# llrouter testbed run\n\n## Setup\n\n");
     s.push_str(&setup_md(c));
+    s.push('\n');
     s.push_str("## Results\n\n| target | RT share | offered pps | sent pps | fwd pps | RT loss | BE loss | RT p50 µs | RT p99 µs | BE p50 µs | BE p99 µs | backlog drops | router ns/pkt | wake-ups/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in rows {
         let _ = writeln!(
