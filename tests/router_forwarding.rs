@@ -136,11 +136,8 @@ fn forwards_classifies_and_cleans_up() {
         "EF + rule-matched in RT"
     );
     assert_eq!(rep.worker.forwarded[1], n_be, "the rest in BE");
-    let l = topo.router.ip(&["-d", "link", "show"]).unwrap();
-    assert!(
-        !String::from_utf8_lossy(&l.stdout).contains("prog/xdp"),
-        "XDP detached"
-    );
+    let attached = topo.router.xdp_links().unwrap();
+    assert!(attached.is_empty(), "XDP detached: {attached:?}");
 }
 
 /// Receives one datagram and returns its IP TTL (IP_RECVTTL control message).

@@ -60,12 +60,7 @@ impl Drop for TempDir {
 pub fn wait_attached(topo: &Topology) {
     let t0 = Instant::now();
     loop {
-        let l = topo.router.ip(&["-d", "link", "show"]).unwrap();
-        if String::from_utf8_lossy(&l.stdout)
-            .matches("prog/xdp")
-            .count()
-            >= 2
-        {
+        if topo.router.xdp_links().unwrap().len() >= 2 {
             break;
         }
         assert!(
