@@ -134,10 +134,10 @@ pub fn run(args: SinkArgs) -> anyhow::Result<()> {
             crate::cli_util::pin_cpu("cpu", c)?;
         }
         match (backend, iface) {
-            (SinkBackend::Xdp, Some(i)) => XdpSink::attach(&i, cfg)?.run(&stop),
+            (SinkBackend::Xdp, Some(i)) => XdpSink::attach(&i, cfg)?.run(stop),
             _ => {
                 let mut sink = Sink::bind(cfg)?;
-                Ok(sink.run(&stop)?.report())
+                Ok(sink.run(stop)?.report())
             }
         }
     };

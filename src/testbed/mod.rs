@@ -1380,7 +1380,7 @@ fn run_sweep(a: RunArgs) -> Result<()> {
                     "{} reference {l:.0} pps (round {round})",
                     t.label()
                 ));
-                let (g, s, x) = measure(&topo, &act, &ref_common, l, shares[0], &stop)?;
+                let (g, s, x) = measure(&topo, &act, &ref_common, l, shares[0], stop)?;
                 let mut r = row(t, shares[0], &g, &s, x);
                 r.round = round;
                 refs.push(r);
@@ -1398,7 +1398,7 @@ fn run_sweep(a: RunArgs) -> Result<()> {
                         10_000.0,
                         a.max_rate,
                         a.steps,
-                        &stop,
+                        stop,
                         &mut trials,
                         &bar,
                     )?;
@@ -1428,7 +1428,7 @@ fn run_sweep(a: RunArgs) -> Result<()> {
                         break 'outer;
                     }
                     bar.set_message(format!("{} rt={sh} {l:.0} pps (round {round})", t.label()));
-                    let (g, s, x) = measure(&topo, &act, c, l, sh, &stop)?;
+                    let (g, s, x) = measure(&topo, &act, c, l, sh, stop)?;
                     let mut r = row(t, sh, &g, &s, x);
                     r.round = round;
                     rows.push(r);
@@ -1509,7 +1509,7 @@ pub fn compare(c: &Common, loads: &[f64], rt_share: f64) -> Result<Vec<Row>> {
             if stop.load(Ordering::Relaxed) {
                 bail!("interrupted");
             }
-            let (g, s, x) = measure(&topo, &act, c, l, rt_share, &stop)?;
+            let (g, s, x) = measure(&topo, &act, c, l, rt_share, stop)?;
             rows.push(row(t, rt_share, &g, &s, x));
         }
         act.finish()?;
@@ -1567,7 +1567,7 @@ fn run_mlffr(a: MlffrArgs) -> Result<()> {
                 a.min_rate,
                 a.max_rate,
                 a.steps,
-                &stop,
+                stop,
                 &mut rows,
                 &bar,
             )?;

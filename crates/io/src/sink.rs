@@ -17,7 +17,7 @@ use llr_core::probe::Probe;
 use llr_core::stats::{FlowTable, LatencyHist, LatencySummary, SeqStats};
 use serde::{Deserialize, Serialize};
 
-use crate::gen::mono_ns;
+use crate::sys::{self, mono_ns};
 
 /// How long and how to receive.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -209,11 +209,7 @@ impl Sink {
         let mut pfds: Vec<libc::pollfd> = self
             .socks
             .iter()
-            .map(|s| libc::pollfd {
-                fd: s.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
+            .map(|s| sys::poll_in(s.as_raw_fd()))
             .collect();
         loop {
             let mut got = 0usize;
@@ -242,8 +238,7 @@ impl Sink {
                 break;
             }
             if got == 0 && !self.cfg.busy {
-                // SAFETY: pfds is a valid array of pollfd for the duration of the call.
-                unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 10) };
+                sys::poll(&mut pfds, 10);
             }
         }
         Ok(st)
@@ -252,17 +247,7 @@ impl Sink {
 
 fn set_rcvbuf(s: &UdpSocket, bytes: libc::c_int) {
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        // SAFETY: valid fd, pointer to a c_int of the given size.
-        let rc = unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                &bytes as *const _ as *const libc::c_void,
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc == 0 {
+        if sys::setsockopt_int(s.as_raw_fd(), libc::SOL_SOCKET, opt, bytes).is_ok() {
             return;
         }
     }
