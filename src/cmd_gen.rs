@@ -143,17 +143,12 @@ impl GenArgs {
 
 /// Runs the generator with `cfg` on the calling thread (already in the right namespace).
 pub fn generate(cfg: &GenConfig, backend: Backend, stop: &AtomicBool) -> anyhow::Result<GenReport> {
-    match backend {
-        Backend::Udp => {
-            let mut tx = gen::udp::UdpSender::new(cfg)?;
-            gen::drive(cfg, &mut tx, stop)
-        }
-        Backend::Xsk => {
-            let mut tx = gen::xsk_tx::XskSender::new(cfg)?;
-            gen::drive(cfg, &mut tx, stop)
-        }
-        Backend::BpfLive => gen::bpf_live::run(cfg, stop),
-    }
+    let backend = match backend {
+        Backend::Udp => gen::Backend::Udp,
+        Backend::Xsk => gen::Backend::Xsk,
+        Backend::BpfLive => gen::Backend::BpfLive,
+    };
+    gen::run(cfg, backend, stop)
 }
 
 /// Installs a SIGINT/SIGTERM handler that sets the returned flag (bounded loops poll it).

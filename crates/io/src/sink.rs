@@ -17,7 +17,49 @@ use llr_core::probe::Probe;
 use llr_core::stats::{FlowTable, LatencyHist, LatencySummary, SeqStats};
 use serde::{Deserialize, Serialize};
 
+use crate::sink_xdp::XdpSink;
 use crate::sys::{self, mono_ns};
+
+/// How the sink receives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SinkBackend {
+    /// UDP sockets on the configured ports ([`Sink`]: exact histograms).
+    Udp,
+    /// The XDP program on interface `iface` ([`XdpSink`]: timestamps in the driver).
+    Xdp { iface: String },
+}
+
+/// A sink set up and ready to receive: bound sockets or an attached XDP program. Set it up in
+/// the receiver's network namespace, then run it on any thread.
+#[derive(Debug)]
+pub enum OpenSink {
+    Udp(Sink),
+    Xdp(XdpSink),
+}
+
+impl OpenSink {
+    /// Binds the sockets or attaches the program (in the calling thread's network namespace).
+    pub fn open(cfg: SinkConfig, backend: &SinkBackend) -> Result<OpenSink> {
+        Ok(match backend {
+            SinkBackend::Udp => OpenSink::Udp(Sink::bind(cfg)?),
+            SinkBackend::Xdp { iface } => OpenSink::Xdp(XdpSink::attach(iface, cfg)?),
+        })
+    }
+
+    /// Receives until a bound of the config is hit or `stop` is set, then reports.
+    pub fn run(&mut self, stop: &AtomicBool) -> Result<SinkReport> {
+        match self {
+            OpenSink::Udp(s) => Ok(s.run(stop)?.report()),
+            OpenSink::Xdp(x) => x.run(stop),
+        }
+    }
+}
+
+/// Sets the sink up and receives on the calling thread until a bound or `stop`.
+pub fn run(cfg: SinkConfig, backend: &SinkBackend, stop: &AtomicBool) -> Result<SinkReport> {
+    OpenSink::open(cfg, backend)?.run(stop)
+}
 
 /// How long and how to receive.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -165,6 +207,7 @@ impl SinkState {
 }
 
 /// Bound receive sockets.
+#[derive(Debug)]
 pub struct Sink {
     cfg: SinkConfig,
     socks: Vec<UdpSocket>,

@@ -34,6 +34,28 @@ pub const CLASS_BE: u8 = 1;
 // Thread set-up the generator's callers use (pinning, SCHED_FIFO), kept under their old path.
 pub use crate::sys::{pin_to_cpu, set_fifo};
 
+/// How the generator sends (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// UDP sockets with sendmmsg ([`udp`]).
+    Udp,
+    /// An AF_XDP transmit socket on the route's egress interface ([`xsk_tx`]).
+    Xsk,
+    /// `BPF_PROG_RUN` with live XDP frames ([`bpf_live`]).
+    BpfLive,
+}
+
+/// Runs the generator with `backend` on the calling thread (in the sender's network namespace)
+/// until the packet or time bound of `cfg` or `stop`.
+pub fn run(cfg: &GenConfig, backend: Backend, stop: &AtomicBool) -> Result<GenReport> {
+    match backend {
+        Backend::Udp => drive(cfg, &mut udp::UdpSender::new(cfg)?, stop),
+        Backend::Xsk => drive(cfg, &mut xsk_tx::XskSender::new(cfg)?, stop),
+        Backend::BpfLive => bpf_live::run(cfg, stop),
+    }
+}
+
 /// Inter-arrival process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
