@@ -77,6 +77,12 @@ impl Control {
         }
     }
 
+    /// Whether requests wait to be applied or a rules job is out (most rounds: neither).
+    #[inline]
+    pub(super) fn has_changes(&self) -> bool {
+        !self.deferred.is_empty() || self.rules_job.is_some()
+    }
+
     /// Whether the control plane asks for something (requests or a snapshot).
     #[inline]
     pub(super) fn is_asking(&self) -> bool {

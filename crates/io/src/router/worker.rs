@@ -276,7 +276,7 @@ impl<'a> Worker<'a> {
                 && c.last_publish.elapsed() >= PUBLISH_EVERY;
         c.take_requests();
         // Each acknowledged change was published just before its ack.
-        let acked = self.finish_rules_job() | self.apply_requests();
+        let acked = c.has_changes() && (self.finish_rules_job() | self.apply_requests());
         if acked {
             if let Some(c) = self.control.as_mut() {
                 c.last_publish = Instant::now();
