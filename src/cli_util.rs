@@ -143,7 +143,7 @@ pub fn check_cpu(flag: &str, cpu: usize) -> anyhow::Result<()> {
 /// use (cpuset, taskset) is refused with that reason.
 pub fn pin_cpu(flag: &str, cpu: usize) -> anyhow::Result<()> {
     check_cpu(flag, cpu)?;
-    llr_io::gen::pin_to_cpu(cpu).map_err(|e| {
+    llr_io::sys::pin_to_cpu(cpu).map_err(|e| {
         usage(
             flag,
             format!(

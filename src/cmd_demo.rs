@@ -100,7 +100,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
     println!(
         "\nLive comparison on a namespace testbed (gen ns → router ns → sink ns over veth, 30 % RT marked DSCP EF):"
     );
-    match llr_lab::demo::live(a.live_secs, &crate::cmd_gen::stop_on_signal()) {
+    match llr_lab::demo::live(a.live_secs, crate::cmd_gen::stop_on_signal()) {
         Ok(rows) => print!("{}", live_table(&rows, a.live_secs)),
         Err(llr_lab::LabError::NeedRoot) => println!("  skipped: the live comparison needs root (network namespaces and XDP); showing the simulation only"),
         Err(e) => println!("  skipped: {e:#}"),

@@ -2,12 +2,11 @@
 
 use std::net::IpAddr;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
+use llr_io::gen::Backend as GenBackend;
 use llr_io::gen::{Gaps, GenConfig, GenReport};
-use llr_lab::traffic::{generate, GenBackend};
 
 use crate::cli_util::{in_netns, print_json_or, table, usage};
 
@@ -114,23 +113,8 @@ impl GenArgs {
 }
 
 /// Installs a SIGINT/SIGTERM handler that sets the returned flag (bounded loops poll it).
-pub fn stop_on_signal() -> Arc<AtomicBool> {
-    static FLAG: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
-    FLAG.get_or_init(|| {
-        let flag = Arc::new(AtomicBool::new(false));
-        extern "C" fn on_signal(_: libc::c_int) {
-            if let Some(f) = FLAG.get() {
-                f.store(true, std::sync::atomic::Ordering::SeqCst);
-            }
-        }
-        // SAFETY: the handler only performs an atomic store (async-signal-safe).
-        unsafe {
-            libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-            libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-        }
-        flag
-    })
-    .clone()
+pub fn stop_on_signal() -> &'static AtomicBool {
+    llr_io::sys::install_stop_signals()
 }
 
 /// Prints a generator report.
@@ -167,7 +151,7 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
         if let Some(c) = cpu {
             crate::cli_util::pin_cpu("cpu", c)?;
         }
-        generate(&cfg, backend, &stop)
+        llr_io::gen::run(&cfg, backend, stop)
     };
     let rep = in_netns(args.netns.as_deref(), work)?;
     print_json_or(args.json, &rep, print_report)

@@ -30,8 +30,7 @@ use llr_io::router::ctl::{Change, WorkerLink, WorkerSnapshot, LATENCY_BOUNDS};
 use llr_io::router::{self, WorkerCtl, WorkerOptions};
 use llr_io::xsk::{Device, PortSpec, WakeMode};
 use llr_ops::ctl::{
-    Command, ControlTarget, CtlError, CtlServer, RuleEntry, WakeupMode, DEFAULT_DUMP_LIMIT,
-    MAX_DUMP_LIMIT,
+    Command, ControlTarget, CtlError, CtlServer, RuleEntry, DEFAULT_DUMP_LIMIT, MAX_DUMP_LIMIT,
 };
 use llr_ops::metrics::{
     DeviceMetrics, Histogram, InterfaceMetrics, MetricsServer, MetricsSnapshot, ProcessMetrics,
@@ -174,7 +173,7 @@ pub fn run_report_until(args: &RunArgs, stop: Option<&AtomicBool>) -> Result<Opt
     }
     let stop = match stop {
         Some(s) => s,
-        None => router::install_stop_signals(),
+        None => llr_io::sys::install_stop_signals(),
     };
     // Helper threads (control connections, metrics, route mirror) are spawned while this thread
     // runs on the helper cores, so they inherit them; the worker is pinned afterwards.
@@ -265,7 +264,7 @@ pub fn run_report_until(args: &RunArgs, stop: Option<&AtomicBool>) -> Result<Opt
         r.cfg.interfaces.join(", "),
         r.layout.strategy,
         plural(r.layout.rings.len(), "ring"),
-        wake_name(r.cfg.wake),
+        r.cfg.wake.name(),
         sock_path.display(),
         metrics_server
             .as_ref()
@@ -531,22 +530,6 @@ fn plural(n: usize, what: &str) -> String {
     }
 }
 
-fn wake_of(m: WakeupMode) -> WakeMode {
-    match m {
-        WakeupMode::Interrupt => WakeMode::Interrupt,
-        WakeupMode::Busy => WakeMode::Busy,
-        WakeupMode::Adaptive => WakeMode::Adaptive,
-    }
-}
-
-fn wake_name(w: WakeMode) -> &'static str {
-    match w {
-        WakeMode::Interrupt => "interrupt",
-        WakeMode::Busy => "busy",
-        WakeMode::Adaptive => "adaptive",
-    }
-}
-
 impl RouterCtl {
     fn new(
         config_path: PathBuf,
@@ -782,7 +765,7 @@ impl RouterCtl {
             "device_budget": snap.device_budget,
             "classes": classes,
             "rings": snap.layout_rings.iter().zip(&snap.ring_budgets).map(|(n, b)| json!({"name": n, "budget": b})).collect::<Vec<_>>(),
-            "wakeup": snap.wake.map(wake_name),
+            "wakeup": snap.wake.map(WakeMode::name),
             "spin_us": snap.spin_us,
             "workers": [{"worker": 0, "core": st.cfg.cores.first(), "busy_ratio": snap.busy_ratio}],
             "helper_cores": llr_ops::cpus::format_cpu_list(&self.helper_cpus),
@@ -1084,7 +1067,7 @@ impl ControlTarget for RouterCtl {
                 Ok(json!({ "strategy": strategy.name(), "previous": previous }))
             }
             Command::WakeupSet { mode, spin_us } => {
-                if spin_us.is_some() && mode != WakeupMode::Adaptive {
+                if spin_us.is_some() && mode != WakeMode::Adaptive {
                     return Err(err("spin_us", "only the adaptive mode spins"));
                 }
                 if spin_us.is_some_and(|s| s > 1_000_000) {
@@ -1092,16 +1075,14 @@ impl ControlTarget for RouterCtl {
                 }
                 let mut st = self.lock();
                 let spin = spin_us.unwrap_or(st.cfg.spin_us);
-                let previous = json!({"wakeup": wake_name(st.cfg.wake), "spin_us": st.cfg.spin_us});
+                let previous = json!({"wakeup": st.cfg.wake.name(), "spin_us": st.cfg.spin_us});
                 self.apply(Change::Wake {
-                    wake: wake_of(mode),
+                    wake: mode,
                     spin_us: spin,
                 })?;
-                st.cfg.wake = wake_of(mode);
+                st.cfg.wake = mode;
                 st.cfg.spin_us = spin;
-                Ok(
-                    json!({ "wakeup": wake_name(st.cfg.wake), "spin_us": spin, "previous": previous }),
-                )
+                Ok(json!({ "wakeup": st.cfg.wake.name(), "spin_us": spin, "previous": previous }))
             }
             Command::RouteAdd { prefix, via, dev } => {
                 let p = kernel::parse_prefix(&prefix).ok_or_else(|| {
@@ -1416,6 +1397,6 @@ mod tests {
     fn banner_words() {
         assert_eq!(plural(1, "ring"), "1 ring");
         assert_eq!(plural(2, "ring"), "2 rings");
-        assert_eq!(wake_name(WakeMode::Interrupt), "interrupt");
+        assert_eq!(WakeMode::Interrupt.name(), "interrupt");
     }
 }

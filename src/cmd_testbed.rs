@@ -327,7 +327,7 @@ fn run_sweep(a: RunArgs) -> Result<()> {
     };
     study.check().map_err(lab_error)?;
     let stop = stop_on_signal();
-    let o = study.run(&stop, &Bar::new()).map_err(lab_error)?;
+    let o = study.run(stop, &Bar::new()).map_err(lab_error)?;
     println!("{}", o.md);
     println!(
         "wrote {}/results.csv, report.md and {} plots",
@@ -361,7 +361,7 @@ fn run_mlffr(a: MlffrArgs) -> Result<()> {
     };
     study.check().map_err(lab_error)?;
     let stop = stop_on_signal();
-    let o = study.run(&stop, &Bar::new()).map_err(lab_error)?;
+    let o = study.run(stop, &Bar::new()).map_err(lab_error)?;
     for (t, why) in &o.unmeasured {
         println!("{t}: not measured: {why}");
     }
@@ -386,7 +386,7 @@ fn run_iperf(a: IperfArgs) -> Result<()> {
     study.check().map_err(lab_error)?;
     let stop = stop_on_signal();
     let rows = study
-        .run(&stop, &mut |r| {
+        .run(stop, &mut |r| {
             eprintln!(
                 "round {} {:<18} {:<17} {:>9.1} Mbit/s  retransmits {:>6}  overload {:>8.0} pps",
                 r.round, r.target, r.case, r.goodput_mbps, r.retransmits, r.overload_pps

@@ -6,12 +6,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use llr_io::gen::{GenReport, CLASS_BE, CLASS_RT};
 use llr_io::netns::{addr, Topology};
-use llr_io::sink::SinkReport;
+use llr_io::sink::{OpenSink, SinkReport};
 use serde::{Deserialize, Serialize};
 
 use crate::options::{Options, Target};
 use crate::target::Active;
-use crate::traffic::{self, Sink};
+use crate::traffic;
 use crate::{host, LabError, Result, StepContext};
 
 /// One measurement point.
@@ -119,14 +119,15 @@ pub fn measure(
     let sink_cfg = traffic::sink_config(c);
     let mut sink = topo
         .sink
-        .run(|| Sink::open(c.sink_backend, Some(addr::SINK_IF), sink_cfg))
+        .run(|| OpenSink::open(sink_cfg, &c.sink_backend.on(addr::SINK_IF)))
         .and_then(|r| r)
         .step(|| "sink".into())?;
     let before = Before::read(act, c.router_cpu);
     let sink_stop = AtomicBool::new(false);
     let (gen, sink_rep) = std::thread::scope(|sc| -> Result<(GenReport, SinkReport)> {
         let h = sc.spawn(|| {
-            if sink.is_threaded() {
+            // The UDP sink receives on this thread (the XDP sink only reads maps).
+            if matches!(sink, OpenSink::Udp(_)) {
                 let _ = llr_io::gen::pin_to_cpu(gen_cpu);
                 // The sink shares the generator's core: let it preempt the generator.
                 let _ = llr_io::gen::set_fifo(50);
@@ -139,7 +140,7 @@ pub fn measure(
             // SAFETY: setpriority on the calling thread (who = 0 with PRIO_PROCESS is the
             // calling thread on Linux).
             unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -10) };
-            traffic::generate(&cfg, backend, stop)
+            llr_io::gen::run(&cfg, backend, stop)
         });
         let g = g.and_then(|r| r);
         if g.is_err() || stop.load(Ordering::Relaxed) {

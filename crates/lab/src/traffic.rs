@@ -1,34 +1,21 @@
-//! The generator and sink backends and their dispatch (`llrouter gen`, `llrouter sink` and the
-//! testbed's measurement points use the same), and the generator configuration of a point.
+//! The traffic of a measurement point: the generator and sink backends (llr-io's, as closed
+//! choices) and the generator and sink configurations.
 
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use llr_io::gen::{self, GenConfig, GenReport};
+use llr_io::gen::GenConfig;
 use llr_io::netns::addr;
-use llr_io::sink::{SinkConfig, SinkReport};
-use llr_io::sink_xdp::XdpSink;
+use llr_io::sink::SinkConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::options::Options;
 use crate::{LabError, Result};
 
-/// Sending backend of the generator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-#[serde(rename_all = "kebab-case")]
-pub enum GenBackend {
-    /// UDP sockets with sendmmsg (~0.4 Mpps per core; works anywhere).
-    Udp,
-    /// An AF_XDP transmit socket on the route's egress interface (root; packet-by-packet
-    /// pacing and timestamps, one sendto per --batch due packets at most).
-    Xsk,
-    /// BPF_PROG_RUN with live XDP frames redirected into the route's egress interface
-    /// (Mpps; root; bursts of --batch frames spaced to the average --rate).
-    BpfLive,
-}
+/// How the generator sends (llr-io's; `clap::ValueEnum` under the `clap` feature).
+pub use llr_io::gen::Backend as GenBackend;
 
-/// Receiving backend of the sink.
+/// Which sink receives a point: the closed choice of [`llr_io::sink::SinkBackend`], whose XDP
+/// variant also names the interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
@@ -39,58 +26,15 @@ pub enum SinkBackend {
     Xdp,
 }
 
-/// Runs the generator with `cfg` on the calling thread (already in the right namespace).
-pub fn generate(
-    cfg: &GenConfig,
-    backend: GenBackend,
-    stop: &AtomicBool,
-) -> anyhow::Result<GenReport> {
-    match backend {
-        GenBackend::Udp => {
-            let mut tx = gen::udp::UdpSender::new(cfg)?;
-            gen::drive(cfg, &mut tx, stop)
-        }
-        GenBackend::Xsk => {
-            let mut tx = gen::xsk_tx::XskSender::new(cfg)?;
-            gen::drive(cfg, &mut tx, stop)
-        }
-        GenBackend::BpfLive => gen::bpf_live::run(cfg, stop),
-    }
-}
-
-/// An open sink of either backend.
-pub enum Sink {
-    Udp(llr_io::sink::Sink),
-    /// Detaches its XDP program on drop.
-    Xdp(XdpSink),
-}
-
-impl Sink {
-    /// Binds the UDP sink, or attaches the XDP sink to `iface` (required for it).
-    pub fn open(
-        backend: SinkBackend,
-        iface: Option<&str>,
-        cfg: SinkConfig,
-    ) -> anyhow::Result<Sink> {
-        Ok(match (backend, iface) {
-            (SinkBackend::Xdp, Some(i)) => Sink::Xdp(XdpSink::attach(i, cfg)?),
-            (SinkBackend::Xdp, None) => anyhow::bail!("the XDP sink needs an interface"),
-            (SinkBackend::Udp, _) => Sink::Udp(llr_io::sink::Sink::bind(cfg)?),
-        })
-    }
-
-    /// Receives until a bound of its config or `stop`; returns the report.
-    pub fn run(&mut self, stop: &AtomicBool) -> anyhow::Result<SinkReport> {
+impl SinkBackend {
+    /// llr-io's sink backend, the XDP program on `iface`.
+    pub fn on(self, iface: &str) -> llr_io::sink::SinkBackend {
         match self {
-            Sink::Udp(u) => Ok(u.run(stop)?.report()),
-            Sink::Xdp(x) => x.run(stop),
+            SinkBackend::Udp => llr_io::sink::SinkBackend::Udp,
+            SinkBackend::Xdp => llr_io::sink::SinkBackend::Xdp {
+                iface: iface.to_string(),
+            },
         }
-    }
-
-    /// Whether packets are received by a thread of this process (the UDP sink), which then
-    /// competes for its CPU.
-    pub fn is_threaded(&self) -> bool {
-        matches!(self, Sink::Udp(_))
     }
 }
 
