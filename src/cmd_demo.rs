@@ -28,6 +28,16 @@ pub const DEMO_STRATEGIES: [StrategyKind; 4] = [
 ];
 pub const DEMO_LOADS: [f64; 4] = [0.5, 0.9, 1.2, 1.5];
 
+/// The latency and loss columns of both demo tables.
+const CLASS_COLUMNS: [&str; 6] = [
+    "RT p50 µs",
+    "RT p99 µs",
+    "RT loss%",
+    "BE p50 µs",
+    "BE p99 µs",
+    "BE loss%",
+];
+
 /// The simulated half of the demo: rows of (strategy, load, RT and BE latency and loss).
 pub fn simulate(packets: u64) -> anyhow::Result<String> {
     let points: Vec<(StrategyKind, f64)> = DEMO_STRATEGIES
@@ -61,16 +71,7 @@ pub fn simulate(packets: u64) -> anyhow::Result<String> {
         })
         .collect();
     Ok(table(
-        &[
-            "strategy",
-            "load",
-            "RT p50 µs",
-            "RT p99 µs",
-            "RT loss%",
-            "BE p50 µs",
-            "BE p99 µs",
-            "BE loss%",
-        ],
+        &[&["strategy", "load"][..], &CLASS_COLUMNS].concat(),
         &rows,
     ))
 }
@@ -140,18 +141,7 @@ fn live_table(rows: &[llr_lab::Row], secs: f64) -> String {
         LIGHT_PPS / 1000.0,
         point_secs(secs),
         table(
-            &[
-                "target",
-                "load",
-                "sent kpps",
-                "fwd kpps",
-                "RT p50 µs",
-                "RT p99 µs",
-                "RT loss%",
-                "BE p50 µs",
-                "BE p99 µs",
-                "BE loss%",
-            ],
+            &[&["target", "load", "sent kpps", "fwd kpps"][..], &CLASS_COLUMNS].concat(),
             &body,
         )
     )

@@ -15,10 +15,10 @@ use llr_io::netns::{addr, Topology};
 use serde::{Deserialize, Serialize};
 
 use crate::measure::measure;
-use crate::options::{need_root, Options};
+use crate::options::Options;
 use crate::report::{self, Fixed};
 use crate::router_proc::RT_TCP_PORT;
-use crate::sweep::topology;
+use crate::sweep::prepare;
 use crate::target::Active;
 use crate::{LabError, Result};
 
@@ -122,10 +122,7 @@ impl IperfStudy {
             ));
         }
         let c = &self.options;
-        need_root()?;
-        std::fs::create_dir_all(&c.out)
-            .map_err(|e| LabError::io(format!("create {}", c.out.display()), e))?;
-        let topo = topology(c)?;
+        let topo = prepare(c)?;
         let mut rows: Vec<IperfRow> = Vec::new();
         for round in 0..self.repeat {
             for t in &c.targets {

@@ -6,10 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use llr_io::netns::Topology;
 
 use crate::measure::{measure, Row};
-use crate::options::{check_repeat, need_root, Options, Search};
+use crate::options::{check_repeat, Options, Search};
 use crate::report::{self, MlffrCsvRow, MLFFR_HEADER};
 use crate::summary::{self, Mlffr};
-use crate::sweep::topology;
+use crate::sweep::prepare;
 use crate::target::Active;
 use crate::{traffic, LabError, Progress, Result};
 
@@ -147,10 +147,7 @@ impl MlffrStudy {
     pub fn run(&self, stop: &AtomicBool, progress: &dyn Progress) -> Result<MlffrOutcome> {
         self.check()?;
         let c = &self.options;
-        need_root()?;
-        std::fs::create_dir_all(&c.out)
-            .map_err(|e| LabError::io(format!("create {}", c.out.display()), e))?;
-        let topo = topology(c)?;
+        let topo = prepare(c)?;
         progress.start(u64::from(
             self.repeat * c.targets.len() as u32 * self.search.steps,
         ));

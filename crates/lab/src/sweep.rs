@@ -26,6 +26,14 @@ pub fn topology(c: &Options) -> Result<Topology> {
     }
 }
 
+/// The start of every study: root, the output directory, the topology.
+pub fn prepare(c: &Options) -> Result<Topology> {
+    need_root()?;
+    std::fs::create_dir_all(&c.out)
+        .map_err(|e| LabError::io(format!("create {}", c.out.display()), e))?;
+    topology(c)
+}
+
 /// The sweep study.
 #[derive(Debug, Clone)]
 pub struct SweepStudy {
@@ -128,10 +136,7 @@ impl SweepStudy {
     pub fn run(&self, stop: &AtomicBool, progress: &dyn Progress) -> Result<SweepOutcome> {
         self.check()?;
         let c = &self.options;
-        need_root()?;
-        std::fs::create_dir_all(&c.out)
-            .map_err(|e| LabError::io(format!("create {}", c.out.display()), e))?;
-        let topo = topology(c)?;
+        let topo = prepare(c)?;
         progress.start((self.repeat as usize * c.targets.len() * self.steps_per_target()) as u64);
         let mut o = SweepOutcome::default();
         'outer: for round in 1..=self.repeat {
@@ -303,10 +308,7 @@ impl SweepStudy {
 /// besides the generated router configs and logs in `c.out`.
 pub fn compare(c: &Options, loads: &[f64], rt_share: f64, stop: &AtomicBool) -> Result<Vec<Row>> {
     c.check()?;
-    need_root()?;
-    std::fs::create_dir_all(&c.out)
-        .map_err(|e| LabError::io(format!("create {}", c.out.display()), e))?;
-    let topo = topology(c)?;
+    let topo = prepare(c)?;
     let mut rows = Vec::new();
     for t in &c.targets {
         let mut act = Active::start(&topo, t, c)?;
