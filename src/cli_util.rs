@@ -26,6 +26,18 @@ pub fn usage(flag: &str, reason: impl Into<String>) -> anyhow::Error {
     .into()
 }
 
+/// A testbed error: an option error becomes a usage error naming its flag.
+pub fn lab_error(e: llr_lab::LabError) -> anyhow::Error {
+    match e {
+        llr_lab::LabError::Invalid { field, reason } => UsageError {
+            flag: field,
+            reason,
+        }
+        .into(),
+        e => e.into(),
+    }
+}
+
 impl From<llr_core::sched::ConfigError> for UsageError {
     fn from(e: llr_core::sched::ConfigError) -> Self {
         UsageError {
@@ -108,12 +120,6 @@ pub fn parse_values(flag: &str, s: &str) -> anyhow::Result<Vec<f64>> {
     Ok(v)
 }
 
-/// The command-line name of a closed choice (`bpf-live` for `Backend::BpfLive`).
-pub fn value_name<T: clap::ValueEnum>(v: T) -> String {
-    v.to_possible_value()
-        .map_or_else(String::new, |p| p.get_name().to_string())
-}
-
 /// The machine's online CPUs (`/sys/devices/system/cpu/online`), not this thread's affinity.
 pub fn online_cpus() -> anyhow::Result<std::collections::BTreeSet<usize>> {
     Ok(llr_ops::cpus::online())
@@ -121,19 +127,7 @@ pub fn online_cpus() -> anyhow::Result<std::collections::BTreeSet<usize>> {
 
 /// Why `cpu` cannot be used, given the online CPUs; `None` when it is online.
 pub fn cpu_problem(cpu: usize, online: &std::collections::BTreeSet<usize>) -> Option<String> {
-    if online.contains(&cpu) {
-        return None;
-    }
-    let list = online
-        .iter()
-        .map(usize::to_string)
-        .collect::<Vec<_>>()
-        .join(",");
-    Some(format!(
-        "CPU {cpu} does not exist: this machine has {} online CPU{} ({list})",
-        online.len(),
-        if online.len() == 1 { "" } else { "s" }
-    ))
+    llr_ops::cpus::problem(cpu, online)
 }
 
 /// Checks a CPU option before anything is started: a usage error naming `flag` when the CPU
@@ -149,7 +143,7 @@ pub fn check_cpu(flag: &str, cpu: usize) -> anyhow::Result<()> {
 /// use (cpuset, taskset) is refused with that reason.
 pub fn pin_cpu(flag: &str, cpu: usize) -> anyhow::Result<()> {
     check_cpu(flag, cpu)?;
-    llr_io::gen::pin_to_cpu(cpu).map_err(|e| {
+    llr_io::sys::pin_to_cpu(cpu).map_err(|e| {
         usage(
             flag,
             format!(

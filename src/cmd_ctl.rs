@@ -4,7 +4,7 @@
 use anyhow::{Context, Result};
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
 use llr_core::sched::StrategyKind;
-use llr_ops::ctl::{Command, CtlClient, WakeupMode, DEFAULT_DUMP_LIMIT, DEFAULT_SOCKET};
+use llr_ops::ctl::{Command, CtlClient, WakeMode, DEFAULT_DUMP_LIMIT, DEFAULT_SOCKET};
 use llr_ops::metrics::MetricsSnapshot;
 use llr_ops::views::{self, InterfaceView, NeighbourView, RouteView};
 use serde_json::{json, Value};
@@ -165,12 +165,12 @@ pub enum WakeArg {
     Adaptive,
 }
 
-impl From<WakeArg> for WakeupMode {
+impl From<WakeArg> for WakeMode {
     fn from(w: WakeArg) -> Self {
         match w {
-            WakeArg::Interrupt => WakeupMode::Interrupt,
-            WakeArg::Busy => WakeupMode::Busy,
-            WakeArg::Adaptive => WakeupMode::Adaptive,
+            WakeArg::Interrupt => WakeMode::Interrupt,
+            WakeArg::Busy => WakeMode::Busy,
+            WakeArg::Adaptive => WakeMode::Adaptive,
         }
     }
 }
@@ -627,7 +627,7 @@ mod tests {
         assert!(matches!(
             one(&["wakeup", "set", "adaptive", "--spin-us", "50"]),
             Command::WakeupSet {
-                mode: WakeupMode::Adaptive,
+                mode: WakeMode::Adaptive,
                 spin_us: Some(50)
             }
         ));
@@ -685,7 +685,7 @@ mod tests {
         assert_eq!(h, "strategy: ll-wfq -> sq\n");
         let h = human(
             &Command::WakeupSet {
-                mode: WakeupMode::Adaptive,
+                mode: WakeMode::Adaptive,
                 spin_us: Some(20),
             },
             &serde_json::json!({"wakeup": "adaptive", "spin_us": 20, "previous": {"wakeup": "interrupt", "spin_us": 50}}),

@@ -28,6 +28,16 @@ pub const DEMO_STRATEGIES: [StrategyKind; 4] = [
 ];
 pub const DEMO_LOADS: [f64; 4] = [0.5, 0.9, 1.2, 1.5];
 
+/// The latency and loss columns of both demo tables.
+const CLASS_COLUMNS: [&str; 6] = [
+    "RT p50 µs",
+    "RT p99 µs",
+    "RT loss%",
+    "BE p50 µs",
+    "BE p99 µs",
+    "BE loss%",
+];
+
 /// The simulated half of the demo: rows of (strategy, load, RT and BE latency and loss).
 pub fn simulate(packets: u64) -> anyhow::Result<String> {
     let points: Vec<(StrategyKind, f64)> = DEMO_STRATEGIES
@@ -61,16 +71,7 @@ pub fn simulate(packets: u64) -> anyhow::Result<String> {
         })
         .collect();
     Ok(table(
-        &[
-            "strategy",
-            "load",
-            "RT p50 µs",
-            "RT p99 µs",
-            "RT loss%",
-            "BE p50 µs",
-            "BE p99 µs",
-            "BE loss%",
-        ],
+        &[&["strategy", "load"][..], &CLASS_COLUMNS].concat(),
         &rows,
     ))
 }
@@ -100,9 +101,48 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
     println!(
         "\nLive comparison on a namespace testbed (gen ns → router ns → sink ns over veth, 30 % RT marked DSCP EF):"
     );
-    match crate::demo_live::live(a.live_secs) {
-        Ok(t) => print!("{t}"),
+    match llr_lab::demo::live(a.live_secs, crate::cmd_gen::stop_on_signal()) {
+        Ok(rows) => print!("{}", live_table(&rows, a.live_secs)),
+        Err(llr_lab::LabError::NeedRoot) => println!("  skipped: the live comparison needs root (network namespaces and XDP); showing the simulation only"),
         Err(e) => println!("  skipped: {e:#}"),
     }
     Ok(())
+}
+
+/// The live comparison's rows as a table under a line saying what was measured.
+fn live_table(rows: &[llr_lab::Row], secs: f64) -> String {
+    use llr_lab::demo::{point_secs, LIGHT_PPS, RT_SHARE};
+    let pct = |x: f64| format!("{:.2}", 100.0 * x);
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.target.clone(),
+                if r.offered_pps == 0.0 {
+                    "overload".into()
+                } else {
+                    "light".into()
+                },
+                format!("{:.0}", r.sent_pps / 1000.0),
+                format!("{:.0}", r.throughput_pps / 1000.0),
+                format!("{:.1}", r.rt_p50_us),
+                format!("{:.1}", r.rt_p99_us),
+                pct(r.loss_rt),
+                format!("{:.1}", r.be_p50_us),
+                format!("{:.1}", r.be_p99_us),
+                pct(r.loss_be),
+            ]
+        })
+        .collect();
+    format!(
+        "live testbed: gen ns → router ns → sink ns (veth), 64 B UDP, {} % RT (DSCP EF), bpf-live generator, XDP sink; \
+         light = {:.0} kpps, overload = generator flat out; router on CPU 1 (llrouter worker busy-polling); {} s per point\n{}",
+        RT_SHARE * 100.0,
+        LIGHT_PPS / 1000.0,
+        point_secs(secs),
+        table(
+            &[&["target", "load", "sent kpps", "fwd kpps"][..], &CLASS_COLUMNS].concat(),
+            &body,
+        )
+    )
 }

@@ -2,33 +2,13 @@
 
 use std::net::IpAddr;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
-use llr_io::gen::{self, Gaps, GenConfig, GenReport};
+use clap::Args;
+use llr_io::gen::Backend as GenBackend;
+use llr_io::gen::{Gaps, GenConfig, GenReport};
 
 use crate::cli_util::{in_netns, print_json_or, table, usage};
-
-/// Inter-arrival process.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum GapsArg {
-    Constant,
-    Poisson,
-}
-
-/// Sending backend.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum Backend {
-    /// UDP sockets with sendmmsg (~0.4 Mpps per core; works anywhere).
-    Udp,
-    /// An AF_XDP transmit socket on the route's egress interface (root; packet-by-packet
-    /// pacing and timestamps, one sendto per --batch due packets at most).
-    Xsk,
-    /// BPF_PROG_RUN with live XDP frames redirected into the route's egress interface
-    /// (Mpps; root; bursts of --batch frames spaced to the average --rate).
-    BpfLive,
-}
 
 /// Send UDP probe traffic (sequence number, class, flow and send timestamp in every payload).
 #[derive(Debug, Args)]
@@ -52,8 +32,8 @@ pub struct GenArgs {
     #[arg(long, default_value_t = 10_000.0)]
     pub rate: f64,
     /// Inter-arrival times.
-    #[arg(long, value_enum, default_value_t = GapsArg::Constant)]
-    pub gaps: GapsArg,
+    #[arg(long, value_enum, default_value_t = Gaps::Constant)]
+    pub gaps: Gaps,
     /// Share of RT packets, 0..=1.
     #[arg(long, default_value_t = 0.3)]
     pub rt_share: f64,
@@ -76,8 +56,8 @@ pub struct GenArgs {
     /// Packets per send call at most.
     #[arg(long, default_value_t = 32)]
     pub batch: usize,
-    #[arg(long, value_enum, default_value_t = Backend::Udp)]
-    pub backend: Backend,
+    #[arg(long, value_enum, default_value_t = GenBackend::Udp)]
+    pub backend: GenBackend,
     /// Run inside this network namespace.
     #[arg(long)]
     pub netns: Option<String>,
@@ -91,15 +71,8 @@ pub struct GenArgs {
 
 /// Turns a `--flag ...: reason` validation message into a usage error (exit code 2).
 pub(crate) fn to_usage(e: anyhow::Error) -> anyhow::Error {
-    let msg = e.to_string();
-    match msg.strip_prefix("--") {
-        Some(rest) => {
-            let flag = rest.split([' ', ':', '/']).next().unwrap_or("").to_owned();
-            usage(
-                &flag,
-                rest[flag.len()..].trim_start_matches([':', ' ']).to_owned(),
-            )
-        }
+    match llr_lab::traffic::flag_error(&e.to_string()) {
+        Some((flag, reason)) => usage(&flag, reason),
         None => e,
     }
 }
@@ -125,10 +98,7 @@ impl GenArgs {
             rt_dscp: !self.no_dscp,
             frame_size: self.size,
             rate_pps: self.rate,
-            gaps: match self.gaps {
-                GapsArg::Constant => Gaps::Constant,
-                GapsArg::Poisson => Gaps::Poisson,
-            },
+            gaps: self.gaps,
             rt_share: self.rt_share,
             flows: self.flows,
             packets: self.packets,
@@ -142,39 +112,9 @@ impl GenArgs {
     }
 }
 
-/// Runs the generator with `cfg` on the calling thread (already in the right namespace).
-pub fn generate(cfg: &GenConfig, backend: Backend, stop: &AtomicBool) -> anyhow::Result<GenReport> {
-    match backend {
-        Backend::Udp => {
-            let mut tx = gen::udp::UdpSender::new(cfg)?;
-            gen::drive(cfg, &mut tx, stop)
-        }
-        Backend::Xsk => {
-            let mut tx = gen::xsk_tx::XskSender::new(cfg)?;
-            gen::drive(cfg, &mut tx, stop)
-        }
-        Backend::BpfLive => gen::bpf_live::run(cfg, stop),
-    }
-}
-
 /// Installs a SIGINT/SIGTERM handler that sets the returned flag (bounded loops poll it).
-pub fn stop_on_signal() -> Arc<AtomicBool> {
-    static FLAG: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
-    FLAG.get_or_init(|| {
-        let flag = Arc::new(AtomicBool::new(false));
-        extern "C" fn on_signal(_: libc::c_int) {
-            if let Some(f) = FLAG.get() {
-                f.store(true, std::sync::atomic::Ordering::SeqCst);
-            }
-        }
-        // SAFETY: the handler only performs an atomic store (async-signal-safe).
-        unsafe {
-            libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-            libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-        }
-        flag
-    })
-    .clone()
+pub fn stop_on_signal() -> &'static AtomicBool {
+    llr_io::sys::install_stop_signals()
 }
 
 /// Prints a generator report.
@@ -211,7 +151,7 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
         if let Some(c) = cpu {
             crate::cli_util::pin_cpu("cpu", c)?;
         }
-        generate(&cfg, backend, &stop)
+        llr_io::gen::run(&cfg, backend, stop)
     };
     let rep = in_netns(args.netns.as_deref(), work)?;
     print_json_or(args.json, &rep, print_report)

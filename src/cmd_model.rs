@@ -1,8 +1,8 @@
 //! `llrouter model`: paper 000's latency bound and budget rule (Eq. 1 and 2).
 
 use crate::cli_util::{parse_values, usage};
-use crate::plot;
 use clap::Args;
+use llr_lab::plot;
 use llr_sim::model::{self, ModelReport};
 use std::path::{Path, PathBuf};
 

@@ -67,7 +67,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         ),
         None => None,
     };
-    let stop = llr_io::router::install_stop_signals();
+    let stop = llr_io::sys::install_stop_signals();
     let opts = StartOptions {
         config_path: Some(args.config.clone()),
         duration,

@@ -1,10 +1,10 @@
 //! `llrouter sim` and `llrouter sim sweep`: the discrete-event simulator from the command line.
 
 use crate::cli_util::{parse_pairs, parse_values, table, us, usage, UsageError};
-use crate::plot;
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use llr_core::sched::{ClassSpec, SchedConfig, StrategyKind};
+use llr_lab::plot;
 use llr_sim::sweep::{offered_load, SweepPoint, SweepRow};
 use llr_sim::{Arrivals, Rate, ServiceDist, ServiceModel, SimConfig, SimResult};
 use serde_json::{json, Map, Value};

@@ -1,21 +1,12 @@
 //! `llrouter sink`: receive probe traffic, report one-way latency, loss and reordering per class.
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use llr_io::gen::{CLASS_BE, CLASS_RT};
-use llr_io::sink::{Sink, SinkConfig, SinkReport};
-use llr_io::sink_xdp::XdpSink;
+use llr_io::sink::{self, SinkConfig, SinkReport};
+use llr_lab::SinkBackend;
 
 use crate::cli_util::{in_netns, print_json_or, table, us, usage};
 use crate::cmd_gen::{secs, stop_on_signal, to_usage};
-
-/// Receiving backend.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum SinkBackend {
-    /// UDP sockets with recvmmsg (exact HDR histograms; ~0.5 Mpps).
-    Udp,
-    /// XDP program on --iface: timestamps in the driver, histograms in maps (3 % buckets), drops.
-    Xdp,
-}
 
 /// Receive probe traffic and measure latency, loss and reordering per class.
 #[derive(Debug, Args)]
@@ -114,15 +105,15 @@ pub fn run(args: SinkArgs) -> anyhow::Result<()> {
         batch: args.batch,
     };
     cfg.validate().map_err(to_usage)?;
-    let backend = args.backend;
-    let iface = match (backend, &args.iface) {
+    let backend = match (args.backend, &args.iface) {
         (SinkBackend::Xdp, None) => {
             return Err(usage("iface", "required with --backend xdp"));
         }
         (SinkBackend::Udp, Some(_)) => {
             return Err(usage("iface", "only with --backend xdp"));
         }
-        (_, i) => i.clone(),
+        (SinkBackend::Xdp, Some(i)) => sink::SinkBackend::Xdp { iface: i.clone() },
+        (SinkBackend::Udp, None) => sink::SinkBackend::Udp,
     };
     let stop = stop_on_signal();
     let cpu = args.cpu;
@@ -133,13 +124,7 @@ pub fn run(args: SinkArgs) -> anyhow::Result<()> {
         if let Some(c) = cpu {
             crate::cli_util::pin_cpu("cpu", c)?;
         }
-        match (backend, iface) {
-            (SinkBackend::Xdp, Some(i)) => XdpSink::attach(&i, cfg)?.run(&stop),
-            _ => {
-                let mut sink = Sink::bind(cfg)?;
-                Ok(sink.run(&stop)?.report())
-            }
-        }
+        sink::run(cfg, &backend, stop)
     };
     let rep = in_netns(args.netns.as_deref(), work)?;
     print_json_or(args.json, &rep, print_report)

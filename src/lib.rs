@@ -11,10 +11,8 @@ pub mod cmd_model;
 pub mod cmd_run;
 pub mod cmd_sim;
 pub mod cmd_sink;
+pub mod cmd_testbed;
 pub mod cmd_top;
 pub mod cmd_tune;
 /// The router's configuration lives in `llr_router`; re-exported for the commands.
 pub use llr_router::config;
-pub mod demo_live;
-pub mod plot;
-pub mod testbed;

@@ -3,7 +3,8 @@
 use clap::{Parser, Subcommand};
 use llrouter::cli_util::UsageError;
 use llrouter::{
-    cmd_ctl, cmd_demo, cmd_gen, cmd_model, cmd_run, cmd_sim, cmd_sink, cmd_top, cmd_tune, testbed,
+    cmd_ctl, cmd_demo, cmd_gen, cmd_model, cmd_run, cmd_sim, cmd_sink, cmd_testbed, cmd_top,
+    cmd_tune,
 };
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -33,7 +34,7 @@ enum Cmd {
     /// Latency sink: one-way latency per class, loss and reordering per flow.
     Sink(cmd_sink::SinkArgs),
     /// Namespace testbed: topology up/down, sweeps and MLFFR against the Linux kernel.
-    Testbed(Box<testbed::TestbedArgs>),
+    Testbed(Box<cmd_testbed::TestbedArgs>),
     /// Host tuning (paper 002): per-core load, worker core, IRQ affinities, ring and buffer sizes.
     Tune(cmd_tune::Args),
     /// Control-plane client of a running router.
@@ -69,7 +70,7 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => cmd_demo::run(a),
         Cmd::Gen(a) => cmd_gen::run(a),
         Cmd::Sink(a) => cmd_sink::run(a),
-        Cmd::Testbed(a) => testbed::run(*a),
+        Cmd::Testbed(a) => cmd_testbed::run(*a),
         Cmd::Tune(a) => cmd_tune::run(a),
         Cmd::Ctl(a) => cmd_ctl::run(a),
         Cmd::Top(a) => cmd_top::run(a),

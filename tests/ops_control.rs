@@ -362,7 +362,7 @@ fn changes_under_traffic() {
         ),
         (
             Command::WakeupSet {
-                mode: llr_ops::ctl::WakeupMode::Busy,
+                mode: llr_ops::ctl::WakeMode::Busy,
                 spin_us: Some(5),
             },
             "spin_us",

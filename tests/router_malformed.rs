@@ -311,9 +311,6 @@ dscp = 46
         rep.worker.forwarded.iter().sum::<u64>(),
         2 * (per_flow + 50) + ROUNDS
     );
-    let l = topo.router.ip(&["-d", "link", "show"]).unwrap();
-    assert!(
-        !String::from_utf8_lossy(&l.stdout).contains("prog/xdp"),
-        "XDP detached"
-    );
+    let attached = topo.router.xdp_links().unwrap();
+    assert!(attached.is_empty(), "XDP detached: {attached:?}");
 }

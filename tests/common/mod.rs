@@ -58,10 +58,7 @@ impl Drop for TempDir {
 
 /// How many of the router namespace's interfaces carry an XDP program.
 pub fn xdp_attached(topo: &Topology) -> usize {
-    let l = topo.router.ip(&["-d", "link", "show"]).unwrap();
-    String::from_utf8_lossy(&l.stdout)
-        .matches("prog/xdp")
-        .count()
+    topo.router.xdp_links().unwrap().len()
 }
 
 type RouterResult = anyhow::Result<anyhow::Result<Option<llr_router::RunReport>>>;

@@ -748,14 +748,7 @@ pub fn run_mirror(
                 }
             }
             // Wait for events (bounded, so `stop` and the period are checked).
-            let mut pfd = libc::pollfd {
-                fd: events.sock.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: pfd is one live pollfd, and we pass a count of 1.
-            let rc = unsafe { libc::poll(&mut pfd, 1, 50) };
-            if rc <= 0 {
+            if crate::sys::poll(&mut [crate::sys::poll_in(events.sock.as_raw_fd())], 50) == 0 {
                 continue;
             }
             // Drain what is queued (bounded per turn so a storm cannot starve the stop check).

@@ -5,7 +5,8 @@
 //! - [`xsk`]: AF_XDP sockets on one shared UMEM, as the poll engine's rings;
 //! - [`router`]: the worker loop (poll engine + forwarder over the AF_XDP device);
 //! - [`kernel`]: interfaces, routes and neighbours mirrored from the kernel;
-//! - [`netns`]: network-namespace fixtures for tests and the testbed.
+//! - [`netns`]: network-namespace fixtures for tests and the testbed;
+//! - [`sys`]: the raw Linux calls (signals, affinity, clock, eventfd, poll, socket options).
 
 pub mod bpf_objects {
     //! The eBPF objects compiled from `bpf/*.c` by `build.rs` (one constant per file, named
@@ -21,4 +22,5 @@ pub mod punt;
 pub mod router;
 pub mod sink;
 pub mod sink_xdp;
+pub mod sys;
 pub mod xsk;

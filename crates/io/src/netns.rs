@@ -131,6 +131,30 @@ impl Netns {
         run_cmd(&argv)
     }
 
+    /// The interfaces of the namespace that have an XDP program attached, from `ip -j link`
+    /// (its JSON `xdp` object is present only then).
+    pub fn xdp_links(&self) -> Result<Vec<String>> {
+        #[derive(serde::Deserialize)]
+        struct Link {
+            ifname: String,
+            #[serde(default)]
+            xdp: Option<serde_json::Value>,
+        }
+        let out = self.ip(&["-j", "link", "show"])?;
+        let links: Vec<Link> = serde_json::from_slice(&out.stdout)
+            .with_context(|| format!("ip -n {} -j link show: not the expected JSON", self.name))?;
+        Ok(links
+            .into_iter()
+            .filter(|l| l.xdp.is_some())
+            .map(|l| l.ifname)
+            .collect())
+    }
+
+    /// Whether `ifname` in the namespace has an XDP program attached.
+    pub fn xdp_attached(&self, ifname: &str) -> Result<bool> {
+        Ok(self.xdp_links()?.iter().any(|l| l == ifname))
+    }
+
     /// Runs a command inside the namespace (`ip netns exec NAME CMD...`), failing on non-zero exit.
     pub fn exec(&self, cmd: &[&str]) -> Result<Output> {
         let mut argv = vec!["ip", "netns", "exec", &self.name];

@@ -17,7 +17,49 @@ use llr_core::probe::Probe;
 use llr_core::stats::{FlowTable, LatencyHist, LatencySummary, SeqStats};
 use serde::{Deserialize, Serialize};
 
-use crate::gen::mono_ns;
+use crate::sink_xdp::XdpSink;
+use crate::sys::{self, mono_ns};
+
+/// How the sink receives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SinkBackend {
+    /// UDP sockets on the configured ports ([`Sink`]: exact histograms).
+    Udp,
+    /// The XDP program on interface `iface` ([`XdpSink`]: timestamps in the driver).
+    Xdp { iface: String },
+}
+
+/// A sink set up and ready to receive: bound sockets or an attached XDP program. Set it up in
+/// the receiver's network namespace, then run it on any thread.
+#[derive(Debug)]
+pub enum OpenSink {
+    Udp(Sink),
+    Xdp(XdpSink),
+}
+
+impl OpenSink {
+    /// Binds the sockets or attaches the program (in the calling thread's network namespace).
+    pub fn open(cfg: SinkConfig, backend: &SinkBackend) -> Result<OpenSink> {
+        Ok(match backend {
+            SinkBackend::Udp => OpenSink::Udp(Sink::bind(cfg)?),
+            SinkBackend::Xdp { iface } => OpenSink::Xdp(XdpSink::attach(iface, cfg)?),
+        })
+    }
+
+    /// Receives until a bound of the config is hit or `stop` is set, then reports.
+    pub fn run(&mut self, stop: &AtomicBool) -> Result<SinkReport> {
+        match self {
+            OpenSink::Udp(s) => Ok(s.run(stop)?.report()),
+            OpenSink::Xdp(x) => x.run(stop),
+        }
+    }
+}
+
+/// Sets the sink up and receives on the calling thread until a bound or `stop`.
+pub fn run(cfg: SinkConfig, backend: &SinkBackend, stop: &AtomicBool) -> Result<SinkReport> {
+    OpenSink::open(cfg, backend)?.run(stop)
+}
 
 /// How long and how to receive.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -165,6 +207,7 @@ impl SinkState {
 }
 
 /// Bound receive sockets.
+#[derive(Debug)]
 pub struct Sink {
     cfg: SinkConfig,
     socks: Vec<UdpSocket>,
@@ -209,11 +252,7 @@ impl Sink {
         let mut pfds: Vec<libc::pollfd> = self
             .socks
             .iter()
-            .map(|s| libc::pollfd {
-                fd: s.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
+            .map(|s| sys::poll_in(s.as_raw_fd()))
             .collect();
         loop {
             let mut got = 0usize;
@@ -242,8 +281,7 @@ impl Sink {
                 break;
             }
             if got == 0 && !self.cfg.busy {
-                // SAFETY: pfds is a valid array of pollfd for the duration of the call.
-                unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 10) };
+                sys::poll(&mut pfds, 10);
             }
         }
         Ok(st)
@@ -252,17 +290,7 @@ impl Sink {
 
 fn set_rcvbuf(s: &UdpSocket, bytes: libc::c_int) {
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        // SAFETY: valid fd, pointer to a c_int of the given size.
-        let rc = unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                &bytes as *const _ as *const libc::c_void,
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc == 0 {
+        if sys::setsockopt_int(s.as_raw_fd(), libc::SOL_SOCKET, opt, bytes).is_ok() {
             return;
         }
     }

@@ -27,8 +27,8 @@ use aya::programs::{Xdp, XdpMode};
 use aya::Ebpf;
 use llr_core::stats::{LatencySummary, SeqStats};
 
-use crate::gen::mono_ns;
 use crate::sink::{ClassReport, SinkConfig, SinkReport};
+use crate::sys::mono_ns;
 
 /// Program name in `bpf/sink.c`.
 pub const PROGRAM_NAME: &str = "llr_sink";

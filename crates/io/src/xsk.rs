@@ -23,6 +23,7 @@ use xdpilone::xdp::XdpDesc;
 use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, Umem, UmemConfig, User};
 
 use crate::ebpf::{AttachMode, Classifier};
+use crate::sys;
 
 /// How the worker waits for packets when its poll engine is idle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -35,6 +36,17 @@ pub enum WakeMode {
     Busy,
     /// Spin `spin_us` before blocking.
     Adaptive,
+}
+
+impl WakeMode {
+    /// The name in configs and on the control socket.
+    pub fn name(self) -> &'static str {
+        match self {
+            WakeMode::Interrupt => "interrupt",
+            WakeMode::Busy => "busy",
+            WakeMode::Adaptive => "adaptive",
+        }
+    }
 }
 
 /// Socket and UMEM sizes.
@@ -211,6 +223,59 @@ impl Drop for Mmap {
     }
 }
 
+/// A UMEM: a memory mapping registered with the kernel, cut into `frame_size` chunks, and the
+/// list of chunks user space owns (neither in a ring nor handed to the kernel).
+struct UmemArea {
+    // Field order matters for drop: the registration before its memory.
+    umem: Umem,
+    area: Mmap,
+    frame_size: u32,
+    free: Vec<u64>,
+}
+
+impl UmemArea {
+    /// Maps and registers `frames` chunks of `frame_size` bytes, every chunk free.
+    fn new(frames: usize, frame_size: u32, fill_size: u32, complete_size: u32) -> Result<Self> {
+        let area = Mmap::new(frames * frame_size as usize)?;
+        let ucfg = UmemConfig {
+            fill_size,
+            complete_size,
+            frame_size,
+            headroom: 0,
+            flags: 0,
+        };
+        // SAFETY: `area` is a fresh mapping of frames*frame_size bytes that outlives the UMEM
+        // (it is dropped after it: field order of `UmemArea`), and nothing else aliases it.
+        let umem = unsafe { Umem::new(ucfg, NonNull::slice_from_raw_parts(area.ptr, area.len)) }
+            .map_err(|e| anyhow::anyhow!("register UMEM: errno {}", e.get_raw()))?;
+        let fs = u64::from(frame_size);
+        Ok(UmemArea {
+            umem,
+            area,
+            frame_size,
+            free: (0..frames as u64).rev().map(|i| i * fs).collect(),
+        })
+    }
+
+    /// Takes back the chunks of completed Tx descriptors; returns how many were read. Only
+    /// chunks inside the mapping return to the free list (slices are made of them): a sane
+    /// kernel completes only what was submitted, but it is not trusted.
+    #[inline]
+    fn reclaim(&mut self, completed: impl Iterator<Item = u64>) -> u32 {
+        let fs = u64::from(self.frame_size);
+        let area_len = self.area.len as u64;
+        let mut n = 0;
+        for addr in completed {
+            let chunk = addr & !(fs - 1);
+            if chunk + fs <= area_len {
+                self.free.push(chunk);
+            }
+            n += 1;
+        }
+        n
+    }
+}
+
 struct Port {
     ifindex: u32,
     dq: DeviceQueue,
@@ -224,8 +289,8 @@ struct Port {
     /// Tx descriptors submitted and not yet completed.
     in_flight: u32,
     stats: PortStats,
-    // Declared last: detached after the sockets above are closed? No: the XSKMAP holds socket
-    // references; detaching first stops new redirects. Dropped explicitly in `Device::drop`.
+    /// Detached in `Device::drop` before the sockets close, so that no frame is redirected into
+    /// a closing socket (the XSKMAP holds references to them).
     classifier: Option<Classifier>,
 }
 
@@ -233,10 +298,7 @@ struct Port {
 pub struct Device {
     // Field order matters for drop: ports (sockets, rings) before the UMEM before its memory.
     ports: Vec<Port>,
-    umem: Umem,
-    area: Mmap,
-    free: Vec<u64>,
-    frame_size: u32,
+    mem: UmemArea,
     nrings: usize,
     opts: XskOptions,
     cursor: usize,
@@ -266,20 +328,6 @@ pub struct PortSpec {
     pub classifier: Classifier,
 }
 
-fn setsockopt_u32(fd: i32, opt: i32, v: u32) -> bool {
-    let v = v as libc::c_int;
-    // SAFETY: passes a pointer to a live c_int with its exact size; the kernel only reads it.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            opt,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        ) == 0
-    }
-}
-
 impl Device {
     /// Opens `nrings` sockets on queue `queue` of every port, all on one UMEM, registers them in
     /// each port's classifier (XSKMAP key = ring id) and attaches the classifiers.
@@ -302,18 +350,8 @@ impl Device {
             + opts.tx_size as usize
             + nrings * opts.egress_queue as usize;
         let frames = (per_port * ports.len()).next_power_of_two();
-        let area = Mmap::new(frames * opts.frame_size as usize)?;
-        let ucfg = UmemConfig {
-            fill_size: opts.fill_size,
-            complete_size: opts.fill_size,
-            frame_size: opts.frame_size,
-            headroom: 0,
-            flags: 0,
-        };
-        // SAFETY: `area` is a fresh mapping of frames*frame_size bytes that outlives the UMEM
-        // (it is dropped after it: field order of `Device`), and nothing else aliases it.
-        let umem = unsafe { Umem::new(ucfg, NonNull::slice_from_raw_parts(area.ptr, area.len)) }
-            .map_err(|e| anyhow::anyhow!("register UMEM: errno {}", e.get_raw()))?;
+        let mem = UmemArea::new(frames, opts.frame_size, opts.fill_size, opts.fill_size)?;
+        let umem = &mem.umem;
 
         let mut out = Vec::new();
         for (pi, spec) in ports.into_iter().enumerate() {
@@ -322,7 +360,7 @@ impl Device {
                 .map_err(|e| anyhow::anyhow!("ifindex {}: errno {}", spec.ifindex, e.get_raw()))?;
             info.set_queue(queue);
             let first = if pi == 0 {
-                Socket::with_shared(&info, &umem)
+                Socket::with_shared(&info, umem)
             } else {
                 Socket::new(&info)
             }
@@ -383,9 +421,14 @@ impl Device {
                 if wake == WakeMode::Busy {
                     // Accepted only where the kernel supports busy polling for the socket; a
                     // refusal is harmless (we spin anyway).
-                    setsockopt_u32(fd, 69 /* SO_PREFER_BUSY_POLL */, 1);
-                    setsockopt_u32(fd, libc::SO_BUSY_POLL, 20);
-                    setsockopt_u32(fd, 70 /* SO_BUSY_POLL_BUDGET */, opts.busy_poll_budget);
+                    let budget = opts.busy_poll_budget as libc::c_int;
+                    for (opt, v) in [
+                        (69 /* SO_PREFER_BUSY_POLL */, 1),
+                        (libc::SO_BUSY_POLL, 20),
+                        (70 /* SO_BUSY_POLL_BUDGET */, budget),
+                    ] {
+                        let _ = sys::setsockopt_int(fd, libc::SOL_SOCKET, opt, v);
+                    }
                 }
                 fds.push(fd);
                 rx.push(ring);
@@ -407,13 +450,9 @@ impl Device {
                 classifier: Some(spec.classifier),
             });
         }
-        let fs = opts.frame_size as u64;
         let mut dev = Device {
             ports: out,
-            umem,
-            area,
-            free: (0..frames as u64).rev().map(|i| i * fs).collect(),
-            frame_size: opts.frame_size,
+            mem,
             nrings,
             opts: opts.clone(),
             cursor: 0,
@@ -476,9 +515,9 @@ impl Device {
         let mut extra: Vec<(u32, XdpDesc)> = Vec::new();
         let np = self.ports.len();
         let mut served = 0;
-        let base = self.area.ptr;
-        let area_len = self.area.len as u64;
-        let fs = self.frame_size as u64;
+        let base = self.mem.area.ptr;
+        let area_len = self.mem.area.len as u64;
+        let fs = self.mem.frame_size as u64;
         for k in 0..np {
             if served >= max {
                 break;
@@ -516,7 +555,7 @@ impl Device {
                 let room = (chunk + fs).saturating_sub(d.addr);
                 if d.addr + d.len as u64 > area_len || room < d.len as u64 {
                     // never from a sane kernel; do not touch memory outside the chunk
-                    self.free.push(chunk);
+                    self.mem.free.push(chunk);
                     continue;
                 }
                 // SAFETY: [addr, addr+room) lies inside one chunk of the UMEM mapping (checked
@@ -542,7 +581,7 @@ impl Device {
                     0
                 };
                 let mut spare = Spare {
-                    free: &mut self.free,
+                    free: &mut self.mem.free,
                     base,
                     frame_size: fs,
                     out: &mut extra,
@@ -556,7 +595,7 @@ impl Device {
                         };
                         self.enqueue(pi, ring, ifindex, desc);
                     }
-                    _ => self.free.push(chunk),
+                    _ => self.mem.free.push(chunk),
                 }
                 for (ifindex, desc) in extra.drain(..) {
                     self.enqueue(pi, ring, ifindex, desc);
@@ -571,7 +610,7 @@ impl Device {
     /// Queues `desc` (a chunk this device owns) for transmission on `ifindex` behind ring
     /// `ring`'s frames, or frees it (counted) if the port is unknown or its queue full.
     fn enqueue(&mut self, from_port: usize, ring: RingId, ifindex: u32, desc: XdpDesc) {
-        let chunk = desc.addr & !(u64::from(self.frame_size) - 1);
+        let chunk = desc.addr & !(u64::from(self.mem.frame_size) - 1);
         match self.ports.iter_mut().find(|p| p.ifindex == ifindex) {
             Some(out) => {
                 let q = &mut out.egress[ring];
@@ -579,12 +618,12 @@ impl Device {
                     q.push_back(desc);
                 } else {
                     out.stats.egress_drops += 1;
-                    self.free.push(chunk);
+                    self.mem.free.push(chunk);
                 }
             }
             None => {
                 self.ports[from_port].stats.no_port += 1;
-                self.free.push(chunk);
+                self.mem.free.push(chunk);
             }
         }
     }
@@ -592,20 +631,9 @@ impl Device {
     /// Reaps Tx completions, moves queued egress frames into the Tx rings (highest ring first:
     /// egress priority), kicks the kernel, and refills the fill rings.
     pub fn flush(&mut self) {
-        let fs = self.frame_size as u64;
-        let area_len = self.area.len as u64;
         for p in &mut self.ports {
-            // completions; only chunks inside the mapping return to the free list (`recv_meta`
-            // and `Spare::tx` make slices of them), whatever the kernel hands back
             let mut c = p.dq.complete(p.in_flight.clamp(1, 4096));
-            let mut n = 0;
-            while let Some(addr) = c.read() {
-                let chunk = addr & !(fs - 1);
-                if chunk + fs <= area_len {
-                    self.free.push(chunk);
-                }
-                n += 1;
-            }
+            let n = self.mem.reclaim(std::iter::from_fn(|| c.read()));
             c.release();
             drop(c);
             p.in_flight -= n.min(p.in_flight);
@@ -648,13 +676,13 @@ impl Device {
     /// Gives free chunks to every port's fill ring (never more than its free slots).
     pub fn refill(&mut self) {
         for p in &mut self.ports {
-            if self.free.is_empty() {
+            if self.mem.free.is_empty() {
                 break;
             }
-            let mut w = p.dq.fill(self.free.len().min(u32::MAX as usize) as u32);
-            let k = (w.capacity() as usize).min(self.free.len());
-            let start = self.free.len() - k;
-            w.insert(self.free.drain(start..));
+            let mut w = p.dq.fill(self.mem.free.len().min(u32::MAX as usize) as u32);
+            let k = (w.capacity() as usize).min(self.mem.free.len());
+            let start = self.mem.free.len() - k;
+            w.insert(self.mem.free.drain(start..));
             w.commit();
             drop(w);
             if p.dq.needs_wakeup() {
@@ -671,15 +699,10 @@ impl Device {
             .ports
             .iter()
             .flat_map(|p| p.fds.iter())
-            .map(|&fd| libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            })
+            .map(|&fd| sys::poll_in(fd))
             .collect();
         self.sleeps += 1;
-        // SAFETY: pfds is a live, correctly sized array of pollfd for the duration of the call.
-        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+        let n = sys::poll(&mut pfds, timeout_ms);
         if n > 0 {
             self.wakeups += 1;
         }
@@ -722,7 +745,7 @@ impl Device {
 
     /// Chunks in the free list (for tests and leak checks).
     pub fn free_chunks(&self) -> usize {
-        self.free.len()
+        self.mem.free.len()
     }
 }
 
@@ -742,11 +765,10 @@ impl Drop for Device {
         for p in &mut self.ports {
             drop(p.classifier.take());
         }
-        let _ = &self.umem;
     }
 }
 
-// Control-plane helpers (issue 5: `llrouter ctl` and metrics on the running router).
+/// Control-plane access: classifiers, kernel counters, waiting with the control eventfd.
 impl Device {
     /// The classifier of port `ifindex`, mutable (rule and class→ring updates at run time).
     pub fn classifier_mut(&mut self, ifindex: u32) -> Option<&mut Classifier> {
@@ -802,15 +824,10 @@ impl Device {
             .iter()
             .flat_map(|p| p.fds.iter())
             .chain(std::iter::once(&extra))
-            .map(|&fd| libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            })
+            .map(|&fd| sys::poll_in(fd))
             .collect();
         self.sleeps += 1;
-        // SAFETY: pfds is a live, correctly sized array of pollfd for the duration of the call.
-        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+        let n = sys::poll(&mut pfds, timeout_ms);
         let rx = n > 0 && pfds[..pfds.len() - 1].iter().any(|p| p.revents != 0);
         if rx {
             self.wakeups += 1;
@@ -865,10 +882,7 @@ pub struct TxSocket {
     tx: RingTx,
     dq: DeviceQueue,
     _user: User,
-    _umem: Umem,
-    area: Mmap,
-    free: Vec<u64>,
-    frame_size: u32,
+    mem: UmemArea,
     /// Descriptors written since the last kick.
     queued: u32,
     /// Descriptors handed to the kernel and not completed yet.
@@ -880,7 +894,7 @@ pub struct TxSocket {
 impl std::fmt::Debug for TxSocket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TxSocket")
-            .field("free", &self.free.len())
+            .field("free", &self.mem.free.len())
             .field("in_flight", &self.in_flight)
             .finish()
     }
@@ -893,24 +907,13 @@ impl TxSocket {
         if !frames.is_power_of_two() || !tx_size.is_power_of_two() || tx_size > frames {
             bail!("xsk tx: frames ({frames}) and tx ring ({tx_size}) must be powers of two, ring ≤ frames");
         }
-        let frame_size = 2048u32;
-        let area = Mmap::new(frames as usize * frame_size as usize)?;
-        let ucfg = UmemConfig {
-            fill_size: 64,
-            complete_size: tx_size,
-            frame_size,
-            headroom: 0,
-            flags: 0,
-        };
-        // SAFETY: `area` is a fresh mapping of frames*frame_size bytes that outlives the UMEM
-        // (it is dropped after it: field order of `TxSocket`), and nothing else aliases it.
-        let umem = unsafe { Umem::new(ucfg, NonNull::slice_from_raw_parts(area.ptr, area.len)) }
-            .map_err(|e| anyhow::anyhow!("register UMEM: errno {}", e.get_raw()))?;
+        let mem = UmemArea::new(frames as usize, 2048, 64, tx_size)?;
+        let umem = &mem.umem;
         let mut info = IfInfo::invalid();
         info.from_ifindex(ifindex)
             .map_err(|e| anyhow::anyhow!("ifindex {ifindex}: errno {}", e.get_raw()))?;
         info.set_queue(queue);
-        let sock = Socket::with_shared(&info, &umem)
+        let sock = Socket::with_shared(&info, umem)
             .map_err(|e| anyhow::anyhow!("AF_XDP socket: errno {}", e.get_raw()))?;
         // The kernel wants fill and completion rings on the UMEM owner even when it only sends.
         let dq = umem
@@ -937,13 +940,7 @@ impl TxSocket {
             tx,
             dq,
             _user: user,
-            _umem: umem,
-            area,
-            free: (0..frames as u64)
-                .rev()
-                .map(|i| i * frame_size as u64)
-                .collect(),
-            frame_size,
+            mem,
             queued: 0,
             in_flight: 0,
             kicks: 0,
@@ -952,19 +949,8 @@ impl TxSocket {
 
     /// Takes back the chunks of transmitted frames.
     pub fn reap(&mut self) {
-        let fs = self.frame_size as u64;
-        let area_len = self.area.len as u64;
         let mut c = self.dq.complete(self.in_flight.max(1));
-        let mut n = 0;
-        while let Some(addr) = c.read() {
-            // Only chunks inside the mapping go back on the free list (`push` makes a slice of
-            // them): a sane kernel completes only what was submitted, but it is not trusted.
-            let chunk = addr & !(fs - 1);
-            if chunk + fs <= area_len {
-                self.free.push(chunk);
-            }
-            n += 1;
-        }
+        let n = self.mem.reclaim(std::iter::from_fn(|| c.read()));
         c.release();
         self.in_flight -= n.min(self.in_flight);
     }
@@ -972,10 +958,10 @@ impl TxSocket {
     /// Queues one frame: `write` fills the chunk (2048 bytes) and returns the frame length.
     /// Returns false, writing nothing, when no chunk or Tx slot is free.
     pub fn push(&mut self, write: impl FnOnce(&mut [u8]) -> usize) -> bool {
-        if self.free.is_empty() {
+        if self.mem.free.is_empty() {
             self.reap();
         }
-        let Some(&addr) = self.free.last() else {
+        let Some(&addr) = self.mem.free.last() else {
             return false;
         };
         let mut w = self.tx.transmit(1);
@@ -988,18 +974,18 @@ impl TxSocket {
         // exists. The slice ends before this function hands the chunk to the kernel.
         let buf = unsafe {
             std::slice::from_raw_parts_mut(
-                self.area.ptr.as_ptr().add(addr as usize),
-                self.frame_size as usize,
+                self.mem.area.ptr.as_ptr().add(addr as usize),
+                self.mem.frame_size as usize,
             )
         };
-        let len = write(buf).min(self.frame_size as usize) as u32;
+        let len = write(buf).min(self.mem.frame_size as usize) as u32;
         w.insert(std::iter::once(XdpDesc {
             addr,
             len,
             options: 0,
         }));
         w.commit();
-        self.free.pop();
+        self.mem.free.pop();
         self.queued += 1;
         self.in_flight += 1;
         true

@@ -220,8 +220,7 @@ fn child_attach_and_sleep() {
 }
 
 fn has_xdp(ns: &Netns, ifname: &str) -> bool {
-    let out = ns.ip(&["-d", "link", "show", "dev", ifname]).unwrap();
-    String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
+    ns.xdp_attached(ifname).unwrap()
 }
 
 #[test]

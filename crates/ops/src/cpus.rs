@@ -2,10 +2,10 @@
 //! helper threads (control, metrics, route mirror) run so that they stay off the workers' cores.
 //!
 //! The decisions are pure ([`parse_cpu_list`], [`helper_cpus`]); the file system and the
-//! affinity syscalls are touched only in [`online`], [`allowed`] and [`set_affinity`].
+//! affinity syscalls are touched only in [`online`], [`allowed`] and [`set_affinity`] (the latter
+//! two from `llr_io::sys`).
 
 use std::collections::BTreeSet;
-use std::io;
 
 /// Parses a kernel CPU list (`0-3,8,10-11`, as in `/sys/devices/system/cpu/online`).
 pub fn parse_cpu_list(text: &str) -> Result<BTreeSet<usize>, String> {
@@ -88,45 +88,26 @@ pub fn online() -> BTreeSet<usize> {
     (0..n.max(1) as usize).collect()
 }
 
-/// The CPUs the calling thread may run on (`sched_getaffinity`).
-pub fn allowed() -> io::Result<BTreeSet<usize>> {
-    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most size_of::<cpu_set_t>()
-    // bytes into it; CPU_ISSET reads inside it for indexes below CPU_SETSIZE.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok((0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect())
+/// Why `cpu` cannot be used, given the `online` CPUs; `None` when it is online.
+pub fn problem(cpu: usize, online: &BTreeSet<usize>) -> Option<String> {
+    if online.contains(&cpu) {
+        return None;
     }
+    Some(format!(
+        "CPU {cpu} does not exist: this machine has {} online CPU{} ({})",
+        online.len(),
+        if online.len() == 1 { "" } else { "s" },
+        online
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    ))
 }
 
-/// Restricts the calling thread to `cpus`.
-pub fn set_affinity(cpus: &BTreeSet<usize>) -> io::Result<()> {
-    if let Some(&c) = cpus.iter().find(|&&c| c >= libc::CPU_SETSIZE as usize) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("CPU {c} is beyond the affinity mask"),
-        ));
-    }
-    if cpus.is_empty() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty CPU set"));
-    }
-    // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it (indexes checked above);
-    // sched_setaffinity reads exactly size_of::<cpu_set_t>() bytes from it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cpus {
-            libc::CPU_SET(c, &mut set);
-        }
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
+/// The affinity syscalls live in `llr_io::sys` (the one home of raw calls); named here after
+/// what the CPU-set decisions above use them for.
+pub use llr_io::sys::{affinity as allowed, set_affinity};
 
 #[cfg(test)]
 mod tests {

@@ -55,29 +55,8 @@ pub const MAX_CONNECTIONS: usize = 32;
 /// for a change it refuses (the running configuration stays as it was).
 pub type CtlError = llr_core::FieldError;
 
-/// Wake-up mode of the poll loop (issue 3): block when idle, never sleep, or spin then sleep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum WakeupMode {
-    Interrupt,
-    Busy,
-    Adaptive,
-}
-
-impl std::str::FromStr for WakeupMode {
-    type Err = CtlError;
-    fn from_str(s: &str) -> Result<Self, CtlError> {
-        match s {
-            "interrupt" => Ok(WakeupMode::Interrupt),
-            "busy" => Ok(WakeupMode::Busy),
-            "adaptive" => Ok(WakeupMode::Adaptive),
-            _ => Err(CtlError::new(
-                "mode",
-                format!("unknown wake-up mode {s:?} (interrupt, busy, adaptive)"),
-            )),
-        }
-    }
-}
+/// Wake-up mode of the poll loop: the worker's own type (`wakeup.set` hands it over as is).
+pub use llr_io::xsk::WakeMode;
 
 /// One control command with its arguments. The JSON form is `{"cmd": NAME, ...arguments}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -137,7 +116,7 @@ pub enum Command {
     /// Switches the wake-up mode; `spin_us` only for `adaptive`.
     #[serde(rename = "wakeup.set")]
     WakeupSet {
-        mode: WakeupMode,
+        mode: WakeMode,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         spin_us: Option<u64>,
     },

@@ -30,7 +30,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..Default::default()
     };
     let running = Router::start(cfg, StartOptions::default())?;
-    let stop = llr_io::router::install_stop_signals(); // Ctrl-C
+    let stop = llr_io::sys::install_stop_signals(); // Ctrl-C
     running.wait_ready(Duration::from_secs(5));
     println!(
         "{}; control socket {}",

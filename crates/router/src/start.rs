@@ -19,7 +19,7 @@ use llr_ops::ctl::CtlServer;
 use llr_ops::metrics::{MetricsServer, MetricsSnapshot};
 
 use crate::config::{Resolved, RouterConfig, Steering};
-use crate::control::{wake_name, RouterCtl};
+use crate::control::RouterCtl;
 use crate::error::{RouterError, Step};
 use crate::plan::{check_steering, plural};
 
@@ -328,7 +328,7 @@ fn set_up(
         r.cfg.interfaces.join(", "),
         r.layout.strategy,
         plural(r.layout.rings.len(), "ring"),
-        wake_name(r.cfg.wake),
+        r.cfg.wake.name(),
         r.cfg.control.socket.display(),
         metrics_server
             .as_ref()

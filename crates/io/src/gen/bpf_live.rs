@@ -31,7 +31,8 @@ use aya::Ebpf;
 use llr_core::probe::Probe;
 use llr_core::wire::checksum::checksum;
 
-use super::{mono_ns, Gaps, GenConfig, GenReport, Rng, CLASS_BE, CLASS_RT, DSCP_EF};
+use super::{Gaps, GenConfig, GenReport, Rng, CLASS_BE, CLASS_RT, DSCP_EF};
+use crate::sys::mono_ns;
 
 /// Program name in `bpf/gen.c`.
 pub const PROGRAM_NAME: &str = "llr_gen";

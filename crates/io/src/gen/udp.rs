@@ -8,7 +8,8 @@ use std::os::fd::AsRawFd;
 use anyhow::{Context, Result};
 use llr_core::probe::{Probe, SEQ_OFFSET, TS_OFFSET};
 
-use super::{mono_ns, GenConfig, Sender, CLASS_RT, DSCP_EF};
+use super::{GenConfig, Sender, CLASS_RT, DSCP_EF};
+use crate::sys::mono_ns;
 
 /// The UDP backend.
 pub struct UdpSender {
@@ -43,19 +44,7 @@ impl UdpSender {
                 } else {
                     (libc::IPPROTO_IPV6, libc::IPV6_TCLASS)
                 };
-                // SAFETY: valid fd, pointer to a c_int of the given size.
-                let rc = unsafe {
-                    libc::setsockopt(
-                        s.as_raw_fd(),
-                        level,
-                        opt,
-                        &tos as *const _ as *const libc::c_void,
-                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                    )
-                };
-                if rc != 0 {
-                    return Err(std::io::Error::last_os_error()).context("set DSCP");
-                }
+                crate::sys::setsockopt_int(s.as_raw_fd(), level, opt, tos).context("set DSCP")?;
             }
             socks.push(s);
         }

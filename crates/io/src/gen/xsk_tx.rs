@@ -16,7 +16,8 @@ use llr_core::probe::{FLOW_OFFSET, SEQ_OFFSET, TS_OFFSET};
 use llr_core::wire::checksum::ones_complement_sum;
 
 use super::bpf_live::{template, Path, SPORT_BASE};
-use super::{mono_ns, GenConfig, Sender, CLASS_BE, CLASS_RT};
+use super::{GenConfig, Sender, CLASS_BE, CLASS_RT};
+use crate::sys::mono_ns;
 use crate::xsk::TxSocket;
 
 /// UMEM chunks of the generator socket.

@@ -19,9 +19,7 @@ use llr_core::sched::{Layout, StrategyKind};
 use llr_io::kernel::{self, MirrorSpec, StaticRoute};
 use llr_io::router::ctl::{Change, WorkerLink};
 use llr_io::xsk::WakeMode;
-use llr_ops::ctl::{
-    Command, ControlTarget, CtlError, WakeupMode, DEFAULT_DUMP_LIMIT, MAX_DUMP_LIMIT,
-};
+use llr_ops::ctl::{Command, ControlTarget, CtlError, DEFAULT_DUMP_LIMIT, MAX_DUMP_LIMIT};
 use serde_json::{json, Value};
 
 use crate::config::{ConfigError, Resolved, RouteConfig, RouterConfig};
@@ -133,23 +131,6 @@ pub fn rule_text(r: &RuleSpec) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-fn wake_of(m: WakeupMode) -> WakeMode {
-    match m {
-        WakeupMode::Interrupt => WakeMode::Interrupt,
-        WakeupMode::Busy => WakeMode::Busy,
-        WakeupMode::Adaptive => WakeMode::Adaptive,
-    }
-}
-
-/// The config spelling of a wake-up mode.
-pub(crate) fn wake_name(w: WakeMode) -> &'static str {
-    match w {
-        WakeMode::Interrupt => "interrupt",
-        WakeMode::Busy => "busy",
-        WakeMode::Adaptive => "adaptive",
-    }
 }
 
 /// A prefix from the control protocol.
@@ -367,8 +348,8 @@ impl RouterCtl {
     }
 
     /// `wakeup.set`: the idle wait mode (and the adaptive mode's spin).
-    pub fn wakeup_set(&self, mode: WakeupMode, spin_us: Option<u64>) -> Result<Value, CtlError> {
-        if spin_us.is_some() && mode != WakeupMode::Adaptive {
+    pub fn wakeup_set(&self, mode: WakeMode, spin_us: Option<u64>) -> Result<Value, CtlError> {
+        if spin_us.is_some() && mode != WakeMode::Adaptive {
             return Err(err("spin_us", "only the adaptive mode spins"));
         }
         if spin_us.is_some_and(|s| s > 1_000_000) {
@@ -376,14 +357,14 @@ impl RouterCtl {
         }
         let mut st = self.lock();
         let spin = spin_us.unwrap_or(st.cfg.spin_us);
-        let previous = json!({"wakeup": wake_name(st.cfg.wake), "spin_us": st.cfg.spin_us});
+        let previous = json!({"wakeup": st.cfg.wake.name(), "spin_us": st.cfg.spin_us});
         self.apply(Change::Wake {
-            wake: wake_of(mode),
+            wake: mode,
             spin_us: spin,
         })?;
-        st.cfg.wake = wake_of(mode);
+        st.cfg.wake = mode;
         st.cfg.spin_us = spin;
-        Ok(json!({ "wakeup": wake_name(st.cfg.wake), "spin_us": spin, "previous": previous }))
+        Ok(json!({ "wakeup": st.cfg.wake.name(), "spin_us": spin, "previous": previous }))
     }
 
     /// `route.add`: a static route (replacing one for the same prefix). Interface names are
@@ -518,11 +499,5 @@ mod tests {
         let v = json!({"routes": vec![row; MAX_DUMP_LIMIT], "total": MAX_DUMP_LIMIT});
         let reply = llr_ops::ctl::Reply::ok(json!(u64::MAX), v);
         assert!(serde_json::to_vec(&reply).unwrap().len() < llr_ops::ctl::MAX_MESSAGE);
-    }
-
-    #[test]
-    fn wake_names() {
-        assert_eq!(wake_name(WakeMode::Interrupt), "interrupt");
-        assert_eq!(wake_of(WakeupMode::Busy), WakeMode::Busy);
     }
 }

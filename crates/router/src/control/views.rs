@@ -3,12 +3,13 @@
 use std::time::Duration;
 
 use llr_io::ebpf::FLAG_TIMESTAMP;
+use llr_io::xsk::WakeMode;
 use llr_ops::ctl::RuleEntry;
 use llr_ops::metrics::MetricsSnapshot;
 use llr_ops::views::{format_mac, InterfaceView, NeighbourView, RouteView};
 use serde_json::{json, Value};
 
-use super::{rule_text, wake_name, RouterCtl};
+use super::{rule_text, RouterCtl};
 use crate::metrics::{name_of, to_metrics};
 
 impl RouterCtl {
@@ -46,7 +47,7 @@ impl RouterCtl {
             "device_budget": snap.device_budget,
             "classes": classes,
             "rings": snap.layout_rings.iter().zip(&snap.ring_budgets).map(|(n, b)| json!({"name": n, "budget": b})).collect::<Vec<_>>(),
-            "wakeup": snap.wake.map(wake_name),
+            "wakeup": snap.wake.map(WakeMode::name),
             "spin_us": snap.spin_us,
             "workers": [{"worker": 0, "core": st.cfg.cores.first(), "busy_ratio": snap.busy_ratio}],
             "helper_cores": llr_ops::cpus::format_cpu_list(&self.helper_cpus),

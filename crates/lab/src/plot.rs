@@ -4,6 +4,17 @@ use plotters::prelude::*;
 use std::path::Path;
 use std::sync::OnceLock;
 
+/// Why a chart was not drawn.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PlotError(pub String);
+
+impl PlotError {
+    fn of(e: impl std::fmt::Display) -> PlotError {
+        PlotError(e.to_string())
+    }
+}
+
 /// One line of a chart.
 #[derive(Debug, Clone)]
 pub struct Series {
@@ -36,20 +47,22 @@ const FONT_PATHS: [&str; 2] = [
 
 /// Registers a TrueType font with plotters once; the ab_glyph backend needs one and we avoid
 /// fontconfig so plots work on a bare server.
-fn ensure_font() -> Result<(), String> {
-    static FONT: OnceLock<Result<(), String>> = OnceLock::new();
+fn ensure_font() -> Result<(), PlotError> {
+    static FONT: OnceLock<Result<(), PlotError>> = OnceLock::new();
     FONT.get_or_init(|| {
         let bytes = FONT_PATHS
             .iter()
             .find_map(|p| std::fs::read(p).ok())
             .ok_or_else(|| {
-                "no DejaVuSans.ttf found (scripts/install-deps.sh installs fonts-dejavu-core)"
-                    .to_string()
+                PlotError(
+                    "no DejaVuSans.ttf found (scripts/install-deps.sh installs fonts-dejavu-core)"
+                        .to_string(),
+                )
             })?;
         // The font must live as long as the process: plotters keeps a 'static reference.
         let leaked: &'static [u8] = Box::leak(bytes.into_boxed_slice());
         plotters::style::register_font("sans-serif", FontStyle::Normal, leaked)
-            .map_err(|_| "invalid font file".to_string())
+            .map_err(|_| PlotError("invalid font file".to_string()))
     })
     .clone()
 }
@@ -116,33 +129,15 @@ pub fn line_chart(
     ylabel: &str,
     series: &[Series],
     log_y: bool,
-) -> Result<(), String> {
+) -> Result<(), PlotError> {
     ensure_font()?;
-    let pts = series.iter().flat_map(|s| s.points.iter());
-    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-    for &(x, y) in pts {
-        if !x.is_finite() || !y.is_finite() {
-            continue;
-        }
-        x0 = x0.min(x);
-        x1 = x1.max(x);
-        if !log_y || y > 0.0 {
-            y0 = y0.min(y);
-            y1 = y1.max(y);
-        }
-    }
-    if x0 > x1 || y0 > y1 {
-        return Err("no data points".into());
-    }
-    if x0 == x1 {
-        x1 = x0 + 1.0;
-    }
+    let (x0, x1, y0, y1) = bounds(series, log_y).ok_or(PlotError("no data points".into()))?;
     let looks = looks(series);
     let root = BitMapBackend::new(path, (1000 + LEGEND_W, 640)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    root.fill(&WHITE).map_err(PlotError::of)?;
     let root = root
         .titled(title, ("sans-serif", 20))
-        .map_err(|e| e.to_string())?;
+        .map_err(PlotError::of)?;
     let (plot_area, legend_area) = root.split_horizontally(1000);
     macro_rules! draw {
         ($chart:expr) => {{
@@ -157,7 +152,7 @@ pub fn line_chart(
                 .y_label_formatter(&|v: &f64| fmt_tick(*v))
                 .label_style(("sans-serif", 14))
                 .draw()
-                .map_err(|e| e.to_string())?;
+                .map_err(PlotError::of)?;
             for (s, look) in series.iter().zip(&looks) {
                 let data: Vec<(f64, f64)> = s
                     .points
@@ -169,11 +164,11 @@ pub fn line_chart(
                 if look.dashed {
                     chart
                         .draw_series(DashedLineSeries::new(data.clone(), 8, 5, style))
-                        .map_err(|e| e.to_string())?;
+                        .map_err(PlotError::of)?;
                 } else {
                     chart
                         .draw_series(LineSeries::new(data.clone(), style))
-                        .map_err(|e| e.to_string())?;
+                        .map_err(PlotError::of)?;
                 }
                 let c = look.color;
                 match look.marker {
@@ -196,7 +191,7 @@ pub fn line_chart(
                             )
                     })),
                 }
-                .map_err(|e| e.to_string())?;
+                .map_err(PlotError::of)?;
             }
         }};
     }
@@ -209,16 +204,49 @@ pub fn line_chart(
         let (lo, hi) = (y0.max(1e-3) / 1.5, y1 * 1.5);
         draw!(builder
             .build_cartesian_2d(x0..x1, (lo..hi).log_scale())
-            .map_err(|e| e.to_string())?);
+            .map_err(PlotError::of)?);
     } else {
         let hi = if y1 > 0.0 { y1 * 1.1 } else { 1.0 };
         draw!(builder
             .build_cartesian_2d(x0..x1, y0.min(0.0)..hi)
-            .map_err(|e| e.to_string())?);
+            .map_err(PlotError::of)?);
     }
-    // The legend: one row per series, line sample, marker and label.
+    legend(&legend_area, series, &looks)?;
+    root.present().map_err(PlotError::of)?;
+    Ok(())
+}
+/// The range of the drawable points (x0, x1, y0, y1): finite, and y > 0 on a log axis; x1 > x0.
+fn bounds(series: &[Series], log_y: bool) -> Option<(f64, f64, f64, f64)> {
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for &(x, y) in series.iter().flat_map(|s| s.points.iter()) {
+        if !x.is_finite() || !y.is_finite() {
+            continue;
+        }
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        if !log_y || y > 0.0 {
+            y0 = y0.min(y);
+            y1 = y1.max(y);
+        }
+    }
+    if x0 > x1 || y0 > y1 {
+        return None;
+    }
+    if x0 == x1 {
+        x1 = x0 + 1.0;
+    }
+    Some((x0, x1, y0, y1))
+}
+
+/// The legend: one row per series, line sample, marker and label.
+fn legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    series: &[Series],
+    looks: &[Look],
+) -> Result<(), PlotError> {
+    let legend_area = area;
     let font = ("sans-serif", 13).into_font().color(&BLACK);
-    for (i, (s, look)) in series.iter().zip(&looks).enumerate() {
+    for (i, (s, look)) in series.iter().zip(looks).enumerate() {
         let y = 30 + 22 * i as i32;
         let style = ShapeStyle::from(&look.color).stroke_width(2);
         let line = vec![(8, y), (44, y)];
@@ -229,7 +257,7 @@ pub fn line_chart(
         } else {
             legend_area.draw(&PathElement::new(line, style))
         };
-        drawn.map_err(|e| e.to_string())?;
+        drawn.map_err(PlotError::of)?;
         let (p, c) = ((26, y), look.color);
         match look.marker {
             0 => legend_area.draw(&Circle::new(p, 4, ShapeStyle::from(&c).filled())),
@@ -242,14 +270,14 @@ pub fn line_chart(
                 ShapeStyle::from(&c).filled(),
             )),
         }
-        .map_err(|e| e.to_string())?;
+        .map_err(PlotError::of)?;
         legend_area
             .draw(&Text::new(s.label.clone(), (52, y - 7), font.clone()))
-            .map_err(|e| e.to_string())?;
+            .map_err(PlotError::of)?;
     }
-    root.present().map_err(|e| e.to_string())?;
     Ok(())
 }
+
 /// Tick labels readable on a log axis: 0.5, 3, 40, 2k.
 fn fmt_tick(v: f64) -> String {
     if v == 0.0 {

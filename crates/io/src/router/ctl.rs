@@ -13,7 +13,7 @@
 //! A request the worker has not claimed when the wait times out is cancelled, so an error reply
 //! always means "not applied". One the worker claimed is waited for (it takes microseconds).
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use llr_core::sched::{Layout, StrategyKind};
 
 use crate::ebpf::ClassifierStats;
+use crate::sys::EventFd;
 use crate::xsk::{PortStats, WakeMode};
 
 /// Latency histogram bounds (seconds), the same as `llr_ops::metrics::Histogram::latency_bounds`.
@@ -163,47 +164,38 @@ pub struct WorkerLink {
     want_snapshot: AtomicBool,
     want_full: AtomicBool,
     seq: AtomicU64,
-    efd: OwnedFd,
+    efd: EventFd,
     published: Mutex<Arc<WorkerSnapshot>>,
 }
 
 impl WorkerLink {
     /// A link with its eventfd (the worker polls it with its sockets).
     pub fn new() -> std::io::Result<Arc<WorkerLink>> {
-        // SAFETY: eventfd has no memory preconditions; the result is checked.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        let efd = EventFd::new()?;
         Ok(Arc::new(WorkerLink {
             queue: Mutex::new(Vec::new()),
             pending: AtomicBool::new(false),
             want_snapshot: AtomicBool::new(false),
             want_full: AtomicBool::new(false),
             seq: AtomicU64::new(0),
-            // SAFETY: fd is a fresh descriptor owned by nobody else.
-            efd: unsafe { OwnedFd::from_raw_fd(fd) },
+            efd,
             published: Mutex::new(Arc::new(WorkerSnapshot::default())),
         }))
     }
 
     /// The eventfd to poll.
     pub fn fd(&self) -> RawFd {
-        self.efd.as_raw_fd()
+        self.efd.fd()
     }
 
     /// Wakes the worker (its poll() on the eventfd), e.g. when a job it waits for is done.
     pub fn kick(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64 to our eventfd.
-        unsafe { libc::write(self.efd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        self.efd.kick();
     }
 
     /// Worker: clears the eventfd.
     pub fn clear(&self) {
-        let mut v: u64 = 0;
-        // SAFETY: reads at most 8 bytes into a live u64 from our non-blocking eventfd.
-        unsafe { libc::read(self.efd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+        self.efd.clear();
     }
 
     /// Hands `change` to the worker and waits up to `timeout` for it to be applied. `Err` means
@@ -297,6 +289,6 @@ impl WorkerLink {
     }
 }
 
-pub(crate) fn new_rings(n: usize) -> Vec<RingCounters> {
+pub(super) fn new_rings(n: usize) -> Vec<RingCounters> {
     (0..n).map(|_| RingCounters::new()).collect()
 }

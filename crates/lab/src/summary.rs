@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::Row;
+use crate::measure::Row;
 
 /// One MLFFR search result.
 #[derive(Debug, Clone)]

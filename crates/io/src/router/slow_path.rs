@@ -1,0 +1,224 @@
+//! Everything the worker does with a frame besides forwarding it whole: ICMP errors,
+//! IPv4 fragmentation, frames for the kernel (punt), next hops for the kernel to resolve.
+//! See the [module doc of `router`](super).
+
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+use llr_core::fwd::{icmp, DropReason, Forwarder, IcmpKind, IcmpLimiter, PassReason, Verdict};
+use llr_core::wire::PacketMeta;
+
+use super::WorkerOptions;
+use crate::punt::Punt;
+use crate::sys::mono_ns;
+use crate::xsk::{Action, Spare};
+
+/// At most this often the kernel is asked to resolve next hops.
+const RESOLVE_EVERY: Duration = Duration::from_millis(200);
+
+/// Asks the kernel to resolve `addr` (ARP/ND) by sending one datagram to its discard port.
+fn poke_neighbor(addr: IpAddr) {
+    let bind: SocketAddr = match addr {
+        IpAddr::V4(_) => "0.0.0.0:0".parse().unwrap(),
+        IpAddr::V6(_) => "[::]:0".parse().unwrap(),
+    };
+    if let Ok(s) = UdpSocket::bind(bind) {
+        let _ = s.send_to(b"llrouter-resolve", SocketAddr::new(addr, 9));
+    }
+}
+
+/// Everything the worker does with a frame besides forwarding it whole; see the module doc.
+pub(super) struct SlowPath {
+    icmp: IcmpLimiter,
+    punt: Option<Punt>,
+    /// Per [`IcmpKind::class`]: errors sent, errors held back by the rate limit.
+    icmp_sent: [u64; 3],
+    icmp_limited: [u64; 3],
+    /// Errors that could not be sent (no route back, no address, no room).
+    icmp_unsendable: u64,
+    fragments: u64,
+    /// Packets that needed fragmenting but could not get every fragment out.
+    fragment_failed: u64,
+    punt_dropped: u64,
+    ip_id: u16,
+    pub(super) pass: Vec<u64>,
+    pub(super) drops: Vec<(String, u64)>,
+    to_resolve: Vec<IpAddr>,
+    /// When the kernel was last asked to resolve next hops.
+    last_resolve: Instant,
+}
+
+impl SlowPath {
+    pub(super) fn new(opts: &WorkerOptions) -> SlowPath {
+        let punt = opts.punt_device.as_deref().and_then(|name| {
+            Punt::open(name, opts.punt_rate)
+                .map_err(|e| {
+                    tracing::warn!(
+                        "punt device {name}: {e:#}; frames for the kernel will be dropped"
+                    )
+                })
+                .ok()
+        });
+        SlowPath {
+            icmp: IcmpLimiter::new(opts.icmp, mono_ns()),
+            punt,
+            icmp_sent: [0; 3],
+            icmp_limited: [0; 3],
+            icmp_unsendable: 0,
+            fragments: 0,
+            fragment_failed: 0,
+            punt_dropped: 0,
+            ip_id: 0,
+            pass: vec![0; PassReason::ALL.len()],
+            drops: Vec::new(),
+            to_resolve: Vec::new(),
+            // Long enough ago that the first next hop is asked for at once.
+            last_resolve: Instant::now() - Duration::from_secs(10),
+        }
+    }
+
+    /// The frame's action for a verdict other than `Tx`; `buf` is the frame's whole chunk room,
+    /// its first `len` bytes the frame.
+    pub(super) fn handle(
+        &mut self,
+        verdict: Verdict,
+        buf: &mut [u8],
+        len: usize,
+        ingress: u32,
+        table: &Forwarder,
+        spare: &mut Spare<'_>,
+    ) -> Action {
+        match verdict {
+            Verdict::Tx { ifindex, len } => Action::Tx { ifindex, len },
+            Verdict::Icmp { drop, error } => {
+                count_drop(&mut self.drops, drop);
+                self.icmp_error(buf, len, ingress, error, table)
+            }
+            Verdict::Fragment { ifindex, mtu } => {
+                let Ok(m) = llr_core::wire::parse_frame(&buf[..len]) else {
+                    return Action::Drop;
+                };
+                let l3 = usize::from(m.l3_offset);
+                let frame = &buf[..len];
+                let Some(n) = icmp::fragment_count(frame, l3, mtu as usize) else {
+                    self.fragment_failed += 1;
+                    return Action::Drop;
+                };
+                let sent = (0..n)
+                    .take_while(|&k| {
+                        spare.tx(ifindex, |out| {
+                            icmp::fragment_v4(frame, l3, mtu as usize, k, out).unwrap_or(0)
+                        })
+                    })
+                    .count();
+                if sent < n || n == 0 {
+                    // Out of spare chunks part-way: the receiver cannot reassemble anyway.
+                    self.fragment_failed += 1;
+                } else {
+                    self.fragments += n as u64;
+                }
+                Action::Drop
+            }
+            Verdict::Pass(r) => {
+                self.pass[r.index()] += 1;
+                // The kernel does not finish a checksum the sender left partial (it arrives
+                // on the TAP as a received frame), and its receivers drop it.
+                if let Ok(m) = llr_core::wire::parse_frame(&buf[..len]) {
+                    llr_core::wire::l4::complete_partial_checksum(&mut buf[..len], &m);
+                }
+                let sent = match self.punt.as_mut() {
+                    Some(p) => p.send(&mut buf[..len], mono_ns()),
+                    None => false,
+                };
+                if !sent {
+                    self.punt_dropped += 1;
+                }
+                Action::Drop
+            }
+            Verdict::Drop(r) => {
+                count_drop(&mut self.drops, r);
+                if r == DropReason::NoNeighbor {
+                    self.want_neighbor(&buf[..len], table);
+                }
+                Action::Drop
+            }
+        }
+    }
+
+    fn icmp_error(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        ingress: u32,
+        error: IcmpKind,
+        table: &Forwarder,
+    ) -> Action {
+        let Ok(m): Result<PacketMeta, _> = llr_core::wire::parse_frame(&buf[..len]) else {
+            return Action::Drop;
+        };
+        let class = error.class();
+        if !self.icmp.allow(error, &m.src, mono_ns()) {
+            self.icmp_limited[class] += 1;
+            return Action::Drop;
+        }
+        self.ip_id = self.ip_id.wrapping_add(1);
+        match table.icmp_error(buf, &m, ingress, error, self.ip_id) {
+            Verdict::Tx { ifindex, len } => {
+                self.icmp_sent[class] += 1;
+                Action::Tx { ifindex, len }
+            }
+            _ => {
+                self.icmp_unsendable += 1;
+                Action::Drop
+            }
+        }
+    }
+
+    /// Remembers the next hop of `frame` for the kernel to resolve.
+    fn want_neighbor(&mut self, frame: &[u8], table: &Forwarder) {
+        if let Ok(m) = llr_core::wire::parse_frame(frame) {
+            if let Some(nh) = table.routes.lookup(m.dst_ip()) {
+                let a = nh.gateway.unwrap_or(m.dst_ip());
+                if self.to_resolve.len() < 16 && !self.to_resolve.contains(&a) {
+                    self.to_resolve.push(a);
+                }
+            }
+        }
+    }
+
+    /// Asks the kernel to resolve the next hops remembered since the last time (at most every
+    /// [`RESOLVE_EVERY`]).
+    #[inline]
+    pub(super) fn resolve_neighbors(&mut self) {
+        if !self.to_resolve.is_empty() && self.last_resolve.elapsed() > RESOLVE_EVERY {
+            for a in self.to_resolve.drain(..) {
+                poke_neighbor(a);
+            }
+            self.last_resolve = Instant::now();
+        }
+    }
+
+    /// The slow-path counters, named.
+    pub(super) fn events(&self) -> Vec<(String, u64)> {
+        let mut v = Vec::new();
+        for (i, n) in IcmpKind::CLASS_NAMES.iter().enumerate() {
+            v.push((format!("icmp_sent_{n}"), self.icmp_sent[i]));
+            v.push((format!("icmp_ratelimited_{n}"), self.icmp_limited[i]));
+        }
+        v.push(("icmp_unsendable".to_string(), self.icmp_unsendable));
+        v.push(("fragments_sent".to_string(), self.fragments));
+        v.push(("fragment_failed".to_string(), self.fragment_failed));
+        let ps = self.punt.as_ref().map(|p| p.stats).unwrap_or_default();
+        v.push(("punted".to_string(), ps.punted));
+        v.push(("punt_dropped".to_string(), self.punt_dropped));
+        v
+    }
+}
+
+fn count_drop(drops: &mut Vec<(String, u64)>, r: DropReason) {
+    let name = r.name();
+    match drops.iter_mut().find(|(n, _)| n == name) {
+        Some((_, c)) => *c += 1,
+        None => drops.push((name.to_string(), 1)),
+    }
+}

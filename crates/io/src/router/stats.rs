@@ -1,0 +1,271 @@
+//! A worker's counters: those that survive engine rebuilds, the snapshots it publishes to the
+//! control plane ([`WorkerSnapshot`]) and the report it returns on exit ([`WorkerStats`]).
+
+use std::time::{Duration, Instant};
+
+use llr_core::fwd::PassReason;
+use llr_core::sched::{Layout, PollEngine, RingView};
+
+use super::ctl::{self, DeviceCounters, RingCounters, WorkerSnapshot};
+use super::Worker;
+use crate::ebpf::ClassifierStats;
+use crate::xsk::PortStats;
+
+/// Busy-ratio window.
+const BUSY_WINDOW: Duration = Duration::from_millis(500);
+
+/// Counters of one worker, printed on exit.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct WorkerStats {
+    /// Ring names (layout order).
+    pub rings: Vec<String>,
+    /// Frames served per ring.
+    pub served: Vec<u64>,
+    /// Frames forwarded (queued for Tx) per ring.
+    pub forwarded: Vec<u64>,
+    /// User-space Pass verdicts by reason (dropped here, see the module doc).
+    pub pass: Vec<(String, u64)>,
+    /// Drops by reason.
+    pub drop: Vec<(String, u64)>,
+    /// Slow-path events: ICMP errors sent and rate-limited per type, fragments, punts.
+    pub events: Vec<(String, u64)>,
+    /// Engine device counters: wake-ups, re-arms, budget exhaustions.
+    pub engine_wakeups: u64,
+    pub engine_rearms: u64,
+    pub budget_exhaustions: u64,
+    /// Times the worker slept in poll(), and times it was woken by packets.
+    pub sleeps: u64,
+    pub poll_wakeups: u64,
+    pub ports: Vec<PortStats>,
+    pub elapsed_s: f64,
+}
+
+impl std::fmt::Display for WorkerStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "  elapsed {:.3} s", self.elapsed_s)?;
+        for (i, r) in self.rings.iter().enumerate() {
+            writeln!(
+                f,
+                "  ring {r:<8} served {:>10}  forwarded {:>10}",
+                self.served[i], self.forwarded[i]
+            )?;
+        }
+        for (n, c) in self.pass.iter().filter(|(_, c)| *c > 0) {
+            writeln!(f, "  pass {n:<20} {c}")?;
+        }
+        for (n, c) in self.drop.iter().filter(|(_, c)| *c > 0) {
+            writeln!(f, "  drop {n:<20} {c}")?;
+        }
+        for (n, c) in self.events.iter().filter(|(_, c)| *c > 0) {
+            writeln!(f, "  {n:<25} {c}")?;
+        }
+        writeln!(
+            f,
+            "  engine wake-ups {} re-arms {} budget exhaustions {}; poll() sleeps {} woken {}",
+            self.engine_wakeups,
+            self.engine_rearms,
+            self.budget_exhaustions,
+            self.sleeps,
+            self.poll_wakeups
+        )?;
+        for p in &self.ports {
+            writeln!(
+                f,
+                "  ifindex {:<3} rx {:>10} tx {:>10} tx kicks {} egress drops {} kernel: rx dropped {} ring full {} fill empty {}",
+                p.ifindex, p.rx, p.tx, p.tx_kicks, p.egress_drops, p.kernel_rx_dropped, p.kernel_rx_ring_full, p.kernel_fill_empty
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The worker's own counters (the sockets and the slow path count the rest).
+pub(super) struct Counters {
+    /// Per socket index: accumulated over engine rebuilds (strategy changes), plus what the
+    /// worker counts itself (bytes, forwarded, latency).
+    pub(super) rings: Vec<RingCounters>,
+    /// Per engine device id, accumulated over engine rebuilds.
+    devices: Vec<DeviceCounters>,
+    pub(super) poll_rounds: u64,
+    /// Control changes applied.
+    pub(super) changes: u64,
+    /// Time spent waiting for work.
+    pub(super) idle_ns: u64,
+    /// Start of the current busy-ratio window and `idle_ns` then; the last window's ratio.
+    busy_window: (Instant, u64),
+    busy_ratio: f64,
+    /// Per interface, refreshed when the control plane asks for it.
+    classifier: Vec<(u32, ClassifierStats)>,
+    started: Instant,
+}
+
+impl Counters {
+    pub(super) fn new(nsock: usize) -> Counters {
+        let now = Instant::now();
+        Counters {
+            rings: ctl::new_rings(nsock),
+            devices: Vec::new(),
+            poll_rounds: 0,
+            changes: 0,
+            idle_ns: 0,
+            busy_window: (now, 0),
+            busy_ratio: 0.0,
+            classifier: Vec::new(),
+            started: now,
+        }
+    }
+
+    pub(super) fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// Adds the counters of `engine` (about to be replaced) to the accumulated ones.
+    pub(super) fn absorb(&mut self, engine: &PollEngine) {
+        add_engine(&mut self.rings, &mut self.devices, engine);
+    }
+
+    /// Accumulated plus the running engine's counters.
+    fn current(&self, engine: &PollEngine) -> (Vec<RingCounters>, Vec<DeviceCounters>) {
+        let (mut rings, mut devices) = (self.rings.clone(), self.devices.clone());
+        add_engine(&mut rings, &mut devices, engine);
+        (rings, devices)
+    }
+
+    /// Closes the busy-ratio window when it is long enough.
+    fn update_busy_ratio(&mut self, now: Instant) {
+        let (start, idle_then) = self.busy_window;
+        if now - start >= BUSY_WINDOW {
+            let w = (now - start).as_nanos() as u64;
+            let idle = (self.idle_ns - idle_then) as f64 / w as f64;
+            self.busy_ratio = 1.0 - idle.clamp(0.0, 1.0);
+            self.busy_window = (now, self.idle_ns);
+        }
+    }
+}
+
+fn add_engine(rings: &mut [RingCounters], devices: &mut Vec<DeviceCounters>, engine: &PollEngine) {
+    for (r, s) in engine.ring_stats().iter().enumerate() {
+        rings[r].served += s.served;
+        rings[r].budget_hits += s.budget_hits;
+    }
+    for (d, s) in engine.device_stats().iter().enumerate() {
+        if devices.len() <= d {
+            devices.resize(d + 1, DeviceCounters::default());
+        }
+        let a = &mut devices[d];
+        a.wakeups += s.wakeups;
+        a.rearms += s.rearms;
+        a.budget_exhaustions += s.budget_exhaustions;
+        a.passes += s.passes;
+    }
+}
+
+impl Worker<'_> {
+    /// Publishes a snapshot to the control plane (if there is one).
+    pub(super) fn publish(&self) {
+        if let Some(c) = &self.control {
+            c.ctl.link.publish(self.snapshot());
+        }
+    }
+
+    /// The periodic publication: classifier counters when asked for (and no classifier is out
+    /// on a rules job), the busy ratio, then the snapshot.
+    pub(super) fn publish_counters(&mut self) {
+        if self
+            .control
+            .as_ref()
+            .is_some_and(|c| c.wants_classifier_stats())
+        {
+            let xsk = &*self.xsk;
+            self.counters.classifier = xsk
+                .ifindexes()
+                .into_iter()
+                .filter_map(|i| Some((i, xsk.classifier(i)?.stats().ok()?)))
+                .collect();
+        }
+        let now = Instant::now();
+        self.counters.update_busy_ratio(now);
+        self.publish();
+        if let Some(c) = self.control.as_mut() {
+            c.last_publish = now;
+        }
+    }
+
+    fn snapshot(&self) -> WorkerSnapshot {
+        let (xsk, c, layout) = (&*self.xsk, &self.counters, &self.layout);
+        let (mut rings, devices) = c.current(&self.engine);
+        for (r, (full, other)) in xsk.ring_kernel_drops().into_iter().enumerate() {
+            if let Some(rc) = rings.get_mut(r) {
+                rc.drops = full;
+                rc.kernel_rx_dropped = other;
+                rc.backlog = xsk.backlog(r) as u64;
+            }
+        }
+        let elapsed_s = c.started.elapsed().as_secs_f64();
+        WorkerSnapshot {
+            seq: 0,
+            strategy: Some(layout.strategy),
+            layout_rings: layout.rings.iter().map(|r| r.name.clone()).collect(),
+            class_to_ring: layout.class_to_ring.clone(),
+            device_budget: layout.device_budget,
+            ring_budgets: layout.rings.iter().map(|r| r.budget).collect(),
+            wake: Some(self.wake),
+            spin_us: self.spin_us,
+            rings,
+            devices,
+            poll_rounds: c.poll_rounds,
+            busy_ratio: c.busy_ratio,
+            busy_s: (elapsed_s - c.idle_ns as f64 * 1e-9).max(0.0),
+            sleeps: xsk.sleeps,
+            poll_wakeups: xsk.wakeups,
+            pass: self.pass_counts(),
+            drop: self.slow.drops.clone(),
+            events: self.slow.events(),
+            ports: xsk.port_stats(),
+            classifier: c.classifier.clone(),
+            changes: c.changes,
+            elapsed_s,
+        }
+    }
+
+    /// The report on exit.
+    pub fn report(&self) -> WorkerStats {
+        let xsk = &*self.xsk;
+        let (rings, devices) = self.counters.current(&self.engine);
+        WorkerStats {
+            rings: ring_names(&self.layout, xsk.num_rings()),
+            served: rings.iter().map(|r| r.served).collect(),
+            forwarded: rings.iter().map(|r| r.forwarded).collect(),
+            pass: self.pass_counts(),
+            drop: self.slow.drops.clone(),
+            events: self.slow.events(),
+            engine_wakeups: devices.iter().map(|d| d.wakeups).sum(),
+            engine_rearms: devices.iter().map(|d| d.rearms).sum(),
+            budget_exhaustions: devices.iter().map(|d| d.budget_exhaustions).sum(),
+            sleeps: xsk.sleeps,
+            poll_wakeups: xsk.wakeups,
+            ports: xsk.port_stats(),
+            elapsed_s: self.counters.started.elapsed().as_secs_f64(),
+        }
+    }
+
+    fn pass_counts(&self) -> Vec<(String, u64)> {
+        PassReason::ALL
+            .iter()
+            .map(|r| (r.name().to_string(), self.slow.pass[r.index()]))
+            .collect()
+    }
+}
+
+/// Names of the sockets: the layout's ring names, then `ring<k>` for sockets outside it.
+fn ring_names(layout: &Layout, nsock: usize) -> Vec<String> {
+    (0..nsock)
+        .map(|k| {
+            layout
+                .rings
+                .get(k)
+                .map(|r| r.name.clone())
+                .unwrap_or_else(|| format!("ring{k}"))
+        })
+        .collect()
+}

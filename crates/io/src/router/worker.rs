@@ -1,0 +1,300 @@
+//! The [`Worker`]: one core's poll loop over the AF_XDP sockets of every port.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::RwLock;
+use std::time::{Duration, Instant};
+
+use llr_core::classify;
+use llr_core::fwd::{Forwarder, Verdict};
+use llr_core::sched::{Grant, Layout, PollEngine, RingId, RingView};
+
+use super::changes::Control;
+use super::slow_path::SlowPath;
+use super::stats::Counters;
+use super::{dummy_acl, WorkerCtl, WorkerOptions};
+use crate::ebpf::FLAG_TIMESTAMP;
+use crate::sys::mono_ns;
+use crate::xsk::{Action, Device, WakeMode};
+
+/// Publish a snapshot at least this often while running (status freshness).
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+/// Longest sleep in poll(), so that the stop flag and the deadline are seen.
+const SLEEP_MS: i32 = 50;
+/// Ring-latency samples further than this from the worker's clock are not timestamps.
+const MAX_STAMP_AGE_NS: u64 = 10_000_000_000;
+
+/// One worker: the poll engine over the AF_XDP sockets, the forwarder per frame, the slow path,
+/// and (optionally) the control plane's changes between poll rounds.
+pub struct Worker<'a> {
+    /// The AF_XDP sockets of every port: the rings the engine schedules.
+    pub(super) xsk: &'a mut Device,
+    fwd: &'a RwLock<Forwarder>,
+    opts: &'a WorkerOptions,
+    pub(super) layout: Layout,
+    pub(super) engine: PollEngine,
+    /// The artificial per-frame ACL (`opts.acl_rules`).
+    acl: classify::RuleSet,
+    pub(super) wake: WakeMode,
+    pub(super) spin_us: u64,
+    /// The classifiers stamp frames (`FLAG_TIMESTAMP`): measure time in ring.
+    timestamps: bool,
+    /// Frames per grant at most, and lowest-ring frames held back before a transmit kick.
+    batch: u32,
+    tx_batch: usize,
+    deadline: Option<Instant>,
+    pub(super) slow: SlowPath,
+    pub(super) counters: Counters,
+    pub(super) control: Option<Control>,
+}
+
+impl<'a> Worker<'a> {
+    /// A worker serving `layout` on `xsk`, which must have at least as many sockets per port
+    /// as `layout` has rings.
+    pub fn new(
+        xsk: &'a mut Device,
+        layout: &Layout,
+        fwd: &'a RwLock<Forwarder>,
+        opts: &'a WorkerOptions,
+        ctl: Option<WorkerCtl>,
+    ) -> Worker<'a> {
+        assert!(
+            layout.rings.len() <= xsk.num_rings(),
+            "layout has more rings than the device has sockets"
+        );
+        let nsock = xsk.num_rings();
+        let counters = Counters::new(nsock);
+        Worker {
+            xsk,
+            fwd,
+            opts,
+            layout: layout.clone(),
+            engine: PollEngine::new(layout),
+            acl: dummy_acl(opts.acl_rules as usize),
+            wake: opts.wake,
+            spin_us: opts.spin_us,
+            timestamps: ctl.as_ref().is_some_and(|c| c.flags & FLAG_TIMESTAMP != 0),
+            batch: opts.batch.max(1),
+            tx_batch: opts.tx_batch.max(1) as usize,
+            deadline: opts.max_duration.map(|d| counters.started() + d),
+            slow: SlowPath::new(opts),
+            counters,
+            control: ctl.map(Control::new),
+        }
+    }
+
+    /// Runs until `stop` is set or the deadline (`opts.max_duration`) passes, then settles the
+    /// control plane's requests and drains the egress queues.
+    pub fn run(&mut self, stop: &AtomicBool) {
+        loop {
+            self.counters.poll_rounds += 1;
+            if self.should_stop(stop) {
+                break;
+            }
+            self.serve_control();
+            self.take_interrupts();
+            if let Some((grant, ring, max)) = self.next_grant() {
+                self.serve_grant(grant, ring, max);
+                continue;
+            }
+            // Out of work: transmit everything held back, then sleep unless something came up.
+            self.xsk.flush();
+            self.slow.resolve_neighbors();
+            if self.xsk.egress_pending() || self.control_needs_attention() {
+                continue;
+            }
+            self.idle();
+        }
+        self.shut_down();
+    }
+
+    /// The stop flag and the deadline are checked every 1024 rounds and whenever idle.
+    #[inline]
+    fn should_stop(&self, stop: &AtomicBool) -> bool {
+        (self.counters.poll_rounds % 1024 == 0 || self.engine.is_idle())
+            && (stop.load(Ordering::Relaxed) || self.deadline.is_some_and(|d| Instant::now() >= d))
+    }
+
+    /// The "interrupts": every armed engine device with frames waiting goes on the poll list.
+    #[inline]
+    fn take_interrupts(&mut self) {
+        for d in 0..self.engine.num_devices() {
+            if !self.engine.is_scheduled(d)
+                && self
+                    .engine
+                    .device_rings(d)
+                    .iter()
+                    .any(|&r| self.xsk.backlog(r) > 0)
+            {
+                self.engine.wake(d);
+            }
+        }
+    }
+
+    /// What to serve next: the engine's grant (capped at `batch`), else a socket outside the
+    /// running layout that still holds frames from before a layout change (no grant).
+    #[inline]
+    fn next_grant(&mut self) -> Option<(Option<Grant>, RingId, u32)> {
+        let orphan =
+            (self.layout.rings.len()..self.xsk.num_rings()).find(|&r| self.xsk.backlog(r) > 0);
+        match (self.engine.pick(&*self.xsk), orphan) {
+            (Some(g), _) => Some((Some(g), g.ring, g.max.min(self.batch))),
+            (None, Some(r)) => Some((None, r, self.batch)),
+            (None, None) => None,
+        }
+    }
+
+    /// Serves one grant: up to `max` frames of `ring` through the forwarder (the slow path
+    /// for the rest), then transmits and reports the work to the engine. `grant` is `None`
+    /// for an orphan socket, which the engine does not schedule.
+    fn serve_grant(&mut self, grant: Option<Grant>, ring: RingId, max: u32) {
+        let start = Instant::now();
+        let timestamps = self.timestamps;
+        // Read once per grant: a frame that arrived during the grant is stamped after it and
+        // counts as ~0 in the ring.
+        let now_ns = if timestamps { mono_ns() } else { 0 };
+        let (cost_ns, acl_rules, acl) = (self.opts.cost_ns, self.opts.acl_rules, &self.acl);
+        let slow = &mut self.slow;
+        let rc = &mut self.counters.rings[ring];
+        let (mut forwarded, mut bytes) = (0u64, 0u64);
+        let table = self.fwd.read().unwrap_or_else(|e| e.into_inner());
+        let n = self
+            .xsk
+            .recv_meta(ring, max, |frame, len, ingress, stamp, spare| {
+                spin_ns(cost_ns);
+                if acl_rules > 0 {
+                    std::hint::black_box(acl.classify(&frame[..len as usize], None, ingress));
+                }
+                bytes += len as u64;
+                if timestamps && stamp != 0 && stamp.abs_diff(now_ns) < MAX_STAMP_AGE_NS {
+                    rc.observe(now_ns.saturating_sub(stamp) as f64 * 1e-9);
+                }
+                match table.process(&mut frame[..len as usize], ingress) {
+                    Verdict::Tx { ifindex, len } => {
+                        forwarded += 1;
+                        Action::Tx { ifindex, len }
+                    }
+                    v => slow.handle(v, frame, len as usize, ingress, &table, spare),
+                }
+            });
+        drop(table);
+        rc.forwarded += forwarded;
+        rc.bytes += bytes;
+        // A copy-mode sendto has a fixed cost besides its per-frame work, so frames of the
+        // lowest ring (BE) wait in the egress queue for `tx_batch` frames. A grant on a higher
+        // ring transmits at once, and the egress queues are strict priority, so RT frames go
+        // out ahead of any BE frames held back (docs/measurements.md has the numbers).
+        let lowest = self.layout.rings.len() <= 1
+            || grant.is_some_and(|g| self.engine.device_rings(g.device).last() == Some(&g.ring));
+        if !lowest || self.xsk.egress_len() >= self.tx_batch {
+            self.xsk.flush();
+        }
+        match grant {
+            Some(g) => self
+                .engine
+                .complete(g, n, start.elapsed().as_nanos() as u64),
+            None => rc.served += n as u64,
+        }
+    }
+
+    /// Whether the control plane needs the worker before it sleeps. Clears the eventfd first,
+    /// then looks: a kick after this point wakes the poll() of [`Worker::idle`]. The eventfd is
+    /// read only when poll() saw it readable (or at the start): reading an empty one costs a
+    /// syscall per sleep for nothing. Busy mode never sleeps, so never needs to look.
+    fn control_needs_attention(&mut self) -> bool {
+        if self.wake == WakeMode::Busy {
+            return false;
+        }
+        let Some(c) = self.control.as_mut() else {
+            return false;
+        };
+        if c.efd_dirty || self.xsk.take_extra_ready() {
+            c.ctl.link.clear();
+            c.efd_dirty = false;
+        }
+        c.has_work()
+    }
+
+    /// Waits for work as the wake-up mode says; counts the time as idle.
+    fn idle(&mut self) {
+        let start = Instant::now();
+        match self.wake {
+            WakeMode::Busy => std::hint::spin_loop(),
+            WakeMode::Interrupt => self.sleep(),
+            WakeMode::Adaptive => {
+                if !self.spin_for_work(Duration::from_micros(self.spin_us)) {
+                    self.sleep();
+                }
+            }
+        }
+        self.counters.idle_ns += start.elapsed().as_nanos() as u64;
+    }
+
+    /// Spins up to `spin` until a socket holds frames or the control plane wants something.
+    fn spin_for_work(&self, spin: Duration) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < spin {
+            if (0..self.xsk.num_rings()).any(|r| self.xsk.backlog(r) > 0)
+                || self.control.as_ref().is_some_and(|c| c.is_asking())
+            {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        false
+    }
+
+    /// Blocks in poll() on the sockets (and the control eventfd) for at most [`SLEEP_MS`].
+    fn sleep(&mut self) {
+        match self.control.as_ref().map(|c| c.ctl.link.fd()) {
+            Some(fd) => self.xsk.wait_with(SLEEP_MS, fd),
+            None => self.xsk.wait(SLEEP_MS),
+        };
+    }
+
+    /// After the loop: a rules job in flight completes and requests held back behind it are
+    /// refused; what is queued for Tx is transmitted (bounded).
+    fn shut_down(&mut self) {
+        if let Some(c) = self.control.as_mut() {
+            c.shut_down(self.xsk);
+        }
+        let t = Instant::now();
+        while self.xsk.egress_pending() && t.elapsed() < Duration::from_millis(200) {
+            self.xsk.flush();
+        }
+    }
+
+    /// Between poll rounds: takes the control plane's requests, applies them in order (rules
+    /// on a helper thread, see [`super::changes`]), acknowledges each after publishing, and
+    /// publishes counters when due or asked for.
+    #[inline]
+    fn serve_control(&mut self) {
+        let Some(c) = self.control.as_mut() else {
+            return;
+        };
+        let publish = c.ctl.link.snapshot_wanted()
+            || (self.counters.poll_rounds % 256 == 0 || self.engine.is_idle())
+                && c.last_publish.elapsed() >= PUBLISH_EVERY;
+        c.take_requests();
+        // Each acknowledged change was published just before its ack.
+        let acked = c.has_changes() && (self.finish_rules_job() | self.apply_requests());
+        if acked {
+            if let Some(c) = self.control.as_mut() {
+                c.last_publish = Instant::now();
+            }
+        } else if publish {
+            self.publish_counters();
+        }
+    }
+}
+
+/// Busy-waits `ns` (the artificial per-frame cost).
+#[inline]
+fn spin_ns(ns: u64) {
+    if ns == 0 {
+        return;
+    }
+    let t = Instant::now();
+    while (t.elapsed().as_nanos() as u64) < ns {
+        std::hint::spin_loop();
+    }
+}

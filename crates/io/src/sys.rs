@@ -1,0 +1,205 @@
+//! Thin, safe wrappers over the raw Linux calls the rest of llrouter needs: stop signals, CPU
+//! affinity and scheduling, the monotonic clock, eventfds, poll() and socket options. Each
+//! wrapper keeps its `unsafe` block to the one call and states the invariant it relies on.
+
+use std::collections::BTreeSet;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// `CLOCK_MONOTONIC` in ns: the clock of the probe timestamps, of `bpf_ktime_get_ns()` and of
+/// the ICMP and punt rate limits.
+#[inline]
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a live, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_sig: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Installs SIGINT/SIGTERM handlers that set the returned process-wide flag. Loops that run
+/// until stopped poll it (the worker at least every 50 ms). Calling it again is harmless.
+pub fn install_stop_signals() -> &'static AtomicBool {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only performs an atomic store, which is async-signal-safe, and
+        // has the C ABI signal() expects.
+        unsafe { libc::signal(sig, on_stop_signal as *const () as libc::sighandler_t) };
+    }
+    &STOP
+}
+
+/// The CPUs the calling thread may run on (`sched_getaffinity`).
+pub fn affinity() -> io::Result<BTreeSet<usize>> {
+    // SAFETY: cpu_set_t is plain data, valid when zeroed.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the kernel writes at most size_of::<cpu_set_t>() bytes into the live `set`.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((0..libc::CPU_SETSIZE as usize)
+        // SAFETY: CPU_ISSET reads inside `set` for indexes below CPU_SETSIZE.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect())
+}
+
+/// Restricts the calling thread to `cpus` (`sched_setaffinity`).
+pub fn set_affinity(cpus: &BTreeSet<usize>) -> io::Result<()> {
+    if let Some(&c) = cpus.iter().find(|&&c| c >= libc::CPU_SETSIZE as usize) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("CPU {c} is beyond the affinity mask"),
+        ));
+    }
+    if cpus.is_empty() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty CPU set"));
+    }
+    // SAFETY: cpu_set_t is plain data, valid when zeroed.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        // SAFETY: c < CPU_SETSIZE (checked above), so CPU_SET writes inside `set`.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: the kernel reads exactly size_of::<cpu_set_t>() bytes from the live `set`.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Pins the calling thread to one CPU.
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    set_affinity(&BTreeSet::from([cpu]))
+}
+
+/// Gives the calling thread SCHED_FIFO priority `prio` (1..=99), so that a sink sharing a core
+/// with a busy generator is scheduled the moment a packet wakes it.
+pub fn set_fifo(prio: i32) -> io::Result<()> {
+    let p = libc::sched_param {
+        sched_priority: prio,
+    };
+    // SAFETY: `p` is a live sched_param the kernel only reads; pid 0 = the calling thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sets the calling thread's timer slack (ns): how late the kernel may fire its sleeps.
+pub fn set_timer_slack(ns: u64) {
+    // SAFETY: PR_SET_TIMERSLACK takes a plain integer and only changes this thread's slack.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong) };
+}
+
+/// A non-blocking eventfd: one side `kick`s, the other polls its fd and `clear`s it.
+#[derive(Debug)]
+pub struct EventFd(OwnedFd);
+
+impl EventFd {
+    pub fn new() -> io::Result<EventFd> {
+        // SAFETY: eventfd has no memory preconditions; the result is checked.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor owned by nobody else.
+        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// The descriptor to poll.
+    pub fn fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+
+    /// Makes the eventfd readable.
+    pub fn kick(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to our own eventfd.
+        unsafe { libc::write(self.fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    /// Drains the eventfd (non-blocking: a no-op when it is not readable).
+    pub fn clear(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reads at most 8 bytes into a live u64 from our own non-blocking eventfd.
+        unsafe { libc::read(self.fd(), (&mut v as *mut u64).cast(), 8) };
+    }
+}
+
+/// `pollfd` for reading `fd`.
+pub fn poll_in(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// poll() on `fds` for up to `timeout_ms`; the number of ready descriptors (0 on timeout or
+/// when interrupted by a signal).
+pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> usize {
+    // SAFETY: `fds` is a live, exclusively borrowed array of exactly `fds.len()` pollfds.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    n.max(0) as usize
+}
+
+/// Sets an integer socket option.
+pub fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    opt: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: passes a pointer to a live c_int with its exact size; the kernel only reads it.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eventfd_kick_makes_it_readable_and_clear_drains_it() {
+        let e = EventFd::new().unwrap();
+        let mut fds = [poll_in(e.fd())];
+        assert_eq!(poll(&mut fds, 0), 0);
+        e.kick();
+        assert_eq!(poll(&mut fds, 0), 1);
+        e.clear();
+        assert_eq!(poll(&mut fds, 0), 0);
+    }
+
+    #[test]
+    fn affinity_round_trips() {
+        let before = affinity().unwrap();
+        let one = *before.iter().next().unwrap();
+        pin_to_cpu(one).unwrap();
+        assert_eq!(affinity().unwrap(), BTreeSet::from([one]));
+        set_affinity(&before).unwrap();
+        assert!(set_affinity(&BTreeSet::new()).is_err());
+        assert!(mono_ns() > 0);
+    }
+}

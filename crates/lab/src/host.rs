@@ -1,0 +1,104 @@
+//! What the host tells about the router between two instants: CPU time, receive softirqs,
+//! backlog drops, threaded-NAPI kernel threads. The `/proc/stat` and `/proc/PID/stat` parsers
+//! are llr-ops' (`tune::parse_proc_stat`, `ProcessMetrics::from_proc_stat`).
+
+use llr_ops::metrics::ProcessMetrics;
+use llr_ops::tune;
+
+/// Clock ticks per second of `/proc` times.
+fn clk_tck() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as u64
+    } else {
+        100
+    }
+}
+
+/// utime + stime of a process (all threads), ns; 0 when unreadable.
+pub fn proc_cpu_ns(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| ProcessMetrics::from_proc_stat(&s, 0, clk_tck(), 1))
+        .map_or(0, |p| (p.cpu_seconds * 1e9).round() as u64)
+}
+
+/// softirq time of one CPU (`/proc/stat`), ns; 0 when unreadable.
+pub fn softirq_ns(cpu: usize) -> u64 {
+    softirq_ns_in(
+        &std::fs::read_to_string("/proc/stat").unwrap_or_default(),
+        cpu,
+    )
+}
+
+fn softirq_ns_in(proc_stat: &str, cpu: usize) -> u64 {
+    tune::parse_proc_stat(proc_stat)
+        .ok()
+        .and_then(|s| s.get(&cpu).map(|t| t.softirq))
+        .map_or(0, |t| t * 1_000_000_000 / clk_tck())
+}
+
+/// NET_RX softirqs handled by `cpu` so far (`/proc/softirqs`): the kernel's receive "interrupt"
+/// count (NAPI polls and RPS IPIs) on the router's CPU.
+pub fn net_rx_softirqs(cpu: usize) -> Option<u64> {
+    net_rx_in(&std::fs::read_to_string("/proc/softirqs").ok()?, cpu)
+}
+
+fn net_rx_in(softirqs: &str, cpu: usize) -> Option<u64> {
+    let l = softirqs
+        .lines()
+        .find(|l| l.trim_start().starts_with("NET_RX:"))?;
+    l.split_whitespace().nth(1 + cpu)?.parse().ok()
+}
+
+/// Packets dropped at `cpu`'s input backlog so far (`/proc/net/softnet_stat` column 2); 0 when
+/// unreadable.
+pub fn softnet_drops(cpu: usize) -> u64 {
+    softnet_drops_in(
+        &std::fs::read_to_string("/proc/net/softnet_stat").unwrap_or_default(),
+        cpu,
+    )
+}
+
+fn softnet_drops_in(softnet_stat: &str, cpu: usize) -> u64 {
+    softnet_stat
+        .lines()
+        .nth(cpu)
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .unwrap_or(0)
+}
+
+/// Kernel threads running threaded NAPI for interfaces named `ifname` (any namespace):
+/// `napi/<ifname>-<napi id>`.
+pub fn napi_threads(ifname: &str) -> Vec<u32> {
+    let prefix = format!("napi/{ifname}-");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim_end().starts_with(&prefix))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readers_pick_the_right_column() {
+        let stat = "cpu  1 2 3 4 5 6 7 8\ncpu0 1 2 3 4 5 6 70 8\ncpu1 1 2 3 4 5 6 300 8\n";
+        assert_eq!(softirq_ns_in(stat, 1), 300 * 1_000_000_000 / clk_tck());
+        assert_eq!(softirq_ns_in(stat, 5), 0);
+        let softirqs = "        CPU0   CPU1\n  NET_TX:  1  2\n  NET_RX:  30  40\n";
+        assert_eq!(net_rx_in(softirqs, 1), Some(40));
+        assert_eq!(net_rx_in(softirqs, 2), None);
+        let softnet = "0000aaaa 00000000 00000001\n0000bbbb 0000001f 00000000\n";
+        assert_eq!(softnet_drops_in(softnet, 1), 31);
+        assert!(proc_cpu_ns(std::process::id()) < u64::MAX);
+    }
+}

@@ -1,0 +1,215 @@
+//! One measurement point: the generator (gen ns) and sink (sink ns) as threads of this process
+//! pinned to the generator CPU, the router's CPU time, backlog drops and wake-ups read around
+//! them, summarised in a [`Row`].
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use llr_io::gen::{GenReport, CLASS_BE, CLASS_RT};
+use llr_io::netns::{addr, Topology};
+use llr_io::sink::{OpenSink, SinkReport};
+use serde::{Deserialize, Serialize};
+
+use crate::options::{Options, Target};
+use crate::target::Active;
+use crate::traffic;
+use crate::{host, LabError, Result, StepContext};
+
+/// One measurement point.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// Repetition (1-based) of the whole per-target measurement (`--repeat`).
+    pub round: u32,
+    pub target: String,
+    pub rt_share: f64,
+    pub offered_pps: f64,
+    pub sent_pps: f64,
+    pub sent_rt: u64,
+    pub sent_be: u64,
+    pub recv_rt: u64,
+    pub recv_be: u64,
+    pub loss_rt: f64,
+    pub loss_be: f64,
+    pub reordered: u64,
+    pub throughput_pps: f64,
+    pub rt_mean_us: f64,
+    pub rt_p50_us: f64,
+    pub rt_p99_us: f64,
+    pub rt_p999_us: f64,
+    pub be_mean_us: f64,
+    pub be_p50_us: f64,
+    pub be_p99_us: f64,
+    pub be_p999_us: f64,
+    /// Packets dropped at the router CPU's input backlog (/proc/net/softnet_stat column 2).
+    pub backlog_drops: u64,
+    /// Router CPU time during the point (llrouter process, or the router CPU's softirq), s.
+    pub router_cpu_s: f64,
+    /// Router CPU time per forwarded packet, ns (the service time when the CPU is saturated).
+    pub router_ns_per_pkt: f64,
+    /// Wake-ups per second of traffic (llrouter: engine device wake-ups; kernel: NET_RX
+    /// softirqs on the router CPU); NaN when not readable.
+    pub wakeups_per_s: f64,
+}
+
+/// What one point measured besides the generator and sink reports.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PointExtra {
+    /// Backlog drops on the router CPU (kernel targets).
+    pub drops: u64,
+    /// Router CPU time during the point, ns.
+    pub router_cpu_ns: u64,
+    /// Wake-ups during the point, if they could be read.
+    pub wakeups: Option<u64>,
+}
+
+/// The reports of one point.
+#[derive(Debug, Clone)]
+pub struct Point {
+    pub gen: GenReport,
+    pub sink: SinkReport,
+    pub extra: PointExtra,
+}
+
+impl Point {
+    /// The point as a row of round 1.
+    pub fn row(&self, target: &Target, rt_share: f64) -> Row {
+        row(target, rt_share, &self.gen, &self.sink, self.extra)
+    }
+}
+
+/// The router-side counters before a point.
+struct Before {
+    drops: u64,
+    cpu_ns: u64,
+    wakeups: Option<u64>,
+}
+
+impl Before {
+    fn read(act: &Active<'_>, router_cpu: usize) -> Before {
+        Before {
+            drops: host::softnet_drops(router_cpu),
+            cpu_ns: act.router_cpu_ns(),
+            wakeups: act.wakeups(),
+        }
+    }
+
+    fn extra(&self, act: &Active<'_>, router_cpu: usize) -> PointExtra {
+        PointExtra {
+            drops: host::softnet_drops(router_cpu).saturating_sub(self.drops),
+            router_cpu_ns: act.router_cpu_ns().saturating_sub(self.cpu_ns),
+            wakeups: self
+                .wakeups
+                .zip(act.wakeups())
+                .map(|(a, b)| b.saturating_sub(a)),
+        }
+    }
+}
+
+/// Sends one point's traffic at `rate` packets/s (0: as fast as the generator goes) through
+/// the running target and measures it. `stop` ends the generator early.
+pub fn measure(
+    topo: &Topology,
+    act: &Active<'_>,
+    c: &Options,
+    rate: f64,
+    rt_share: f64,
+    stop: &AtomicBool,
+) -> Result<Point> {
+    let cfg = traffic::gen_config(c, rate, rt_share)?;
+    let (backend, gen_cpu) = (c.gen_backend, c.gen_cpu);
+    let sink_cfg = traffic::sink_config(c);
+    let mut sink = topo
+        .sink
+        .run(|| OpenSink::open(sink_cfg, &c.sink_backend.on(addr::SINK_IF)))
+        .and_then(|r| r)
+        .step(|| "sink".into())?;
+    let before = Before::read(act, c.router_cpu);
+    let sink_stop = AtomicBool::new(false);
+    let (gen, sink_rep) = std::thread::scope(|sc| -> Result<(GenReport, SinkReport)> {
+        let h = sc.spawn(|| {
+            // The UDP sink receives on this thread (the XDP sink only reads maps).
+            if matches!(sink, OpenSink::Udp(_)) {
+                let _ = llr_io::gen::pin_to_cpu(gen_cpu);
+                // The sink shares the generator's core: let it preempt the generator.
+                let _ = llr_io::gen::set_fifo(50);
+            }
+            sink.run(&sink_stop)
+        });
+        let g = topo.gen.run(|| {
+            let _ = llr_io::gen::pin_to_cpu(gen_cpu);
+            // Other work on the generator's core (builds) should not thin the offered load.
+            // SAFETY: setpriority on the calling thread (who = 0 with PRIO_PROCESS is the
+            // calling thread on Linux).
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -10) };
+            llr_io::gen::run(&cfg, backend, stop)
+        });
+        let g = g.and_then(|r| r);
+        if g.is_err() || stop.load(Ordering::Relaxed) {
+            sink_stop.store(true, Ordering::Relaxed);
+        }
+        let s = h
+            .join()
+            .map_err(|_| LabError::Failed("sink thread panicked".into()))?
+            .step(|| "sink".into())?;
+        Ok((g.step(|| "generator".into())?, s))
+    })?;
+    let extra = before.extra(act, c.router_cpu);
+    drop(sink); // detaches the XDP sink
+    Ok(Point {
+        gen,
+        sink: sink_rep,
+        extra,
+    })
+}
+
+/// The row of a point (round 1).
+pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: PointExtra) -> Row {
+    let class = |k: u8| {
+        s.classes
+            .iter()
+            .find(|c| c.class == k)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (rt, be) = (class(CLASS_RT), class(CLASS_BE));
+    let loss = |sent: u64, got: u64| {
+        if sent == 0 {
+            0.0
+        } else {
+            sent.saturating_sub(got) as f64 / sent as f64
+        }
+    };
+    let u = |ns: u64| ns as f64 / 1000.0;
+    let received = rt.seq.unique + be.seq.unique;
+    let secs = g.duration_s.max(1e-9);
+    Row {
+        round: 1,
+        target: target.label(),
+        rt_share,
+        offered_pps: g.offered_pps,
+        sent_pps: g.achieved_pps,
+        sent_rt: g.sent_rt,
+        sent_be: g.sent_be,
+        recv_rt: rt.seq.unique,
+        recv_be: be.seq.unique,
+        loss_rt: loss(g.sent_rt, rt.seq.unique),
+        loss_be: loss(g.sent_be, be.seq.unique),
+        reordered: rt.seq.reordered + be.seq.reordered,
+        throughput_pps: received as f64 / secs,
+        rt_mean_us: rt.latency.mean / 1000.0,
+        rt_p50_us: u(rt.latency.p50),
+        rt_p99_us: u(rt.latency.p99),
+        rt_p999_us: u(rt.latency.p999),
+        be_mean_us: be.latency.mean / 1000.0,
+        be_p50_us: u(be.latency.p50),
+        be_p99_us: u(be.latency.p99),
+        be_p999_us: u(be.latency.p999),
+        backlog_drops: x.drops,
+        router_cpu_s: x.router_cpu_ns as f64 / 1e9,
+        wakeups_per_s: x.wakeups.map_or(f64::NAN, |w| w as f64 / secs),
+        router_ns_per_pkt: if received > 0 {
+            x.router_cpu_ns as f64 / received as f64
+        } else {
+            0.0
+        },
+    }
+}

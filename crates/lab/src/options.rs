@@ -1,0 +1,320 @@
+//! What a study runs: the forwarding targets and the settings of traffic and router shared by
+//! sweeps, MLFFR searches and iperf runs.
+
+use std::path::PathBuf;
+
+use llr_core::sched::StrategyKind;
+use llr_io::gen::Gaps;
+use llr_io::xsk::WakeMode;
+
+use crate::traffic::{self, GenBackend, SinkBackend};
+use crate::{LabError, Result};
+
+/// A forwarding target.
+///
+/// `kernel`: Linux forwarding in the router ns, its softirq steered to the router CPU with RPS;
+/// `kernel-htb`: plus an egress HTB qdisc giving DSCP EF the higher priority;
+/// `llrouter:<strategy>`: an llrouter process in the router ns (see [`crate::router_proc`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Kernel,
+    KernelHtb,
+    Llrouter(StrategyKind),
+}
+
+/// A target that does not parse; the message names what is expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TargetError(pub String);
+
+impl std::str::FromStr for Target {
+    type Err = TargetError;
+    fn from_str(s: &str) -> Result<Target, TargetError> {
+        let t = s.trim();
+        Ok(match t {
+            "kernel" => Target::Kernel,
+            "kernel-htb" => Target::KernelHtb,
+            _ => match t.strip_prefix("llrouter:") {
+                Some(strat) => {
+                    Target::Llrouter(strat.parse().map_err(|e: llr_core::sched::ConfigError| {
+                        TargetError(format!("`{t}`: {}", e.reason))
+                    })?)
+                }
+                None => {
+                    return Err(TargetError(format!(
+                        "`{t}`: expected kernel, kernel-htb or llrouter:<strategy>"
+                    )))
+                }
+            },
+        })
+    }
+}
+
+impl Target {
+    /// The name in reports and CSV files (`llrouter:ll-wfq`).
+    pub fn label(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Kernel => f.write_str("kernel"),
+            Target::KernelHtb => f.write_str("kernel-htb"),
+            Target::Llrouter(s) => write!(f, "llrouter:{s}"),
+        }
+    }
+}
+
+/// Ring budgets of the llrouter targets' classes, `RT,BE` packets per turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budgets {
+    pub rt: u32,
+    pub be: u32,
+}
+
+impl std::str::FromStr for Budgets {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Budgets, String> {
+        let v: Vec<u32> = s
+            .split(',')
+            .map(|x| x.trim().parse::<u32>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| format!("`{s}`: expected RT,BE packet counts, e.g. 60,4"))?;
+        match v[..] {
+            [rt, be] if rt >= 1 && be >= 1 => Ok(Budgets { rt, be }),
+            _ => Err(format!("`{s}`: expected two counts ≥ 1, RT,BE")),
+        }
+    }
+}
+
+impl std::fmt::Display for Budgets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{},{}", self.rt, self.be)
+    }
+}
+
+/// Settings shared by sweeps, MLFFR searches and iperf runs. Field errors name the
+/// command-line flag (`gen-batch`).
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub targets: Vec<Target>,
+    /// A persistent topology (`llrouter testbed up`) instead of a temporary one.
+    pub name: Option<String>,
+    /// Frame size in bytes without FCS.
+    pub size: usize,
+    pub flows: u16,
+    pub gaps: Gaps,
+    /// Seconds of traffic per measurement point.
+    pub point_secs: f64,
+    /// CPU of the router (RPS target of the kernel, worker of llrouter).
+    pub router_cpu: usize,
+    /// CPU of the generator and sink threads.
+    pub gen_cpu: usize,
+    pub ipv6: bool,
+    /// Output directory (router configs and logs; the study's files).
+    pub out: PathBuf,
+    pub gen_backend: GenBackend,
+    pub sink_backend: SinkBackend,
+    /// llrouter targets: wake-up mode of the worker.
+    pub wake: WakeMode,
+    /// llrouter targets: ring budgets of rt and be.
+    pub budgets: Budgets,
+    /// llrouter targets: device budget.
+    pub device_budget: u32,
+    /// llrouter targets: artificial per-packet cost in ns (busy wait).
+    pub cost_ns: u64,
+    /// Generator (bpf-live) burst size in frames, 1..=1024.
+    pub gen_batch: usize,
+    /// Threaded NAPI for the router's ingress veth, its kernel thread pinned to `router_cpu`.
+    pub rx_napi_thread: bool,
+    /// llrouter targets: Rx ring entries per class socket (power of two).
+    pub rx_size: u32,
+    /// llrouter targets: BE frames held back before a transmit kick.
+    pub tx_batch: u32,
+    /// llrouter targets: the llrouter binary (default: the running executable).
+    pub router_bin: Option<PathBuf>,
+    /// TTL / hop limit of the generator's BE packets (bpf-live).
+    pub be_ttl: u8,
+}
+
+impl Options {
+    /// The defaults of `llrouter testbed run` for `targets`, writing to `out`.
+    pub fn new(targets: &[Target], out: PathBuf) -> Options {
+        Options {
+            targets: targets.to_vec(),
+            name: None,
+            size: 64,
+            flows: 16,
+            gaps: Gaps::Poisson,
+            point_secs: 2.0,
+            router_cpu: 1,
+            gen_cpu: 0,
+            ipv6: false,
+            out,
+            gen_backend: GenBackend::BpfLive,
+            sink_backend: SinkBackend::Xdp,
+            wake: WakeMode::Interrupt,
+            budgets: Budgets { rt: 60, be: 4 },
+            device_budget: 64,
+            cost_ns: 0,
+            tx_batch: 16,
+            gen_batch: 32,
+            rx_size: 512,
+            rx_napi_thread: false,
+            router_bin: None,
+            be_ttl: 64,
+        }
+    }
+
+    /// Checks everything that can be checked before a namespace exists, so that bad input
+    /// changes nothing on the host.
+    pub fn check(&self) -> Result<()> {
+        if !(self.point_secs > 0.0 && self.point_secs <= 600.0) {
+            return Err(LabError::invalid("point-secs", "must be within (0, 600]"));
+        }
+        if self.targets.is_empty() {
+            return Err(LabError::invalid("targets", "is empty"));
+        }
+        if !(1..=1024).contains(&self.gen_batch) {
+            return Err(LabError::invalid(
+                "gen-batch",
+                format!("{}: must be 1..=1024 frames", self.gen_batch),
+            ));
+        }
+        if !self.rx_size.is_power_of_two() || !(64..=32768).contains(&self.rx_size) {
+            return Err(LabError::invalid(
+                "rx-size",
+                format!("{}: must be a power of two within 64..=32768", self.rx_size),
+            ));
+        }
+        let llrouter = self
+            .targets
+            .iter()
+            .any(|t| matches!(t, Target::Llrouter(_)));
+        if llrouter && !(1..=2048).contains(&self.tx_batch) {
+            return Err(LabError::invalid(
+                "tx-batch",
+                format!("{}: must be within 1..=2048 frames", self.tx_batch),
+            ));
+        }
+        let online = llr_ops::cpus::online();
+        for (field, cpu) in [("router-cpu", self.router_cpu), ("gen-cpu", self.gen_cpu)] {
+            if let Some(why) = llr_ops::cpus::problem(cpu, &online) {
+                return Err(LabError::invalid(field, why));
+            }
+        }
+        traffic::gen_config(self, 1000.0, 0.3)?;
+        Ok(())
+    }
+}
+
+/// Errors unless this process is root (the last check before a topology is built).
+pub fn need_root() -> Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(LabError::NeedRoot);
+    }
+    Ok(())
+}
+
+/// Binary-search settings shared by `mlffr` and the load multiples of a sweep.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Search {
+    /// Tolerated loss ratio, [0, 1).
+    pub loss_tolerance: f64,
+    /// Range of rates, packets/s.
+    pub min_rate: f64,
+    pub max_rate: f64,
+    /// Binary-search steps, 1..=30.
+    pub steps: u32,
+}
+
+impl Search {
+    /// Checks the tolerance and the number of steps.
+    pub fn check(&self) -> Result<()> {
+        if !(0.0..1.0).contains(&self.loss_tolerance) {
+            return Err(LabError::invalid("loss-tolerance", "must be within [0, 1)"));
+        }
+        if self.steps == 0 || self.steps > 30 {
+            return Err(LabError::invalid("steps", "must be 1..=30"));
+        }
+        Ok(())
+    }
+}
+
+/// Checks a number of rounds (`--repeat`) against `max`.
+pub fn check_repeat(repeat: u32, max: u32) -> Result<()> {
+    if repeat == 0 || repeat > max {
+        return Err(LabError::invalid("repeat", format!("must be 1..={max}")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_parse() {
+        assert_eq!("kernel".parse::<Target>().unwrap(), Target::Kernel);
+        assert_eq!(
+            "llrouter:ll-wfq".parse::<Target>().unwrap(),
+            Target::Llrouter(StrategyKind::LlWfq)
+        );
+        assert!("linux".parse::<Target>().unwrap_err().0.contains("linux"));
+        // An unknown strategy is refused when parsed, not when its router fails to start.
+        let e = "llrouter:foo".parse::<Target>().unwrap_err().0;
+        assert!(e.contains("llrouter:foo") && e.contains("ll-wfq"), "{e}");
+        assert!("llrouter:".parse::<Target>().is_err());
+        assert_eq!(
+            Target::Llrouter(StrategyKind::LlWfq).label(),
+            "llrouter:ll-wfq"
+        );
+        assert_eq!("60,4".parse::<Budgets>(), Ok(Budgets { rt: 60, be: 4 }));
+        assert!("60".parse::<Budgets>().is_err());
+        assert!("0,4".parse::<Budgets>().is_err());
+    }
+
+    #[test]
+    fn bad_options_name_the_field() {
+        let c = |f: &dyn Fn(&mut Options)| {
+            let mut c = Options::new(&[Target::Kernel], PathBuf::from("/nonexistent"));
+            f(&mut c);
+            c
+        };
+        for (bad, name) in [
+            (c(&|c| c.gen_batch = 0), "gen-batch"),
+            (c(&|c| c.gen_batch = 5000), "gen-batch"),
+            (c(&|c| c.rx_size = 1000), "rx-size"),
+            (c(&|c| c.rx_size = 32), "rx-size"),
+            (
+                c(&|c| {
+                    c.targets = vec![Target::Llrouter(StrategyKind::Sq)];
+                    c.tx_batch = 0
+                }),
+                "tx-batch",
+            ),
+            (c(&|c| c.targets.clear()), "targets"),
+            (c(&|c| c.router_cpu = 4096), "router-cpu"),
+            (c(&|c| c.size = 20), "size"),
+        ] {
+            match bad.check() {
+                Err(LabError::Invalid { field, .. }) => assert_eq!(field, name),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        c(&|_| ()).check().unwrap();
+    }
+
+    #[test]
+    fn an_unknown_gaps_value_is_rejected() {
+        // The one `Gaps` type has two values; anything else is an error, never Poisson.
+        assert!(serde_json::from_str::<Gaps>("\"bursty\"").is_err());
+        assert_eq!(
+            serde_json::from_str::<Gaps>("\"constant\"").unwrap(),
+            Gaps::Constant
+        );
+    }
+}

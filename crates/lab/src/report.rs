@@ -1,0 +1,521 @@
+//! What a study writes: CSV files (serde + `csv`, numbers at a fixed precision per column), PNG
+//! plots and `report.md`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::{Serialize, Serializer};
+
+use crate::measure::Row;
+use crate::options::{Options, Target};
+use crate::plot::{line_chart, Series};
+use crate::summary::Mlffr;
+use crate::{choice_name, LabError, Result};
+
+/// A number written with `D` decimals (`{:.D}`; NaN as `NaN`).
+#[derive(Debug, Clone, Copy)]
+pub struct Fixed<const D: usize>(pub f64);
+
+impl<const D: usize> Serialize for Fixed<D> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("{:.*}", D, self.0))
+    }
+}
+
+/// A number written as Rust displays it (`0.001`, `0`).
+#[derive(Debug, Clone, Copy)]
+pub struct Shown(pub f64);
+
+impl Serialize for Shown {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&self.0)
+    }
+}
+
+/// A [`Row`] as a line of `results.csv` (column order and precision of the file format).
+#[derive(Debug, Serialize)]
+pub struct CsvRow<'a> {
+    target: &'a str,
+    rt_share: Shown,
+    offered_pps: Fixed<0>,
+    sent_pps: Fixed<0>,
+    sent_rt: u64,
+    sent_be: u64,
+    recv_rt: u64,
+    recv_be: u64,
+    loss_rt: Fixed<6>,
+    loss_be: Fixed<6>,
+    reordered: u64,
+    throughput_pps: Fixed<0>,
+    rt_mean_us: Fixed<2>,
+    rt_p50_us: Fixed<2>,
+    rt_p99_us: Fixed<2>,
+    rt_p999_us: Fixed<2>,
+    be_mean_us: Fixed<2>,
+    be_p50_us: Fixed<2>,
+    be_p99_us: Fixed<2>,
+    be_p999_us: Fixed<2>,
+    backlog_drops: u64,
+    router_cpu_s: Fixed<3>,
+    router_ns_per_pkt: Fixed<1>,
+    round: u32,
+    wakeups_per_s: Fixed<0>,
+}
+
+impl<'a> From<&'a Row> for CsvRow<'a> {
+    fn from(r: &'a Row) -> CsvRow<'a> {
+        CsvRow {
+            target: &r.target,
+            rt_share: Shown(r.rt_share),
+            offered_pps: Fixed(r.offered_pps),
+            sent_pps: Fixed(r.sent_pps),
+            sent_rt: r.sent_rt,
+            sent_be: r.sent_be,
+            recv_rt: r.recv_rt,
+            recv_be: r.recv_be,
+            loss_rt: Fixed(r.loss_rt),
+            loss_be: Fixed(r.loss_be),
+            reordered: r.reordered,
+            throughput_pps: Fixed(r.throughput_pps),
+            rt_mean_us: Fixed(r.rt_mean_us),
+            rt_p50_us: Fixed(r.rt_p50_us),
+            rt_p99_us: Fixed(r.rt_p99_us),
+            rt_p999_us: Fixed(r.rt_p999_us),
+            be_mean_us: Fixed(r.be_mean_us),
+            be_p50_us: Fixed(r.be_p50_us),
+            be_p99_us: Fixed(r.be_p99_us),
+            be_p999_us: Fixed(r.be_p999_us),
+            backlog_drops: r.backlog_drops,
+            router_cpu_s: Fixed(r.router_cpu_s),
+            router_ns_per_pkt: Fixed(r.router_ns_per_pkt),
+            round: r.round,
+            wakeups_per_s: Fixed(r.wakeups_per_s),
+        }
+    }
+}
+
+/// A line of `mlffr.csv`.
+#[derive(Debug, Serialize)]
+pub struct MlffrCsvRow {
+    target: String,
+    round: u32,
+    mlffr_pps: Fixed<0>,
+    loss_tolerance: Shown,
+    generator_limited: bool,
+}
+
+impl MlffrCsvRow {
+    pub fn new(m: &Mlffr, tolerance: f64) -> MlffrCsvRow {
+        MlffrCsvRow {
+            target: m.target.clone(),
+            round: m.round,
+            mlffr_pps: Fixed(m.pps),
+            loss_tolerance: Shown(tolerance),
+            generator_limited: m.gen_limited,
+        }
+    }
+}
+
+/// The CSV text of `rows` with a header of `T`'s field names (`empty_header` when there are
+/// no rows to take them from).
+pub fn csv_text<T: Serialize>(rows: &[T], empty_header: &str) -> Result<String> {
+    if rows.is_empty() {
+        return Ok(format!("{empty_header}\n"));
+    }
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for r in rows {
+        w.serialize(r).map_err(|source| LabError::Csv {
+            what: "CSV".into(),
+            source,
+        })?;
+    }
+    let body = w
+        .into_inner()
+        .map_err(|e| LabError::Failed(format!("CSV: {e}")))?;
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+/// Writes `rows` as CSV to `path` (see [`csv_text`]); returns the text.
+pub fn write_csv<T: Serialize>(path: &Path, rows: &[T], empty_header: &str) -> Result<String> {
+    let text = csv_text(rows, empty_header)?;
+    std::fs::write(path, &text)
+        .map_err(|e| LabError::io(format!("write {}", path.display()), e))?;
+    Ok(text)
+}
+
+/// The header of `results.csv`.
+pub const RESULTS_HEADER: &str = "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt,round,wakeups_per_s";
+
+/// The header of `mlffr.csv`.
+pub const MLFFR_HEADER: &str = "target,round,mlffr_pps,loss_tolerance,generator_limited";
+
+/// Writes measurement rows in the `results.csv` format.
+pub fn write_rows(path: &Path, rows: &[Row]) -> Result<()> {
+    let lines: Vec<CsvRow<'_>> = rows.iter().map(CsvRow::from).collect();
+    write_csv(path, &lines, RESULTS_HEADER).map(|_| ())
+}
+
+/// The x value of a row in the load plots: what the router forwarded (kpps), not what was
+/// asked of the generator, which may fall short of it.
+fn forwarded_kpps(r: &Row) -> f64 {
+    r.throughput_pps / 1000.0
+}
+
+/// A row's point for the RT (`true`) or BE line of a chart, if the row belongs on it.
+type PointOf<'a> = dyn Fn(&Row, bool) -> Option<(f64, f64)> + 'a;
+
+/// Rows of `target` in the order of the load asked of the generator (rounds of --repeat
+/// interleave their loads), so that a line follows rising load even where its x (forwarded
+/// load) falls back under overload — a bend that shows receive livelock.
+fn by_load<'a>(rows: &'a [Row], target: &Target) -> Vec<&'a Row> {
+    let mut v: Vec<&Row> = rows.iter().filter(|r| r.target == target.label()).collect();
+    v.sort_by(|a, b| {
+        a.offered_pps
+            .total_cmp(&b.offered_pps)
+            .then(a.sent_pps.total_cmp(&b.sent_pps))
+    });
+    v
+}
+
+/// Lines of `rows` of every target, RT and BE, at (x, y) given by `xy`, in load order.
+fn class_series(rows: &[Row], tg: &[Target], xy: &PointOf<'_>) -> Vec<Series> {
+    let mut series = Vec::new();
+    for t in tg {
+        for (ci, (cls, rt)) in [("RT", true), ("BE", false)].into_iter().enumerate() {
+            let points: Vec<(f64, f64)> = by_load(rows, t)
+                .into_iter()
+                .filter_map(|r| xy(r, rt))
+                .collect();
+            series.push(Series {
+                label: format!("{} {cls}", t.label()),
+                points,
+                group: t.label(),
+                class: ci,
+            });
+        }
+    }
+    series
+}
+
+/// `series` with each line drawn left to right (for x axes other than load).
+fn by_x(mut series: Vec<Series>) -> Vec<Series> {
+    for s in &mut series {
+        s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    series
+}
+
+/// One chart to draw: file name, title, axis labels, lines, logarithmic y.
+struct Chart {
+    name: &'static str,
+    title: &'static str,
+    x: &'static str,
+    y: &'static str,
+    series: Vec<Series>,
+    log_y: bool,
+}
+
+fn p99(r: &Row, rt: bool) -> f64 {
+    if rt {
+        r.rt_p99_us
+    } else {
+        r.be_p99_us
+    }
+}
+
+fn loss_pct(r: &Row, rt: bool) -> f64 {
+    100.0 * if rt { r.loss_rt } else { r.loss_be }
+}
+
+/// The charts over load at the first RT share: latency over what was forwarded, loss over what
+/// was sent (beside each other, so a low p99 bought with lost packets shows as such), wake-ups.
+fn load_charts(rows: &[Row], tg: &[Target], s0: f64) -> [Chart; 3] {
+    let at_s0 = |r: &Row| r.rt_share == s0;
+    let wakeups = tg
+        .iter()
+        .map(|t| {
+            let points: Vec<(f64, f64)> = by_load(rows, t)
+                .into_iter()
+                .filter(|r| r.rt_share == s0 && r.wakeups_per_s.is_finite())
+                .map(|r| (forwarded_kpps(r), r.wakeups_per_s))
+                .collect();
+            Series::new(t.label(), points)
+        })
+        .collect();
+    [
+        Chart {
+            name: "latency_vs_load.png",
+            title: "p99 latency vs forwarded load",
+            x: "forwarded load (kpps)",
+            y: "p99 latency (µs)",
+            series: class_series(rows, tg, &|r, rt| {
+                at_s0(r).then(|| (forwarded_kpps(r), p99(r, rt)))
+            }),
+            log_y: true,
+        },
+        Chart {
+            name: "loss_vs_load.png",
+            title: "loss vs sent load",
+            x: "sent load (kpps, what the generator achieved)",
+            y: "loss (% of sent)",
+            series: class_series(rows, tg, &|r, rt| {
+                at_s0(r).then(|| (r.sent_pps / 1000.0, loss_pct(r, rt)))
+            }),
+            log_y: false,
+        },
+        Chart {
+            name: "wakeups_vs_load.png",
+            title: "wake-ups vs load (llrouter: worker/device wake-ups; kernel: NET_RX softirqs on the router CPU)",
+            x: "forwarded load (kpps)",
+            y: "wake-ups per second",
+            series: wakeups,
+            log_y: true,
+        },
+    ]
+}
+
+/// The charts over RT share at the highest load.
+fn share_charts(rows: &[Row], tg: &[Target], l_max: f64) -> Vec<Chart> {
+    let at_max = |r: &Row| r.offered_pps == l_max;
+    let throughput = by_x(
+        tg.iter()
+            .map(|t| {
+                Series::new(
+                    t.label(),
+                    rows.iter()
+                        .filter(|r| r.target == t.label() && at_max(r))
+                        .map(|r| (r.rt_share, r.throughput_pps / 1000.0))
+                        .collect(),
+                )
+            })
+            .collect(),
+    );
+    vec![
+        Chart {
+            name: "latency_vs_rt_share.png",
+            title: "p99 latency vs RT share",
+            x: "RT share",
+            y: "p99 latency (µs)",
+            series: by_x(class_series(rows, tg, &|r, rt| {
+                at_max(r).then(|| (r.rt_share, p99(r, rt)))
+            })),
+            log_y: true,
+        },
+        Chart {
+            name: "loss_vs_rt_share.png",
+            title: "loss vs RT share",
+            x: "RT share",
+            y: "loss (% of sent)",
+            series: by_x(class_series(rows, tg, &|r, rt| {
+                at_max(r).then(|| (r.rt_share, loss_pct(r, rt)))
+            })),
+            log_y: false,
+        },
+        Chart {
+            name: "throughput_vs_rt_share.png",
+            title: "throughput vs RT share",
+            x: "RT share",
+            y: "forwarded (kpps)",
+            series: throughput,
+            log_y: false,
+        },
+    ]
+}
+
+/// Draws the sweep's charts into `out`; returns the files made (a chart that cannot be drawn
+/// is logged and left out).
+pub fn plots(
+    out: &Path,
+    rows: &[Row],
+    tg: &[Target],
+    loads: &[f64],
+    shares: &[f64],
+) -> Vec<String> {
+    let (mut charts, mut wakeups) = (Vec::new(), None);
+    if loads.len() > 1 {
+        let [latency, loss, w] = load_charts(rows, tg, shares[0]);
+        charts.extend([latency, loss]);
+        wakeups = Some(w);
+    }
+    if shares.len() > 1 {
+        charts.extend(share_charts(rows, tg, *loads.last().unwrap_or(&0.0)));
+    }
+    charts.extend(wakeups);
+    let mut made = Vec::new();
+    for ch in charts {
+        match line_chart(
+            &out.join(ch.name),
+            ch.title,
+            ch.x,
+            ch.y,
+            &ch.series,
+            ch.log_y,
+        ) {
+            Ok(()) => made.push(ch.name.to_owned()),
+            Err(e) => tracing::warn!("plot {}: {e}", ch.name),
+        }
+    }
+    made
+}
+
+/// Loss above this share of what was sent counts as the router's (noise on a VM stays below).
+const LOSS_NOTE_THRESHOLD: f64 = 0.001;
+
+/// What limited a point, for the findings: the generator only when it fell short of the
+/// offered rate *and* the router forwarded what it got; when the router lost packets too, it
+/// was overloaded even at the lower rate the generator reached.
+pub fn limit_note(r: &Row) -> String {
+    let short = r.offered_pps > 0.0 && r.sent_pps < 0.95 * r.offered_pps;
+    let sent = (r.sent_rt + r.sent_be) as f64;
+    let lost = r.loss_rt * r.sent_rt as f64 + r.loss_be * r.sent_be as f64;
+    let loss = if sent > 0.0 { lost / sent } else { 0.0 };
+    match (short, loss > LOSS_NOTE_THRESHOLD) {
+        (true, false) => " (below the offered rate, and the router forwarded all of it: the generator, not the router, was the limit)".into(),
+        (true, true) => format!(
+            " (below the offered rate, and still {:.1} % lost: the router was overloaded at the rate the generator reached)",
+            loss * 100.0
+        ),
+        (false, true) => format!(" ({:.1} % lost: the router was the limit)", loss * 100.0),
+        (false, false) => String::new(),
+    }
+}
+
+/// The setup paragraph of `report.md`.
+fn setup_md(c: &Options) -> String {
+    format!(
+        "gen ns → router ns → sink ns over two veth pairs ({}), frame size {} B (no FCS), {} flows, {} gaps, {} s per point. \
+         Generator `{}`, sink `{}`, threads pinned to CPU {}; router on CPU {} (kernel: RPS; llrouter: worker pinned, wake {}, budgets rt,be = {}, device budget {}, cost {} ns, tx batch {}, Rx ring {} per class); generator bursts of {} frames. \
+         Latency: sink CLOCK_MONOTONIC − send timestamp (bpf_ktime_get_ns in the XDP programs), per packet; xdp sink: log-linear buckets of 1/32 (3.1 %) resolution, udp sink: HDR. \
+         Loss: 1 − unique received / sent per class. Noisy 2-core VM: repeat runs before trusting small differences.\n",
+        if c.ipv6 { "IPv6" } else { "IPv4" },
+        c.size, c.flows, choice_name(&c.gaps), c.point_secs, choice_name(&c.gen_backend),
+        choice_name(&c.sink_backend), c.gen_cpu, c.router_cpu, choice_name(&c.wake), c.budgets,
+        c.device_budget, c.cost_ns, c.tx_batch, c.rx_size, c.gen_batch
+    )
+}
+
+/// One finding per target: RT and BE p99 from its lowest to its highest load, loss there.
+fn findings_md(s: &mut String, rows: &[Row]) {
+    let mut targets: Vec<&str> = rows.iter().map(|r| r.target.as_str()).collect();
+    targets.dedup();
+    for t in targets {
+        let tr: Vec<&Row> = rows.iter().filter(|r| r.target == t).collect();
+        let (Some(lo), Some(hi)) = (
+            tr.iter()
+                .min_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps)),
+            tr.iter()
+                .max_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps)),
+        ) else {
+            continue;
+        };
+        let ratio = if lo.rt_p99_us > 0.0 {
+            hi.rt_p99_us / lo.rt_p99_us
+        } else {
+            f64::NAN
+        };
+        let _ = writeln!(
+            s,
+            "- {t}: from {:.0} to {:.0} pps offered, RT p99 goes {:.1} → {:.1} µs (×{:.2}), BE p99 {:.1} → {:.1} µs; RT loss at the highest load {:.3} %, BE {:.3} %; generator achieved {:.0} pps at the highest setting{}.",
+            lo.offered_pps, hi.offered_pps, lo.rt_p99_us, hi.rt_p99_us, ratio, lo.be_p99_us, hi.be_p99_us,
+            hi.loss_rt * 100.0, hi.loss_be * 100.0, hi.sent_pps,
+            limit_note(hi)
+        );
+    }
+}
+
+/// `report.md` of a sweep: setup, the rows, findings, targets not measured, plots.
+pub fn report_md(c: &Options, rows: &[Row], plots: &[String], errors: &[String]) -> String {
+    let mut s = String::from("# llrouter testbed run\n\n## Setup\n\n");
+    s.push_str(&setup_md(c));
+    s.push('\n');
+    s.push_str("## Results\n\n| target | RT share | offered pps | sent pps | fwd pps | RT loss | BE loss | RT p50 µs | RT p99 µs | BE p50 µs | BE p99 µs | backlog drops | router ns/pkt | wake-ups/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.4} | {:.4} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {:.0} | {:.0} |",
+            r.target, r.rt_share, r.offered_pps, r.sent_pps, r.throughput_pps, r.loss_rt, r.loss_be,
+            r.rt_p50_us, r.rt_p99_us, r.be_p50_us, r.be_p99_us, r.backlog_drops, r.router_ns_per_pkt,
+            r.wakeups_per_s
+        );
+    }
+    s.push_str("\n## Findings (computed from the rows above)\n\n");
+    findings_md(&mut s, rows);
+    for e in errors {
+        let _ = writeln!(s, "- not measured: {e}");
+    }
+    if !plots.is_empty() {
+        s.push_str("\n## Plots\n\n");
+        for p in plots {
+            let _ = writeln!(s, "![{p}]({p})");
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limit_note_blames_the_generator_only_without_loss() {
+        let r = |offered: f64, sent: f64, loss_be: f64| Row {
+            offered_pps: offered,
+            sent_pps: sent,
+            sent_rt: 300,
+            sent_be: 700,
+            loss_be,
+            ..Default::default()
+        };
+        // Short of the offered rate, nothing lost: the generator was the limit.
+        assert!(limit_note(&r(2e6, 1.5e6, 0.0)).contains("the generator, not the router"));
+        // Short of it and 49 % lost (sq at 2 Mpps): the router, not the generator.
+        let n = limit_note(&r(2e6, 1.5e6, 0.7));
+        assert!(!n.contains("the generator, not the router"), "{n}");
+        assert!(
+            n.contains("49.0 % lost") && n.contains("router was overloaded"),
+            "{n}"
+        );
+        // Rate reached and loss: the router.
+        assert!(limit_note(&r(2e6, 2e6, 0.7)).contains("router was the limit"));
+        assert_eq!(limit_note(&r(2e6, 2e6, 0.0)), "");
+    }
+
+    #[test]
+    fn csv_keeps_the_columns_and_their_precision() {
+        let r = Row {
+            round: 2,
+            target: "llrouter:ll-wfq".into(),
+            rt_share: 0.3,
+            offered_pps: 20000.4,
+            loss_rt: 0.5,
+            rt_p99_us: 12.345,
+            router_cpu_s: 0.1234,
+            router_ns_per_pkt: 812.34,
+            wakeups_per_s: f64::NAN,
+            ..Default::default()
+        };
+        let text = csv_text(&[CsvRow::from(&r)], "").unwrap();
+        let mut lines = text.lines();
+        // The header is the serialized field names, in file order.
+        assert_eq!(lines.next(), Some(RESULTS_HEADER));
+        assert_eq!(
+            lines.next(),
+            Some("llrouter:ll-wfq,0.3,20000,0,0,0,0,0,0.500000,0.000000,0,0,0.00,0.00,12.35,0.00,0.00,0.00,0.00,0.00,0,0.123,812.3,2,NaN")
+        );
+        assert_eq!(
+            csv_text::<CsvRow<'_>>(&[], RESULTS_HEADER).unwrap(),
+            format!("{RESULTS_HEADER}\n")
+        );
+        let m = Mlffr {
+            target: "kernel".into(),
+            round: 1,
+            pps: 123456.7,
+            gen_limited: true,
+        };
+        let text = csv_text(&[MlffrCsvRow::new(&m, 0.001)], "").unwrap();
+        assert_eq!(
+            text,
+            format!("{MLFFR_HEADER}\nkernel,1,123457,0.001,true\n")
+        );
+    }
+}

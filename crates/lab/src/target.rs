@@ -1,0 +1,160 @@
+//! A target set up in the router namespace: receive steering (RPS, optionally threaded NAPI on
+//! the router CPU), the HTB qdisc of `kernel-htb`, or the llrouter process. Undone on drop.
+
+use llr_io::netns::{addr, Topology};
+
+use crate::host;
+use crate::options::{Options, Target};
+use crate::router_proc::RouterProc;
+use crate::{LabError, Result, StepContext};
+
+/// The egress HTB of `kernel-htb`: DSCP EF (IPv4 and IPv6) in the prio-0 class, the rest in
+/// prio 1.
+const HTB: [&str; 6] = [
+    "qdisc add dev {dev} root handle 1: htb default 20",
+    "class add dev {dev} parent 1: classid 1:1 htb rate 10gbit",
+    "class add dev {dev} parent 1:1 classid 1:10 htb rate 5gbit ceil 10gbit prio 0",
+    "class add dev {dev} parent 1:1 classid 1:20 htb rate 5gbit ceil 10gbit prio 1",
+    "filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip dsfield 0xb8 0xfc flowid 1:10",
+    "filter add dev {dev} parent 1: protocol ipv6 prio 2 u32 match ip6 priority 0xb8 0xfc flowid 1:10",
+];
+
+/// A running target; undoes its setup on drop.
+pub struct Active<'a> {
+    topo: &'a Topology,
+    target: Target,
+    router_cpu: usize,
+    router: Option<RouterProc>,
+    /// Final counters of an llrouter target (after [`Active::finish`]).
+    pub counters: Option<serde_json::Value>,
+}
+
+impl<'a> Active<'a> {
+    /// Sets up `target` in `topo`'s router namespace.
+    pub fn start(topo: &'a Topology, target: &Target, c: &Options) -> Result<Active<'a>> {
+        let before = steer_receive(topo, c)?;
+        let mut act = Active {
+            topo,
+            target: *target,
+            router_cpu: c.router_cpu,
+            router: None,
+            counters: None,
+        };
+        match target {
+            Target::Kernel => {}
+            Target::KernelHtb => {
+                for line in HTB {
+                    let line = line.replace("{dev}", addr::RTR_OUT_IF);
+                    let mut argv = vec!["tc"];
+                    argv.extend(line.split_whitespace());
+                    topo.router.exec(&argv).step(|| line.clone())?;
+                }
+            }
+            Target::Llrouter(strategy) => {
+                act.router = Some(RouterProc::start(topo, c, *strategy)?);
+            }
+        }
+        if c.rx_napi_thread {
+            pin_new_napi_threads(&before, c.router_cpu)?;
+        }
+        Ok(act)
+    }
+
+    /// The target.
+    pub fn target(&self) -> Target {
+        self.target
+    }
+
+    /// The target's wake-up counter so far: llrouter's device wake-ups, or the NET_RX softirqs
+    /// of the router CPU for the kernel targets.
+    pub fn wakeups(&self) -> Option<u64> {
+        match &self.router {
+            Some(r) => r.wakeups(),
+            None => host::net_rx_softirqs(self.router_cpu),
+        }
+    }
+
+    /// Router CPU time so far, ns: llrouter's process time, or the router CPU's softirq time.
+    pub fn router_cpu_ns(&self) -> u64 {
+        match &self.router {
+            Some(r) => host::proc_cpu_ns(r.pid()),
+            None => host::softirq_ns(self.router_cpu),
+        }
+    }
+
+    /// Stops an llrouter target and keeps its counters.
+    pub fn finish(&mut self) -> Result<()> {
+        if let Some(r) = self.router.take() {
+            self.counters = Some(r.stop()?);
+        }
+        Ok(())
+    }
+}
+
+/// Kernel forwarding: steer the router's receive processing to its CPU (RPS), as on a NIC
+/// whose IRQ is pinned there; GRO on; threaded NAPI as asked. Returns the NAPI threads that
+/// existed before (not ours).
+fn steer_receive(topo: &Topology, c: &Options) -> Result<Vec<u32>> {
+    let mask = format!("{:x}", 1u64 << c.router_cpu);
+    let rps = format!("/sys/class/net/{}/queues/rx-0/rps_cpus", addr::RTR_IN_IF);
+    topo.router
+        .exec(&["sh", "-c", &format!("echo {mask} > {rps}")])
+        .step(|| "set RPS on the router's ingress veth".into())?;
+    // A veth delivers XDP-redirected frames (bpf-live generator) only to a peer whose NAPI
+    // is on: GRO on (kernel targets) or an XDP program (llrouter's classifier).
+    let _ = topo
+        .router
+        .exec(&["ethtool", "-K", addr::RTR_IN_IF, "gro", "on"]);
+    // Off first, so that a thread left by an earlier target ends and ours is new.
+    let threaded = format!("/sys/class/net/{}/threaded", addr::RTR_IN_IF);
+    let _ = topo
+        .router
+        .exec(&["sh", "-c", &format!("echo 0 > {threaded}")]);
+    let before = host::napi_threads(addr::RTR_IN_IF);
+    if c.rx_napi_thread {
+        topo.router
+            .exec(&["sh", "-c", &format!("echo 1 > {threaded}")])
+            .step(|| "set threaded NAPI on the router's ingress veth".into())?;
+    }
+    Ok(before)
+}
+
+/// Pins the NAPI threads of the router's ingress veth that are not in `before` to
+/// `router_cpu`. Called after the router started: attaching XDP may create the thread anew;
+/// threads of other namespaces' interfaces with the same name existed before.
+fn pin_new_napi_threads(before: &[u32], router_cpu: usize) -> Result<()> {
+    let ours: Vec<u32> = host::napi_threads(addr::RTR_IN_IF)
+        .into_iter()
+        .filter(|t| !before.contains(t))
+        .collect();
+    if ours.is_empty() {
+        return Err(LabError::Failed(
+            "rx-napi-thread: no NAPI thread appeared for the router's ingress veth".into(),
+        ));
+    }
+    for pid in ours {
+        let st = std::process::Command::new("taskset")
+            .args(["-pc", &router_cpu.to_string(), &pid.to_string()])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .map_err(|e| LabError::io("taskset", e))?;
+        if !st.success() {
+            return Err(LabError::Failed(format!(
+                "rx-napi-thread: taskset -pc {router_cpu} {pid} failed"
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        drop(self.router.take());
+        if self.target == Target::KernelHtb {
+            let _ = self
+                .topo
+                .router
+                .exec(&["tc", "qdisc", "del", "dev", addr::RTR_OUT_IF, "root"]);
+        }
+    }
+}

@@ -1,0 +1,446 @@
+//! `llrouter testbed`: the namespace testbed (gen ns → router ns → sink ns) and the study that
+//! compares forwarding targets on the same traffic (`llr_lab`).
+//!
+//! - `up` / `down`: create / remove a named, persistent topology;
+//! - `run`: sweep offered load × RT share for each target, write `results.csv`, PNG plots and
+//!   `report.md`;
+//! - `mlffr`: RFC 2544-style binary search for the maximum loss-free forwarding rate;
+//! - `iperf`: TCP goodput of iperf3 through each target, alone and beside a BE overload.
+//!
+//! Targets: `kernel` (Linux forwarding in the router ns, its softirq steered to the router CPU
+//! with RPS), `kernel-htb` (plus an egress HTB qdisc on the router's egress veth giving DSCP EF
+//! the higher priority) and `llrouter:<strategy>` (`llrouter run` started in the router ns with
+//! a generated config — classes rt/be, rule dscp 46 → rt, the strategy, budgets, wake-up mode,
+//! per-packet cost — its worker pinned to `--router-cpu`; stopped with SIGINT, its exit counters
+//! kept in `llrouter-<strategy>.json`).
+//!
+//! Generator and sink run as threads of this process, in their namespaces, pinned to `--gen-cpu`.
+//! Generator backends: `bpf-live` (default; Mpps, enough to overload the router) or `udp`. Sink
+//! backends: `xdp` (default; an XDP program on the sink veth, ~100 ns per packet) or `udp`.
+//! The router's CPU cost per forwarded packet is measured per point: llrouter's process CPU time
+//! (`/proc/PID/stat`), or the router CPU's softirq time (`/proc/stat`) for the kernel targets.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use llr_io::gen::Gaps;
+use llr_io::netns::{addr, Topology};
+use llr_io::xsk::WakeMode;
+use llr_lab::iperf::{self, IperfStudy};
+use llr_lab::mlffr::MlffrStudy;
+use llr_lab::options::Search;
+use llr_lab::sweep::SweepStudy;
+use llr_lab::{Budgets, GenBackend, Options, Progress, SinkBackend, Target};
+
+use crate::cli_util::{lab_error, parse_values, usage};
+use crate::cmd_gen::stop_on_signal;
+
+/// The namespace testbed.
+#[derive(Debug, Args)]
+pub struct TestbedArgs {
+    #[command(subcommand)]
+    pub cmd: TestbedCmd,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TestbedCmd {
+    /// Create a persistent topology (namespaces NAME-gen, NAME-rtr, NAME-sink).
+    Up {
+        #[arg(long, default_value = "llr")]
+        name: String,
+    },
+    /// Remove a topology created by `up`.
+    Down {
+        #[arg(long, default_value = "llr")]
+        name: String,
+    },
+    /// Sweep offered load and RT share for each target.
+    Run(RunArgs),
+    /// Find the maximum loss-free forwarding rate of each target.
+    Mlffr(MlffrArgs),
+    /// TCP goodput of iperf3 (ordinary sockets, default offloads) through each target, alone
+    /// and beside a BE overload.
+    Iperf(IperfArgs),
+}
+
+/// Wake-up mode of the llrouter targets' worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Wake {
+    Interrupt,
+    Busy,
+    Adaptive,
+}
+
+impl From<Wake> for WakeMode {
+    fn from(w: Wake) -> WakeMode {
+        match w {
+            Wake::Interrupt => WakeMode::Interrupt,
+            Wake::Busy => WakeMode::Busy,
+            Wake::Adaptive => WakeMode::Adaptive,
+        }
+    }
+}
+
+fn parse_target(s: &str) -> std::result::Result<Target, String> {
+    s.parse().map_err(|e: llr_lab::options::TargetError| e.0)
+}
+
+/// Options shared by `run`, `mlffr` and `iperf`.
+#[derive(Debug, Args, Clone)]
+pub struct Common {
+    /// Targets, comma-separated: kernel, kernel-htb, llrouter:<strategy>.
+    #[arg(long, value_delimiter = ',', value_parser = parse_target, default_value = "kernel,kernel-htb")]
+    pub targets: Vec<Target>,
+    /// Use this topology (from `up`) instead of a temporary one.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Frame size in bytes without FCS.
+    #[arg(long, default_value_t = 64)]
+    pub size: usize,
+    /// Number of flows.
+    #[arg(long, default_value_t = 16)]
+    pub flows: u16,
+    /// Inter-arrival times.
+    #[arg(long, value_enum, default_value_t = Gaps::Poisson)]
+    pub gaps: Gaps,
+    /// Seconds of traffic per measurement point.
+    #[arg(long, default_value_t = 2.0)]
+    pub point_secs: f64,
+    /// CPU of the router (RPS target of the kernel, worker of llrouter).
+    #[arg(long, default_value_t = 1)]
+    pub router_cpu: usize,
+    /// CPU of the generator and sink threads.
+    #[arg(long, default_value_t = 0)]
+    pub gen_cpu: usize,
+    /// Use IPv6 instead of IPv4.
+    #[arg(long)]
+    pub ipv6: bool,
+    /// Output directory.
+    #[arg(long, default_value = "testbed-out")]
+    pub out: PathBuf,
+    /// Generator backend: bpf-live (Mpps, bursts of --gen-batch), xsk (AF_XDP Tx, packet by
+    /// packet, 0.5-0.8 Mpps here) or udp.
+    #[arg(long, value_enum, default_value_t = GenBackend::BpfLive)]
+    pub gen_backend: GenBackend,
+    /// Sink backend: xdp (histograms in maps, 3 % buckets) or udp (exact HDR).
+    #[arg(long, value_enum, default_value_t = SinkBackend::Xdp)]
+    pub sink_backend: SinkBackend,
+    /// llrouter targets: wake-up mode.
+    #[arg(long, value_enum, default_value_t = Wake::Interrupt)]
+    pub wake: Wake,
+    /// llrouter targets: ring budgets of rt and be, `RT,BE`.
+    #[arg(long, default_value = "60,4")]
+    pub budgets: Budgets,
+    /// llrouter targets: device budget.
+    #[arg(long, default_value_t = 64)]
+    pub device_budget: u32,
+    /// llrouter targets: artificial per-packet cost in ns (busy wait).
+    #[arg(long, default_value_t = 0)]
+    pub cost_ns: u64,
+    /// Generator (bpf-live) burst size in frames, 1..=1024. Below 8 the generator falls far short
+    /// of its rate when the router's ingress has an XDP program (see docs/measurements.md).
+    #[arg(long, default_value_t = 32)]
+    pub gen_batch: usize,
+    /// Receive on the router's CPU: threaded NAPI for the router's ingress veth, its kernel
+    /// thread pinned to --router-cpu. Without it the ingress veth's receive work (XDP
+    /// classifier, AF_XDP copy, or the kernel's GRO) runs on the generator's CPU inside its
+    /// send call, which caps the `xsk` generator below llrouter's capacity. Needs a sleeping
+    /// worker (`--wake interrupt`): a busy-polling worker on the same CPU starves the thread.
+    #[arg(long)]
+    pub rx_napi_thread: bool,
+    /// llrouter targets: Rx ring entries per class socket (power of two; 512 as in paper 000).
+    #[arg(long, default_value_t = 512)]
+    pub rx_size: u32,
+    /// llrouter targets: BE frames held back before a transmit kick (1: a kick per grant).
+    #[arg(long, default_value_t = 16)]
+    pub tx_batch: u32,
+    /// llrouter targets: the llrouter binary (default: this executable).
+    #[arg(long)]
+    pub router_bin: Option<PathBuf>,
+    /// TTL / hop limit of the generator's BE packets (bpf-live). 1: every BE packet expires at
+    /// the router, which answers with ICMP time exceeded (rate-limited) instead of forwarding.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u8).range(1..))]
+    pub be_ttl: u8,
+}
+
+impl Common {
+    /// The library's options (checked).
+    fn options(&self) -> Result<Options> {
+        let o = Options {
+            targets: self.targets.clone(),
+            name: self.name.clone(),
+            size: self.size,
+            flows: self.flows,
+            gaps: self.gaps,
+            point_secs: self.point_secs,
+            router_cpu: self.router_cpu,
+            gen_cpu: self.gen_cpu,
+            ipv6: self.ipv6,
+            out: self.out.clone(),
+            gen_backend: self.gen_backend,
+            sink_backend: self.sink_backend,
+            wake: self.wake.into(),
+            budgets: self.budgets,
+            device_budget: self.device_budget,
+            cost_ns: self.cost_ns,
+            gen_batch: self.gen_batch,
+            rx_napi_thread: self.rx_napi_thread,
+            rx_size: self.rx_size,
+            tx_batch: self.tx_batch,
+            router_bin: self.router_bin.clone(),
+            be_ttl: self.be_ttl,
+        };
+        o.check().map_err(lab_error)?;
+        Ok(o)
+    }
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Offered loads in packets/s: list `a,b,c` or range `start:stop:step`.
+    #[arg(long, default_value = "20000,100000,200000,400000")]
+    pub loads: String,
+    /// RT shares: list or range.
+    #[arg(long, default_value = "0.3")]
+    pub rt_shares: String,
+    /// Loads as multiples of each target's MLFFR (e.g. `0.5,0.9,1.5`): searches the MLFFR of
+    /// each target first (at the first RT share) and ignores --loads.
+    #[arg(long)]
+    pub mlffr_multiples: Option<String>,
+    /// MLFFR search (with --mlffr-multiples): tolerated loss ratio.
+    #[arg(long, default_value_t = 0.001)]
+    pub loss_tolerance: f64,
+    /// MLFFR search: binary-search steps.
+    #[arg(long, default_value_t = 7)]
+    pub steps: u32,
+    /// MLFFR search: upper end of the range, packets/s.
+    #[arg(long, default_value_t = 3_000_000.0)]
+    pub max_rate: f64,
+    /// Repeat the whole measurement of every target this many times, targets interleaved per
+    /// round (a noisy VM moves single MLFFR searches by tens of %); the report gives medians
+    /// and ranges.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+    /// With --mlffr-multiples: also measure every target, every round, at this fixed light load
+    /// with --reference-gen-backend (default xsk: packet-by-packet Poisson arrivals, no bursts),
+    /// and report latency growth against that reference too (reference.csv).
+    #[arg(long)]
+    pub reference_load: Option<f64>,
+    /// Generator backend of the reference point.
+    #[arg(long, value_enum, default_value_t = GenBackend::Xsk)]
+    pub reference_gen_backend: GenBackend,
+}
+
+#[derive(Debug, Args)]
+pub struct MlffrArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// RT share of the traffic.
+    #[arg(long, default_value_t = 0.3)]
+    pub rt_share: f64,
+    /// Tolerated loss ratio (noisy VMs: e.g. 0.001).
+    #[arg(long, default_value_t = 0.0)]
+    pub loss_tolerance: f64,
+    /// Search range, packets/s.
+    #[arg(long, default_value_t = 10_000.0)]
+    pub min_rate: f64,
+    #[arg(long, default_value_t = 2_000_000.0)]
+    pub max_rate: f64,
+    /// Repeat every search this many times, targets interleaved per round.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+    /// Binary-search steps.
+    #[arg(long, default_value_t = 8)]
+    pub steps: u32,
+}
+
+/// Options of `testbed iperf`.
+#[derive(Debug, Args, Clone)]
+pub struct IperfArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Seconds per iperf3 run.
+    #[arg(long, default_value_t = 5.0)]
+    pub secs: f64,
+    /// Offered rate of the BE overload beside the TCP flow, packets per second.
+    #[arg(long, default_value_t = 3_000_000.0)]
+    pub overload: f64,
+    /// Rounds (targets interleaved within each round); the report gives medians and ranges.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+}
+
+/// A progress bar on stderr.
+struct Bar(indicatif::ProgressBar);
+
+impl Bar {
+    fn new() -> Bar {
+        let b = indicatif::ProgressBar::new(0);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:30} {pos}/{len} {msg} [{elapsed}/~{duration}]",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Bar(b)
+    }
+}
+
+impl Progress for Bar {
+    fn start(&self, total: u64) {
+        self.0.set_length(total);
+    }
+    fn message(&self, msg: &str) {
+        self.0.set_message(msg.to_string());
+    }
+    fn inc(&self, n: u64) {
+        self.0.inc(n);
+    }
+    fn finish(&self) {
+        self.0.finish_and_clear();
+    }
+}
+
+fn run_sweep(a: RunArgs) -> Result<()> {
+    let options = a.common.options()?;
+    let multiples = match &a.mlffr_multiples {
+        Some(m) => Some(parse_values("mlffr-multiples", m)?),
+        None => None,
+    };
+    let study = SweepStudy {
+        loads: parse_values("loads", &a.loads)?,
+        shares: parse_values("rt-shares", &a.rt_shares)?,
+        multiples,
+        search: Search {
+            loss_tolerance: a.loss_tolerance,
+            min_rate: 10_000.0,
+            max_rate: a.max_rate,
+            steps: a.steps,
+        },
+        repeat: a.repeat,
+        reference_load: a.reference_load,
+        reference_gen_backend: a.reference_gen_backend,
+        options,
+    };
+    study.check().map_err(lab_error)?;
+    let stop = stop_on_signal();
+    let o = study.run(stop, &Bar::new()).map_err(lab_error)?;
+    println!("{}", o.md);
+    println!(
+        "wrote {}/results.csv, report.md and {} plots",
+        study.options.out.display(),
+        o.plots.len()
+    );
+    if o.interrupted {
+        bail!("interrupted (partial results written)");
+    }
+    if !o.errors.is_empty() {
+        bail!(
+            "{} target run(s) not measured (see report.md): {}",
+            o.errors.len(),
+            o.errors.join("; ")
+        );
+    }
+    Ok(())
+}
+
+fn run_mlffr(a: MlffrArgs) -> Result<()> {
+    let study = MlffrStudy {
+        options: a.common.options()?,
+        rt_share: a.rt_share,
+        search: Search {
+            loss_tolerance: a.loss_tolerance,
+            min_rate: a.min_rate,
+            max_rate: a.max_rate,
+            steps: a.steps,
+        },
+        repeat: a.repeat,
+    };
+    study.check().map_err(lab_error)?;
+    let stop = stop_on_signal();
+    let o = study.run(stop, &Bar::new()).map_err(lab_error)?;
+    for (t, why) in &o.unmeasured {
+        println!("{t}: not measured: {why}");
+    }
+    print!("{}{}", o.csv, o.md);
+    if o.interrupted {
+        bail!("interrupted (partial results written)");
+    }
+    if !o.unmeasured.is_empty() {
+        let names: Vec<&str> = o.unmeasured.iter().map(|(t, _)| t.as_str()).collect();
+        bail!("not measured: {}", names.join(", "));
+    }
+    Ok(())
+}
+
+fn run_iperf(a: IperfArgs) -> Result<()> {
+    let study = IperfStudy {
+        options: a.common.options()?,
+        secs: a.secs,
+        overload: a.overload,
+        repeat: a.repeat,
+    };
+    study.check().map_err(lab_error)?;
+    let stop = stop_on_signal();
+    let rows = study
+        .run(stop, &mut |r| {
+            eprintln!(
+                "round {} {:<18} {:<17} {:>9.1} Mbit/s  retransmits {:>6}  overload {:>8.0} pps",
+                r.round, r.target, r.case, r.goodput_mbps, r.retransmits, r.overload_pps
+            )
+        })
+        .map_err(lab_error)?;
+    println!("{}", iperf::summary(&rows));
+    println!("rows: {}", study.csv_path().display());
+    Ok(())
+}
+
+fn up(name: &str) -> Result<()> {
+    if name.is_empty()
+        || name.len() > 40
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    {
+        return Err(usage("name", "1..=40 characters of [A-Za-z0-9-]"));
+    }
+    if Topology::exists(name) {
+        println!("topology {name} already up");
+        return Ok(());
+    }
+    let mut t = Topology::create(name)?;
+    t.persist();
+    println!(
+        "up: {0}-gen ({1}, {2}) → {0}-rtr ({3} | {4}) → {0}-sink ({5}, {6})",
+        name,
+        addr::GEN_V4,
+        addr::GEN_V6,
+        addr::RTR_IN_IF,
+        addr::RTR_OUT_IF,
+        addr::SINK_V4,
+        addr::SINK_V6
+    );
+    Ok(())
+}
+
+fn down(name: &str) -> Result<()> {
+    if !Topology::exists(name) {
+        println!("topology {name} is not up");
+        return Ok(());
+    }
+    Topology::open(name)?.down()?;
+    println!("down: {name}");
+    Ok(())
+}
+
+/// `llrouter testbed`.
+pub fn run(args: TestbedArgs) -> Result<()> {
+    match args.cmd {
+        TestbedCmd::Up { name } => up(&name),
+        TestbedCmd::Down { name } => down(&name),
+        TestbedCmd::Run(a) => run_sweep(a),
+        TestbedCmd::Mlffr(a) => run_mlffr(a),
+        TestbedCmd::Iperf(a) => run_iperf(a),
+    }
+}
