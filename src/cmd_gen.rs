@@ -88,19 +88,9 @@ pub struct GenArgs {
     pub json: bool,
 }
 
-/// Turns a `--flag ...: reason` validation message into a usage error (exit code 2).
-pub(crate) fn to_usage(e: anyhow::Error) -> anyhow::Error {
-    let msg = e.to_string();
-    match msg.strip_prefix("--") {
-        Some(rest) => {
-            let flag = rest.split([' ', ':', '/']).next().unwrap_or("").to_owned();
-            usage(
-                &flag,
-                rest[flag.len()..].trim_start_matches([':', ' ']).to_owned(),
-            )
-        }
-        None => e,
-    }
+/// A validation error of a generator or sink config as a usage error (exit code 2).
+pub(crate) fn to_usage(e: llr_core::sched::ConfigError) -> anyhow::Error {
+    crate::cli_util::UsageError::from(e).into()
 }
 
 /// Converts a duration flag in seconds.

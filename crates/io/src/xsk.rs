@@ -18,7 +18,7 @@ use std::num::NonZeroU32;
 use std::ptr::NonNull;
 
 use anyhow::{bail, Result};
-use llr_core::sched::{RingId, RingView};
+use llr_core::sched::{ConfigError, RingId, RingView};
 use xdpilone::xdp::XdpDesc;
 use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, Umem, UmemConfig, User};
 
@@ -82,21 +82,27 @@ impl Default for XskOptions {
 
 impl XskOptions {
     /// Checks the sizes; errors name the field.
-    pub fn validate(&self) -> Result<()> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         for (name, v) in [
             ("rx-size", self.rx_size),
             ("tx-size", self.tx_size),
             ("fill-size", self.fill_size),
         ] {
             if !v.is_power_of_two() || !(64..=32768).contains(&v) {
-                bail!("{name}: {v} must be a power of two between 64 and 32768");
+                return Err(ConfigError::new(
+                    name,
+                    format!("{v} must be a power of two between 64 and 32768"),
+                ));
             }
         }
         if self.frame_size != 2048 && self.frame_size != 4096 {
-            bail!("frame-size: {} must be 2048 or 4096", self.frame_size);
+            return Err(ConfigError::new(
+                "frame-size",
+                format!("{} must be 2048 or 4096", self.frame_size),
+            ));
         }
         if self.egress_queue == 0 {
-            bail!("egress-queue: must be at least 1");
+            return Err(ConfigError::new("egress-queue", "must be at least 1"));
         }
         Ok(())
     }
