@@ -423,7 +423,7 @@ pub fn ifindex(name: &str) -> Result<u32> {
     Ok(i)
 }
 
-// Run-time rule replacement for the control plane (issue 5).
+// Run-time rule replacement for the control plane.
 impl Classifier {
     /// Replaces the live rule set `old` (what is installed now) by `new`. Frames being
     /// classified meanwhile see either the complete old set or the complete new one, never a
