@@ -245,6 +245,8 @@ impl Device {
     /// (`FLAG_TIMESTAMP`; copy mode copies the metadata in front of the frame), 0 when the
     /// headroom is too small. Without the flag the value is stale garbage: ignore it. `f` may
     /// send more frames through its [`Spare`]; they go to the same ring's egress queue.
+    // Always inlined: the worker's per-frame closure is then compiled into its grant loop.
+    #[inline(always)]
     pub fn recv_meta<F>(&mut self, ring: RingId, max: u32, mut f: F) -> u32
     where
         F: FnMut(&mut [u8], u32, u32, u64, &mut Spare<'_>) -> Action,
