@@ -29,9 +29,9 @@ pub fn usage(flag: &str, reason: impl Into<String>) -> anyhow::Error {
 /// A testbed error: an option error becomes a usage error naming its flag.
 pub fn lab_error(e: llr_lab::LabError) -> anyhow::Error {
     match e {
-        llr_lab::LabError::Invalid { field, reason } => UsageError {
-            flag: field,
-            reason,
+        llr_lab::LabError::Invalid(e) => UsageError {
+            flag: e.field,
+            reason: e.reason,
         }
         .into(),
         e => e.into(),

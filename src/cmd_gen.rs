@@ -69,12 +69,9 @@ pub struct GenArgs {
     pub json: bool,
 }
 
-/// Turns a `--flag ...: reason` validation message into a usage error (exit code 2).
-pub(crate) fn to_usage(e: anyhow::Error) -> anyhow::Error {
-    match llr_lab::traffic::flag_error(&e.to_string()) {
-        Some((flag, reason)) => usage(&flag, reason),
-        None => e,
-    }
+/// A validation error of a generator or sink config as a usage error (exit code 2).
+pub(crate) fn to_usage(e: llr_core::sched::ConfigError) -> anyhow::Error {
+    crate::cli_util::UsageError::from(e).into()
 }
 
 /// Converts a duration flag in seconds.

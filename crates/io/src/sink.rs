@@ -12,8 +12,9 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use llr_core::probe::Probe;
+use llr_core::sched::ConfigError;
 use llr_core::stats::{FlowTable, LatencyHist, LatencySummary, SeqStats};
 use serde::{Deserialize, Serialize};
 
@@ -93,15 +94,24 @@ impl Default for SinkConfig {
 
 impl SinkConfig {
     /// Checks every field; errors name the CLI flag.
-    pub fn validate(&self) -> Result<()> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.ports.is_empty() || self.ports.contains(&0) && self.ports.len() > 1 {
-            bail!("--port: give one or more ports (0 = any, alone)");
+            return Err(ConfigError::new(
+                "port",
+                "give one or more ports (0 = any, alone)",
+            ));
         }
         if self.packets.is_none() && self.duration.is_none() && self.idle.is_none() {
-            bail!("--packets, --duration or --idle: at least one bound is required");
+            return Err(ConfigError::new(
+                "packets",
+                "at least one bound (--packets, --duration or --idle) is required",
+            ));
         }
         if self.batch == 0 || self.batch > 1024 {
-            bail!("--batch {}: must be 1..=1024", self.batch);
+            return Err(ConfigError::new(
+                "batch",
+                format!("{}: must be 1..=1024", self.batch),
+            ));
         }
         Ok(())
     }

@@ -41,8 +41,8 @@ pub const PREFIX: &str = "llrtb";
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
     /// An option is out of range; `field` is its command-line name (`gen-batch`).
-    #[error("{field}: {reason}")]
-    Invalid { field: String, reason: String },
+    #[error("{0}")]
+    Invalid(#[from] llr_core::FieldError),
     /// Network namespaces and XDP need root.
     #[error("the testbed needs root (network namespaces)")]
     NeedRoot,
@@ -70,10 +70,7 @@ pub enum LabError {
 impl LabError {
     /// An option error naming `field`.
     pub fn invalid(field: &str, reason: impl Into<String>) -> LabError {
-        LabError::Invalid {
-            field: field.to_string(),
-            reason: reason.into(),
-        }
+        LabError::Invalid(llr_core::FieldError::new(field, reason))
     }
 
     /// A failed host step.

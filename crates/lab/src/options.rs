@@ -301,7 +301,7 @@ mod tests {
             (c(&|c| c.size = 20), "size"),
         ] {
             match bad.check() {
-                Err(LabError::Invalid { field, .. }) => assert_eq!(field, name),
+                Err(LabError::Invalid(e)) => assert_eq!(e.field, name),
                 other => panic!("{name}: {other:?}"),
             }
         }

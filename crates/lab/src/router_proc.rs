@@ -298,7 +298,7 @@ mod tests {
         cfg.validate().unwrap();
         let bad = Options { tx_batch: 0, ..c };
         match router_toml(&bad, StrategyKind::Sq) {
-            Err(LabError::Invalid { field, .. }) => assert_eq!(field, "tx-batch"),
+            Err(LabError::Invalid(e)) => assert_eq!(e.field, "tx-batch"),
             other => panic!("{other:?}"),
         }
     }

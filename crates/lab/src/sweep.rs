@@ -353,7 +353,7 @@ mod tests {
             ..study.clone()
         };
         match bad.run(&stop, &NoProgress) {
-            Err(LabError::Invalid { field, .. }) => assert_eq!(field, "reference-load"),
+            Err(LabError::Invalid(e)) => assert_eq!(e.field, "reference-load"),
             other => panic!("{other:?}"),
         }
         // The router doing its own receive: a NAPI thread must appear and be pinned (else the

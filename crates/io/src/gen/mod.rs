@@ -21,7 +21,8 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
+use llr_core::sched::ConfigError;
 use serde::{Deserialize, Serialize};
 
 /// DSCP Expedited Forwarding.
@@ -151,40 +152,56 @@ impl GenConfig {
         }
     }
 
-    /// Checks every field; errors name the CLI flag.
-    pub fn validate(&self) -> Result<()> {
+    /// Checks every field; the error names the generator's command-line flag (without `--`).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |field: &str, reason: String| Err(ConfigError::new(field, reason));
         let min = self.header_len() + llr_core::probe::LEN;
         if self.frame_size < min || self.frame_size > 1518 {
-            bail!(
-                "--size {}: must be {min}..=1518 for {} (frame without FCS, probe needs {} bytes)",
-                self.frame_size,
-                if self.dst.is_ipv4() { "IPv4" } else { "IPv6" },
-                llr_core::probe::LEN
+            return err(
+                "size",
+                format!(
+                    "{}: must be {min}..=1518 for {} (frame without FCS, probe needs {} bytes)",
+                    self.frame_size,
+                    if self.dst.is_ipv4() { "IPv4" } else { "IPv6" },
+                    llr_core::probe::LEN
+                ),
             );
         }
         if !(self.rate_pps >= 0.0 && self.rate_pps.is_finite()) {
-            bail!("--rate {}: must be a finite number ≥ 0", self.rate_pps);
+            return err(
+                "rate",
+                format!("{}: must be a finite number ≥ 0", self.rate_pps),
+            );
         }
         if !(0.0..=1.0).contains(&self.rt_share) {
-            bail!("--rt-share {}: must be within 0..=1", self.rt_share);
+            return err(
+                "rt-share",
+                format!("{}: must be within 0..=1", self.rt_share),
+            );
         }
         if self.flows == 0 || (self.rt_share > 0.0 && self.rt_share < 1.0 && self.flows < 2) {
-            bail!(
-                "--flows {}: need ≥ 1, and ≥ 2 when both classes are sent",
-                self.flows
+            return err(
+                "flows",
+                format!(
+                    "{}: need ≥ 1, and ≥ 2 when both classes are sent",
+                    self.flows
+                ),
             );
         }
         if self.packets.is_none() && self.duration.is_none() {
-            bail!("--packets or --duration: at least one bound is required");
+            return err(
+                "packets",
+                "at least one bound (--packets or --duration) is required".into(),
+            );
         }
         if self.packets == Some(0) {
-            bail!("--packets 0: must be ≥ 1");
+            return err("packets", "0: must be ≥ 1".into());
         }
         if self.batch == 0 || self.batch > 1024 {
-            bail!("--batch {}: must be 1..=1024", self.batch);
+            return err("batch", format!("{}: must be 1..=1024", self.batch));
         }
         if self.dst_port == 0 || self.rt_port == Some(0) {
-            bail!("--port/--rt-port: must be 1..=65535");
+            return err("port", "--port and --rt-port must be 1..=65535".into());
         }
         Ok(())
     }
@@ -420,8 +437,8 @@ mod tests {
     #[test]
     fn validation_names_flags() {
         let bad = |c: GenConfig, flag: &str| {
-            let e = c.validate().unwrap_err().to_string();
-            assert!(e.contains(flag), "{e}");
+            let e = c.validate().unwrap_err();
+            assert_eq!(format!("--{}", e.field), flag, "{e}");
         };
         let d = GenConfig::default();
         bad(

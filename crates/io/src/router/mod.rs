@@ -15,7 +15,7 @@
 //! "Engine device" is the poll engine's unit of wake-up (a set of rings); the AF_XDP sockets
 //! of every port are one [`crate::xsk::Device`], called `xsk` here.
 //!
-//! The slow path ([`slow_path`]) handles what is not plain forwarding, in the frame's own class
+//! The slow path (`slow_path.rs`) handles what is not plain forwarding, in the frame's own class
 //! and grant: ICMP errors (time exceeded, unreachable, fragmentation needed / packet too big),
 //! rate-limited, built in the frame's buffer and sent back to its source; IPv4 fragmentation
 //! into spare chunks; frames for the kernel (`Verdict::Pass`: IP options, the kernel's routes,
@@ -24,17 +24,17 @@
 //! `NoNeighbor` the kernel is asked to resolve the next hop (a datagram to its discard port),
 //! and the neighbour mirror picks the answer up; the packet itself is dropped.
 //!
-//! - [`worker`]: the [`Worker`] and its loop;
-//! - [`changes`]: control changes applied between poll rounds (rules on a helper thread);
+//! - `worker.rs`: the [`Worker`] and its loop;
+//! - `changes.rs`: control changes applied between poll rounds (rules on a helper thread);
 //! - [`ctl`]: the protocol between the control plane and a worker;
-//! - [`stats`]: counters, published snapshots and the exit report;
-//! - [`slow_path`]: ICMP errors, fragmentation, punting, neighbour resolution.
+//! - `stats.rs`: counters, published snapshots and the exit report ([`WorkerStats`]);
+//! - `slow_path.rs`: ICMP errors, fragmentation, punting, neighbour resolution.
 
-pub mod changes;
+mod changes;
 pub mod ctl;
-pub mod slow_path;
-pub mod stats;
-pub mod worker;
+mod slow_path;
+mod stats;
+mod worker;
 
 use std::net::IpAddr;
 use std::sync::atomic::AtomicBool;

@@ -156,24 +156,27 @@ impl<'a> Worker<'a> {
         let slow = &mut self.slow;
         let rc = &mut self.counters.rings[ring];
         let (mut forwarded, mut bytes) = (0u64, 0u64);
+        let (fwd_n, nbytes, ring_counters) = (&mut forwarded, &mut bytes, &mut *rc);
         let table = self.fwd.read().unwrap_or_else(|e| e.into_inner());
+        let fwd: &Forwarder = &table;
+        // `move`: the per-grant scalars travel in the closure by value, not behind a reference.
         let n = self
             .xsk
-            .recv_meta(ring, max, |frame, len, ingress, stamp, spare| {
+            .recv_meta(ring, max, move |frame, len, ingress, stamp, spare| {
                 spin_ns(cost_ns);
                 if acl_rules > 0 {
                     std::hint::black_box(acl.classify(&frame[..len as usize], None, ingress));
                 }
-                bytes += len as u64;
+                *nbytes += len as u64;
                 if timestamps && stamp != 0 && stamp.abs_diff(now_ns) < MAX_STAMP_AGE_NS {
-                    rc.observe(now_ns.saturating_sub(stamp) as f64 * 1e-9);
+                    ring_counters.observe(now_ns.saturating_sub(stamp) as f64 * 1e-9);
                 }
-                match table.process(&mut frame[..len as usize], ingress) {
+                match fwd.process(&mut frame[..len as usize], ingress) {
                     Verdict::Tx { ifindex, len } => {
-                        forwarded += 1;
+                        *fwd_n += 1;
                         Action::Tx { ifindex, len }
                     }
-                    v => slow.handle(v, frame, len as usize, ingress, &table, spare),
+                    v => slow.handle(v, frame, len as usize, ingress, fwd, spare),
                 }
             });
         drop(table);

@@ -1,0 +1,207 @@
+//! AF_XDP sockets: one UMEM per worker, shared by every interface queue ("port") the worker
+//! serves and by one socket per ring of the layout on each port (`XDP_SHARED_UMEM`).
+//!
+//! Why one UMEM across interfaces: a frame received on the ingress port is transmitted from the
+//! same UMEM chunk on the egress port's Tx ring, with no copy (copy mode on veth still copies in
+//! the kernel, but user space never does). The price is one fill/completion pair per
+//! (ifindex, queue), which the kernel supports for shared UMEMs, and a single owner of the free
+//! chunk list: the worker thread. Each port's first socket owns its fill + completion rings;
+//! later sockets of the port bind with `XDP_SHARED_UMEM` only (NOTES: `XDP_COPY` or
+//! `XDP_USE_NEED_WAKEUP` there is EINVAL).
+//!
+//! [`Device`] implements [`RingView`](llr_core::sched::RingView): the backlog of ring *r* is the number of rx descriptors
+//! waiting in ring *r*'s sockets on all ports, so the poll engine of `llr-core` schedules the
+//! real rings exactly as it schedules the simulator's FIFOs. [`TxSocket`] is the generator's
+//! transmit-only socket; both register their memory through one UMEM type (`umem.rs`).
+
+use std::ptr::NonNull;
+
+use anyhow::Result;
+use llr_core::sched::ConfigError;
+use xdpilone::xdp::XdpDesc;
+
+mod device;
+mod tx_socket;
+mod umem;
+
+pub use device::{Device, PortSpec};
+pub use tx_socket::TxSocket;
+
+/// How the worker waits for packets when its poll engine is idle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WakeMode {
+    /// NAPI: block in poll() on the rx fds when every ring is empty (the "interrupt").
+    #[default]
+    Interrupt,
+    /// Never sleep; `SO_PREFER_BUSY_POLL`/`SO_BUSY_POLL` set where the kernel accepts them.
+    Busy,
+    /// Spin `spin_us` before blocking.
+    Adaptive,
+}
+
+impl WakeMode {
+    /// The name in configs and on the control socket.
+    pub fn name(self) -> &'static str {
+        match self {
+            WakeMode::Interrupt => "interrupt",
+            WakeMode::Busy => "busy",
+            WakeMode::Adaptive => "adaptive",
+        }
+    }
+}
+
+/// Socket and UMEM sizes.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct XskOptions {
+    /// UMEM chunk size (power of two, 2048 or 4096).
+    pub frame_size: u32,
+    /// Rx ring entries per socket (= per class ring per port).
+    pub rx_size: u32,
+    /// Tx ring entries per port.
+    pub tx_size: u32,
+    /// Fill and completion ring entries per port.
+    pub fill_size: u32,
+    /// Egress queue (software, per port and ring) used when the Tx ring is full.
+    pub egress_queue: u32,
+    /// `SO_BUSY_POLL_BUDGET` in busy mode.
+    pub busy_poll_budget: u32,
+}
+
+impl Default for XskOptions {
+    fn default() -> Self {
+        XskOptions {
+            frame_size: 2048,
+            rx_size: 512,
+            tx_size: 1024,
+            fill_size: 2048,
+            egress_queue: 1024,
+            busy_poll_budget: 64,
+        }
+    }
+}
+
+impl XskOptions {
+    /// Checks the sizes; errors name the field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (name, v) in [
+            ("rx-size", self.rx_size),
+            ("tx-size", self.tx_size),
+            ("fill-size", self.fill_size),
+        ] {
+            if !v.is_power_of_two() || !(64..=32768).contains(&v) {
+                return Err(ConfigError::new(
+                    name,
+                    format!("{v} must be a power of two between 64 and 32768"),
+                ));
+            }
+        }
+        if self.frame_size != 2048 && self.frame_size != 4096 {
+            return Err(ConfigError::new(
+                "frame-size",
+                format!("{} must be 2048 or 4096", self.frame_size),
+            ));
+        }
+        if self.egress_queue == 0 {
+            return Err(ConfigError::new("egress-queue", "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// What the caller of [`Device::recv`] decided for one frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Transmit the first `len` bytes of the (rewritten) frame on interface `ifindex`.
+    Tx { ifindex: u32, len: usize },
+    /// Give the chunk back (dropped, counted by the caller).
+    Drop,
+}
+
+/// Frames a receive callback sends besides (or instead of) the one it was handed: IPv4
+/// fragments of a frame larger than the egress MTU, each in a chunk of its own.
+pub struct Spare<'a> {
+    free: &'a mut Vec<u64>,
+    base: NonNull<u8>,
+    frame_size: u64,
+    out: &'a mut Vec<(u32, XdpDesc)>,
+}
+
+/// Free chunks [`Spare::tx`] leaves for the fill rings, so that extra frames cannot starve
+/// reception.
+const SPARE_RESERVE: usize = 256;
+
+impl Spare<'_> {
+    /// Takes a free chunk, lets `write` fill it (returning the frame length, 0 for nothing)
+    /// and queues it for transmission on `ifindex` after the frame being served. False when no
+    /// chunk can be spared.
+    pub fn tx(&mut self, ifindex: u32, write: impl FnOnce(&mut [u8]) -> usize) -> bool {
+        if self.free.len() <= SPARE_RESERVE {
+            return false;
+        }
+        let Some(chunk) = self.free.pop() else {
+            return false;
+        };
+        // SAFETY: every address on the free list is the start of a chunk of `frame_size` bytes
+        // inside the UMEM mapping `base` points to, owned by user space (not in any ring) until
+        // it is queued below or pushed back; nothing else references it meanwhile.
+        let buf = unsafe {
+            std::slice::from_raw_parts_mut(
+                self.base.as_ptr().add(chunk as usize),
+                self.frame_size as usize,
+            )
+        };
+        let len = write(buf).min(self.frame_size as usize);
+        if len == 0 {
+            self.free.push(chunk);
+            return false;
+        }
+        self.out.push((
+            ifindex,
+            XdpDesc {
+                addr: chunk,
+                len: len as u32,
+                options: 0,
+            },
+        ));
+        true
+    }
+}
+
+/// Per-port counters.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct PortStats {
+    pub ifindex: u32,
+    pub rx: u64,
+    pub tx: u64,
+    /// Frames dropped because the egress software queue of their ring was full.
+    pub egress_drops: u64,
+    /// Tx to an interface this device does not serve.
+    pub no_port: u64,
+    /// Fill-ring wake-ups (need_wakeup set).
+    pub fill_wakeups: u64,
+    /// Tx kicks (sendto syscalls; copy mode transmits in them).
+    pub tx_kicks: u64,
+    /// Kernel counters of the port's sockets, summed: rx dropped, rx ring full, fill ring empty.
+    pub kernel_rx_dropped: u64,
+    pub kernel_rx_ring_full: u64,
+    pub kernel_fill_empty: u64,
+    pub kernel_tx_invalid: u64,
+}
+
+/// Runs an AF_XDP bind, retrying for up to 2 s while the queue is busy: a socket closed just
+/// before on the same queue (the previous generator or router) is released by the kernel
+/// asynchronously, and until then bind fails with EBUSY (seen in CI).
+fn bind_retrying(bind: impl Fn() -> Result<(), xdpilone::Errno>) -> Result<(), xdpilone::Errno> {
+    let mut tries = 0;
+    loop {
+        match bind() {
+            Err(e) if e.get_raw().abs() == libc::EBUSY && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => return r,
+        }
+    }
+}
