@@ -58,15 +58,6 @@ impl ConfigError {
         }
     }
 
-    /// A `field: reason` message from a layer that reports errors as text, split at the first
-    /// `: `; `fallback` names the field when the text has no such prefix.
-    pub fn from_message(fallback: &str, msg: String) -> ConfigError {
-        match msg.split_once(": ") {
-            Some((f, r)) if !f.contains(' ') => ConfigError::field(f, r),
-            _ => ConfigError::field(fallback, msg),
-        }
-    }
-
     /// The innermost error, without the file it came from.
     pub fn root(&self) -> &ConfigError {
         match self {
@@ -569,7 +560,9 @@ via = "10.0.2.1"
             "{e}"
         );
         assert!(matches!(e.root(), ConfigError::Toml(_)), "{e:?}");
-        let e = ConfigError::from_message("rings", "rx-size: 3 must be a power of two".into());
+        let mut cfg = RouterConfig::from_toml(GOOD).unwrap();
+        cfg.rings.rx_size = 3;
+        let e = cfg.resolve(idx).unwrap_err();
         assert!(
             matches!(&e, ConfigError::Field { field, .. } if field == "rx-size"),
             "{e:?}"

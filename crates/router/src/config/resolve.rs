@@ -88,9 +88,7 @@ impl RouterConfig {
                 self.cost_ns
             );
         }
-        self.rings
-            .validate()
-            .map_err(|e| ConfigError::from_message("rings", format!("{e:#}")))?;
+        self.rings.validate()?;
         self.icmp.limits()?;
         if let Some(m) = &self.metrics {
             m.addr()?;

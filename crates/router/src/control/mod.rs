@@ -90,13 +90,9 @@ pub(crate) fn err(field: impl Into<String>, reason: impl Into<String>) -> CtlErr
 
 /// The field and reason of a configuration error (without the file it came from).
 fn config_err(e: &ConfigError) -> CtlError {
-    let s = match e.root() {
-        ConfigError::Field { field, reason } => return err(field.as_str(), reason.as_str()),
-        other => other.to_string(),
-    };
-    match s.split_once(": ") {
-        Some((f, r)) if !f.contains(' ') || f.starts_with("TOML") => err(f, r),
-        _ => err("config", s),
+    match e.root() {
+        ConfigError::Field { field, reason } => err(field.as_str(), reason.as_str()),
+        other => err("config", other.to_string()),
     }
 }
 
