@@ -1,9 +1,12 @@
-//! llrouter's I/O layer: the eBPF classifier, AF_XDP sockets, netlink, the live poll loop.
+//! llrouter's I/O layer: the eBPF classifier, AF_XDP sockets, netlink, traffic generation and
+//! sinks, the punt TAP and the raw system calls. The worker loop that drives them is in
+//! `llr-router`.
 //!
 //! - [`bpf_objects`]: the compiled `bpf/*.c` programs;
 //! - [`ebpf`]: load, configure and attach the XDP classifier;
 //! - [`xsk`]: AF_XDP sockets on one shared UMEM, as the poll engine's rings;
-//! - [`router`]: the worker loop (poll engine + forwarder over the AF_XDP device);
+//! - [`gen`], [`sink`], [`sink_xdp`]: the traffic generator and the latency sinks;
+//! - [`punt`]: the TAP that hands frames to the kernel; [`ntuple`]: NIC flow-steering rules;
 //! - [`kernel`]: interfaces, routes and neighbours mirrored from the kernel;
 //! - [`netns`]: network-namespace fixtures for tests and the testbed;
 //! - [`sys`]: the raw Linux calls (signals, affinity, clock, eventfd, poll, socket options).
@@ -19,7 +22,6 @@ pub mod kernel;
 pub mod netns;
 pub mod ntuple;
 pub mod punt;
-pub mod router;
 pub mod sink;
 pub mod sink_xdp;
 pub mod sys;

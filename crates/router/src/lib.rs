@@ -31,6 +31,7 @@ pub mod metrics;
 mod mirror;
 pub mod plan;
 mod start;
+pub mod worker;
 
 pub use config::{ConfigError, Resolved, RouterConfig, Steering};
 pub use control::RouterCtl;

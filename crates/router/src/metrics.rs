@@ -1,8 +1,8 @@
 //! The worker's snapshot in the metrics model of `llr_ops::metrics` (Prometheus, `ctl counters`,
 //! `llrouter top`).
 
+use crate::worker::ctl::{WorkerSnapshot, LATENCY_BOUNDS};
 use llr_core::sched::StrategyKind;
-use llr_io::router::ctl::{WorkerSnapshot, LATENCY_BOUNDS};
 use llr_ops::metrics::{
     DeviceMetrics, Histogram, InterfaceMetrics, MetricsSnapshot, ProcessMetrics, RingMetrics,
     WorkerMetrics,
@@ -225,8 +225,8 @@ fn interface_slot<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::worker::ctl::RingCounters;
     use llr_io::ebpf::ClassifierStats;
-    use llr_io::router::ctl::RingCounters;
     use llr_io::xsk::PortStats;
 
     #[test]

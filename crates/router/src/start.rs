@@ -9,11 +9,11 @@ use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::worker::ctl::{WorkerLink, WorkerSnapshot};
+use crate::worker::{self, WorkerCtl, WorkerOptions, WorkerStats};
 use llr_core::fwd::Forwarder;
 use llr_io::ebpf::{Classifier, ClassifierStats, FLAG_TIMESTAMP};
 use llr_io::kernel::{self, MirrorSpec};
-use llr_io::router::ctl::{WorkerLink, WorkerSnapshot};
-use llr_io::router::{self, WorkerCtl, WorkerOptions, WorkerStats};
 use llr_io::xsk::{Device, PortSpec};
 use llr_ops::ctl::CtlServer;
 use llr_ops::metrics::{MetricsServer, MetricsSnapshot};
@@ -255,7 +255,7 @@ fn worker_thread(
         default_class: plant.r.default_class,
         flags: plant.flags,
     };
-    let stats = router::run_worker_ctl(
+    let stats = worker::run_worker_ctl(
         &mut plant.dev,
         &plant.r.layout,
         &plant.fwd,

@@ -13,11 +13,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
+use crate::worker::ctl::{Change, WorkerLink};
 use llr_core::classify::{RuleError, RuleSet, RuleSpec};
 use llr_core::fwd::Forwarder;
 use llr_core::sched::{Layout, StrategyKind};
 use llr_io::kernel::{self, MirrorSpec, StaticRoute};
-use llr_io::router::ctl::{Change, WorkerLink};
 use llr_io::xsk::WakeMode;
 use llr_ops::ctl::{Command, ControlTarget, CtlError, DEFAULT_DUMP_LIMIT, MAX_DUMP_LIMIT};
 use serde_json::{json, Value};

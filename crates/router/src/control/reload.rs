@@ -1,7 +1,7 @@
 //! `reload`: a whole new configuration, applied all or nothing.
 
+use crate::worker::ctl::Change;
 use llr_io::kernel::{self, MirrorSpec};
-use llr_io::router::ctl::Change;
 use llr_ops::ctl::CtlError;
 use serde_json::{json, Value};
 

@@ -13,13 +13,13 @@
 //! ```
 //!
 //! "Engine device" is the poll engine's unit of wake-up (a set of rings); the AF_XDP sockets
-//! of every port are one [`crate::xsk::Device`], called `xsk` here.
+//! of every port are one [`llr_io::xsk::Device`], called `xsk` here.
 //!
 //! The slow path (`slow_path.rs`) handles what is not plain forwarding, in the frame's own class
 //! and grant: ICMP errors (time exceeded, unreachable, fragmentation needed / packet too big),
 //! rate-limited, built in the frame's buffer and sent back to its source; IPv4 fragmentation
 //! into spare chunks; frames for the kernel (`Verdict::Pass`: IP options, the kernel's routes,
-//! ...) written to the punt TAP ([`crate::punt`]) — the classifier already passes ARP/ND,
+//! ...) written to the punt TAP ([`llr_io::punt`]) — the classifier already passes ARP/ND,
 //! multicast and the router's own addresses to the kernel in XDP, so these are rare. For
 //! `NoNeighbor` the kernel is asked to resolve the next hop (a datagram to its discard port),
 //! and the neighbour mirror picks the answer up; the packet itself is dropped.
@@ -32,9 +32,9 @@
 
 mod changes;
 pub mod ctl;
+mod poll_loop;
 mod slow_path;
 mod stats;
-mod worker;
 
 use std::net::IpAddr;
 use std::sync::atomic::AtomicBool;
@@ -45,11 +45,11 @@ use llr_core::classify::{self, IpPrefix, PortRange, Rule};
 use llr_core::fwd::{Forwarder, IcmpLimits};
 use llr_core::sched::Layout;
 
-use crate::xsk::{Device, WakeMode};
 use ctl::WorkerLink;
+use llr_io::xsk::{Device, WakeMode};
 
+pub use poll_loop::Worker;
 pub use stats::WorkerStats;
-pub use worker::Worker;
 
 /// How a worker runs.
 #[derive(Debug, Clone)]

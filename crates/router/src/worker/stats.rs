@@ -8,8 +8,8 @@ use llr_core::sched::{Layout, PollEngine, RingView};
 
 use super::ctl::{self, DeviceCounters, RingCounters, WorkerSnapshot};
 use super::Worker;
-use crate::ebpf::ClassifierStats;
-use crate::xsk::PortStats;
+use llr_io::ebpf::ClassifierStats;
+use llr_io::xsk::PortStats;
 
 /// Busy-ratio window.
 const BUSY_WINDOW: Duration = Duration::from_millis(500);

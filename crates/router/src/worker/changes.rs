@@ -18,8 +18,8 @@ use llr_core::sched::{Layout, PollEngine};
 
 use super::ctl::{Change, Request};
 use super::{Worker, WorkerCtl};
-use crate::ebpf::Classifier;
-use crate::xsk::Device;
+use llr_io::ebpf::Classifier;
+use llr_io::xsk::Device;
 
 /// A classifier rule table: 64-byte `llr_rule` images (first match wins), the default class
 /// and `llr_config.flags`.

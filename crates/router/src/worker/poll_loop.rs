@@ -12,9 +12,9 @@ use super::changes::Control;
 use super::slow_path::SlowPath;
 use super::stats::Counters;
 use super::{dummy_acl, WorkerCtl, WorkerOptions};
-use crate::ebpf::FLAG_TIMESTAMP;
-use crate::sys::mono_ns;
-use crate::xsk::{Action, Device, WakeMode};
+use llr_io::ebpf::FLAG_TIMESTAMP;
+use llr_io::sys::mono_ns;
+use llr_io::xsk::{Action, Device, WakeMode};
 
 /// Publish a snapshot at least this often while running (status freshness).
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);

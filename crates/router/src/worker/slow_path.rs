@@ -9,9 +9,9 @@ use llr_core::fwd::{icmp, DropReason, Forwarder, IcmpKind, IcmpLimiter, PassReas
 use llr_core::wire::PacketMeta;
 
 use super::WorkerOptions;
-use crate::punt::Punt;
-use crate::sys::mono_ns;
-use crate::xsk::{Action, Spare};
+use llr_io::punt::Punt;
+use llr_io::sys::mono_ns;
+use llr_io::xsk::{Action, Spare};
 
 /// At most this often the kernel is asked to resolve next hops.
 const RESOLVE_EVERY: Duration = Duration::from_millis(200);

@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 
 use llr_core::sched::{Layout, StrategyKind};
 
-use crate::ebpf::ClassifierStats;
-use crate::sys::EventFd;
-use crate::xsk::{PortStats, WakeMode};
+use llr_io::ebpf::ClassifierStats;
+use llr_io::sys::EventFd;
+use llr_io::xsk::{PortStats, WakeMode};
 
 /// Latency histogram bounds (seconds), the same as `llr_ops::metrics::Histogram::latency_bounds`.
 pub const LATENCY_BOUNDS: [f64; 13] = [
