@@ -30,11 +30,6 @@ use serde_json::Value;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// A router running in the topology's router namespace; stopped on drop.
 struct Router {
     running: Option<llr_router::Running>,
@@ -195,11 +190,9 @@ fn assert_no_loss(gen: &GenReport, sink: &SinkReport) {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
 fn changes_under_traffic() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
+    llr_io::sys::require_root();
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let topo = topology("llrops-a");
     let router = Router::start(&topo, "a", "");
@@ -469,11 +462,9 @@ fn scrape(topo: &Topology, addr: std::net::SocketAddr) -> String {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
 fn metrics_match_the_sink() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
+    llr_io::sys::require_root();
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let topo = topology("llrops-b");
     let router = Router::start(&topo, "b", "[metrics]\nlisten = \"127.0.0.1:0\"\n");
@@ -584,11 +575,9 @@ fn metrics_match_the_sink() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
 fn malformed_control_messages() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
+    llr_io::sys::require_root();
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let topo = topology("llrops-c");
     let router = Router::start(&topo, "c", "");
@@ -703,11 +692,9 @@ fn ctl_bin(sock: &Path, args: &[&str]) -> (i32, String, String) {
 /// The operator views: interfaces, FIB and neighbours as the forwarder sees them, classes and
 /// workers; changes print what they changed, refusals exit 1 with the router's reason.
 #[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
 fn operator_views() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
+    llr_io::sys::require_root();
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let topo = topology("llrops-d");
     let router = Router::start(&topo, "d", "");

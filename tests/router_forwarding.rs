@@ -6,7 +6,7 @@
 //! kernel verifies it; IPv6 UDP checksums are mandatory), DSCP EF through the RT ring.
 
 mod common;
-use common::{is_root, topology, xdp_attached, RouterThread, TempDir};
+use common::{topology, xdp_attached, RouterThread, TempDir};
 
 use std::net::{SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -41,11 +41,9 @@ fn setopt(fd: i32, level: i32, opt: i32, v: i32) {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
 fn forwards_classifies_and_cleans_up() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
+    llr_io::sys::require_root();
     let topo = topology("llrfwd");
     let tmp = TempDir::new("router-test");
     let cfg = tmp.router_config(CONFIG);
@@ -169,11 +167,9 @@ fn recv_cmsg_u8(s: &UdpSocket, level: i32, ty: i32) -> Option<u8> {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
 fn forwards_ipv6_with_hop_limit_and_ef_through_rt() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
+    llr_io::sys::require_root();
     let topo = topology("llrfwd6");
     let tmp = TempDir::new("router-test6");
     let cfg = tmp.router_config(CONFIG);

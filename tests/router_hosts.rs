@@ -8,7 +8,7 @@
 //! answer checked here comes from llrouter, not from the kernel.
 
 mod common;
-use common::{count, is_root, RouterThread, TempDir};
+use common::{count, RouterThread, TempDir};
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -16,19 +16,6 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use llr_io::netns::{addr, Topology};
-
-macro_rules! need_root {
-    () => {
-        if !is_root() {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "this test needs root (network namespaces, veth, XDP) and CI runs as root"
-            );
-            eprintln!("skipped: needs root");
-            return;
-        }
-    };
-}
 
 const CONFIG: &str = r#"
 interfaces = ["veth-rin", "veth-rout"]
@@ -200,8 +187,9 @@ fn exec_text(ns: &llr_io::netns::Netns, argv: &[&str]) -> String {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
 fn plain_udp_and_tcp_cross_with_partial_checksums() {
-    need_root!();
+    llr_io::sys::require_root();
     let t = hosts("llr-hosts");
     let offload = exec_text(&t.gen, &["ethtool", "-k", addr::GEN_IF]);
     assert!(
@@ -241,8 +229,9 @@ fn plain_udp_and_tcp_cross_with_partial_checksums() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
 fn icmp_errors_come_from_llrouter() {
-    need_root!();
+    llr_io::sys::require_root();
     let t = hosts("llr-icmp");
     // A 1400-byte link towards the sink, a route to nowhere and the kinds of non-unicast routes.
     t.router
@@ -324,8 +313,9 @@ fn icmp_errors_come_from_llrouter() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
 fn path_mtu_discovery_fragmentation_and_tracepath() {
-    need_root!();
+    llr_io::sys::require_root();
     let t = hosts("llr-pmtu");
     // Only the router's egress is 1400: the sink still advertises a 1460-byte MSS, so the
     // sender must learn the path MTU from llrouter's "fragmentation needed" / "packet too big".
@@ -410,8 +400,9 @@ fn path_mtu_discovery_fragmentation_and_tracepath() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
 fn frames_for_the_kernel_reach_it_through_the_punt_device() {
-    need_root!();
+    llr_io::sys::require_root();
     let t = hosts("llr-punt");
     // The kernel forwards what llrouter punts (IP options are the kernel's to process).
     t.router.sysctl("net.ipv4.ip_forward", "1").unwrap();

@@ -20,7 +20,7 @@
 //!   check is covered by `crates/io/tests/classifier_agree.rs` through BPF_PROG_TEST_RUN).
 
 mod common;
-use common::{count, is_root, topology, RouterThread, TempDir};
+use common::{count, topology, RouterThread, TempDir};
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -137,11 +137,9 @@ fn malformed_frames() -> Vec<(&'static str, Vec<u8>)> {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
 fn malformed_frames_are_counted_and_good_traffic_flows() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
+    llr_io::sys::require_root();
     let topo = topology("llrmal");
     let tmp = TempDir::new("malformed");
     let cfg = tmp.router_config(

@@ -9,7 +9,7 @@
 //! 4. the blackhole deleted: forwarding to the sink resumes, every probe arrives.
 
 mod common;
-use common::{is_root, topology, RouterThread, TempDir};
+use common::{topology, RouterThread, TempDir};
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -74,11 +74,9 @@ impl Drop for RawRx {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
 fn ip_route_changes_steer_live_traffic() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
+    llr_io::sys::require_root();
     let topo = topology("llrrt");
     let tmp = TempDir::new("routes");
     let cfg = tmp.router_config(

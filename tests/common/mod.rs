@@ -9,11 +9,6 @@ use std::time::{Duration, Instant};
 
 use llr_io::netns::Topology;
 
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// The testbed topology with the veths' default offloads: the generator's plain sockets leave
 /// their UDP checksums partial, and the router completes them.
 pub fn topology(prefix: &str) -> Topology {

@@ -497,21 +497,14 @@ mod tests {
     use super::*;
     use std::net::UdpSocket;
 
-    fn is_root() -> bool {
-        // SAFETY: geteuid has no preconditions.
-        unsafe { libc::geteuid() == 0 }
-    }
-
     fn exists(name: &str) -> bool {
         list_netns().unwrap().iter().any(|n| n == name)
     }
 
     #[test]
+    #[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
     fn netns_is_removed_on_drop_and_panic() {
-        if !is_root() {
-            eprintln!("skipped: needs root");
-            return;
-        }
+        crate::sys::require_root();
         let name;
         {
             let ns = Netns::new("llrt").unwrap();
@@ -531,11 +524,9 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
     fn topology_forwards_v4_and_v6_and_cleans_up() {
-        if !is_root() {
-            eprintln!("skipped: needs root");
-            return;
-        }
+        crate::sys::require_root();
         let topo = Topology::new("llrt").unwrap();
         let names: Vec<String> = [&topo.gen, &topo.router, &topo.sink]
             .iter()
@@ -567,11 +558,9 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
     fn sweep_removes_only_dead_pids() {
-        if !is_root() {
-            eprintln!("skipped: needs root");
-            return;
-        }
+        crate::sys::require_root();
         // pid 0x3fffffff is above pid_max: never alive.
         let dead = format!("llrsw-{}-0", 0x3fff_ffffu32);
         ip(&["netns", "add", &dead]).unwrap();
@@ -583,11 +572,9 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
     fn persisted_topology_survives_and_opens() {
-        if !is_root() {
-            eprintln!("skipped: needs root");
-            return;
-        }
+        crate::sys::require_root();
         let base = unique_name("llrp");
         {
             let mut t = Topology::create(&base).unwrap();

@@ -20,6 +20,24 @@ pub fn mono_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The process runs as root (network namespaces, veth, XDP and BPF need it).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The first line of a test that needs root. Such tests are `#[ignore]`d, so a plain
+/// `cargo test` by a user lists them as ignored rather than passing them; `scripts/test.sh` runs
+/// them with `--include-ignored` as root and under CI, where this fails the test, loudly, if
+/// the process is not root after all.
+pub fn require_root() {
+    assert!(
+        is_root(),
+        "this test needs root (network namespaces, veth, XDP, BPF); it is #[ignore]d unless \
+         run with --include-ignored, as scripts/test.sh does as root and under CI"
+    );
+}
+
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_stop_signal(_sig: libc::c_int) {

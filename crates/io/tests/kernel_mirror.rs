@@ -11,11 +11,6 @@ use llr_core::fwd::{Forwarder, NextHop, RouteKind};
 use llr_io::kernel::{self, MirrorSpec, MirrorStats, StaticNeighbor, StaticRoute};
 use llr_io::netns::Netns;
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// Bound on how long a kernel change may take to reach the forwarder.
 const BOUND: Duration = Duration::from_secs(1);
 
@@ -43,11 +38,9 @@ impl Drop for StopOnDrop {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
 fn kernel_changes_reach_the_forwarder_quickly() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
+    llr_io::sys::require_root();
     let ns = Netns::new("llrmir").expect("netns");
     ns.ip(&[
         "link", "add", "mir-a", "type", "veth", "peer", "name", "mir-b",

@@ -14,11 +14,6 @@ use llr_io::ebpf::{AttachMode, Classifier};
 use llr_io::netns::{addr, Netns, Topology};
 use llr_io::xsk::{Action, Device, PortSpec, WakeMode, XskOptions};
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 fn mac(s: &str) -> [u8; 6] {
     let v: Vec<u8> = s
         .split(':')
@@ -57,11 +52,9 @@ fn forward(frame: &mut [u8], len: u32, out_if: u32) -> Action {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
 fn forwards_between_ports_and_steers_by_dscp() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
+    llr_io::sys::require_root();
     let topo = Topology::new("llrxsk").expect("topology");
     // veth offloads the UDP checksum (CHECKSUM_PARTIAL): through AF_XDP the frame would leave
     // the router with only the pseudo-header sum. Real NICs finish it; here the sender must.
@@ -224,11 +217,9 @@ fn has_xdp(ns: &Netns, ifname: &str) -> bool {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
 fn sigkill_leaves_nothing_attached_and_restart_works() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
+    llr_io::sys::require_root();
     let topo = Topology::new("llrkill").expect("topology");
     let ns = &topo.router;
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
@@ -272,11 +263,9 @@ fn sigkill_leaves_nothing_attached_and_restart_works() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
 fn stale_netlink_program_is_replaced() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
+    llr_io::sys::require_root();
     let topo = Topology::new("llrstale").expect("topology");
     let ns = &topo.router;
     // Attach llrouter's object the old way (netlink, survives its loader) with iproute2.
