@@ -14,6 +14,19 @@
 //!
 //! Studies need root (network namespaces, XDP). They take a stop flag instead of installing
 //! signal handlers, and report progress through [`Progress`] instead of printing.
+//!
+//! ```no_run
+//! use llr_core::sched::StrategyKind;
+//! use llr_lab::{sweep::SweepStudy, Options, Target};
+//!
+//! let targets = [Target::Kernel, Target::Llrouter(StrategyKind::LlWfq)];
+//! let mut study = SweepStudy::new(Options::new(&targets, "results/x".into()));
+//! study.loads = vec![50_000.0, 400_000.0];
+//! let stop = std::sync::atomic::AtomicBool::new(false);
+//! let outcome = study.run(&stop, &llr_lab::NoProgress)?;
+//! println!("{} rows", outcome.rows.len());
+//! # Ok::<(), llr_lab::LabError>(())
+//! ```
 
 pub mod demo;
 pub mod host;
