@@ -11,24 +11,12 @@ use std::net::{SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use llr_core::classify::RuleSpec;
-use llr_core::sched::ClassSpec;
 use llr_io::netns::addr;
 use llr_ops::ctl::{Command, ControlTarget};
 use llr_router::{Router, RouterConfig, StartOptions};
 
 fn config(socket: std::path::PathBuf) -> RouterConfig {
-    let mut cfg = RouterConfig {
-        interfaces: vec![addr::RTR_IN_IF.into(), addr::RTR_OUT_IF.into()],
-        strategy: "ll-wfq".into(),
-        classes: vec![ClassSpec::named("rt"), ClassSpec::named("be")],
-        rules: vec![RuleSpec {
-            class: "rt".into(),
-            dscp: Some(46),
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
+    let mut cfg = RouterConfig::two_class(vec![addr::RTR_IN_IF.into(), addr::RTR_OUT_IF.into()]);
     cfg.control.socket = socket;
     cfg
 }

@@ -30,11 +30,7 @@ use llr_core::wire::build::{frame, FrameSpec};
 use llr_io::netns::addr;
 
 fn mac(s: &str) -> [u8; 6] {
-    let v: Vec<u8> = s
-        .split(':')
-        .map(|h| u8::from_str_radix(h, 16).unwrap())
-        .collect();
-    v.try_into().unwrap()
+    llr_io::kernel::parse_mac(s).expect("a MAC address")
 }
 
 /// A raw AF_PACKET socket bound to `ifindex` (send only: protocol 0 receives nothing).

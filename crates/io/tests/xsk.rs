@@ -15,11 +15,7 @@ use llr_io::netns::{addr, Netns, Topology};
 use llr_io::xsk::{Action, Device, PortSpec, WakeMode, XskOptions};
 
 fn mac(s: &str) -> [u8; 6] {
-    let v: Vec<u8> = s
-        .split(':')
-        .map(|h| u8::from_str_radix(h, 16).unwrap())
-        .collect();
-    v.try_into().unwrap()
+    llr_io::kernel::parse_mac(s).expect("a MAC address")
 }
 
 /// `struct llr_rule` with only DSCP set.

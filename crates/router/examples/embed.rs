@@ -18,6 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         _ => return Err("usage: embed IF_IN IF_OUT [SECONDS]".into()),
     };
     let seconds: Option<f64> = args.get(2).map(|s| s.parse()).transpose()?;
+    // Built in code: what `RouterConfig::two_class` gives, spelled out.
     let cfg = RouterConfig {
         interfaces: vec![a, b],
         strategy: "ll-wfq".into(),

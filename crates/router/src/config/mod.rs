@@ -333,6 +333,24 @@ pub struct RouterConfig {
     pub icmp: IcmpConfig,
 }
 
+impl RouterConfig {
+    /// The README's configuration on `interfaces`: `ll-wfq`, class `rt` (DSCP 46 / EF) above `be`,
+    /// ll-wfq's default budgets, every other field at its default.
+    pub fn two_class(interfaces: Vec<String>) -> RouterConfig {
+        RouterConfig {
+            interfaces,
+            strategy: "ll-wfq".into(),
+            classes: vec![ClassSpec::named("rt"), ClassSpec::named("be")],
+            rules: vec![RuleSpec {
+                class: "rt".into(),
+                dscp: Some(46),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+}
+
 impl Default for RouterConfig {
     fn default() -> Self {
         RouterConfig {
@@ -539,6 +557,13 @@ via = "10.0.2.1"
         )
         .unwrap();
         assert_eq!(c, parsed);
+        // two_class is the README's config: ll-wfq, rt with DSCP 46 above be
+        let two = RouterConfig::two_class(vec!["a".into(), "b".into()]);
+        let readme = RouterConfig::from_toml(
+            "interfaces = [\"a\", \"b\"]\nstrategy = \"ll-wfq\"\n[[classes]]\nname = \"rt\"\n[[classes]]\nname = \"be\"\n[[rules]]\nclass = \"rt\"\ndscp = 46\n",
+        )
+        .unwrap();
+        assert_eq!(two, readme);
     }
 
     #[test]
