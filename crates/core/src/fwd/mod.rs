@@ -273,85 +273,27 @@ impl Forwarder {
     }
 
     /// Decides for a frame already parsed into `meta` (which must be `parse_frame(frame)`'s value).
+    ///
+    /// Three steps, each returning early with the verdict of a packet that is not forwarded:
+    /// [`admit`](Self::admit) (is it ours to route), [`route`](Self::route) (where to), and
+    /// [`rewrite`](Self::rewrite) (next hop's MAC, TTL, checksums).
     pub fn process_parsed(
         &self,
         frame: &mut [u8],
         meta: &PacketMeta,
         ingress_ifindex: u32,
     ) -> Verdict {
-        use DropReason as D;
-        use PassReason as P;
         let Some(ingress) = self.interfaces.get(ingress_ifindex) else {
-            return Verdict::Pass(P::UnknownIngress);
+            return Verdict::Pass(PassReason::UnknownIngress);
         };
-        // `meta` came from a successful parse, so the Ethernet header and the IP header exist.
-        let Ok(eth) = EthernetFrame::new_checked(&*frame) else {
-            return Verdict::Drop(D::Parse(ParseError::Runt));
+        if let Some(v) = self.admit(frame, meta, ingress.mac) {
+            return v;
+        }
+        let (nh, egress) = match self.route(frame, meta) {
+            Ok(r) => r,
+            Err(v) => return v,
         };
-        let dst_mac = eth.dst();
-        if dst_mac[0] & 1 != 0 {
-            return Verdict::Pass(P::L2Multicast);
-        }
-        if dst_mac != ingress.mac {
-            return Verdict::Drop(D::OtherHost);
-        }
         let l3 = usize::from(meta.l3_offset);
-        let hdr_len = usize::from(meta.l4_offset) - l3;
-        match meta.version {
-            IpVersion::V4 => {
-                let Some(hdr) = frame.get(l3..l3 + hdr_len) else {
-                    return Verdict::Drop(D::Parse(ParseError::TruncatedL3));
-                };
-                if !checksum::verify(hdr) {
-                    return Verdict::Drop(D::BadChecksum);
-                }
-                if let Some(v) = self.check_v4_addrs(meta) {
-                    return v;
-                }
-                if hdr_len > wire::ipv4::MIN_HEADER_LEN {
-                    return Verdict::Pass(P::IpOptions);
-                }
-            }
-            IpVersion::V6 => {
-                if let Some(v) = self.check_v6_addrs(meta) {
-                    return v;
-                }
-                if frame.get(l3 + 6) == Some(&wire::ipv6::next_header::HOP_BY_HOP) {
-                    return Verdict::Pass(P::IpOptions);
-                }
-            }
-        }
-        if meta.is_fragment {
-            match self.fragments {
-                FragmentPolicy::Forward => {}
-                FragmentPolicy::Pass => return Verdict::Pass(P::Fragment),
-                FragmentPolicy::Drop => return Verdict::Drop(D::Parse(ParseError::Fragment)),
-            }
-        }
-        if meta.ttl <= 1 {
-            return Self::answer(frame, meta, D::TtlExpired, IcmpKind::TimeExceeded);
-        }
-        let nh = match meta.version {
-            IpVersion::V4 => self.routes.lookup_v4(meta.dst_v4()),
-            IpVersion::V6 => self.routes.lookup_v6(meta.dst_v6()),
-        };
-        let Some(nh) = nh else {
-            return Self::answer(frame, meta, D::NoRoute, IcmpKind::NetUnreachable);
-        };
-        match nh.kind() {
-            RouteKind::Unicast => {}
-            RouteKind::Blackhole => return Verdict::Drop(D::Blackhole),
-            RouteKind::Unreachable => {
-                return Self::answer(frame, meta, D::Unreachable, IcmpKind::HostUnreachable)
-            }
-            RouteKind::Prohibit => {
-                return Self::answer(frame, meta, D::Unreachable, IcmpKind::Prohibited)
-            }
-            RouteKind::Kernel => return Verdict::Pass(P::KernelRoute),
-        }
-        let Some(egress) = self.interfaces.get(nh.ifindex) else {
-            return Verdict::Pass(P::KernelRoute);
-        };
         let too_big = u32::from(meta.total_len) > egress.mtu;
         // Only IPv4 without DF may be fragmented on the way (IPv6: RFC 8200 §5, never).
         let fragment = too_big
@@ -359,20 +301,143 @@ impl Forwarder {
             && frame.get(l3 + 6).is_some_and(|b| b & 0x40 == 0);
         if too_big && !fragment {
             let mtu = IcmpKind::TooBig { mtu: egress.mtu };
-            return Self::answer(frame, meta, D::TooBig, mtu);
+            return Self::answer(frame, meta, DropReason::TooBig, mtu);
         }
         let next = match nh.gateway {
             Some(gw) => self.neighbors.get(nh.ifindex, gw),
             None => self.neighbors.get(nh.ifindex, meta.dst_ip()),
         };
         let Some(next_mac) = next else {
-            return Verdict::Drop(D::NoNeighbor);
+            return Verdict::Drop(DropReason::NoNeighbor);
         };
+        if let Some(v) = Self::rewrite(frame, meta, next_mac, egress.mac) {
+            return v;
+        }
+        if fragment {
+            return Verdict::Fragment {
+                ifindex: nh.ifindex,
+                mtu: egress.mtu,
+            };
+        }
+        Verdict::Tx {
+            ifindex: nh.ifindex,
+            len: frame.len(),
+        }
+    }
+
+    /// Whether a frame that arrived on an interface with `ingress_mac` is one this router
+    /// forwards: addressed to it at L2, a valid header, addresses it may route, no options, a
+    /// fragment only when the policy allows, TTL left. `None`: go on.
+    #[inline(always)]
+    fn admit(&self, frame: &[u8], meta: &PacketMeta, ingress_mac: [u8; 6]) -> Option<Verdict> {
+        use DropReason as D;
+        use PassReason as P;
+        // `meta` came from a successful parse, so the Ethernet header and the IP header exist.
+        let Ok(eth) = EthernetFrame::new_checked(frame) else {
+            return Some(Verdict::Drop(D::Parse(ParseError::Runt)));
+        };
+        let dst_mac = eth.dst();
+        if dst_mac[0] & 1 != 0 {
+            return Some(Verdict::Pass(P::L2Multicast));
+        }
+        if dst_mac != ingress_mac {
+            return Some(Verdict::Drop(D::OtherHost));
+        }
+        let l3 = usize::from(meta.l3_offset);
+        let hdr_len = usize::from(meta.l4_offset) - l3;
+        match meta.version {
+            IpVersion::V4 => {
+                let Some(hdr) = frame.get(l3..l3 + hdr_len) else {
+                    return Some(Verdict::Drop(D::Parse(ParseError::TruncatedL3)));
+                };
+                if !checksum::verify(hdr) {
+                    return Some(Verdict::Drop(D::BadChecksum));
+                }
+                if let Some(v) = self.check_v4_addrs(meta) {
+                    return Some(v);
+                }
+                if hdr_len > wire::ipv4::MIN_HEADER_LEN {
+                    return Some(Verdict::Pass(P::IpOptions));
+                }
+            }
+            IpVersion::V6 => {
+                if let Some(v) = self.check_v6_addrs(meta) {
+                    return Some(v);
+                }
+                if frame.get(l3 + 6) == Some(&wire::ipv6::next_header::HOP_BY_HOP) {
+                    return Some(Verdict::Pass(P::IpOptions));
+                }
+            }
+        }
+        if meta.is_fragment {
+            match self.fragments {
+                FragmentPolicy::Forward => {}
+                FragmentPolicy::Pass => return Some(Verdict::Pass(P::Fragment)),
+                FragmentPolicy::Drop => return Some(Verdict::Drop(D::Parse(ParseError::Fragment))),
+            }
+        }
+        if meta.ttl <= 1 {
+            return Some(Self::answer(
+                frame,
+                meta,
+                D::TtlExpired,
+                IcmpKind::TimeExceeded,
+            ));
+        }
+        None
+    }
+
+    /// The route of the packet's destination and its egress interface; `Err`: the verdict of a
+    /// packet without a usable unicast route.
+    #[inline(always)]
+    fn route(&self, frame: &[u8], meta: &PacketMeta) -> Result<(&NextHop, &Interface), Verdict> {
+        use DropReason as D;
+        let nh = match meta.version {
+            IpVersion::V4 => self.routes.lookup_v4(meta.dst_v4()),
+            IpVersion::V6 => self.routes.lookup_v6(meta.dst_v6()),
+        };
+        let Some(nh) = nh else {
+            return Err(Self::answer(
+                frame,
+                meta,
+                D::NoRoute,
+                IcmpKind::NetUnreachable,
+            ));
+        };
+        match nh.kind() {
+            RouteKind::Unicast => {}
+            RouteKind::Blackhole => return Err(Verdict::Drop(D::Blackhole)),
+            RouteKind::Unreachable => {
+                let e = IcmpKind::HostUnreachable;
+                return Err(Self::answer(frame, meta, D::Unreachable, e));
+            }
+            RouteKind::Prohibit => {
+                let e = IcmpKind::Prohibited;
+                return Err(Self::answer(frame, meta, D::Unreachable, e));
+            }
+            RouteKind::Kernel => return Err(Verdict::Pass(PassReason::KernelRoute)),
+        }
+        match self.interfaces.get(nh.ifindex) {
+            Some(egress) => Ok((nh, egress)),
+            None => Err(Verdict::Pass(PassReason::KernelRoute)),
+        }
+    }
+
+    /// Rewrites a packet for its next hop: L4 checksum completed if partial, TTL / hop limit
+    /// down by one (IPv4 header checksum updated), MACs. `None`: done.
+    #[inline(always)]
+    fn rewrite(
+        frame: &mut [u8],
+        meta: &PacketMeta,
+        next_mac: [u8; 6],
+        egress_mac: [u8; 6],
+    ) -> Option<Verdict> {
+        let l3 = usize::from(meta.l3_offset);
         wire::l4::complete_partial_checksum(frame, meta);
         match meta.version {
             IpVersion::V4 => {
                 let Ok(mut ip) = Ipv4Packet::new_checked(&mut frame[l3..]) else {
-                    return Verdict::Drop(D::Parse(ParseError::TruncatedL3));
+                    return Some(Verdict::Drop(DropReason::Parse(ParseError::TruncatedL3)));
                 };
                 ip.decrement_ttl();
             }
@@ -384,20 +449,11 @@ impl Forwarder {
             }
         }
         let Ok(mut eth) = EthernetFrame::new_checked(&mut *frame) else {
-            return Verdict::Drop(D::Parse(ParseError::Runt));
+            return Some(Verdict::Drop(DropReason::Parse(ParseError::Runt)));
         };
         eth.set_dst(next_mac);
-        eth.set_src(egress.mac);
-        if fragment {
-            return Verdict::Fragment {
-                ifindex: nh.ifindex,
-                mtu: egress.mtu,
-            };
-        }
-        Verdict::Tx {
-            ifindex: nh.ifindex,
-            len: frame.len(),
-        }
+        eth.set_src(egress_mac);
+        None
     }
 
     /// The verdict for a packet the router drops with `drop` and may answer with `error`.
