@@ -298,38 +298,258 @@ fn flow_core(flow: usize, cores: usize) -> usize {
     ((z ^ (z >> 31)) % cores as u64) as usize
 }
 
-/// Runs one simulation to completion.
+/// Runs one simulation to completion: the next event is the earliest of the class streams'
+/// next arrivals and the cores' next completions (ties go to the arrival).
 pub fn run(cfg: &SimConfig) -> Result<SimResult, SimError> {
-    let layout = cfg.validate()?;
-    let n = cfg.shares.len();
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed);
-    let x_mean = cfg.service.mean_ns(cfg.packet_size);
-    let extra = if cfg.extra_latency {
-        model::extra_latency_ns(x_mean)
-    } else {
-        0.0
-    };
-    let lambda_per_ns = cfg.offered_pps() / 1e9;
+    let mut sim = Sim::new(cfg)?;
+    loop {
+        let (ac, ta) = sim.next_arrival();
+        let (cc, tc) = sim.next_completion();
+        if ac == usize::MAX && cc == usize::MAX {
+            break;
+        }
+        sim.events += 1;
+        if ta <= tc {
+            sim.arrive(ac, ta);
+        } else {
+            sim.complete(cc, tc);
+        }
+    }
+    Ok(sim.result())
+}
 
-    let engine = PollEngine::new(&layout);
-    let ring_dev: Vec<usize> = (0..layout.rings.len())
-        .map(|r| engine.device_of(r))
-        .collect();
-    let mut cores: Vec<Core> = (0..cfg.cores)
-        .map(|_| Core {
-            engine: engine.clone(),
-            rings: (0..layout.rings.len())
-                .map(|_| Ring::new(cfg.ring_size))
-                .collect(),
-            state: State::Idle,
-            t_done: f64::INFINITY,
-            cur: None,
-            busy_ns: 0.0,
+/// The state of one simulation run.
+struct Sim<'a> {
+    cfg: &'a SimConfig,
+    layout: Layout,
+    rng: Xoshiro256PlusPlus,
+    /// Mean service time and the extra latency T+ added to every packet.
+    x_mean: f64,
+    extra: f64,
+    exp_service: bool,
+    /// Engine device of each ring.
+    ring_dev: Vec<usize>,
+    cores: Vec<Core>,
+    streams: Vec<Stream>,
+    core_of_flow: Vec<usize>,
+    acc: Vec<Acc>,
+    sent: Vec<u64>,
+    dropped: Vec<u64>,
+    total_sent: u64,
+    events: u64,
+    wakeups: u64,
+    now: f64,
+}
+
+impl<'a> Sim<'a> {
+    fn new(cfg: &'a SimConfig) -> Result<Sim<'a>, SimError> {
+        let layout = cfg.validate()?;
+        let n = cfg.shares.len();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed);
+        let x_mean = cfg.service.mean_ns(cfg.packet_size);
+        let extra = if cfg.extra_latency {
+            model::extra_latency_ns(x_mean)
+        } else {
+            0.0
+        };
+        let engine = PollEngine::new(&layout);
+        let ring_dev: Vec<usize> = (0..layout.rings.len())
+            .map(|r| engine.device_of(r))
+            .collect();
+        let cores: Vec<Core> = (0..cfg.cores)
+            .map(|_| Core {
+                engine: engine.clone(),
+                rings: (0..layout.rings.len())
+                    .map(|_| Ring::new(cfg.ring_size))
+                    .collect(),
+                state: State::Idle,
+                t_done: f64::INFINITY,
+                cur: None,
+                busy_ns: 0.0,
+            })
+            .collect();
+        let streams = streams(cfg, &mut rng);
+        let flows = streams.last().map_or(0, |s| s.flow_base + s.flows);
+        let core_of_flow: Vec<usize> = (0..flows).map(|f| flow_core(f, cfg.cores)).collect();
+        let acc: Vec<Acc> = (0..n)
+            .map(|_| Acc {
+                hist: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+                    .expect("valid histogram bounds"),
+                sum_lat: 0.0,
+                sum_wait: 0.0,
+                max_wait: 0.0,
+                delivered: 0,
+            })
+            .collect();
+        Ok(Sim {
+            cfg,
+            layout,
+            rng,
+            x_mean,
+            extra,
+            exp_service: cfg.service.dist == ServiceDist::Exponential,
+            ring_dev,
+            cores,
+            streams,
+            core_of_flow,
+            acc,
+            sent: vec![0; n],
+            dropped: vec![0; n],
+            total_sent: 0,
+            events: 0,
+            wakeups: 0,
+            now: 0.0,
         })
-        .collect();
+    }
 
-    // Flows: split by share, at least one per active class.
-    let mut streams = Vec::with_capacity(n);
+    /// The class and time of the next arrival (`usize::MAX` once every packet is sent). There
+    /// are few classes: a scan beats a heap.
+    #[inline]
+    fn next_arrival(&self) -> (usize, f64) {
+        let (mut ac, mut ta) = (usize::MAX, f64::INFINITY);
+        if self.total_sent < self.cfg.packets {
+            for (i, s) in self.streams.iter().enumerate() {
+                if s.next < ta {
+                    ta = s.next;
+                    ac = i;
+                }
+            }
+        }
+        (ac, ta)
+    }
+
+    /// The core and time of the next completion (`usize::MAX` when every core is idle).
+    #[inline]
+    fn next_completion(&self) -> (usize, f64) {
+        let (mut cc, mut tc) = (usize::MAX, f64::INFINITY);
+        for (i, c) in self.cores.iter().enumerate() {
+            if c.t_done < tc {
+                tc = c.t_done;
+                cc = i;
+            }
+        }
+        (cc, tc)
+    }
+
+    /// A packet of class `ac` arrives at `ta`: into its core's ring (or dropped), waking the
+    /// ring's device if it was off the poll list.
+    fn arrive(&mut self, ac: usize, ta: f64) {
+        self.now = ta;
+        let cfg = self.cfg;
+        let s = &mut self.streams[ac];
+        let flow = match cfg.arrivals {
+            Arrivals::Cbr => {
+                s.rr = (s.rr + 1) % s.flows;
+                s.rr
+            }
+            _ => self.rng.random_range(0..s.flows),
+        } + s.flow_base;
+        s.next = match cfg.arrivals {
+            Arrivals::Poisson => ta + exp_sample(&mut self.rng, s.gap),
+            Arrivals::Cbr => ta + s.gap,
+            Arrivals::OnOff { on_ns, off_ns } => {
+                let on_gap = s.gap * on_ns / (on_ns + off_ns);
+                next_onoff(&mut self.rng, ta, s, on_gap, on_ns, off_ns)
+            }
+        };
+        self.total_sent += 1;
+        self.sent[ac] += 1;
+        let core = &mut self.cores[self.core_of_flow[flow]];
+        let ring = self.layout.class_to_ring[ac];
+        let pkt = Pkt {
+            arrival: ta,
+            class: ac as u32,
+        };
+        if core.rings[ring].push(pkt).is_err() {
+            self.dropped[ac] += 1;
+            return;
+        }
+        if core.engine.wake(self.ring_dev[ring]) {
+            self.wakeups += 1;
+            let cost = cfg.wakeup_cost_ns;
+            core.busy_ns += cost;
+            match core.state {
+                State::Idle if cost > 0.0 => {
+                    core.state = State::Waking;
+                    core.t_done = ta + cost;
+                }
+                State::Idle => start_next(core, ta, self.x_mean, self.exp_service, &mut self.rng),
+                // An interrupt taken while busy delays the work in hand.
+                State::Waking | State::Serving => core.t_done += cost,
+            }
+        }
+    }
+
+    /// Core `cc` finishes its packet (if any) at `tc`, accounts it, and starts the next one.
+    fn complete(&mut self, cc: usize, tc: f64) {
+        self.now = tc;
+        let core = &mut self.cores[cc];
+        if let Some((g, pkt, x)) = core.cur.take() {
+            let a = &mut self.acc[pkt.class as usize];
+            let lat = tc - pkt.arrival + self.extra;
+            let wait = tc - x - pkt.arrival;
+            a.hist.saturating_record(lat.round().max(1.0) as u64);
+            a.sum_lat += lat;
+            a.sum_wait += wait;
+            if wait > a.max_wait {
+                a.max_wait = wait;
+            }
+            a.delivered += 1;
+            core.engine.complete(g, 1, x as u64);
+        }
+        start_next(core, tc, self.x_mean, self.exp_service, &mut self.rng);
+    }
+
+    fn result(self) -> SimResult {
+        let cfg = self.cfg;
+        let sim_time = self.now.max(1.0);
+        let classes = (0..cfg.shares.len())
+            .map(|i| {
+                let a = &self.acc[i];
+                let h = &a.hist;
+                let d = a.delivered;
+                let q = |p: f64| if d == 0 { 0 } else { h.value_at_quantile(p) };
+                ClassResult {
+                    name: cfg.sched.classes[i].name.clone(),
+                    sent: self.sent[i],
+                    delivered: d,
+                    dropped: self.dropped[i],
+                    mean_ns: if d == 0 { 0.0 } else { a.sum_lat / d as f64 },
+                    p50_ns: q(0.5),
+                    p90_ns: q(0.9),
+                    p99_ns: q(0.99),
+                    p999_ns: q(0.999),
+                    max_ns: if d == 0 { 0 } else { h.max() },
+                    mean_wait_ns: if d == 0 { 0.0 } else { a.sum_wait / d as f64 },
+                    max_wait_ns: a.max_wait,
+                }
+            })
+            .collect();
+        let core_utilization: Vec<f64> = (self.cores.iter())
+            .map(|c| (c.busy_ns / sim_time).min(1.0))
+            .collect();
+        SimResult {
+            classes,
+            utilization: core_utilization.iter().sum::<f64>() / self.cores.len() as f64,
+            core_utilization,
+            wakeups_per_sec: self.wakeups as f64 * 1e9 / sim_time,
+            wakeups: self.wakeups,
+            events: self.events,
+            sim_time_ns: sim_time,
+            offered_pps: cfg.offered_pps(),
+            service_ns: self.x_mean,
+            budget_exhaustions: (self.cores.iter())
+                .flat_map(|c| c.engine.device_stats().iter().map(|d| d.budget_exhaustions))
+                .sum(),
+        }
+    }
+}
+
+/// One arrival stream per class: its flows split by share (at least one per active class), the
+/// first arrival drawn in the order the classes are listed.
+fn streams(cfg: &SimConfig, rng: &mut Xoshiro256PlusPlus) -> Vec<Stream> {
+    let lambda_per_ns = cfg.offered_pps() / 1e9;
+    let mut streams = Vec::with_capacity(cfg.shares.len());
     let mut flow_base = 0;
     for &share in &cfg.shares {
         let flows = ((cfg.flows as f64 * share).round() as usize).max(1);
@@ -343,7 +563,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimResult, SimError> {
             f64::INFINITY
         } else {
             match cfg.arrivals {
-                Arrivals::Poisson => exp_sample(&mut rng, gap),
+                Arrivals::Poisson => exp_sample(rng, gap),
                 Arrivals::Cbr => rng.random::<f64>() * gap,
                 Arrivals::OnOff { .. } => 0.0,
             }
@@ -359,164 +579,14 @@ pub fn run(cfg: &SimConfig) -> Result<SimResult, SimError> {
         });
         flow_base += flows;
     }
-    let core_of_flow: Vec<usize> = (0..flow_base).map(|f| flow_core(f, cfg.cores)).collect();
     if let Arrivals::OnOff { on_ns, off_ns } = cfg.arrivals {
         for s in streams.iter_mut().filter(|s| s.rate_per_ns > 0.0) {
-            s.on_end = exp_sample(&mut rng, on_ns);
+            s.on_end = exp_sample(rng, on_ns);
             let on_gap = s.gap * on_ns / (on_ns + off_ns);
-            s.next = next_onoff(&mut rng, 0.0, s, on_gap, on_ns, off_ns);
+            s.next = next_onoff(rng, 0.0, s, on_gap, on_ns, off_ns);
         }
     }
-
-    let mut acc: Vec<Acc> = (0..n)
-        .map(|_| Acc {
-            hist: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
-                .expect("valid histogram bounds"),
-            sum_lat: 0.0,
-            sum_wait: 0.0,
-            max_wait: 0.0,
-            delivered: 0,
-        })
-        .collect();
-    let mut sent = vec![0u64; n];
-    let mut dropped = vec![0u64; n];
-    let mut total_sent = 0u64;
-    let mut events = 0u64;
-    let mut wakeups = 0u64;
-    let mut now = 0.0f64;
-    let exp_service = cfg.service.dist == ServiceDist::Exponential;
-
-    loop {
-        // Next arrival over all class streams (there are few classes: a scan beats a heap).
-        let (mut ac, mut ta) = (usize::MAX, f64::INFINITY);
-        if total_sent < cfg.packets {
-            for (i, s) in streams.iter().enumerate() {
-                if s.next < ta {
-                    ta = s.next;
-                    ac = i;
-                }
-            }
-        }
-        let (mut cc, mut tc) = (usize::MAX, f64::INFINITY);
-        for (i, c) in cores.iter().enumerate() {
-            if c.t_done < tc {
-                tc = c.t_done;
-                cc = i;
-            }
-        }
-        if ac == usize::MAX && cc == usize::MAX {
-            break;
-        }
-        events += 1;
-        if ta <= tc {
-            now = ta;
-            let s = &mut streams[ac];
-            let flow = match cfg.arrivals {
-                Arrivals::Cbr => {
-                    s.rr = (s.rr + 1) % s.flows;
-                    s.rr
-                }
-                _ => rng.random_range(0..s.flows),
-            } + s.flow_base;
-            s.next = match cfg.arrivals {
-                Arrivals::Poisson => ta + exp_sample(&mut rng, s.gap),
-                Arrivals::Cbr => ta + s.gap,
-                Arrivals::OnOff { on_ns, off_ns } => {
-                    let on_gap = s.gap * on_ns / (on_ns + off_ns);
-                    next_onoff(&mut rng, ta, s, on_gap, on_ns, off_ns)
-                }
-            };
-            total_sent += 1;
-            sent[ac] += 1;
-            let core = &mut cores[core_of_flow[flow]];
-            let ring = layout.class_to_ring[ac];
-            if core.rings[ring]
-                .push(Pkt {
-                    arrival: ta,
-                    class: ac as u32,
-                })
-                .is_err()
-            {
-                dropped[ac] += 1;
-                continue;
-            }
-            let dev = ring_dev[ring];
-            if core.engine.wake(dev) {
-                wakeups += 1;
-                let cost = cfg.wakeup_cost_ns;
-                core.busy_ns += cost;
-                match core.state {
-                    State::Idle if cost > 0.0 => {
-                        core.state = State::Waking;
-                        core.t_done = ta + cost;
-                    }
-                    State::Idle => start_next(core, ta, x_mean, exp_service, &mut rng),
-                    // An interrupt taken while busy delays the work in hand.
-                    State::Waking | State::Serving => core.t_done += cost,
-                }
-            }
-        } else {
-            now = tc;
-            let core = &mut cores[cc];
-            if let Some((g, pkt, x)) = core.cur.take() {
-                let a = &mut acc[pkt.class as usize];
-                let lat = tc - pkt.arrival + extra;
-                let wait = tc - x - pkt.arrival;
-                a.hist.saturating_record(lat.round().max(1.0) as u64);
-                a.sum_lat += lat;
-                a.sum_wait += wait;
-                if wait > a.max_wait {
-                    a.max_wait = wait;
-                }
-                a.delivered += 1;
-                core.engine.complete(g, 1, x as u64);
-            }
-            start_next(core, tc, x_mean, exp_service, &mut rng);
-        }
-    }
-
-    let sim_time = now.max(1.0);
-    let classes = (0..n)
-        .map(|i| {
-            let a = &acc[i];
-            let h = &a.hist;
-            let d = a.delivered;
-            let q = |p: f64| if d == 0 { 0 } else { h.value_at_quantile(p) };
-            ClassResult {
-                name: cfg.sched.classes[i].name.clone(),
-                sent: sent[i],
-                delivered: d,
-                dropped: dropped[i],
-                mean_ns: if d == 0 { 0.0 } else { a.sum_lat / d as f64 },
-                p50_ns: q(0.5),
-                p90_ns: q(0.9),
-                p99_ns: q(0.99),
-                p999_ns: q(0.999),
-                max_ns: if d == 0 { 0 } else { h.max() },
-                mean_wait_ns: if d == 0 { 0.0 } else { a.sum_wait / d as f64 },
-                max_wait_ns: a.max_wait,
-            }
-        })
-        .collect();
-    let core_utilization: Vec<f64> = cores
-        .iter()
-        .map(|c| (c.busy_ns / sim_time).min(1.0))
-        .collect();
-    Ok(SimResult {
-        classes,
-        utilization: core_utilization.iter().sum::<f64>() / cores.len() as f64,
-        core_utilization,
-        wakeups_per_sec: wakeups as f64 * 1e9 / sim_time,
-        wakeups,
-        events,
-        sim_time_ns: sim_time,
-        offered_pps: cfg.offered_pps(),
-        service_ns: x_mean,
-        budget_exhaustions: cores
-            .iter()
-            .flat_map(|c| c.engine.device_stats().iter().map(|d| d.budget_exhaustions))
-            .sum(),
-    })
+    streams
 }
 
 #[inline]
