@@ -386,7 +386,7 @@ impl CtlServer {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(ioerr(e)),
         }
-        let listener = sys::bind_private(&path).map_err(|e| {
+        let listener = llr_io::sys::bind_unix_private(&path).map_err(|e| {
             if e.kind() == io::ErrorKind::AddrInUse {
                 BindError::InUse(path.clone())
             } else {
@@ -726,73 +726,6 @@ impl CtlClient {
         self.w.write_all(bytes)?;
         self.w.flush()?;
         read_line(&mut self.r, MAX_MESSAGE)
-    }
-}
-
-/// Socket creation with the mode set before anyone can connect.
-mod sys {
-    use std::ffi::CString;
-    use std::io;
-    use std::os::fd::{FromRawFd, OwnedFd};
-    use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::net::UnixListener;
-    use std::path::Path;
-
-    /// socket → bind → chmod 0600 → listen. Until `listen`, connects are refused, so no client
-    /// ever reaches a socket with a wider mode than 0600.
-    pub fn bind_private(path: &Path) -> io::Result<UnixListener> {
-        let bytes = path.as_os_str().as_bytes();
-        // sun_path holds 108 bytes including the terminating NUL
-        let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-        if bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "socket path must be shorter than {} bytes and contain no NUL",
-                    addr.sun_path.len()
-                ),
-            ));
-        }
-        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-        for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
-            *d = *s as libc::c_char;
-        }
-        // SAFETY: plain syscall, no pointers.
-        let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh descriptor we own; OwnedFd closes it on every error path.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        use std::os::fd::AsRawFd;
-        let len = std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
-        // SAFETY: `addr` is a valid, NUL-terminated sockaddr_un of at least `len` bytes.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                &addr as *const libc::sockaddr_un as *const libc::sockaddr,
-                len as libc::socklen_t,
-            )
-        };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let cpath = CString::new(bytes).expect("checked: no NUL");
-        // SAFETY: `cpath` is a valid C string.
-        let rc = unsafe { libc::chmod(cpath.as_ptr(), 0o600) };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            let _ = std::fs::remove_file(path);
-            return Err(e);
-        }
-        // SAFETY: plain syscall on our descriptor.
-        let rc = unsafe { libc::listen(fd.as_raw_fd(), 64) };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            let _ = std::fs::remove_file(path);
-            return Err(e);
-        }
-        Ok(UnixListener::from(fd))
     }
 }
 

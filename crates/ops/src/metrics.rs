@@ -232,22 +232,12 @@ impl ProcessMetrics {
             .ok()?
             .lines()
             .find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())?;
-        // SAFETY: sysconf has no memory preconditions.
-        let (ticks, page) = unsafe {
-            (
-                libc::sysconf(libc::_SC_CLK_TCK),
-                libc::sysconf(libc::_SC_PAGESIZE),
-            )
-        };
-        let mut p = Self::from_proc_stat(&stat, btime, ticks.max(1) as u64, page.max(1) as u64)?;
+        let ticks = llr_io::sys::clock_ticks_per_sec().unwrap_or(1);
+        let page = llr_io::sys::page_size().unwrap_or(1);
+        let mut p = Self::from_proc_stat(&stat, btime, ticks, page)?;
         p.open_fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64);
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit writes one rlimit into `lim`, a live local.
-        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
-            p.max_fds = lim.rlim_cur;
+        if let Ok(max) = llr_io::sys::max_open_files() {
+            p.max_fds = max;
         }
         Some(p)
     }
