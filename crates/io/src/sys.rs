@@ -177,33 +177,6 @@ pub fn setsockopt_int(
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn eventfd_kick_makes_it_readable_and_clear_drains_it() {
-        let e = EventFd::new().unwrap();
-        let mut fds = [poll_in(e.fd())];
-        assert_eq!(poll(&mut fds, 0), 0);
-        e.kick();
-        assert_eq!(poll(&mut fds, 0), 1);
-        e.clear();
-        assert_eq!(poll(&mut fds, 0), 0);
-    }
-
-    #[test]
-    fn affinity_round_trips() {
-        let before = affinity().unwrap();
-        let one = *before.iter().next().unwrap();
-        pin_to_cpu(one).unwrap();
-        assert_eq!(affinity().unwrap(), BTreeSet::from([one]));
-        set_affinity(&before).unwrap();
-        assert!(set_affinity(&BTreeSet::new()).is_err());
-        assert!(mono_ns() > 0);
-    }
-}
-
 /// Creates a listening Unix-domain stream socket at `path` that only its owner can use:
 /// socket → bind → chmod 0600 → listen. Until `listen`, connects are refused, so no client
 /// ever reaches a socket with a wider mode than 0600. The socket file is removed again when
@@ -302,4 +275,31 @@ pub fn max_open_files() -> io::Result<u64> {
         return Err(io::Error::last_os_error());
     }
     Ok(lim.rlim_cur)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eventfd_kick_makes_it_readable_and_clear_drains_it() {
+        let e = EventFd::new().unwrap();
+        let mut fds = [poll_in(e.fd())];
+        assert_eq!(poll(&mut fds, 0), 0);
+        e.kick();
+        assert_eq!(poll(&mut fds, 0), 1);
+        e.clear();
+        assert_eq!(poll(&mut fds, 0), 0);
+    }
+
+    #[test]
+    fn affinity_round_trips() {
+        let before = affinity().unwrap();
+        let one = *before.iter().next().unwrap();
+        pin_to_cpu(one).unwrap();
+        assert_eq!(affinity().unwrap(), BTreeSet::from([one]));
+        set_affinity(&before).unwrap();
+        assert!(set_affinity(&BTreeSet::new()).is_err());
+        assert!(mono_ns() > 0);
+    }
 }
