@@ -501,6 +501,7 @@ fn process_stat_parses() {
     assert_eq!(p.start_time_seconds, 1_700_000_010.0);
     let me = ProcessMetrics::read().expect("/proc readable");
     assert!(me.open_fds > 0 && me.resident_memory_bytes > 0 && me.start_time_seconds > 1e9);
+    assert!(me.max_fds >= me.open_fds);
 }
 
 fn http(addr: SocketAddr, req: &[u8]) -> String {
