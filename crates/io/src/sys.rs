@@ -195,6 +195,106 @@ pub fn setsockopt_int(
     Ok(())
 }
 
+/// Creates a listening Unix-domain stream socket at `path` that only its owner can use:
+/// socket → bind → chmod 0600 → listen. Until `listen`, connects are refused, so no client
+/// ever reaches a socket with a wider mode than 0600. The socket file is removed again when
+/// chmod or listen fails; `AddrInUse` means the path exists.
+pub fn bind_unix_private(path: &std::path::Path) -> io::Result<std::os::unix::net::UnixListener> {
+    use std::os::unix::ffi::OsStrExt;
+
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain data, valid when zeroed.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    // sun_path holds 108 bytes including the terminating NUL
+    if bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "socket path must be shorter than {} bytes and contain no NUL",
+                addr.sun_path.len()
+            ),
+        ));
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: socket() has no memory preconditions; the result is checked.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor owned by nobody else; OwnedFd closes it on every
+    // error path below.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let len = std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
+    // SAFETY: `addr` is a live sockaddr_un whose path is NUL-terminated within its first `len`
+    // bytes (the length check above leaves room for the zeroed NUL); the kernel only reads it.
+    let rc = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_un).cast::<libc::sockaddr>(),
+            len as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let cpath = std::ffi::CString::new(bytes).expect("checked: no NUL");
+    // SAFETY: `cpath` is a live NUL-terminated C string the kernel only reads.
+    let rc = unsafe { libc::chmod(cpath.as_ptr(), 0o600) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        let _ = std::fs::remove_file(path);
+        return Err(e);
+    }
+    // SAFETY: listen() has no memory preconditions; `fd` is our open socket.
+    let rc = unsafe { libc::listen(fd.as_raw_fd(), 64) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        let _ = std::fs::remove_file(path);
+        return Err(e);
+    }
+    Ok(std::os::unix::net::UnixListener::from(fd))
+}
+
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`, the USER_HZ of `/proc` CPU times); `None`
+/// when unknown.
+pub fn clock_ticks_per_sec() -> Option<u64> {
+    sysconf_positive(libc::_SC_CLK_TCK)
+}
+
+/// The memory page size in bytes (`sysconf(_SC_PAGESIZE)`); `None` when unknown.
+pub fn page_size() -> Option<u64> {
+    sysconf_positive(libc::_SC_PAGESIZE)
+}
+
+/// The number of CPUs configured on the machine (`sysconf(_SC_NPROCESSORS_CONF)`), online or
+/// not; `None` when unknown.
+pub fn cpus_configured() -> Option<u64> {
+    sysconf_positive(libc::_SC_NPROCESSORS_CONF)
+}
+
+/// `sysconf(name)` when it answers a positive value.
+fn sysconf_positive(name: libc::c_int) -> Option<u64> {
+    // SAFETY: sysconf has no memory preconditions; an unknown name returns -1.
+    let v = unsafe { libc::sysconf(name) };
+    (v > 0).then_some(v as u64)
+}
+
+/// The soft limit on open file descriptors (`getrlimit(RLIMIT_NOFILE)`).
+pub fn max_open_files() -> io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into `lim`, a live local.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(lim.rlim_cur)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -83,9 +83,8 @@ pub fn online() -> BTreeSet<usize> {
             }
         }
     }
-    // SAFETY: sysconf has no memory preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
-    (0..n.max(1) as usize).collect()
+    let n = llr_io::sys::cpus_configured().unwrap_or(1);
+    (0..n as usize).collect()
 }
 
 /// Why `cpu` cannot be used, given the `online` CPUs; `None` when it is online.

@@ -11,7 +11,10 @@
 //!   least recently active idle connection before it refuses anyone);
 //! - [`views`]: what `ctl show …` and `ctl status` print, as aligned tables.
 //!
-//! Nothing here knows the datapath: the router hands in snapshots and implements a trait.
+//! Nothing here knows the datapath: the router hands in snapshots and implements a trait. The
+//! few raw calls it needs are safe wrappers in `llr_io::sys`; this crate has no `unsafe`.
+
+#![forbid(unsafe_code)]
 
 pub mod conns;
 pub mod cpus;

@@ -1,0 +1,414 @@
+//! Tests of the protocol, the server and the client.
+
+use std::io::{BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::*;
+use std::collections::HashMap;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Mutex;
+
+/// A unique socket path under the temp dir.
+fn sock(tag: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "llr-ctl-{}-{}-{}",
+        std::process::id(),
+        tag,
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("s.sock")
+}
+
+fn cleanup(p: &Path) {
+    let _ = std::fs::remove_dir_all(p.parent().unwrap());
+}
+
+/// A mock router: a budget table that validates before changing.
+struct Mock {
+    budgets: Mutex<HashMap<String, u32>>,
+    calls: AtomicUsize,
+}
+
+impl ControlTarget for Mock {
+    fn handle(&self, cmd: Command) -> Result<Value, CtlError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        match cmd {
+            Command::Status {} => Ok(serde_json::json!({"strategy": "ll-wfq"})),
+            Command::BudgetSet { class, budget } => {
+                if budget == 0 {
+                    return Err(CtlError::new("budget", "must be at least 1"));
+                }
+                let mut b = self.budgets.lock().unwrap();
+                match b.get_mut(&class) {
+                    Some(v) => {
+                        *v = budget;
+                        Ok(serde_json::json!({"class": class, "budget": budget}))
+                    }
+                    None => Err(CtlError::new("class", format!("no class {class:?}"))),
+                }
+            }
+            Command::Reload {} => panic!("boom"),
+            other => Ok(serde_json::json!({"cmd": other.name()})),
+        }
+    }
+}
+
+fn server(tag: &str, timeout: Duration) -> (CtlServer, Arc<Mock>, PathBuf) {
+    let p = sock(tag);
+    let m = Arc::new(Mock {
+        budgets: Mutex::new([("rt".to_string(), 60), ("be".to_string(), 4)].into()),
+        calls: AtomicUsize::new(0),
+    });
+    let s = CtlServer::bind_with(
+        &p,
+        m.clone(),
+        ServerOptions {
+            line_timeout: timeout,
+            idle_timeout: timeout,
+            write_timeout: Duration::from_secs(2),
+            ..ServerOptions::default()
+        },
+    )
+    .unwrap();
+    (s, m, p)
+}
+
+fn client(p: &Path) -> CtlClient {
+    CtlClient::connect(p, Duration::from_secs(5)).unwrap()
+}
+
+fn raw_reply(c: &mut CtlClient, bytes: &[u8]) -> Reply {
+    let line = c.raw(bytes).unwrap().expect("a reply line");
+    serde_json::from_slice(&line).unwrap()
+}
+
+#[test]
+fn command_json_shape() {
+    let c = Command::BudgetSet {
+        class: "rt".into(),
+        budget: 60,
+    };
+    assert_eq!(
+        serde_json::to_value(&c).unwrap(),
+        serde_json::json!({"cmd": "budget.set", "class": "rt", "budget": 60})
+    );
+    let (id, cmd) =
+        parse_request(br#"{"version":1,"id":"a","cmd":"strategy.set","strategy":"ll-rr"}"#);
+    assert_eq!(id, Value::from("a"));
+    assert_eq!(
+        cmd.unwrap(),
+        Command::StrategySet {
+            strategy: llr_core::sched::StrategyKind::LlRr
+        }
+    );
+    for (line, field) in [
+        (&br#"{"version":1,"cmd":"status","x":1}"#[..], "x"),
+        (
+            br#"{"version":1,"cmd":"budget.set","class":"rt"}"#,
+            "budget",
+        ),
+        (br#"{"version":1,"cmd":"nope"}"#, "cmd"),
+        (br#"{"version":1}"#, "cmd"),
+        (br#"{"version":2,"cmd":"status"}"#, "version"),
+        (br#"{"version":"1","cmd":"status"}"#, "version"),
+        (br#"{"cmd":"status"}"#, "version"),
+        (
+            br#"{"version":1,"cmd":"strategy.set","strategy":"fast"}"#,
+            "strategy",
+        ),
+        (br#"{"version":1,"cmd":"wakeup.set","mode":"nap"}"#, "mode"),
+        (br#"[1,2]"#, "message"),
+        (br#"{"version":1,"#, "message"),
+    ] {
+        let (_, r) = parse_request(line);
+        assert_eq!(
+            r.unwrap_err().field,
+            field,
+            "{}",
+            String::from_utf8_lossy(line)
+        );
+    }
+}
+
+#[test]
+fn round_trip_and_rejected_change() {
+    let (srv, m, p) = server("rt", Duration::from_secs(5));
+    let mut c = client(&p);
+    let r = c.call(&Command::Status {}).unwrap();
+    assert!(r.ok);
+    assert_eq!(r.result.unwrap()["strategy"], "ll-wfq");
+    let r = c
+        .call(&Command::BudgetSet {
+            class: "rt".into(),
+            budget: 0,
+        })
+        .unwrap();
+    assert_eq!(
+        r.into_result().unwrap_err(),
+        CtlError::new("budget", "must be at least 1")
+    );
+    assert_eq!(m.budgets.lock().unwrap()["rt"], 60); // untouched
+    let r = c
+        .call(&Command::BudgetSet {
+            class: "rt".into(),
+            budget: 30,
+        })
+        .unwrap();
+    assert!(r.ok);
+    assert_eq!(m.budgets.lock().unwrap()["rt"], 30);
+    // a panicking handler gives an error reply, and the server goes on
+    let r = c.call(&Command::Reload {}).unwrap();
+    assert_eq!(r.error.unwrap().field, "cmd");
+    assert!(c.call(&Command::Status {}).unwrap().ok);
+    drop(srv);
+    cleanup(&p);
+}
+
+#[test]
+fn socket_is_private() {
+    let (srv, _m, p) = server("mode", Duration::from_secs(5));
+    assert_eq!(socket_mode(&p).unwrap(), 0o600);
+    drop(srv);
+    assert!(!p.exists(), "socket file removed on drop");
+    cleanup(&p);
+}
+
+#[test]
+fn second_server_refused_stale_socket_replaced() {
+    let (srv, _m, p) = server("dup", Duration::from_secs(5));
+    let m2: Arc<dyn ControlTarget> = Arc::new(|_c: Command| Ok(Value::Null));
+    let e = CtlServer::bind(&p, m2.clone()).err().expect("refused");
+    assert_eq!(
+        e.to_string(),
+        format!("another llrouter is already serving {}", p.display())
+    );
+    // the first one still works
+    assert!(client(&p).call(&Command::Status {}).unwrap().ok);
+    drop(srv);
+
+    // a stale socket file (bound, never listening: like a crashed router's) is replaced
+    let stale = std::os::unix::net::UnixDatagram::bind(&p).unwrap();
+    drop(stale);
+    assert!(p.exists());
+    let srv2 = CtlServer::bind(&p, m2.clone()).unwrap();
+    assert!(client(&p).call(&Command::Status {}).unwrap().ok);
+    drop(srv2);
+
+    // a regular file is never replaced
+    std::fs::write(&p, "x").unwrap();
+    assert!(matches!(
+        CtlServer::bind(&p, m2).err(),
+        Some(BindError::NotASocket(_))
+    ));
+    cleanup(&p);
+}
+
+#[test]
+fn malformed_messages_get_errors_and_server_keeps_serving() {
+    let (srv, m, p) = server("bad", Duration::from_millis(300));
+    let mut c = client(&p);
+    // bad JSON: error reply, connection stays usable
+    let r = raw_reply(&mut c, b"{not json\n");
+    assert!(!r.ok);
+    assert_eq!(r.error.unwrap().field, "message");
+    // unknown field, id echoed
+    let r = raw_reply(
+        &mut c,
+        br#"{"version":1,"id":9,"cmd":"status","extra":true}"#
+            .iter()
+            .chain(b"\n")
+            .copied()
+            .collect::<Vec<_>>()
+            .as_slice(),
+    );
+    assert_eq!(r.id, Value::from(9));
+    assert_eq!(r.error.unwrap().field, "extra");
+    // wrong version
+    let r = raw_reply(&mut c, b"{\"version\":7,\"id\":1,\"cmd\":\"status\"}\n");
+    assert_eq!(r.error.unwrap().field, "version");
+    // still fine
+    assert!(c.call(&Command::Status {}).unwrap().ok);
+    assert_eq!(
+        m.calls.load(Ordering::SeqCst),
+        1,
+        "bad requests never reach the router"
+    );
+
+    // oversize: error reply, then closed
+    let mut big = client(&p);
+    let mut msg = vec![b' '; MAX_MESSAGE + 10];
+    msg.push(b'\n');
+    let r = raw_reply(&mut big, &msg);
+    assert!(r.error.unwrap().reason.contains("larger than"));
+    assert!(
+        big.raw(b"").map(|l| l.is_none()).unwrap_or(true),
+        "closed after oversize"
+    );
+
+    // half-written message then EOF: closed without a reply
+    let mut half = UnixStream::connect(&p).unwrap();
+    half.write_all(br#"{"version":1,"cmd":"sta"#).unwrap();
+    half.shutdown(std::net::Shutdown::Write).unwrap();
+    half.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut rest = Vec::new();
+    std::io::Read::read_to_end(&mut half, &mut rest).unwrap();
+    assert!(rest.is_empty());
+
+    // silent client: closed after the read timeout, others served meanwhile
+    let mut silent = UnixStream::connect(&p).unwrap();
+    let t0 = Instant::now();
+    let mut c2 = client(&p);
+    assert!(c2.call(&Command::Status {}).unwrap().ok);
+    assert!(
+        t0.elapsed() < Duration::from_millis(250),
+        "not blocked by the silent client"
+    );
+    silent
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    let n = std::io::Read::read(&mut silent, &mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "silent client closed");
+    assert!(t0.elapsed() >= Duration::from_millis(250));
+
+    // a slow writer that sends part of a line and stalls is closed too
+    let mut slow = UnixStream::connect(&p).unwrap();
+    slow.write_all(b"{\"version\":1,").unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(std::io::Read::read(&mut slow, &mut buf).unwrap_or(0), 0);
+
+    // the first client idled past the timeout too and was closed; new ones are served
+    assert!(c.call(&Command::Status {}).is_err());
+    assert!(client(&p).call(&Command::Status {}).unwrap().ok);
+    drop(srv);
+    cleanup(&p);
+}
+
+/// 40 clients that trickle a byte every 200 ms (each under any per-read timeout) and
+/// reconnect when closed: an operator's `status` is still answered within 1 s, every time.
+#[test]
+fn trickling_clients_cannot_lock_operators_out() {
+    let p = sock("trickle");
+    let m = Arc::new(Mock {
+        budgets: Mutex::new(HashMap::new()),
+        calls: AtomicUsize::new(0),
+    });
+    let srv = CtlServer::bind(&p, m).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let reconnects = Arc::new(AtomicUsize::new(0));
+    let tricklers: Vec<_> = (0..40)
+        .map(|_| {
+            let (p, stop, rc) = (p.clone(), stop.clone(), reconnects.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok(mut s) = UnixStream::connect(&p) else {
+                        std::thread::sleep(Duration::from_millis(20));
+                        continue;
+                    };
+                    rc.fetch_add(1, Ordering::Relaxed);
+                    while !stop.load(Ordering::Relaxed) && s.write_all(b"{").is_ok() {
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut worst = Duration::ZERO;
+    for _ in 0..10 {
+        let t0 = Instant::now();
+        let r = CtlClient::connect(&p, Duration::from_secs(1))
+            .and_then(|mut c| c.call(&Command::Status {}));
+        let took = t0.elapsed();
+        worst = worst.max(took);
+        let r = r.unwrap_or_else(|e| panic!("status failed after {took:?}: {e}"));
+        assert!(r.ok, "{r:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in tricklers {
+        t.join().unwrap();
+    }
+    assert!(worst < Duration::from_secs(1), "worst {worst:?}");
+    // the tricklers really occupied the table: more connects than slots
+    assert!(reconnects.load(Ordering::Relaxed) > MAX_CONNECTIONS);
+    drop(srv);
+    cleanup(&p);
+}
+
+#[test]
+fn busy_reply_when_every_connection_runs_a_request() {
+    struct Slow;
+    impl ControlTarget for Slow {
+        fn handle(&self, _cmd: Command) -> Result<Value, CtlError> {
+            std::thread::sleep(Duration::from_millis(600));
+            Ok(Value::Null)
+        }
+    }
+    let p = sock("busy");
+    let opts = ServerOptions {
+        max_connections: 2,
+        ..ServerOptions::default()
+    };
+    let srv = CtlServer::bind_with(&p, Arc::new(Slow), opts).unwrap();
+    let running: Vec<_> = (0..2)
+        .map(|_| {
+            let p = p.clone();
+            std::thread::spawn(move || client(&p).call(&Command::Status {}).unwrap().ok)
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let s = UnixStream::connect(&p).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut r = BufReader::new(s);
+    let line = read_line(&mut r, MAX_MESSAGE)
+        .unwrap()
+        .expect("a busy reply");
+    let reply: Reply = serde_json::from_slice(&line).unwrap();
+    let e = reply.into_result().unwrap_err();
+    assert_eq!(e.field, "connection");
+    assert!(e.reason.starts_with("busy"), "{e}");
+    for t in running {
+        assert!(t.join().unwrap(), "the running requests were not disturbed");
+    }
+    assert!(client(&p).call(&Command::Status {}).unwrap().ok);
+    drop(srv);
+    cleanup(&p);
+}
+
+#[test]
+fn drop_closes_open_connections() {
+    let (srv, _m, p) = server("drop", Duration::from_secs(30));
+    let mut c = client(&p);
+    assert!(c.call(&Command::Status {}).unwrap().ok);
+    let t0 = Instant::now();
+    drop(srv);
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    assert!(c.call(&Command::Status {}).is_err());
+    cleanup(&p);
+}
+
+#[test]
+fn read_line_limits() {
+    let mut r = BufReader::with_capacity(4, &b"abc\ndefgh\nxy"[..]);
+    assert_eq!(read_line(&mut r, 5).unwrap().unwrap(), b"abc");
+    assert_eq!(read_line(&mut r, 5).unwrap().unwrap(), b"defgh");
+    assert_eq!(
+        read_line(&mut r, 5).unwrap_err().kind(),
+        io::ErrorKind::UnexpectedEof
+    );
+    let mut r = BufReader::with_capacity(4, &b"abcdefgh\n"[..]);
+    assert_eq!(
+        read_line(&mut r, 5).unwrap_err().kind(),
+        io::ErrorKind::InvalidData
+    );
+    let mut r = BufReader::new(&b""[..]);
+    assert!(read_line(&mut r, 5).unwrap().is_none());
+}

@@ -1,0 +1,234 @@
+//! Prometheus metrics: a plain [`MetricsSnapshot`] the router fills, its rendering in the
+//! [text exposition format 0.0.4](https://prometheus.io/docs/instrumenting/exposition_formats/),
+//! and a tiny HTTP endpoint ([`MetricsServer`]) serving `GET /metrics`.
+//!
+//! Names follow the [Prometheus conventions](https://prometheus.io/docs/practices/naming/):
+//! counters end in `_total` after their unit (`_packets_total`, `_bytes_total`,
+//! `_seconds_total`, or the counted event: `_wakeups_total`), per-interface series carry an
+//! `interface` label with the interface's name, and the scheduler's internal "engine devices"
+//! (sets of rings sharing a wake-up; an index, not an interface) are labelled `engine_device`.
+//!
+//! | name | type | labels | meaning |
+//! |---|---|---|---|
+//! | `llrouter_build_info` | gauge (1) | `version` | the running build |
+//! | `llrouter_strategy` | gauge (0/1) | `strategy` | 1 for the running strategy, 0 for every other known one |
+//! | `llrouter_interface_rx_packets_total` | counter | `interface` | frames the router received from the interface (AF_XDP) |
+//! | `llrouter_interface_tx_packets_total` | counter | `interface` | frames the router transmitted on the interface |
+//! | `llrouter_interface_kernel_pass_packets_total` | counter | `interface` | frames the XDP classifier handed to the kernel stack |
+//! | `llrouter_interface_dropped_packets_total` | counter | `interface` | frames dropped at the interface (egress queue full, socket ring full, other kernel AF_XDP drops) |
+//! | `llrouter_interface_errors_total` | counter | `interface` | malformed frames, invalid Tx descriptors, frames for a port the worker does not serve |
+//! | `llrouter_class_packets_total` | counter | `class` | frames the XDP classifier steered to the class, all interfaces (before its ring) |
+//! | `llrouter_ring_packets_total` | counter | `worker`,`engine_device`,`ring`,`class` | frames that entered the ring |
+//! | `llrouter_ring_bytes_total` | counter | same | bytes of the frames the poll engine took from the ring |
+//! | `llrouter_ring_dropped_packets_total` | counter | same | frames dropped because the ring was full |
+//! | `llrouter_ring_served_packets_total` | counter | same | frames the poll engine took from the ring |
+//! | `llrouter_ring_budget_hits_total` | counter | same | grants that ended with the ring budget spent and frames left |
+//! | `llrouter_ring_latency_seconds` | histogram | same | time from XDP receive to processing |
+//! | `llrouter_engine_device_wakeups_total` | counter | `worker`,`engine_device` | wake-ups (interrupts taken) |
+//! | `llrouter_engine_device_rearms_total` | counter | same | left the poll list, wake-up re-armed |
+//! | `llrouter_engine_device_budget_exhaustions_total` | counter | same | device budget ran out with work left |
+//! | `llrouter_engine_device_passes_total` | counter | same | full passes over the device's rings |
+//! | `llrouter_worker_poll_rounds_total` | counter | `worker`,`core` | iterations of the poll loop |
+//! | `llrouter_worker_busy_seconds_total` | counter | `worker`,`core` | time the worker was not idle (`rate()` gives its load) |
+//! | `llrouter_worker_busy_ratio` | gauge | `worker`,`core` | busy fraction over the worker's last ~0.5 s window |
+//! | `llrouter_dropped_packets_total` | counter | `reason` | frames the router dropped, by reason (worker reasons as the worker names them) |
+//! | `llrouter_kernel_pass_packets_total` | counter | `reason` | frames handed to the kernel stack, by reason (not drops): by the XDP classifier (`non_ip`, `multicast`, `local`, `no_socket`) or by the worker through the punt TAP (`worker_<reason>`) |
+//! | `llrouter_icmp_sent_packets_total` | counter | `type` | ICMP / ICMPv6 errors sent: `time_exceeded`, `unreachable`, `too_big` |
+//! | `llrouter_icmp_ratelimited_packets_total` | counter | `type` | ICMP errors the rate limit held back |
+//! | `llrouter_slow_path_packets_total` | counter | `event` | `fragments_sent`, `fragment_failed`, `punted`, `punt_dropped`, `icmp_unsendable` |
+//! | `process_cpu_seconds_total` | counter | | user + system CPU time of the router process |
+//! | `process_resident_memory_bytes` | gauge | | resident set size |
+//! | `process_open_fds` / `process_max_fds` | gauge | | open file descriptors, and their limit |
+//! | `process_start_time_seconds` | gauge | | start time, seconds since the Unix epoch |
+
+mod process;
+mod render;
+mod server;
+#[cfg(test)]
+mod tests;
+
+pub use process::ProcessMetrics;
+pub use render::{escape_label, format_value, render};
+pub use server::{MetricsServer, CONTENT_TYPE, IO_TIMEOUT, MAX_CONNECTIONS, MAX_REQUEST};
+
+use serde::{Deserialize, Serialize};
+
+/// A histogram with fixed upper bounds: `counts[i]` observations in `(bounds[i-1], bounds[i]]`,
+/// the last entry (`counts[bounds.len()]`) those above every bound (`+Inf`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Histogram {
+    /// Upper bounds, ascending, in the metric's unit (seconds for latencies).
+    pub bounds: Vec<f64>,
+    /// Per-bucket (not cumulative) counts, `bounds.len() + 1` entries.
+    pub counts: Vec<u64>,
+    /// Sum of all observed values.
+    pub sum: f64,
+}
+
+impl Histogram {
+    /// Default ring-latency bounds: 1 µs … 10 ms, roughly 1-2-5 steps.
+    pub fn latency_bounds() -> Vec<f64> {
+        vec![
+            1e-6, 2e-6, 5e-6, 10e-6, 20e-6, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3,
+        ]
+    }
+
+    pub fn new(bounds: Vec<f64>) -> Self {
+        let n = bounds.len() + 1;
+        Histogram {
+            bounds,
+            counts: vec![0; n],
+            sum: 0.0,
+        }
+    }
+
+    /// Records one value.
+    pub fn observe(&mut self, v: f64) {
+        let i = self.bounds.partition_point(|b| *b < v);
+        if self.counts.len() != self.bounds.len() + 1 {
+            self.counts.resize(self.bounds.len() + 1, 0);
+        }
+        self.counts[i] += 1;
+        self.sum += v;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// Observations since `earlier` (same bounds), e.g. over one refresh interval; counters
+    /// that went backwards (a restart) count from zero.
+    pub fn since(&self, earlier: &Histogram) -> Histogram {
+        if earlier.bounds != self.bounds {
+            return self.clone();
+        }
+        let counts = self
+            .counts
+            .iter()
+            .enumerate()
+            .map(|(i, c)| c.saturating_sub(earlier.counts.get(i).copied().unwrap_or(0)))
+            .collect();
+        Histogram {
+            bounds: self.bounds.clone(),
+            counts,
+            sum: (self.sum - earlier.sum).max(0.0),
+        }
+    }
+
+    /// Upper bound of the bucket holding the `q`-quantile (`+Inf` when it lies above every
+    /// bound); `None` when empty. A histogram only knows quantiles to a bucket's resolution.
+    pub fn quantile_bound(&self, q: f64) -> Option<f64> {
+        let total = self.count();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+        let mut cum = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            cum += c;
+            if cum >= rank {
+                return Some(self.bounds.get(i).copied().unwrap_or(f64::INFINITY));
+            }
+        }
+        Some(f64::INFINITY)
+    }
+}
+
+/// Counters of one ring (one traffic class on one engine device of one worker).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RingMetrics {
+    pub worker: u32,
+    /// Engine device (a set of rings sharing a wake-up) — an index, not an interface.
+    pub device: u32,
+    pub ring: u32,
+    pub class: String,
+    /// Frames that entered the ring (served + waiting).
+    pub packets: u64,
+    /// Bytes of the served frames.
+    pub bytes: u64,
+    /// Frames dropped because the ring was full.
+    pub drops: u64,
+    pub served: u64,
+    pub budget_hits: u64,
+    /// Time spent in the ring, seconds.
+    pub latency: Histogram,
+}
+
+/// Counters of one engine device (a set of rings sharing a wake-up).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceMetrics {
+    pub worker: u32,
+    pub device: u32,
+    pub wakeups: u64,
+    pub rearms: u64,
+    pub budget_exhaustions: u64,
+    pub passes: u64,
+}
+
+/// Counters of one worker thread.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerMetrics {
+    pub worker: u32,
+    pub core: u32,
+    pub poll_rounds: u64,
+    /// Fraction of the last measuring interval the worker was busy (0..1).
+    pub busy_ratio: f64,
+    /// Time the worker was not idle since it started, seconds.
+    #[serde(default)]
+    pub busy_seconds: f64,
+}
+
+/// Counters of one of the router's interfaces.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InterfaceMetrics {
+    /// Interface name (`eth0`).
+    pub interface: String,
+    pub ifindex: u32,
+    /// Frames the router received from it (through its AF_XDP sockets).
+    pub rx_packets: u64,
+    /// Frames the router transmitted on it.
+    pub tx_packets: u64,
+    /// Frames its XDP classifier handed to the kernel stack (ARP, local, multicast, …).
+    pub kernel_pass_packets: u64,
+    /// Frames dropped at it: egress queue full, socket ring full, other kernel AF_XDP drops.
+    pub dropped_packets: u64,
+    /// Malformed frames, invalid Tx descriptors, frames for a port the worker does not serve.
+    pub errors: u64,
+}
+
+/// Everything `/metrics` shows, as plain data. The router builds one per scrape; `ctl counters`
+/// returns it as JSON.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MetricsSnapshot {
+    /// The running strategy's name.
+    pub strategy: String,
+    /// Every strategy the router knows (the `llrouter_strategy` gauge has one series each, so a
+    /// strategy change never creates a series).
+    #[serde(default)]
+    pub strategies: Vec<String>,
+    pub rings: Vec<RingMetrics>,
+    pub devices: Vec<DeviceMetrics>,
+    pub workers: Vec<WorkerMetrics>,
+    /// `(reason, packets)` the router dropped, e.g. `("egress_queue_full", 3)`.
+    pub drops: Vec<(String, u64)>,
+    /// `(reason, packets)` the XDP classifier handed to the kernel stack (not drops).
+    #[serde(default)]
+    pub kernel_pass: Vec<(String, u64)>,
+    /// `(type, sent, rate-limited)`: ICMP errors the router sent per type
+    /// (`time_exceeded`, `unreachable`, `too_big`), and those its rate limit held back.
+    #[serde(default)]
+    pub icmp: Vec<(String, u64, u64)>,
+    /// `(event, packets)` of the worker's slow path besides ICMP: `fragments_sent`,
+    /// `fragment_failed`, `punted` (handed to the kernel through the punt TAP), `punt_dropped`,
+    /// `icmp_unsendable`.
+    #[serde(default)]
+    pub slow_path: Vec<(String, u64)>,
+    /// `(class, packets)`: frames the XDP classifier steered to each class (all interfaces),
+    /// independent of which ring serves the class under the running strategy.
+    #[serde(default)]
+    pub classes: Vec<(String, u64)>,
+    #[serde(default)]
+    pub interfaces: Vec<InterfaceMetrics>,
+    #[serde(default)]
+    pub process: Option<ProcessMetrics>,
+}

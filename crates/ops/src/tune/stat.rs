@@ -1,0 +1,208 @@
+//! Per-core load from `/proc/stat`: busy fractions, their distribution over the window, and
+//! the worker core they point to.
+
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{Result, TuneError};
+
+/// Cumulative CPU time counters of one core (in USER_HZ ticks).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CpuTimes {
+    pub user: u64,
+    pub nice: u64,
+    pub system: u64,
+    pub idle: u64,
+    pub iowait: u64,
+    pub irq: u64,
+    pub softirq: u64,
+    pub steal: u64,
+}
+
+impl CpuTimes {
+    /// Ticks spent doing something (guest time is already inside user/nice).
+    pub fn busy(&self) -> u64 {
+        self.user + self.nice + self.system + self.irq + self.softirq + self.steal
+    }
+    /// Ticks spent idle (including waiting for I/O).
+    pub fn idle_all(&self) -> u64 {
+        self.idle + self.iowait
+    }
+}
+
+/// Per-core counters of one `/proc/stat` read, keyed by core number.
+pub type StatSnapshot = BTreeMap<usize, CpuTimes>;
+
+/// Parses the `cpuN` lines of `/proc/stat` (the aggregate `cpu` line is ignored).
+pub fn parse_proc_stat(text: &str) -> Result<StatSnapshot> {
+    let mut out = BTreeMap::new();
+    for (lineno, line) in text.lines().enumerate() {
+        let mut it = line.split_whitespace();
+        let Some(name) = it.next() else { continue };
+        let Some(num) = name.strip_prefix("cpu") else {
+            continue;
+        };
+        if num.is_empty() {
+            continue; // aggregate line
+        }
+        let field = || format!("/proc/stat line {}", lineno + 1);
+        let core: usize = num
+            .parse()
+            .map_err(|_| TuneError::new(field(), format!("bad cpu name {name:?}")))?;
+        let vals: Vec<u64> = it
+            .map(|v| v.parse::<u64>())
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|_| TuneError::new(field(), "non-numeric counter"))?;
+        if vals.len() < 4 {
+            return Err(TuneError::new(
+                field(),
+                format!("{name} has {} counters, need at least 4", vals.len()),
+            ));
+        }
+        let g = |i: usize| vals.get(i).copied().unwrap_or(0);
+        out.insert(
+            core,
+            CpuTimes {
+                user: g(0),
+                nice: g(1),
+                system: g(2),
+                idle: g(3),
+                iowait: g(4),
+                irq: g(5),
+                softirq: g(6),
+                steal: g(7),
+            },
+        );
+    }
+    if out.is_empty() {
+        return Err(TuneError::new("/proc/stat", "no cpuN lines"));
+    }
+    Ok(out)
+}
+
+/// Busy fraction per core between two snapshots. Cores missing from either snapshot are left
+/// out; an interval in which a core's counters did not advance is an error (sampling too fast).
+pub fn busy_fractions(prev: &StatSnapshot, next: &StatSnapshot) -> Result<BTreeMap<usize, f64>> {
+    let mut out = BTreeMap::new();
+    for (core, a) in prev {
+        let Some(b) = next.get(core) else { continue };
+        let (Some(db), Some(di)) = (
+            b.busy().checked_sub(a.busy()),
+            b.idle_all().checked_sub(a.idle_all()),
+        ) else {
+            return Err(TuneError::new(
+                format!("/proc/stat cpu{core}"),
+                "counters went backwards between samples",
+            ));
+        };
+        let total = db + di;
+        if total == 0 {
+            return Err(TuneError::new(
+                format!("/proc/stat cpu{core}"),
+                "no time elapsed between samples (interval too short?)",
+            ));
+        }
+        out.insert(*core, db as f64 / total as f64);
+    }
+    Ok(out)
+}
+
+/// Load distribution of one core over the sampling window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CoreLoad {
+    pub core: usize,
+    /// Busy fraction of each interval, in time order.
+    pub samples: Vec<f64>,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+    /// ECDF steps `(busy fraction, P[X ≤ value])`, values ascending.
+    pub ecdf: Vec<(f64, f64)>,
+}
+
+/// Nearest-rank percentile of ascending `sorted` (non-empty), `q` in `[0, 1]`.
+pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+    let n = sorted.len();
+    let rank = (q * n as f64).ceil() as usize;
+    sorted[rank.clamp(1, n) - 1]
+}
+
+impl CoreLoad {
+    pub fn from_samples(core: usize, samples: Vec<f64>) -> Self {
+        let mut sorted = samples.clone();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let ecdf = sorted
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (*v, (i + 1) as f64 / n as f64))
+            .collect();
+        CoreLoad {
+            core,
+            mean: samples.iter().sum::<f64>() / n as f64,
+            p50: percentile(&sorted, 0.50),
+            p90: percentile(&sorted, 0.90),
+            p99: percentile(&sorted, 0.99),
+            max: sorted[n - 1],
+            ecdf,
+            samples,
+        }
+    }
+}
+
+/// Per-core load distributions from `n ≥ 2` consecutive `/proc/stat` snapshots.
+pub fn core_loads(snapshots: &[StatSnapshot]) -> Result<Vec<CoreLoad>> {
+    if snapshots.len() < 2 {
+        return Err(TuneError::new(
+            "samples",
+            format!(
+                "need at least 2 /proc/stat samples, got {}",
+                snapshots.len()
+            ),
+        ));
+    }
+    let mut series: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    let cores: BTreeSet<usize> = snapshots
+        .iter()
+        .map(|s| s.keys().copied().collect::<BTreeSet<_>>())
+        .reduce(|a, b| a.intersection(&b).copied().collect())
+        .unwrap_or_default();
+    for w in snapshots.windows(2) {
+        for (core, f) in busy_fractions(&w[0], &w[1])? {
+            if cores.contains(&core) {
+                series.entry(core).or_default().push(f);
+            }
+        }
+    }
+    Ok(series
+        .into_iter()
+        .map(|(c, s)| CoreLoad::from_samples(c, s))
+        .collect())
+}
+
+/// Picks the worker core among `loads` restricted to `candidates` (all when `None`); see the
+/// module doc for the order and tie-break. `irq_cores[c]` is how many named-device interrupts
+/// core `c` currently serves.
+pub fn pick_worker_core(
+    loads: &[CoreLoad],
+    candidates: Option<&BTreeSet<usize>>,
+    irq_cores: &BTreeMap<usize, u32>,
+) -> Option<usize> {
+    // 0.1 % resolution: differences below it are sampling noise and count as ties.
+    let q = |v: f64| (v * 1000.0).round() as i64;
+    loads
+        .iter()
+        .filter(|l| candidates.is_none_or(|c| c.contains(&l.core)))
+        .min_by_key(|l| {
+            (
+                q(l.p90),
+                q(l.p99),
+                q(l.mean),
+                irq_cores.get(&l.core).copied().unwrap_or(0),
+                std::cmp::Reverse(l.core),
+            )
+        })
+        .map(|l| l.core)
+}
