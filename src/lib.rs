@@ -2,6 +2,7 @@
 //!
 //! Each command lives in its own module; `main.rs` only parses arguments and dispatches.
 //! (Engineers: add one `pub mod NAME;` line per module, keep the list sorted.)
+#![forbid(unsafe_code)]
 
 pub mod cli_util;
 pub mod cmd_ctl;

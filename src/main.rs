@@ -1,4 +1,5 @@
 //! `llrouter`: a low-latency, QoS-aware software router. See README.md.
+#![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
 use llrouter::cli_util::UsageError;

@@ -114,6 +114,27 @@ pub fn set_fifo(prio: i32) -> io::Result<()> {
     Ok(())
 }
 
+/// Sets the calling thread's nice value (negative: more CPU under contention; needs root).
+pub fn set_nice(nice: i32) -> io::Result<()> {
+    // SAFETY: setpriority only reads its integer arguments; with PRIO_PROCESS, who = 0 is the
+    // calling thread on Linux.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sends `sig` to the process `pid`. The caller must own `pid` and not have reaped it yet (a
+/// reaped pid can be reused by an unrelated process).
+pub fn signal_process(pid: u32, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: kill(2) only reads its integer arguments; which process it reaches is the
+    // caller's contract above.
+    if unsafe { libc::kill(pid as libc::pid_t, sig) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Sets the calling thread's timer slack (ns): how late the kernel may fire its sleeps.
 pub fn set_timer_slack(ns: u64) {
     // SAFETY: PR_SET_TIMERSLACK takes a plain integer and only changes this thread's slack.

@@ -7,13 +7,7 @@ use llr_ops::tune;
 
 /// Clock ticks per second of `/proc` times.
 fn clk_tck() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as u64
-    } else {
-        100
-    }
+    llr_io::sys::clock_ticks_per_sec().unwrap_or(100)
 }
 
 /// utime + stime of a process (all threads), ns; 0 when unreadable.

@@ -28,6 +28,8 @@
 //! # Ok::<(), llr_lab::LabError>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod demo;
 pub mod host;
 pub mod iperf;

@@ -137,9 +137,7 @@ pub fn measure(
         let g = topo.gen.run(|| {
             let _ = llr_io::gen::pin_to_cpu(gen_cpu);
             // Other work on the generator's core (builds) should not thin the offered load.
-            // SAFETY: setpriority on the calling thread (who = 0 with PRIO_PROCESS is the
-            // calling thread on Linux).
-            unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -10) };
+            let _ = llr_io::sys::set_nice(-10);
             llr_io::gen::run(&cfg, backend, stop)
         });
         let g = g.and_then(|r| r);

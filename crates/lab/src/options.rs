@@ -212,8 +212,7 @@ impl Options {
 
 /// Errors unless this process is root (the last check before a topology is built).
 pub fn need_root() -> Result<()> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !llr_io::sys::is_root() {
         return Err(LabError::NeedRoot);
     }
     Ok(())

@@ -238,9 +238,8 @@ impl RouterProc {
     }
 
     fn signal(&self, sig: libc::c_int) {
-        let pid = self.child.id() as libc::pid_t;
-        // SAFETY: kill(2) on our own child's pid, not yet reaped (callers check), so not reused.
-        unsafe { libc::kill(pid, sig) };
+        // Our own child, not yet reaped (callers check), so its pid is not reused.
+        let _ = llr_io::sys::signal_process(self.child.id(), sig);
     }
 }
 

@@ -22,6 +22,7 @@
 //! println!("{}", report.worker);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+#![forbid(unsafe_code)]
 
 pub mod config;
 pub mod control;

@@ -8,6 +8,7 @@
 //! paper 001, where the results can be checked against M/D/1, M/M/1 and Cobham's formula).
 //!
 //! Time is an `f64` in nanoseconds; nothing here reads a clock.
+#![forbid(unsafe_code)]
 
 pub mod model;
 mod sim;
