@@ -1,0 +1,401 @@
+//! rtnetlink: the route socket, dumps and the decoding of link, address, route and neighbour
+//! messages into what the mirror applies.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use llr_core::classify::IpPrefix;
+use llr_core::fwd::{NextHop, RouteKind};
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST,
+};
+use netlink_packet_route::address::{AddressAttribute, AddressMessage};
+use netlink_packet_route::link::{LinkAttribute, LinkMessage};
+use netlink_packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
+};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteType,
+};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+
+use super::MirrorSpec;
+
+// rtnetlink multicast groups (linux/rtnetlink.h, the legacy RTMGRP_* bitmask for bind()).
+pub(super) const RTMGRP_LINK: u32 = 0x1;
+pub(super) const RTMGRP_NEIGH: u32 = 0x4;
+pub(super) const RTMGRP_IPV4_IFADDR: u32 = 0x10;
+pub(super) const RTMGRP_IPV4_ROUTE: u32 = 0x40;
+pub(super) const RTMGRP_IPV6_IFADDR: u32 = 0x100;
+pub(super) const RTMGRP_IPV6_ROUTE: u32 = 0x400;
+pub(super) const RT_TABLE_MAIN: u32 = 254;
+
+/// Bytes per netlink receive; dumps send at most ~32 KiB per datagram.
+pub(super) const RECV_BUF: usize = 1 << 16;
+
+/// A netlink route socket: request/response for dumps, or bound to groups for events.
+pub(super) struct NlSocket {
+    pub(super) sock: Socket,
+    pub(super) seq: u32,
+    pub(super) buf: Vec<u8>,
+}
+
+impl NlSocket {
+    pub(super) fn new(groups: u32) -> Result<NlSocket> {
+        let mut sock = Socket::new(NETLINK_ROUTE).context("netlink: socket(NETLINK_ROUTE)")?;
+        sock.bind(&SocketAddr::new(0, groups))
+            .context("netlink: bind")?;
+        if groups != 0 {
+            // Room for bursts (a routing daemon installing a full table); an overrun is
+            // recovered by a re-dump anyway.
+            let _ = sock.set_rx_buf_sz(4 << 20);
+            sock.set_non_blocking(true)
+                .context("netlink: non-blocking")?;
+        }
+        Ok(NlSocket {
+            sock,
+            seq: 0,
+            buf: vec![0; RECV_BUF],
+        })
+    }
+
+    /// Sends a dump request and collects every answer up to `NLMSG_DONE`. Retries (a bounded
+    /// number of times) when the kernel flags the dump as interrupted by a concurrent change.
+    pub(super) fn dump(&mut self, req: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>> {
+        for _attempt in 0..5 {
+            self.seq = self.seq.wrapping_add(1);
+            let seq = self.seq;
+            let mut hdr = NetlinkHeader::default();
+            hdr.flags = NLM_F_DUMP | NLM_F_REQUEST;
+            hdr.sequence_number = seq;
+            let mut msg = NetlinkMessage::new(hdr, NetlinkPayload::from(req.clone()));
+            msg.finalize();
+            let mut out = vec![0; msg.header.length as usize];
+            msg.serialize(&mut out[..]);
+            self.sock
+                .send_to(&out, &SocketAddr::new(0, 0), 0)
+                .context("netlink: send dump request")?;
+            let mut got = Vec::new();
+            let mut interrupted = false;
+            let deadline = Instant::now() + Duration::from_secs(10);
+            'recv: loop {
+                if Instant::now() > deadline {
+                    bail!("netlink: dump did not finish within 10 s");
+                }
+                let n = self
+                    .sock
+                    .recv(&mut &mut self.buf[..], 0)
+                    .context("netlink: recv dump")?;
+                for (h_flags, h_seq, m) in frames(&self.buf[..n]) {
+                    if h_seq != seq {
+                        continue; // a stale answer to an earlier, abandoned request
+                    }
+                    if h_flags & NLM_F_DUMP_INTR != 0 {
+                        interrupted = true;
+                    }
+                    match m {
+                        Frame::Done => break 'recv,
+                        Frame::Error(code) => {
+                            bail!(
+                                "netlink: dump request failed: {}",
+                                std::io::Error::from_raw_os_error(-code)
+                            )
+                        }
+                        Frame::Msg(m) => got.push(m),
+                        Frame::Other => {}
+                    }
+                }
+            }
+            if !interrupted {
+                return Ok(got);
+            }
+        }
+        bail!("netlink: dump interrupted 5 times in a row (tables changing too fast)")
+    }
+}
+
+pub(super) enum Frame {
+    Msg(RouteNetlinkMessage),
+    Done,
+    Error(i32),
+    Other,
+}
+
+/// Splits a netlink datagram into messages: (header flags, sequence number, payload). A message
+/// the parser cannot decode (a newer kernel's attribute layout, say) is skipped, not fatal.
+pub(super) fn frames(mut b: &[u8]) -> Vec<(u16, u32, Frame)> {
+    let mut out = Vec::new();
+    while b.len() >= 16 {
+        let len = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize;
+        if len < 16 || len > b.len() {
+            break;
+        }
+        let flags = u16::from_ne_bytes([b[6], b[7]]);
+        let seq = u32::from_ne_bytes([b[8], b[9], b[10], b[11]]);
+        let f = match NetlinkMessage::<RouteNetlinkMessage>::deserialize(&b[..len]) {
+            Ok(m) => match m.payload {
+                NetlinkPayload::InnerMessage(x) => Frame::Msg(x),
+                NetlinkPayload::Done(_) => Frame::Done,
+                NetlinkPayload::Error(e) => match e.code {
+                    Some(c) => Frame::Error(c.get()),
+                    None => Frame::Other, // an ACK
+                },
+                _ => Frame::Other,
+            },
+            Err(e) => {
+                tracing::debug!("netlink: skipping undecodable message: {e}");
+                Frame::Other
+            }
+        };
+        out.push((flags, seq, f));
+        // Messages are 4-byte aligned (NLMSG_ALIGN).
+        let adv = (len + 3) & !3;
+        if adv >= b.len() {
+            break;
+        }
+        b = &b[adv..];
+    }
+    out
+}
+
+/// ifindex → (MAC, MTU).
+pub(super) type Links = BTreeMap<u32, ([u8; 6], u32)>;
+/// ifindex → sorted (address, prefix length).
+pub(super) type Addrs = BTreeMap<u32, Vec<(IpAddr, u8)>>;
+
+/// The kernel's tables, as far as llrouter cares.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct KernelView {
+    /// The router's links: ifindex → (MAC, MTU).
+    pub(super) links: BTreeMap<u32, ([u8; 6], u32)>,
+    /// The router's addresses: ifindex → (address, prefix length), sorted.
+    pub(super) addrs: BTreeMap<u32, Vec<(IpAddr, u8)>>,
+    /// Table main: prefix → entries (metric, next hop).
+    pub(super) routes: HashMap<IpPrefix, Vec<(u32, NextHop)>>,
+    /// Resolved neighbours of the router's interfaces.
+    pub(super) neighbors: HashMap<(u32, IpAddr), [u8; 6]>,
+}
+
+/// One decoded change.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum KernelEvent {
+    /// Add or replace the route (prefix, metric) → next hop.
+    RouteSet(IpPrefix, u32, NextHop),
+    /// Remove the route (prefix, metric).
+    RouteDel(IpPrefix, u32),
+    NeighSet(u32, IpAddr, [u8; 6]),
+    NeighDel(u32, IpAddr),
+    /// Links or addresses changed: re-dump them.
+    Resync,
+    Ignore,
+}
+
+pub(super) fn route_addr(a: &RouteAddress) -> Option<IpAddr> {
+    match a {
+        RouteAddress::Inet(v4) => Some(IpAddr::V4(*v4)),
+        RouteAddress::Inet6(v6) => Some(IpAddr::V6(*v6)),
+        _ => None,
+    }
+}
+
+/// Decodes a route message of table main: (prefix, metric, next hop). The next hop of a route
+/// llrouter must not forward itself has the route's own interface (maybe not one of the
+/// router's) or ifindex 0, so the forwarder passes matching packets to the kernel.
+pub(super) fn decode_route(m: &RouteMessage) -> Option<(IpPrefix, u32, NextHop)> {
+    let h: &RouteHeader = &m.header;
+    let mut table = u32::from(h.table);
+    let (mut dst, mut oif, mut gw, mut metric) = (None, None, None, 0u32);
+    let mut first_hop = None;
+    for a in &m.attributes {
+        match a {
+            RouteAttribute::Table(t) => table = *t,
+            RouteAttribute::Destination(d) => dst = route_addr(d),
+            RouteAttribute::Oif(i) => oif = Some(*i),
+            RouteAttribute::Gateway(g) => gw = route_addr(g),
+            RouteAttribute::Priority(p) => metric = *p,
+            RouteAttribute::MultiPath(hops) => {
+                // ECMP: llrouter follows the first next hop (no multipath hashing yet).
+                first_hop = hops.first().map(|nh| {
+                    let g = nh.attributes.iter().find_map(|x| match x {
+                        RouteAttribute::Gateway(g) => route_addr(g),
+                        _ => None,
+                    });
+                    (nh.interface_index, g)
+                });
+            }
+            _ => {}
+        }
+    }
+    if table != RT_TABLE_MAIN || h.flags.contains(RouteFlags::Cloned) {
+        return None;
+    }
+    let dst = match (dst, h.address_family) {
+        (Some(d), _) => d,
+        (None, AddressFamily::Inet) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        (None, AddressFamily::Inet6) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        _ => return None,
+    };
+    let prefix = IpPrefix::new(dst, h.destination_prefix_length).ok()?;
+    if let (None, Some((i, g))) = (oif, first_hop) {
+        oif = Some(i);
+        gw = g;
+    }
+    let nh = match h.kind {
+        RouteType::Unicast => NextHop {
+            ifindex: oif.unwrap_or(0),
+            gateway: gw,
+        },
+        RouteType::BlackHole => NextHop::special(RouteKind::Blackhole),
+        RouteType::Unreachable => NextHop::special(RouteKind::Unreachable),
+        RouteType::Prohibit => NextHop::special(RouteKind::Prohibit),
+        _ => NextHop::special(RouteKind::Kernel),
+    };
+    Some((prefix, metric, nh))
+}
+
+pub(super) fn decode_neigh(m: &NeighbourMessage) -> Option<(u32, IpAddr, Option<[u8; 6]>)> {
+    let mut ip = None;
+    let mut mac = None;
+    for a in &m.attributes {
+        match a {
+            NeighbourAttribute::Destination(NeighbourAddress::Inet(v4)) => {
+                ip = Some(IpAddr::V4(*v4))
+            }
+            NeighbourAttribute::Destination(NeighbourAddress::Inet6(v6)) => {
+                ip = Some(IpAddr::V6(*v6))
+            }
+            NeighbourAttribute::LinkLayerAddress(l) => mac = <[u8; 6]>::try_from(&l[..]).ok(),
+            _ => {}
+        }
+    }
+    let usable = !matches!(
+        m.header.state,
+        NeighbourState::Failed | NeighbourState::Incomplete | NeighbourState::None
+    );
+    Some((m.header.ifindex, ip?, if usable { mac } else { None }))
+}
+
+pub(super) fn decode_link(m: &LinkMessage) -> (u32, [u8; 6], u32) {
+    let mut mac = [0u8; 6];
+    let mut mtu = 1500;
+    for a in &m.attributes {
+        match a {
+            LinkAttribute::Address(a) => {
+                if let Ok(x) = <[u8; 6]>::try_from(&a[..]) {
+                    mac = x;
+                }
+            }
+            LinkAttribute::Mtu(x) => mtu = *x,
+            _ => {}
+        }
+    }
+    (m.header.index, mac, mtu)
+}
+
+pub(super) fn decode_addr(m: &AddressMessage) -> Option<(u32, IpAddr, u8)> {
+    // IFA_LOCAL is the interface's own address (differs from IFA_ADDRESS on point-to-point
+    // links); IPv6 sends only IFA_ADDRESS.
+    let mut local = None;
+    let mut address = None;
+    for a in &m.attributes {
+        match a {
+            AddressAttribute::Local(ip) => local = Some(*ip),
+            AddressAttribute::Address(ip) => address = Some(*ip),
+            _ => {}
+        }
+    }
+    Some((m.header.index, local.or(address)?, m.header.prefix_len))
+}
+
+pub(super) fn classify_event(m: &RouteNetlinkMessage, spec: &MirrorSpec) -> KernelEvent {
+    use RouteNetlinkMessage as M;
+    match m {
+        M::NewRoute(r) if spec.kernel_routes => match decode_route(r) {
+            Some((p, metric, nh)) => KernelEvent::RouteSet(p, metric, nh),
+            None => KernelEvent::Ignore,
+        },
+        M::DelRoute(r) if spec.kernel_routes => match decode_route(r) {
+            Some((p, metric, _)) => KernelEvent::RouteDel(p, metric),
+            None => KernelEvent::Ignore,
+        },
+        M::NewNeighbour(n) if spec.kernel_routes => match decode_neigh(n) {
+            Some((i, _, _)) if !spec.ifindexes.contains(&i) => KernelEvent::Ignore,
+            Some((i, ip, Some(mac))) => KernelEvent::NeighSet(i, ip, mac),
+            Some((i, ip, None)) => KernelEvent::NeighDel(i, ip),
+            None => KernelEvent::Ignore,
+        },
+        M::DelNeighbour(n) if spec.kernel_routes => match decode_neigh(n) {
+            Some((i, ip, _)) if spec.ifindexes.contains(&i) => KernelEvent::NeighDel(i, ip),
+            _ => KernelEvent::Ignore,
+        },
+        M::NewLink(_) | M::DelLink(_) | M::NewAddress(_) | M::DelAddress(_) => KernelEvent::Resync,
+        _ => KernelEvent::Ignore,
+    }
+}
+
+/// Reads the kernel's tables with netlink dumps (calling thread's namespace).
+pub(super) fn dump_view(sock: &mut NlSocket, spec: &MirrorSpec) -> Result<KernelView> {
+    let mut v = KernelView::default();
+    for m in sock.dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))? {
+        if let RouteNetlinkMessage::NewLink(l) = m {
+            let (i, mac, mtu) = decode_link(&l);
+            if spec.ifindexes.contains(&i) {
+                v.links.insert(i, (mac, mtu));
+            }
+        }
+    }
+    for m in sock.dump(RouteNetlinkMessage::GetAddress(AddressMessage::default()))? {
+        if let RouteNetlinkMessage::NewAddress(a) = m {
+            if let Some((i, ip, len)) = decode_addr(&a) {
+                if spec.ifindexes.contains(&i) {
+                    v.addrs.entry(i).or_default().push((ip, len));
+                }
+            }
+        }
+    }
+    for a in v.addrs.values_mut() {
+        a.sort();
+        a.dedup();
+    }
+    if spec.kernel_routes {
+        for fam in [AddressFamily::Inet, AddressFamily::Inet6] {
+            let mut req = RouteMessage::default();
+            req.header.address_family = fam;
+            for m in sock.dump(RouteNetlinkMessage::GetRoute(req))? {
+                if let RouteNetlinkMessage::NewRoute(r) = m {
+                    if let Some((p, metric, nh)) = decode_route(&r) {
+                        set_route(&mut v.routes, p, metric, nh);
+                    }
+                }
+            }
+        }
+        for m in sock.dump(RouteNetlinkMessage::GetNeighbour(
+            NeighbourMessage::default(),
+        ))? {
+            if let RouteNetlinkMessage::NewNeighbour(n) = m {
+                if let Some((i, ip, Some(mac))) = decode_neigh(&n) {
+                    if spec.ifindexes.contains(&i) {
+                        v.neighbors.insert((i, ip), mac);
+                    }
+                }
+            }
+        }
+    }
+    Ok(v)
+}
+
+pub(super) fn set_route(
+    routes: &mut HashMap<IpPrefix, Vec<(u32, NextHop)>>,
+    p: IpPrefix,
+    metric: u32,
+    nh: NextHop,
+) {
+    let e = routes.entry(p).or_default();
+    match e.iter_mut().find(|(m, _)| *m == metric) {
+        Some(slot) => slot.1 = nh,
+        None => e.push((metric, nh)),
+    }
+}
