@@ -127,25 +127,10 @@ pub fn write_csv(path: &Path, rows: &[SweepRow]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Arrivals, Rate, ServiceModel};
     use llr_core::sched::SchedConfig;
 
     fn point(strategy: StrategyKind, u: f64) -> SweepPoint {
-        let config = SimConfig {
-            sched: SchedConfig::new(strategy, &["rt", "be"]),
-            shares: vec![0.3, 0.7],
-            cores: 1,
-            flows: 64,
-            rate: Rate::Utilization(u),
-            packet_size: 128,
-            service: ServiceModel::default(),
-            extra_latency: false,
-            ring_size: 512,
-            wakeup_cost_ns: 0.0,
-            arrivals: Arrivals::Poisson,
-            packets: 20_000,
-            seed: 1,
-        };
+        let config = SimConfig::paper000(SchedConfig::new(strategy, &["rt", "be"]), 0.3, u, 20_000);
         SweepPoint {
             strategy,
             value: u,
