@@ -63,16 +63,31 @@ impl Bounds {
     }
 }
 
-/// Searches the MLFFR of the running target at `rt_share`; the trials are appended to `rows`.
+/// A running target and what every measurement on it needs.
+pub struct Bench<'a, 't> {
+    pub topo: &'a Topology,
+    pub act: &'a Active<'t>,
+    pub opts: &'a Options,
+    pub stop: &'a AtomicBool,
+    pub progress: &'a dyn Progress,
+}
+
+/// Searches the MLFFR of the running target at `rt_share`; the trials, marked with `round`, are
+/// appended to `rows`.
 pub fn search(
-    topo: &Topology,
-    act: &Active<'_>,
-    c: &Options,
-    (s, rt_share): (&Search, f64),
-    stop: &AtomicBool,
+    bench: &Bench<'_, '_>,
+    s: &Search,
+    rt_share: f64,
+    round: u32,
     rows: &mut Vec<Row>,
-    progress: &dyn Progress,
 ) -> Result<Found> {
+    let Bench {
+        topo,
+        act,
+        opts: c,
+        stop,
+        progress,
+    } = *bench;
     let mut b = Bounds {
         lo: 0.0,
         hi: s.max_rate,
@@ -86,7 +101,8 @@ pub fn search(
         }
         progress.message(&format!("{} mlffr {rate:.0} pps", target.label()));
         let p = measure(topo, act, c, rate, rt_share, stop)?;
-        let r = p.row(&target, rt_share);
+        let mut r = p.row(&target, rt_share);
+        r.round = round;
         let loss = 1.0 - (r.recv_rt + r.recv_be) as f64 / (p.gen.sent.max(1)) as f64;
         let next = b.update(s, rate, p.gen.achieved_pps, r.throughput_pps, loss);
         rows.push(r);
@@ -166,19 +182,14 @@ impl MlffrStudy {
                         continue;
                     }
                 };
-                let first = o.trials.len();
-                let f = search(
-                    &topo,
-                    &act,
-                    c,
-                    (&self.search, self.rt_share),
+                let bench = Bench {
+                    topo: &topo,
+                    act: &act,
+                    opts: c,
                     stop,
-                    &mut o.trials,
                     progress,
-                )?;
-                for r in &mut o.trials[first..] {
-                    r.round = round;
-                }
+                };
+                let f = search(&bench, &self.search, self.rt_share, round, &mut o.trials)?;
                 act.finish()?;
                 o.found.push(Mlffr {
                     target: t.label(),

@@ -207,19 +207,15 @@ impl SweepStudy {
         }
         let loads = match &self.multiples {
             Some(m) => {
-                let first = o.trials.len();
-                let f: Found = mlffr::search(
+                let bench = mlffr::Bench {
                     topo,
-                    &act,
-                    c,
-                    (&self.search, self.shares[0]),
+                    act: &act,
+                    opts: c,
                     stop,
-                    &mut o.trials,
                     progress,
-                )?;
-                for r in &mut o.trials[first..] {
-                    r.round = round;
-                }
+                };
+                let (share, trials) = (self.shares[0], &mut o.trials);
+                let f: Found = mlffr::search(&bench, &self.search, share, round, trials)?;
                 o.mlffrs.push(Mlffr {
                     target: t.label(),
                     round,
