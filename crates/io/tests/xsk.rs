@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use llr_core::sched::RingView;
 use llr_io::ebpf::{AttachMode, Classifier};
 use llr_io::netns::{addr, Netns, Topology};
-use llr_io::xsk::{Action, Device, PortSpec, WakeMode, XskOptions};
+use llr_io::xsk::{Action, Device, PortSpec, XskOptions};
 
 fn mac(s: &str) -> [u8; 6] {
     llr_io::kernel::parse_mac(s).expect("a MAC address")
@@ -81,14 +81,7 @@ fn forwards_between_ports_and_steers_by_dscp() {
                     classifier: mk()?,
                 },
             ];
-            let mut dev = Device::open(
-                ports,
-                0,
-                2,
-                &XskOptions::default(),
-                WakeMode::Interrupt,
-                AttachMode::Auto,
-            )?;
+            let mut dev = Device::open(ports, 0, 2, &XskOptions::default(), AttachMode::Auto)?;
             ready_tx.send(()).unwrap();
             let mut served = vec![0u64; 2];
             let deadline = Instant::now() + Duration::from_secs(20);

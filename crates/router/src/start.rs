@@ -380,8 +380,7 @@ fn open_device(r: &Resolved, flags: u32, local: &[IpAddr]) -> Result<Device, Rou
             classifier: c,
         });
     }
-    Device::open(ports, 0, nsock, &r.cfg.rings, r.cfg.wake, r.cfg.attach)
-        .map_err(RouterError::setup)
+    Device::open(ports, 0, nsock, &r.cfg.rings, r.cfg.attach).map_err(RouterError::setup)
 }
 
 fn worker_options(r: &Resolved, duration: Option<Duration>) -> Result<WorkerOptions, RouterError> {

@@ -9,7 +9,7 @@ use xdpilone::xdp::XdpDesc;
 use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, User};
 
 use super::umem::UmemArea;
-use super::{bind_retrying, Action, PortStats, Spare, WakeMode, XskOptions};
+use super::{bind_retrying, Action, PortStats, Spare, XskOptions};
 use crate::ebpf::{AttachMode, Classifier};
 use crate::sys;
 
@@ -73,7 +73,6 @@ impl Device {
         queue: u32,
         nrings: usize,
         opts: &XskOptions,
-        wake: WakeMode,
         attach: AttachMode,
     ) -> Result<Device> {
         opts.validate()?;
@@ -155,18 +154,6 @@ impl Device {
                     )
                 })?;
                 let fd = ring.as_raw_fd();
-                if wake == WakeMode::Busy {
-                    // Accepted only where the kernel supports busy polling for the socket; a
-                    // refusal is harmless (we spin anyway).
-                    let budget = opts.busy_poll_budget as libc::c_int;
-                    for (opt, v) in [
-                        (69 /* SO_PREFER_BUSY_POLL */, 1),
-                        (libc::SO_BUSY_POLL, 20),
-                        (70 /* SO_BUSY_POLL_BUDGET */, budget),
-                    ] {
-                        let _ = sys::setsockopt_int(fd, libc::SOL_SOCKET, opt, v);
-                    }
-                }
                 fds.push(fd);
                 rx.push(ring);
                 users.push(user);

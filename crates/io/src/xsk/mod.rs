@@ -34,7 +34,8 @@ pub enum WakeMode {
     /// NAPI: block in poll() on the rx fds when every ring is empty (the "interrupt").
     #[default]
     Interrupt,
-    /// Never sleep; `SO_PREFER_BUSY_POLL`/`SO_BUSY_POLL` set where the kernel accepts them.
+    /// Never sleep: spin over the rings in user space. No kernel busy-poll socket options are
+    /// set: they act inside a receive syscall, which a spinning worker never makes.
     Busy,
     /// Spin `spin_us` before blocking.
     Adaptive,
@@ -65,8 +66,6 @@ pub struct XskOptions {
     pub fill_size: u32,
     /// Egress queue (software, per port and ring) used when the Tx ring is full.
     pub egress_queue: u32,
-    /// `SO_BUSY_POLL_BUDGET` in busy mode.
-    pub busy_poll_budget: u32,
 }
 
 impl Default for XskOptions {
@@ -77,7 +76,6 @@ impl Default for XskOptions {
             tx_size: 1024,
             fill_size: 2048,
             egress_queue: 1024,
-            busy_poll_budget: 64,
         }
     }
 }
