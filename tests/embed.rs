@@ -95,17 +95,7 @@ fn embedded_router_forwards_counts_and_detaches() {
     let got = receive(sink, n_ef + n_be);
     let to: SocketAddrV4 = SocketAddrV4::new(addr::SINK_V4.parse().unwrap(), 9000);
     let send = |n: u64, tos: i32| {
-        // SAFETY: pointer to a live c_int with its exact size.
-        let rc = unsafe {
-            libc::setsockopt(
-                gen.as_raw_fd(),
-                libc::IPPROTO_IP,
-                libc::IP_TOS,
-                (&tos as *const i32).cast(),
-                4,
-            )
-        };
-        assert_eq!(rc, 0);
+        llr_io::sys::setsockopt_int(gen.as_raw_fd(), libc::IPPROTO_IP, libc::IP_TOS, tos).unwrap();
         for i in 0..n {
             gen.send_to(&i.to_be_bytes(), to).unwrap();
             std::thread::sleep(Duration::from_micros(200));

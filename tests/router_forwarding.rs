@@ -35,9 +35,7 @@ dst_port = "5000-5010"
 "#;
 
 fn setopt(fd: i32, level: i32, opt: i32, v: i32) {
-    // SAFETY: pointer to a live c_int with its exact size.
-    let rc = unsafe { libc::setsockopt(fd, level, opt, (&v as *const i32).cast(), 4) };
-    assert_eq!(rc, 0);
+    llr_io::sys::setsockopt_int(fd, level, opt, v).unwrap();
 }
 
 #[test]

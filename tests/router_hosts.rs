@@ -72,17 +72,12 @@ fn udp_through(t: &Topology, dst: IpAddr, port: u16, n: u32, len: usize) -> u32 
             .unwrap();
         // A 4 MB receive buffer: this test is about checksums, not about a receiver that
         // falls behind while another test shares the CPUs.
-        let rcvbuf: libc::c_int = 4 << 20;
-        // SAFETY: a valid socket and a c_int option value that outlives the call.
-        unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUFFORCE,
-                (&rcvbuf as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
+        let _ = llr_io::sys::setsockopt_int(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            4 << 20,
+        );
         let mut got = 0u32;
         let mut buf = vec![0u8; 65536];
         while let Ok(k) = s.recv(&mut buf) {
@@ -342,18 +337,8 @@ fn path_mtu_discovery_fragmentation_and_tracepath() {
     t.gen
         .run(|| {
             let s = UdpSocket::bind("0.0.0.0:0").unwrap();
-            let dont: libc::c_int = libc::IP_PMTUDISC_DONT;
-            // SAFETY: a valid socket and a c_int option value that outlives the call.
-            let r = unsafe {
-                libc::setsockopt(
-                    s.as_raw_fd(),
-                    libc::IPPROTO_IP,
-                    libc::IP_MTU_DISCOVER,
-                    (&dont as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
-            assert_eq!(r, 0);
+            let (fd, dont) = (s.as_raw_fd(), libc::IP_PMTUDISC_DONT);
+            llr_io::sys::setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, dont).unwrap();
             let m: Vec<u8> = (0..1472).map(|j| j as u8).collect();
             for _ in 0..10 {
                 s.send_to(&m, (addr::SINK_V4, 5410)).unwrap();

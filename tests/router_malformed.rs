@@ -169,20 +169,8 @@ dscp = 46
     let sink_ef = bind(&topo.sink, "0.0.0.0:9001");
     let gen = bind(&topo.gen, "0.0.0.0:0");
     let gen_ef = bind(&topo.gen, "0.0.0.0:0");
-    // SAFETY: pointer to a live c_int of the size given.
-    let tos: i32 = 46 << 2;
-    assert_eq!(
-        unsafe {
-            libc::setsockopt(
-                gen_ef.as_raw_fd(),
-                libc::IPPROTO_IP,
-                libc::IP_TOS,
-                (&tos as *const i32).cast(),
-                4,
-            )
-        },
-        0
-    );
+    llr_io::sys::setsockopt_int(gen_ef.as_raw_fd(), libc::IPPROTO_IP, libc::IP_TOS, 46 << 2)
+        .unwrap();
 
     let kinds = malformed_frames();
     const ROUNDS: u64 = 20;

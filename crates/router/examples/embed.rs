@@ -1,14 +1,14 @@
 //! Embeds the router: a configuration built in code, no file, no CLI.
 //!
 //! `cargo run --release -p llr-router --example embed -- IF_IN IF_OUT [SECONDS]` (root): routes
-//! between the two interfaces with two classes, `rt` (DSCP 46) and `be`, under ll-wfq, prints
+//! between the two interfaces with two classes, `rt` (DSCP 46, or UDP to port 5004) and `be`,
+//! under ll-wfq, prints
 //! the counters every second and stops on Ctrl-C or after SECONDS.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use llr_core::classify::RuleSpec;
-use llr_core::sched::ClassSpec;
+use llr_core::classify::{NumOrText, RuleSpec};
 use llr_router::{Router, RouterConfig, StartOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -18,18 +18,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         _ => return Err("usage: embed IF_IN IF_OUT [SECONDS]".into()),
     };
     let seconds: Option<f64> = args.get(2).map(|s| s.parse()).transpose()?;
-    // Built in code: what `RouterConfig::two_class` gives, spelled out.
-    let cfg = RouterConfig {
-        interfaces: vec![a, b],
-        strategy: "ll-wfq".into(),
-        classes: vec![ClassSpec::named("rt"), ClassSpec::named("be")],
-        rules: vec![RuleSpec {
-            class: "rt".into(),
-            dscp: Some(46),
-            ..Default::default()
-        }],
+    // Built in code: the README's two classes, and one more rule on top (RT for UDP to port
+    // 5004, whatever its DSCP).
+    let mut cfg = RouterConfig::two_class(vec![a, b]);
+    cfg.rules.push(RuleSpec {
+        class: "rt".into(),
+        proto: Some(NumOrText::Text("udp".into())),
+        dst_port: Some(NumOrText::Num(5004)),
         ..Default::default()
-    };
+    });
     let running = Router::start(cfg, StartOptions::default())?;
     let stop = llr_io::sys::install_stop_signals(); // Ctrl-C
     running.wait_ready(Duration::from_secs(5));
