@@ -19,8 +19,15 @@
  *     class cannot take the kernel's softirq time from the RT class;
  *   - otherwise the first matching rule of the active half of `llr_rules` gives the class
  *     (unmatched -> the lowest class, that half's `default_class`);
- *   - class -> XSKMAP key via `llr_class_ring`, then bpf_redirect_map() with XDP_PASS as the
- *     fallback (no socket bound for the key -> the kernel gets the frame).
+ *   - class -> ring via `llr_class_ring`; the XSKMAP key is (rx queue, ring):
+ *     rx_queue_index * LLR_MAX_CLASSES + ring, so with several workers each queue's frames go
+ *     to the sockets of the worker that owns the queue (AF_XDP only accepts a frame into a
+ *     socket bound to the queue it arrived on); bpf_redirect_map() with XDP_PASS as the
+ *     fallback (no socket bound for the key -> the kernel gets the frame);
+ *   - with CFG_BY_QUEUE ("steering = queues" / "ntuple"), the class is not looked up in the
+ *     rules at all: something before us (the NIC's ntuple filters, a switch, the testbed's
+ *     generator) already put class c of worker w in hardware queue w * queue_classes + c, so
+ *     class = rx_queue_index % queue_classes. The pass-to-kernel checks above still apply.
  *
  * The rule semantics are llr-core's `classify` module doc; crates/io/tests/classifier_agree.rs
  * checks this program against `RuleSet::classify` on generated rules and frames.
@@ -42,6 +49,8 @@
 
 #define LLR_MAX_RULES 64
 #define LLR_MAX_CLASSES 64
+/* rx queues a classifier can redirect from (XSKMAP keys: queue * LLR_MAX_CLASSES + ring) */
+#define LLR_MAX_QUEUES 64
 /* llr-core's wire::DEFAULT_MAX_FRAME and ipv6::MAX_EXT_HEADERS */
 #define LLR_MAX_FRAME 9018
 #define LLR_MAX_EXT 4
@@ -62,6 +71,7 @@
 
 /* llr_config.flags */
 #define CFG_TIMESTAMP (1u << 0) /* write bpf_ktime_get_ns() into 8 bytes of XDP metadata */
+#define CFG_BY_QUEUE (1u << 1) /* class = rx queue % queue_classes; no rules */
 
 /* Counter slots of llr_stats after the per-class ones. */
 #define ST_PASS_NONIP (LLR_MAX_CLASSES + 0)
@@ -101,7 +111,7 @@ _Static_assert(sizeof(struct llr_rule) == 64, "struct llr_rule must be 64 bytes"
 
 struct llr_config {
 	__u32 active; /* the rule-table half frames use: 0 or 1 */
-	__u32 pad0;
+	__u32 queue_classes; /* with CFG_BY_QUEUE: classes per worker's queue group */
 	__u32 flags;
 	__u32 pad1;
 };
@@ -143,7 +153,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
-	__uint(max_entries, LLR_MAX_CLASSES);
+	__uint(max_entries, LLR_MAX_QUEUES * LLR_MAX_CLASSES);
 	__type(key, __u32);
 	__type(value, __u32);
 } llr_xsks SEC(".maps");
@@ -464,6 +474,13 @@ int llr_classify(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 rules:
+	if (cfg->flags & CFG_BY_QUEUE) {
+		__u32 n = cfg->queue_classes;
+		cls = n ? ctx->rx_queue_index % n : 0;
+		if (malformed)
+			count(ST_MALFORMED);
+		goto redirect;
+	}
 	if (malformed) {
 		count(ST_MALFORMED);
 		p.ipver = 0;
@@ -486,12 +503,13 @@ rules:
 
 redirect:;
 	__u32 c = cls & (LLR_MAX_CLASSES - 1);
-	__u32 key = c;
+	__u32 r = c;
 	__u32 *ring = bpf_map_lookup_elem(&llr_class_ring, &c);
 	if (ring)
-		key = *ring;
+		r = *ring & (LLR_MAX_CLASSES - 1);
+	__u32 key = ctx->rx_queue_index * LLR_MAX_CLASSES + r;
 	count(c);
-	count(ST_KEY_BASE + (key & (LLR_MAX_CLASSES - 1)));
+	count(ST_KEY_BASE + r);
 	if (cfg->flags & CFG_TIMESTAMP) {
 		if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(__u64)) == 0) {
 			void *d = (void *)(long)ctx->data;

@@ -18,10 +18,16 @@ use aya::Ebpf;
 pub const PROGRAM_NAME: &str = "llr_classify";
 /// Rules the program evaluates at most (`LLR_MAX_RULES`).
 pub const MAX_RULES: usize = 64;
-/// Classes, and XSKMAP keys, at most (`LLR_MAX_CLASSES`).
+/// Classes, and rings per rx queue, at most (`LLR_MAX_CLASSES`).
 pub const MAX_CLASSES: usize = 64;
+/// Rx queues a classifier redirects from, at most (`LLR_MAX_QUEUES`): XSKMAP keys are
+/// `queue * MAX_CLASSES + ring`.
+pub const MAX_QUEUES: usize = 64;
 /// `llr_config.flags`: write a `bpf_ktime_get_ns()` timestamp into 8 bytes of XDP metadata.
 pub const FLAG_TIMESTAMP: u32 = 1;
+/// `llr_config.flags`: the class is the rx queue modulo `queue_classes`; rules are not used
+/// (set through [`Classifier::set_queue_steering`]).
+const FLAG_BY_QUEUE: u32 = 2;
 
 /// XDP return codes (`enum xdp_action`).
 pub const XDP_ABORTED: u32 = 0;
@@ -88,6 +94,10 @@ pub struct Classifier {
     grace: Option<std::thread::JoinHandle<()>>,
     /// Treat the program as running even when not attached (see [`Classifier::assume_live`]).
     live: bool,
+    /// Classes per queue group with queue steering; 0: classes come from the rules.
+    queue_classes: u32,
+    /// The `FLAG_*` flags of the last rule set.
+    flags: u32,
 }
 
 impl std::fmt::Debug for Classifier {
@@ -115,6 +125,8 @@ impl Classifier {
             active: 0,
             grace: None,
             live: false,
+            queue_classes: 0,
+            flags: 0,
         };
         c.set_rules(&[], default_class, 0)?;
         Ok(c)
@@ -168,8 +180,14 @@ impl Classifier {
         // The flip: one 4-byte word that frames read once.
         let mut cfg: Array<_, [u32; 4]> =
             Array::try_from(self.ebpf.map_mut("llr_config").context("llr_config")?)?;
-        cfg.set(0, [next, 0, flags, 0], 0)?;
+        let by_queue = if self.queue_classes > 0 {
+            FLAG_BY_QUEUE
+        } else {
+            0
+        };
+        cfg.set(0, [next, self.queue_classes, flags | by_queue, 0], 0)?;
         self.active = next;
+        self.flags = flags;
         if self.attached.is_some() || self.live {
             // The grace period runs on its own thread so the caller (the worker, between poll
             // rounds) never blocks for it; if the thread cannot start, wait here.
@@ -227,11 +245,31 @@ impl Classifier {
         Ok(())
     }
 
-    /// Binds the AF_XDP socket `fd` to XSKMAP key `key` (a ring id).
-    pub fn set_socket(&mut self, key: u32, fd: RawFd) -> Result<()> {
+    /// Registers the AF_XDP socket `fd`, bound to rx queue `queue`, as ring `ring` of that
+    /// queue (XSKMAP key `queue * MAX_CLASSES + ring`).
+    pub fn set_socket(&mut self, queue: u32, ring: u32, fd: RawFd) -> Result<()> {
+        if queue as usize >= MAX_QUEUES || ring as usize >= MAX_CLASSES {
+            bail!("socket of queue {queue}, ring {ring}: at most {MAX_QUEUES} queues and {MAX_CLASSES} rings");
+        }
+        let key = queue * MAX_CLASSES as u32 + ring;
         let mut m = XskMap::try_from(self.ebpf.map_mut("llr_xsks").context("llr_xsks")?)?;
         m.set(key, fd, 0)
-            .with_context(|| format!("XSKMAP[{key}] = fd {fd}"))?;
+            .with_context(|| format!("XSKMAP[{key}] (queue {queue}, ring {ring}) = fd {fd}"))?;
+        Ok(())
+    }
+
+    /// Steers by rx queue instead of by rules: a frame on queue q is class `q % classes`
+    /// (`steering = "queues"` / `"ntuple"`: the NIC or the sender already sorted the classes
+    /// into queues). `classes` = 0 goes back to the rules. Takes effect at once.
+    pub fn set_queue_steering(&mut self, classes: u32) -> Result<()> {
+        if classes as usize > MAX_CLASSES {
+            bail!("queue steering: {classes} classes; at most {MAX_CLASSES}");
+        }
+        self.queue_classes = classes;
+        let by_queue = if classes > 0 { FLAG_BY_QUEUE } else { 0 };
+        let mut cfg: Array<_, [u32; 4]> =
+            Array::try_from(self.ebpf.map_mut("llr_config").context("llr_config")?)?;
+        cfg.set(0, [self.active, classes, self.flags | by_queue, 0], 0)?;
         Ok(())
     }
 

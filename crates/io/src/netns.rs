@@ -271,6 +271,17 @@ pub struct VethPair {
 impl VethPair {
     /// Creates the pair, sets MACs and addresses and brings both ends up.
     pub fn new(a: &VethEnd<'_>, b: &VethEnd<'_>) -> Result<VethPair> {
+        VethPair::with_queues(a, b, 1)
+    }
+
+    /// [`VethPair::new`] with `queues` Rx and Tx queues on each end. A frame sent on Tx queue
+    /// q of one end arrives on Rx queue q of the other (veth keeps the sender's queue mapping),
+    /// which is how the testbed emulates a NIC's RSS or Flow Director.
+    pub fn with_queues(a: &VethEnd<'_>, b: &VethEnd<'_>, queues: u32) -> Result<VethPair> {
+        if queues == 0 || queues > 64 {
+            anyhow::bail!("veth queues: {queues}; give 1 to 64");
+        }
+        let q = queues.to_string();
         a.ns.ip(&[
             "link",
             "add",
@@ -278,6 +289,10 @@ impl VethPair {
             a.name,
             "address",
             a.mac,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
             "type",
             "veth",
             "peer",
@@ -285,6 +300,10 @@ impl VethPair {
             b.name,
             "address",
             b.mac,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
             "netns",
             b.ns.name(),
         ])?;
@@ -363,14 +382,24 @@ impl Topology {
         Topology::create(&unique_name(prefix))
     }
 
+    /// [`Topology::new`] with `queues` Rx/Tx queues on every veth (see [`VethPair::with_queues`]).
+    pub fn with_queues(prefix: &str, queues: u32) -> Result<Topology> {
+        Topology::create_with(&unique_name(prefix), queues)
+    }
+
     /// Creates the topology with namespaces `"{base}-gen"`, `"{base}-rtr"`, `"{base}-sink"`.
     pub fn create(base: &str) -> Result<Topology> {
+        Topology::create_with(base, 1)
+    }
+
+    /// [`Topology::create`] with `queues` Rx/Tx queues on every veth.
+    pub fn create_with(base: &str, queues: u32) -> Result<Topology> {
         use addr::*;
         // Each guard removes its namespace if a later step fails.
         let gen = Netns::create(&format!("{base}-gen"))?;
         let router = Netns::create(&format!("{base}-rtr"))?;
         let sink = Netns::create(&format!("{base}-sink"))?;
-        let mut p1 = VethPair::new(
+        let mut p1 = VethPair::with_queues(
             &VethEnd {
                 ns: &gen,
                 name: GEN_IF,
@@ -383,8 +412,9 @@ impl Topology {
                 mac: RTR_IN_MAC,
                 addrs: &[&format!("{RTR_IN_V4}/24"), &format!("{RTR_IN_V6}/64")],
             },
+            queues,
         )?;
-        let mut p2 = VethPair::new(
+        let mut p2 = VethPair::with_queues(
             &VethEnd {
                 ns: &router,
                 name: RTR_OUT_IF,
@@ -397,6 +427,7 @@ impl Topology {
                 mac: SINK_MAC,
                 addrs: &[&format!("{SINK_V4}/24"), &format!("{SINK_V6}/64")],
             },
+            queues,
         )?;
         // The namespaces own the pairs; deleting them removes the pairs.
         p1.persist();

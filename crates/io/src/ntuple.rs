@@ -40,6 +40,26 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The commands that take the plan back out: every filter deleted (by `loc`), RSS spread
+    /// over all queues again (`-X IF default`), in that order.
+    pub fn undo(&self) -> Vec<Vec<String>> {
+        let mut out: Vec<Vec<String>> = (self.commands.iter())
+            .filter(|c| c.first().is_some_and(|a| a == "-N"))
+            .filter_map(|c| {
+                let at = c.iter().position(|a| a == "loc")?;
+                let loc = c.get(at + 1)?;
+                Some(vec![
+                    "-N".into(),
+                    self.ifname.clone(),
+                    "delete".into(),
+                    loc.clone(),
+                ])
+            })
+            .collect();
+        out.push(vec!["-X".into(), self.ifname.clone(), "default".into()]);
+        out
+    }
+
     /// The commands as shell lines.
     pub fn lines(&self) -> Vec<String> {
         self.commands
@@ -283,20 +303,27 @@ pub fn check_support(ifname: &str, queues: u32) -> Result<()> {
     Ok(())
 }
 
-/// Runs the plan's commands, printing each; stops at the first failure, naming the command.
+/// Runs the plan's commands; stops at the first failure, naming the command.
 pub fn apply(plan: &Plan) -> Result<()> {
-    for (c, line) in plan.commands.iter().zip(plan.lines()) {
-        println!("{line}");
-        let out = Command::new("ethtool")
-            .args(c)
-            .output()
-            .with_context(|| format!("run {line}"))?;
-        if !out.status.success() {
-            bail!(
-                "`{line}` failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
+    for c in &plan.commands {
+        run(c)?;
+    }
+    Ok(())
+}
+
+/// Runs `ethtool ARGS`; the error names the command and says what ethtool said.
+pub fn run(args: &[String]) -> Result<()> {
+    let line = format!("ethtool {}", args.join(" "));
+    tracing::info!("{line}");
+    let out = Command::new("ethtool")
+        .args(args)
+        .output()
+        .with_context(|| format!("run {line} (install ethtool)"))?;
+    if !out.status.success() {
+        bail!(
+            "`{line}` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     Ok(())
 }

@@ -216,6 +216,31 @@ pub fn setsockopt_int(
     Ok(())
 }
 
+/// Whether the AF_XDP socket `fd` (bound) runs in zero-copy mode (`XDP_OPTIONS`,
+/// `XDP_OPTIONS_ZEROCOPY`); the kernel picks zero-copy at bind when the driver offers it.
+pub fn xdp_zerocopy(fd: RawFd) -> io::Result<bool> {
+    const SOL_XDP: libc::c_int = 283;
+    const XDP_OPTIONS: libc::c_int = 8;
+    const XDP_OPTIONS_ZEROCOPY: u32 = 1;
+    let mut flags: u32 = 0;
+    let mut len = std::mem::size_of::<u32>() as libc::socklen_t;
+    // SAFETY: passes a pointer to a live u32 and its exact size in `len`; the kernel writes at
+    // most `len` bytes (struct xdp_options is one u32) and updates `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            SOL_XDP,
+            XDP_OPTIONS,
+            (&mut flags as *mut u32).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(flags & XDP_OPTIONS_ZEROCOPY != 0)
+}
+
 /// Creates a listening Unix-domain stream socket at `path` that only its owner can use:
 /// socket → bind → chmod 0600 → listen. Until `listen`, connects are refused, so no client
 /// ever reaches a socket with a wider mode than 0600. The socket file is removed again when

@@ -74,14 +74,24 @@ fn forwards_between_ports_and_steers_by_dscp() {
             let ports = vec![
                 PortSpec {
                     ifindex: in_if,
-                    classifier: mk()?,
+                    queue: 0,
                 },
                 PortSpec {
                     ifindex: out_if,
-                    classifier: mk()?,
+                    queue: 0,
                 },
             ];
-            let mut dev = Device::open(ports, 0, 2, &XskOptions::default(), AttachMode::Auto)?;
+            let mut dev = Device::open(ports, 2, &XskOptions::default())?;
+            // one classifier per interface, holding that interface's sockets
+            let mut cls = Vec::new();
+            for ifindex in [in_if, out_if] {
+                let mut c = mk()?;
+                for s in dev.sockets().iter().filter(|s| s.ifindex == ifindex) {
+                    c.set_socket(s.queue, s.ring, s.fd)?;
+                }
+                c.attach(ifindex, AttachMode::Auto)?;
+                cls.push(c);
+            }
             ready_tx.send(()).unwrap();
             let mut served = vec![0u64; 2];
             let deadline = Instant::now() + Duration::from_secs(20);
@@ -100,6 +110,7 @@ fn forwards_between_ports_and_steers_by_dscp() {
                 }
             }
             let free = dev.free_chunks() as u64;
+            drop(cls); // detached before the sockets close
             Ok((served, dev.port_stats(), free))
         },
     );

@@ -4,14 +4,15 @@
 //! [`Router::start`] takes a [`RouterConfig`] (parsed from TOML or built in code), binds the
 //! control socket first (a second router on the same path is refused before it touches any
 //! interface), loads one XDP classifier per interface (rules → classes → one AF_XDP socket per
-//! class), opens the sockets on one shared UMEM, mirrors the kernel's routes and neighbours,
-//! serves metrics if configured, and runs the worker loop on its own thread. [`Running::stop`]
+//! class and rx queue), starts one worker thread per core in `cores` (worker i serves rx queue i
+//! of every interface on its own UMEM; see [`steer`]), mirrors the kernel's routes and
+//! neighbours, and serves metrics if configured. [`Running::stop`]
 //! stops it, detaches everything and returns the counters. Every resource is owned by a value
 //! whose `Drop` releases it, so an error on the way out cleans up too.
 //!
 //! The control plane ([`RouterCtl`], an `llr_ops::ctl::ControlTarget`) validates a change on
-//! the caller's thread, hands it to the worker, which applies it between poll rounds, and
-//! replies only when the worker confirmed it.
+//! the caller's thread, hands it to every worker, which apply it between poll rounds, and
+//! replies only when all of them confirmed it.
 //!
 //! ```no_run
 //! use llr_router::{Router, RouterConfig, StartOptions};
@@ -32,6 +33,7 @@ pub mod metrics;
 mod mirror;
 pub mod plan;
 mod start;
+pub mod steer;
 pub mod worker;
 
 pub use config::{ConfigError, Resolved, RouterConfig, Steering};

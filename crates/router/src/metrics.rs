@@ -2,7 +2,10 @@
 //! `llrouter top`).
 
 use crate::worker::ctl::{WorkerSnapshot, LATENCY_BOUNDS};
+use crate::worker::stats::add_named;
 use llr_core::sched::StrategyKind;
+use llr_io::ebpf::ClassifierStats;
+use llr_io::xsk::PortStats;
 use llr_ops::metrics::{
     DeviceMetrics, Histogram, InterfaceMetrics, MetricsSnapshot, ProcessMetrics, RingMetrics,
     WorkerMetrics,
@@ -11,47 +14,72 @@ use llr_ops::metrics::{
 /// What the classifier hands to the kernel stack, by reason: delivered there, not dropped.
 const TO_KERNEL: [&str; 4] = ["non_ip", "multicast", "local", "no_socket"];
 
-/// Converts a worker snapshot into the metrics model. `interfaces` are the router's
-/// `(ifindex, name)` pairs; worker pass and drop reasons are taken as the worker names them.
+/// One worker's part of the metrics: its index, its core and its snapshot.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerPart<'a> {
+    pub worker: u32,
+    pub core: u32,
+    pub snap: &'a WorkerSnapshot,
+}
+
+/// Converts the workers' snapshots and the classifiers' counters into the metrics model:
+/// rings, engine devices and workers per worker (the `worker` label), the rest added up.
+/// `interfaces` are the router's `(ifindex, name)` pairs; worker pass and drop reasons are
+/// taken as the workers name them.
 pub fn to_metrics(
-    snap: &WorkerSnapshot,
+    workers: &[WorkerPart<'_>],
+    classifier: &[(u32, ClassifierStats)],
     class_names: &[String],
-    core: u32,
     interfaces: &[(u32, String)],
 ) -> MetricsSnapshot {
-    let (icmp, slow_path) = split_events(&snap.events);
+    let mut events = Vec::new();
+    let mut drop_reasons = Vec::new();
+    let mut pass = Vec::new();
+    for w in workers {
+        add_named(&mut events, &w.snap.events);
+        add_named(&mut drop_reasons, &w.snap.drop);
+        add_named(&mut pass, &w.snap.pass);
+    }
+    let ports: Vec<&PortStats> = workers.iter().flat_map(|w| &w.snap.ports).collect();
+    let (icmp, slow_path) = split_events(&events);
     let PerInterface {
         classes,
         interfaces: ifs,
         kernel_pass,
-    } = per_interface(snap, class_names, interfaces);
-    let mut drops: Vec<(String, u64)> = snap.drop.clone();
+    } = per_interface(classifier, &ports, &pass, class_names, interfaces);
+    let mut drops = drop_reasons;
     drops.push((
         "egress_queue_full".into(),
-        snap.ports.iter().map(|p| p.egress_drops).sum(),
+        ports.iter().map(|p| p.egress_drops).sum(),
     ));
     drops.push((
         "kernel_rx_dropped".into(),
-        snap.rings.iter().map(|r| r.kernel_rx_dropped).sum(),
+        (workers.iter())
+            .flat_map(|w| &w.snap.rings)
+            .map(|r| r.kernel_rx_dropped)
+            .sum(),
     ));
+    let first = workers.first().map(|w| w.snap);
     MetricsSnapshot {
-        strategy: snap
-            .strategy
+        strategy: first
+            .and_then(|s| s.strategy)
             .map(|s| s.name().to_string())
             .unwrap_or_default(),
         strategies: StrategyKind::ALL
             .iter()
             .map(|s| s.name().to_string())
             .collect(),
-        rings: rings(snap, class_names),
-        devices: devices(snap),
-        workers: vec![WorkerMetrics {
-            worker: 0,
-            core,
-            poll_rounds: snap.poll_rounds,
-            busy_ratio: snap.busy_ratio,
-            busy_seconds: snap.busy_s,
-        }],
+        rings: workers.iter().flat_map(|w| rings(w, class_names)).collect(),
+        devices: workers.iter().flat_map(devices).collect(),
+        workers: (workers.iter())
+            .map(|w| WorkerMetrics {
+                worker: w.worker,
+                core: w.core,
+                poll_rounds: w.snap.poll_rounds,
+                busy_ratio: w.snap.busy_ratio,
+                busy_seconds: w.snap.busy_s,
+            })
+            .collect(),
         drops,
         kernel_pass,
         icmp,
@@ -70,14 +98,15 @@ pub(crate) fn name_of(names: &[(u32, String)], ifindex: u32) -> String {
         .map_or_else(|| format!("ifindex {ifindex}"), |(_, n)| n.clone())
 }
 
-fn rings(snap: &WorkerSnapshot, class_names: &[String]) -> Vec<RingMetrics> {
+fn rings(w: &WorkerPart<'_>, class_names: &[String]) -> Vec<RingMetrics> {
+    let snap = w.snap;
     // Under round robin every ring is its own engine device.
     let rr = snap.strategy == Some(StrategyKind::Rr);
     snap.rings
         .iter()
         .enumerate()
         .map(|(k, c)| RingMetrics {
-            worker: 0,
+            worker: w.worker,
             device: if rr { k as u32 } else { 0 },
             ring: k as u32,
             class: snap
@@ -100,12 +129,11 @@ fn rings(snap: &WorkerSnapshot, class_names: &[String]) -> Vec<RingMetrics> {
         .collect()
 }
 
-fn devices(snap: &WorkerSnapshot) -> Vec<DeviceMetrics> {
-    snap.devices
-        .iter()
+fn devices(w: &WorkerPart<'_>) -> Vec<DeviceMetrics> {
+    (w.snap.devices.iter())
         .enumerate()
         .map(|(d, c)| DeviceMetrics {
-            worker: 0,
+            worker: w.worker,
             device: d as u32,
             wakeups: c.wakeups,
             rearms: c.rearms,
@@ -147,7 +175,9 @@ struct PerInterface {
 }
 
 fn per_interface(
-    snap: &WorkerSnapshot,
+    classifier: &[(u32, ClassifierStats)],
+    ports: &[&PortStats],
+    pass: &[(String, u64)],
     class_names: &[String],
     interfaces: &[(u32, String)],
 ) -> PerInterface {
@@ -163,7 +193,7 @@ fn per_interface(
     // Malformed frames go on to the worker, which drops (and counts) them, so they are errors
     // here only.
     let mut kernel_pass = [0u64; TO_KERNEL.len()];
-    for (i, s) in &snap.classifier {
+    for (i, s) in classifier {
         for (k, slot) in classes.iter_mut().enumerate() {
             slot.1 += s.per_class.get(k).copied().unwrap_or(0);
         }
@@ -175,14 +205,14 @@ fn per_interface(
         x.kernel_pass_packets = passed.iter().sum();
         x.errors += s.malformed;
     }
-    for p in &snap.ports {
+    for p in ports {
         let x = interface_slot(&mut ifs, p.ifindex, interfaces);
-        x.rx_packets = p.rx;
-        x.tx_packets = p.tx;
+        x.rx_packets += p.rx;
+        x.tx_packets += p.tx;
         x.dropped_packets += p.egress_drops + p.kernel_rx_dropped + p.kernel_rx_ring_full;
         x.errors += p.kernel_tx_invalid + p.no_port;
     }
-    let mut kernel_pass: Vec<(String, u64)> = if snap.classifier.is_empty() {
+    let mut kernel_pass: Vec<(String, u64)> = if classifier.is_empty() {
         classes.clear();
         Vec::new()
     } else {
@@ -194,7 +224,7 @@ fn per_interface(
     };
     // What the forwarder hands back for the kernel goes through the punt TAP (`punted` /
     // `punt_dropped` in the slow-path events say whether it got there).
-    kernel_pass.extend(snap.pass.iter().map(|(n, c)| (format!("worker_{n}"), *c)));
+    kernel_pass.extend(pass.iter().map(|(n, c)| (format!("worker_{n}"), *c)));
     PerInterface {
         classes,
         interfaces: ifs,
@@ -226,8 +256,6 @@ fn interface_slot<'a>(
 mod tests {
     use super::*;
     use crate::worker::ctl::RingCounters;
-    use llr_io::ebpf::ClassifierStats;
-    use llr_io::xsk::PortStats;
 
     #[test]
     fn metrics_keep_kernel_passes_apart_and_name_interfaces() {
@@ -257,21 +285,26 @@ mod tests {
                     ..Default::default()
                 },
             ],
-            classifier: vec![(
-                7,
-                ClassifierStats {
-                    per_class: vec![60, 40],
-                    pass_multicast: 5,
-                    no_socket: 1,
-                    malformed: 3,
-                    ..Default::default()
-                },
-            )],
             ..Default::default()
         };
+        let classifier = vec![(
+            7,
+            ClassifierStats {
+                per_class: vec![60, 40],
+                pass_multicast: 5,
+                no_socket: 1,
+                malformed: 3,
+                ..Default::default()
+            },
+        )];
         let names = vec!["rt".to_string(), "be".to_string()];
         let ifs = vec![(7, "eth0".to_string()), (9, "eth1".to_string())];
-        let m = to_metrics(&snap, &names, 1, &ifs);
+        let part = WorkerPart {
+            worker: 0,
+            core: 1,
+            snap: &snap,
+        };
+        let m = to_metrics(&[part], &classifier, &names, &ifs);
         let get = |l: &[(String, u64)], k: &str| l.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
         assert_eq!(get(&m.drops, "some_drop"), Some(3));
         assert_eq!(get(&m.drops, "another"), Some(0));
@@ -310,5 +343,51 @@ mod tests {
         assert_eq!(m.workers[0].busy_seconds, 1.5);
         assert_eq!(m.strategy, "ll-wfq");
         assert!(m.strategies.contains(&"sq".to_string()));
+    }
+
+    #[test]
+    fn two_workers_add_up_and_keep_their_label() {
+        let mut a = WorkerSnapshot {
+            layout_rings: vec!["rt".into(), "be".into()],
+            rings: vec![RingCounters::default(), RingCounters::default()],
+            drop: vec![("malformed".into(), 2)],
+            ports: vec![PortStats {
+                ifindex: 7,
+                rx: 10,
+                ..Default::default()
+            }],
+            busy_s: 1.0,
+            ..Default::default()
+        };
+        a.rings[0].served = 5;
+        let mut b = a.clone();
+        b.rings[0].served = 7;
+        b.busy_s = 2.0;
+        b.ports[0].rx = 32;
+        let names = vec!["rt".to_string(), "be".to_string()];
+        let ifs = vec![(7, "eth0".to_string())];
+        let parts = [
+            WorkerPart {
+                worker: 0,
+                core: 0,
+                snap: &a,
+            },
+            WorkerPart {
+                worker: 1,
+                core: 1,
+                snap: &b,
+            },
+        ];
+        let m = to_metrics(&parts, &[], &names, &ifs);
+        assert_eq!(m.workers.len(), 2);
+        assert_eq!((m.workers[1].worker, m.workers[1].busy_seconds), (1, 2.0));
+        let rt: Vec<(u32, u64)> = (m.rings.iter())
+            .filter(|r| r.class == "rt")
+            .map(|r| (r.worker, r.served))
+            .collect();
+        assert_eq!(rt, [(0, 5), (1, 7)]);
+        assert_eq!(m.interfaces[0].rx_packets, 42, "ports of both workers");
+        let malformed = m.drops.iter().find(|(n, _)| n == "malformed").unwrap();
+        assert_eq!(malformed.1, 4);
     }
 }

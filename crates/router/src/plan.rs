@@ -1,8 +1,9 @@
 //! What a configuration would set up, without touching anything: `llrouter run --check` and
 //! `--dry-run`, and the steering check [`Router::start`](crate::Router::start) makes first.
 
-use crate::config::{Resolved, RouterConfig, Steering};
+use crate::config::{ConfigError, Resolved, RouterConfig, Steering};
 use crate::error::{RouterError, Step};
+use crate::steer::QueueLayout;
 
 /// Placeholder interface indexes of `--dry-run` for interfaces absent from the namespace.
 const DRY_RUN_IFINDEX_BASE: u32 = 1 << 30;
@@ -27,22 +28,36 @@ pub fn summary(r: &Resolved) -> String {
     )
 }
 
-/// Checks that `steering` can be set up for `r`. `ntuple` is checked on every interface (and
-/// that the rules are expressible as filters) and then refused: one AF_XDP socket per hardware
-/// queue is not implemented yet. Changes nothing.
+/// Checks that `steering` can be set up for `r`: for `ntuple`, that every interface has ntuple
+/// filters and a queue per class and that the rules are expressible as filters; for `queues`,
+/// that rules (which it would ignore) are not given. Changes nothing.
 pub fn check_steering(r: &Resolved, steering: Steering) -> Result<(), RouterError> {
-    if steering == Steering::Xdp {
-        return Ok(());
-    }
     let nclasses = r.cfg.classes.len();
-    for (n, &ifindex) in r.cfg.interfaces.iter().zip(&r.ifindexes) {
-        llr_io::ntuple::check_support(n, nclasses as u32).step("steering = \"ntuple\"")?;
-        llr_io::ntuple::plan(n, ifindex, &r.rules, nclasses, 0).step("steering = \"ntuple\"")?;
+    match steering {
+        Steering::Xdp => Ok(()),
+        Steering::Queues => {
+            if r.cfg.rules.is_empty() {
+                Ok(())
+            } else {
+                Err(ConfigError::field(
+                    "rules",
+                    format!(
+                        "{} given, but steering = \"queues\" takes the class from the rx queue (class c of worker w arrives on queue w × {nclasses} + c) and uses no rules; remove them or use steering = \"xdp\" or \"ntuple\"",
+                        plural(r.cfg.rules.len(), "rule")
+                    ),
+                )
+                .into())
+            }
+        }
+        Steering::Ntuple => {
+            for (n, &ifindex) in r.cfg.interfaces.iter().zip(&r.ifindexes) {
+                llr_io::ntuple::check_support(n, nclasses as u32).step("steering = \"ntuple\"")?;
+                llr_io::ntuple::plan(n, ifindex, &r.rules, nclasses, 0)
+                    .step("steering = \"ntuple\"")?;
+            }
+            Ok(())
+        }
     }
-    Err(RouterError::Setup(format!(
-        "steering = \"ntuple\": {} support ntuple filters, but one AF_XDP socket per hardware queue is not implemented in `llrouter run` yet; nothing was changed (`--dry-run` prints the filters; `ethtool` can apply them by hand)",
-        r.cfg.interfaces.join(", ")
-    )))
 }
 
 /// The `--dry-run` report: the class → queue (ntuple) or class → ring (xdp) layout and, for
@@ -72,9 +87,11 @@ pub fn dry_run_plan(cfg: RouterConfig, steering: Steering) -> Result<Vec<String>
             out.push(format!("# note: no interface `{n}` here; planned anyway"));
         }
     }
+    out.extend(QueueLayout::new(&r, steering).describe(&r.cfg.cores, &classes));
     match steering {
         Steering::Ntuple => ntuple_plan(&r, &classes, &mut out)?,
         Steering::Xdp => xdp_plan(&r, &classes, &mut out),
+        Steering::Queues => {}
     }
     Ok(out)
 }
@@ -103,7 +120,10 @@ fn ntuple_plan(r: &Resolved, classes: &[String], out: &mut Vec<String>) -> Resul
 }
 
 fn xdp_plan(r: &Resolved, classes: &[String], out: &mut Vec<String>) {
-    out.push("# class -> ring (AF_XDP socket on queue 0 of each interface, XDP classifier)".into());
+    out.push(
+        "# class -> ring (one AF_XDP socket per ring on each worker's queue, XDP classifier)"
+            .into(),
+    );
     for (c, name) in classes.iter().enumerate() {
         let ring = r.layout.class_to_ring.get(c).copied().unwrap_or(c);
         let rn = r

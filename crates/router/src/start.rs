@@ -4,17 +4,17 @@ use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender};
-use std::sync::{Arc, RwLock};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::worker::ctl::{WorkerLink, WorkerSnapshot};
 use crate::worker::{self, WorkerCtl, WorkerOptions, WorkerStats};
 use llr_core::fwd::Forwarder;
-use llr_io::ebpf::{Classifier, ClassifierStats, FLAG_TIMESTAMP};
+use llr_io::ebpf::{ClassifierStats, FLAG_TIMESTAMP};
 use llr_io::kernel::{self, MirrorSpec};
-use llr_io::xsk::{Device, PortSpec};
+use llr_io::xsk::{Device, SocketSlot};
 use llr_ops::ctl::CtlServer;
 use llr_ops::metrics::{MetricsServer, MetricsSnapshot};
 
@@ -22,6 +22,7 @@ use crate::config::{Resolved, RouterConfig, Steering};
 use crate::control::RouterCtl;
 use crate::error::{RouterError, Step};
 use crate::plan::{check_steering, plural};
+use crate::steer::{Classifiers, NtupleFilters, QueueLayout};
 
 /// What `llrouter run` takes from its command line rather than from the configuration.
 #[derive(Debug, Clone, Default)]
@@ -38,7 +39,10 @@ pub struct StartOptions {
 /// What a run counted.
 #[derive(Debug, Clone)]
 pub struct RunReport {
+    /// All workers' counters added up.
     pub worker: WorkerStats,
+    /// Each worker's own (index = worker).
+    pub workers: Vec<WorkerStats>,
     /// Per interface (name, classifier counters).
     pub classifier: Vec<(String, ClassifierStats)>,
     pub class_names: Vec<String>,
@@ -54,32 +58,34 @@ pub struct Running {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<RunReport, RouterError>>>,
     ctl: Arc<RouterCtl>,
-    link: Arc<WorkerLink>,
+    links: Vec<Arc<WorkerLink>>,
     socket: PathBuf,
     metrics_addr: Option<SocketAddr>,
     interfaces: Vec<(u32, String)>,
     summary: String,
 }
 
-/// What the worker thread hands back once everything is set up.
+/// What the router thread hands back once everything is set up.
 struct Started {
     ctl: Arc<RouterCtl>,
-    link: Arc<WorkerLink>,
+    links: Vec<Arc<WorkerLink>>,
     metrics_addr: Option<SocketAddr>,
     summary: String,
 }
 
-/// Everything the worker loop runs with; dropping it releases all of it.
+/// Everything the workers run with; dropping it releases all of it (the classifiers detach
+/// before the workers close their sockets, see [`supervise`]).
 struct Plant {
     r: Resolved,
-    dev: Device,
+    queues: QueueLayout,
     fwd: Arc<RwLock<Forwarder>>,
-    link: Arc<WorkerLink>,
+    links: Vec<Arc<WorkerLink>>,
     ctl: Arc<RouterCtl>,
     ctl_server: CtlServer,
     metrics_server: Option<MetricsServer>,
+    classifiers: Arc<Mutex<Classifiers>>,
+    ntuple: Option<NtupleFilters>,
     flags: u32,
-    summary: String,
 }
 
 impl Router {
@@ -92,6 +98,11 @@ impl Router {
         let steering = opts.steering.unwrap_or(cfg.steering);
         let r = cfg.resolve(|n| llr_io::ebpf::ifindex(n).ok())?;
         check_steering(&r, steering)?;
+        let queues = QueueLayout::new(&r, steering);
+        let names: Vec<(u32, String)> = (r.ifindexes.iter().copied())
+            .zip(r.cfg.interfaces.iter().cloned())
+            .collect();
+        queues.check(&names, |i| kernel::queue_counts(i).ok().map(|q| q.0))?;
         let allowed = llr_ops::cpus::allowed().step("read the CPU affinity")?;
         let helpers =
             llr_ops::cpus::helper_cpus(&allowed, &r.cfg.cores, r.cfg.helper_cores.as_deref());
@@ -103,15 +114,15 @@ impl Router {
         let (tx, rx) = sync_channel(1);
         let s = stop.clone();
         let thread = std::thread::Builder::new()
-            .name("llr-worker".into())
-            .spawn(move || worker_thread(r, opts, helpers, s, tx))
-            .step("spawn the worker thread")?;
+            .name("llr-router".into())
+            .spawn(move || supervise(r, queues, opts, helpers, s, tx))
+            .step("spawn the router thread")?;
         match rx.recv() {
             Ok(Ok(st)) => Ok(Running {
                 stop,
                 thread: Some(thread),
                 ctl: st.ctl,
-                link: st.link,
+                links: st.links,
                 socket,
                 metrics_addr: st.metrics_addr,
                 interfaces,
@@ -120,7 +131,7 @@ impl Router {
             // The thread has failed and returns its error.
             Ok(Err(())) | Err(_) => Err(match thread.join() {
                 Ok(Err(e)) => e,
-                Ok(Ok(_)) => RouterError::Setup("the worker stopped during start-up".into()),
+                Ok(Ok(_)) => RouterError::Setup("the workers stopped during start-up".into()),
                 Err(_) => RouterError::WorkerPanicked,
             }),
         }
@@ -128,9 +139,9 @@ impl Router {
 }
 
 impl Running {
-    /// Whether the worker loop runs (it has published its first counters).
+    /// Whether every worker loop runs (each has published its first counters).
     pub fn ready(&self) -> bool {
-        self.link.latest().seq > 0
+        self.links.iter().all(|l| l.latest().seq > 0)
     }
 
     /// Waits up to `timeout` for [`ready`](Self::ready); false if it did not get there (or the
@@ -142,7 +153,9 @@ impl Running {
                 return self.ready();
             }
             let left = timeout.saturating_sub(t0.elapsed());
-            self.link.fresh(left.min(Duration::from_millis(50)));
+            for l in &self.links {
+                l.fresh(left.min(Duration::from_millis(50)));
+            }
         }
         true
     }
@@ -152,9 +165,22 @@ impl Running {
         self.thread.as_ref().is_none_or(|t| t.is_finished())
     }
 
-    /// Fresh counters of the worker (waits up to 50 ms for them).
+    /// Fresh counters of worker 0 (waits up to 50 ms for them); see
+    /// [`snapshots`](Self::snapshots) for every worker.
     pub fn snapshot(&self) -> Arc<WorkerSnapshot> {
-        self.link.fresh(Duration::from_millis(50))
+        self.links[0].fresh(Duration::from_millis(50))
+    }
+
+    /// Fresh counters of every worker (index = worker).
+    pub fn snapshots(&self) -> Vec<Arc<WorkerSnapshot>> {
+        (self.links.iter())
+            .map(|l| l.fresh(Duration::from_millis(50)))
+            .collect()
+    }
+
+    /// How many workers run.
+    pub fn workers(&self) -> usize {
+        self.links.len()
     }
 
     /// Fresh counters in the metrics model (as `/metrics` and `ctl counters` serve them).
@@ -220,58 +246,227 @@ impl Drop for Running {
     }
 }
 
-/// The worker thread: sets up (reporting the outcome to `started`), runs the loop until
-/// `stop` or the duration, and tears down.
-fn worker_thread(
+/// What a worker reports once its sockets are open: `(worker, sockets, (ifindex, queue,
+/// zero-copy) per port)`, or why it could not open them.
+type Opened = (
+    usize,
+    Result<(Vec<SocketSlot>, Vec<(u32, u32, bool)>), RouterError>,
+);
+
+/// One worker thread and the channels the router thread drives it with.
+struct WorkerThread {
+    thread: JoinHandle<()>,
+    /// `true`: the classifiers are attached, run. Dropped without a send: give up.
+    go: Sender<bool>,
+    /// Dropped once the classifiers are detached: the worker may close its sockets.
+    close: Sender<()>,
+}
+
+/// The router thread: sets up (reporting the outcome to `started`), runs one worker per core
+/// until `stop`, the duration or a worker's end, and tears down.
+///
+/// ```text
+/// set_up (control socket, metrics, classifiers loaded, ntuple filters)
+/// spawn workers ── each pins itself, opens its Device, reports its sockets ──►
+/// register every socket in the classifiers, attach them, `go`
+/// … workers run …   (one ending — stop, duration, panic — stops them all)
+/// collect their counters, detach the classifiers, remove the filters, `close`
+/// ```
+fn supervise(
     r: Resolved,
+    queues: QueueLayout,
     opts: StartOptions,
     helpers: BTreeSet<usize>,
     stop: Arc<AtomicBool>,
     started: SyncSender<Result<Started, ()>>,
 ) -> Result<RunReport, RouterError> {
-    let mut plant = match set_up(r, opts.config_path, helpers) {
+    let fail = |e: RouterError| {
+        let _ = started.send(Err(()));
+        Err(e)
+    };
+    let plant = match set_up(r, queues, opts.config_path, helpers) {
         Ok(p) => p,
-        Err(e) => {
-            let _ = started.send(Err(()));
-            return Err(e);
-        }
+        Err(e) => return fail(e),
     };
     let wopts = match worker_options(&plant.r, opts.duration) {
         Ok(o) => o,
+        Err(e) => return fail(e),
+    };
+    let (opened_tx, opened_rx) = channel::<Opened>();
+    let (done_tx, done_rx) = channel::<(usize, WorkerStats)>();
+    let mut workers = Vec::new();
+    for w in 0..plant.queues.workers {
+        match spawn_worker(w, &plant, &wopts, &stop, opened_tx.clone(), done_tx.clone()) {
+            Ok(t) => workers.push(t),
+            Err(e) => {
+                stop_workers(workers);
+                return fail(e);
+            }
+        }
+    }
+    drop((opened_tx, done_tx));
+    let zerocopy = match attach(&plant, &opened_rx) {
+        Ok(z) => z,
         Err(e) => {
-            let _ = started.send(Err(()));
-            return Err(e);
+            stop_workers(workers);
+            drop(plant);
+            return fail(e);
         }
     };
+    for t in &workers {
+        let _ = t.go.send(true);
+    }
+    let summary = summary(&plant, &zerocopy);
+    tracing::info!("{summary}");
+    if let Err(e) = plant.ctl.start_mirror() {
+        stop.store(true, Ordering::Relaxed);
+        let _ = tear_down(plant, workers, done_rx);
+        return fail(e);
+    }
     let _ = started.send(Ok(Started {
         ctl: plant.ctl.clone(),
-        link: plant.link.clone(),
+        links: plant.links.clone(),
         metrics_addr: plant.metrics_server.as_ref().map(|m| m.local_addr()),
-        summary: plant.summary.clone(),
+        summary,
     }));
-    let wctl = WorkerCtl {
-        link: plant.link.clone(),
-        rules: plant.r.rule_images.clone(),
-        default_class: plant.r.default_class,
-        flags: plant.flags,
-    };
-    let stats = worker::run_worker_ctl(
-        &mut plant.dev,
-        &plant.r.layout,
-        &plant.fwd,
-        &wopts,
-        &stop,
-        Some(wctl),
-    );
-    tear_down(plant, stats)
+    tear_down(plant, workers, done_rx)
 }
 
-/// Control socket first (a second router on the same socket stops here, before touching XDP),
-/// then metrics, then the classifiers and sockets, then the route mirror. Helper threads are
-/// spawned while this thread runs on the helper cores, so they inherit them; it pins itself to
-/// the worker's core before it opens the sockets.
+/// Starts worker `w`: it pins itself to its core, opens its sockets and reports them, waits
+/// for `go`, runs, reports its counters, and closes its sockets once told to.
+fn spawn_worker(
+    w: usize,
+    plant: &Plant,
+    wopts: &WorkerOptions,
+    stop: &Arc<AtomicBool>,
+    opened: Sender<Opened>,
+    done: Sender<(usize, WorkerStats)>,
+) -> Result<WorkerThread, RouterError> {
+    let core = plant.r.cfg.cores.get(w).copied();
+    let ports = plant.queues.ports(w, &plant.r.ifindexes);
+    let nsock = plant.r.cfg.classes.len().max(plant.r.layout.rings.len());
+    let xsk_opts = plant.r.cfg.rings.clone();
+    let layout = plant.r.layout.clone();
+    let fwd = plant.fwd.clone();
+    let wopts = wopts.clone();
+    let stop = stop.clone();
+    let wctl = WorkerCtl {
+        link: plant.links[w].clone(),
+        flags: plant.flags,
+    };
+    let (go_tx, go_rx) = channel::<bool>();
+    let (close_tx, close_rx) = channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name(format!("llr-worker-{w}"))
+        .spawn(move || {
+            // Whatever ends this worker (stop, duration, panic) ends the others too.
+            let _stop_all = StopOnExit(stop.clone());
+            if let Some(c) = core {
+                if let Err(e) = llr_ops::cpus::set_affinity(&[c].into()) {
+                    let e = RouterError::Setup(format!("cores: pin worker {w} to core {c}: {e:#}"));
+                    let _ = opened.send((w, Err(e)));
+                    return;
+                }
+            }
+            let mut dev = match Device::open(ports, nsock, &xsk_opts) {
+                Ok(d) => d,
+                Err(e) => {
+                    let _ = opened.send((w, Err(RouterError::setup(e))));
+                    return;
+                }
+            };
+            let _ = opened.send((w, Ok((dev.sockets(), dev.zerocopy()))));
+            if go_rx.recv() != Ok(true) {
+                return;
+            }
+            let stats = worker::run_worker_ctl(&mut dev, &layout, &fwd, &wopts, &stop, Some(wctl));
+            let _ = done.send((w, stats));
+            drop(done);
+            // Until the classifiers are detached, no socket of ours may close under them.
+            let _ = close_rx.recv();
+            drop(dev);
+        })
+        .step(format_args!("spawn worker {w}"))?;
+    Ok(WorkerThread {
+        thread,
+        go: go_tx,
+        close: close_tx,
+    })
+}
+
+/// Sets the stop flag when dropped.
+struct StopOnExit(Arc<AtomicBool>);
+
+impl Drop for StopOnExit {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Tells workers that have not started to give up, releases them and joins them.
+fn stop_workers(workers: Vec<WorkerThread>) {
+    let mut threads = Vec::new();
+    for t in workers {
+        drop(t.go);
+        drop(t.close);
+        threads.push(t.thread);
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+}
+
+/// Registers every worker's sockets in the classifiers and attaches them. Returns each port's
+/// `(ifindex, queue, zero-copy)`.
+fn attach(plant: &Plant, opened: &Receiver<Opened>) -> Result<Vec<(u32, u32, bool)>, RouterError> {
+    let mut zerocopy = Vec::new();
+    let mut cls = plant.classifiers.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..plant.queues.workers {
+        match opened.recv() {
+            Ok((_, Ok((sockets, zc)))) => {
+                cls.register(&sockets)?;
+                zerocopy.extend(zc);
+            }
+            Ok((_, Err(e))) => return Err(e),
+            Err(_) => return Err(RouterError::WorkerPanicked),
+        }
+    }
+    cls.attach(plant.r.cfg.attach)?;
+    Ok(zerocopy)
+}
+
+/// One line for people (see [`Running::summary`]).
+fn summary(plant: &Plant, zerocopy: &[(u32, u32, bool)]) -> String {
+    let r = &plant.r;
+    let zc = zerocopy.iter().filter(|z| z.2).count();
+    let mode = match zc {
+        0 => "copy mode".to_string(),
+        n if n == zerocopy.len() => "zero-copy".to_string(),
+        n => format!("zero-copy on {n} of {} queues", zerocopy.len()),
+    };
+    format!(
+        "routing between {} ({} strategy, {}, {}, steering {}, {mode}, wake {}); control {}{}",
+        r.cfg.interfaces.join(", "),
+        r.layout.strategy,
+        plural(r.layout.rings.len(), "ring"),
+        plural(plant.queues.workers, "worker"),
+        plant.queues.steering.name(),
+        r.cfg.wake.name(),
+        r.cfg.control.socket.display(),
+        plant
+            .metrics_server
+            .as_ref()
+            .map(|m| format!(", metrics http://{}/metrics", m.local_addr()))
+            .unwrap_or_default()
+    )
+}
+
+/// Control socket first (a second router on the same socket stops here, before touching XDP or
+/// the NIC), then metrics, then the classifiers (loaded, not attached) and the ntuple filters.
+/// Helper threads are spawned while this thread runs on the helper cores, so they inherit them.
 fn set_up(
     r: Resolved,
+    queues: QueueLayout,
     config_path: Option<PathBuf>,
     helpers: BTreeSet<usize>,
 ) -> Result<Plant, RouterError> {
@@ -295,13 +490,18 @@ fn set_up(
     } else {
         0
     };
-    let link = WorkerLink::new().step("control: eventfd")?;
+    let links = (0..queues.workers)
+        .map(|_| WorkerLink::new())
+        .collect::<Result<Vec<_>, _>>()
+        .step("control: eventfd")?;
+    let classifiers = Arc::new(Mutex::new(Classifiers::load(&r, &queues, flags, &local)?));
     let ctl = Arc::new(RouterCtl::new(
         config_path,
         &r,
         spec,
         fwd.clone(),
-        link.clone(),
+        links.clone(),
+        classifiers.clone(),
         flags,
         helpers,
     ));
@@ -318,36 +518,37 @@ fn set_up(
         None => None,
     };
     ctl.set_metrics_addr(metrics_server.as_ref().map(|m| m.local_addr()));
-    if let Some(&core) = r.cfg.cores.first() {
-        llr_ops::cpus::set_affinity(&[core].into())
-            .step(format_args!("cores: pin to core {core}"))?;
-    }
-    let dev = open_device(&r, flags, &local)?;
-    let summary = format!(
-        "routing between {} ({} strategy, {}, wake {}); control {}{}",
-        r.cfg.interfaces.join(", "),
-        r.layout.strategy,
-        plural(r.layout.rings.len(), "ring"),
-        r.cfg.wake.name(),
-        r.cfg.control.socket.display(),
-        metrics_server
-            .as_ref()
-            .map(|m| format!(", metrics http://{}/metrics", m.local_addr()))
-            .unwrap_or_default()
-    );
-    tracing::info!("{summary}");
-    ctl.start_mirror()?;
+    let ntuple = match queues.steering {
+        Steering::Ntuple => Some(install_ntuple(&r)?),
+        _ => None,
+    };
     Ok(Plant {
         r,
-        dev,
+        queues,
         fwd,
-        link,
+        links,
         ctl,
         ctl_server,
         metrics_server,
+        classifiers,
+        ntuple,
         flags,
-        summary,
     })
+}
+
+/// Removes the filters a router with the same control socket left behind, then installs this
+/// one's: class c → hardware queue c on every interface.
+fn install_ntuple(r: &Resolved) -> Result<NtupleFilters, RouterError> {
+    let state = NtupleFilters::state_path(&r.cfg.control.socket);
+    NtupleFilters::recover(&state);
+    let mut plans = Vec::new();
+    for (n, &ifindex) in r.cfg.interfaces.iter().zip(&r.ifindexes) {
+        plans.push(
+            llr_io::ntuple::plan(n, ifindex, &r.rules, r.cfg.classes.len(), 0)
+                .step("steering = \"ntuple\"")?,
+        );
+    }
+    NtupleFilters::install(&plans, &state)
 }
 
 /// Binds the control socket, creating its directory (mode 0700) if missing.
@@ -361,26 +562,6 @@ fn bind_control(path: &Path, ctl: Arc<RouterCtl>) -> Result<CtlServer, RouterErr
         }
     }
     CtlServer::bind(path, ctl).step("control.socket")
-}
-
-/// One classifier per interface and one socket per class on each, whatever the strategy:
-/// switching to `sq` and back keeps them all.
-fn open_device(r: &Resolved, flags: u32, local: &[IpAddr]) -> Result<Device, RouterError> {
-    let nsock = r.cfg.classes.len().max(r.layout.rings.len());
-    let mut ports = Vec::new();
-    for &ifindex in &r.ifindexes {
-        let mut c = Classifier::load(r.default_class).map_err(RouterError::setup)?;
-        c.set_rules(&r.rule_images, r.default_class, flags)
-            .map_err(RouterError::setup)?;
-        c.set_class_rings(&r.layout.class_to_ring)
-            .map_err(RouterError::setup)?;
-        c.set_local_addrs(local).map_err(RouterError::setup)?;
-        ports.push(PortSpec {
-            ifindex,
-            classifier: c,
-        });
-    }
-    Device::open(ports, 0, nsock, &r.cfg.rings, r.cfg.attach).map_err(RouterError::setup)
 }
 
 fn worker_options(r: &Resolved, duration: Option<Duration>) -> Result<WorkerOptions, RouterError> {
@@ -398,35 +579,53 @@ fn worker_options(r: &Resolved, duration: Option<Duration>) -> Result<WorkerOpti
     })
 }
 
-/// Stops taking commands, then the rest; reads the classifiers' counters before detaching.
-fn tear_down(plant: Plant, stats: WorkerStats) -> Result<RunReport, RouterError> {
+/// Waits for every worker to end, then stops taking commands, reads the classifiers' counters,
+/// detaches them, removes the ntuple filters and lets the workers close their sockets.
+fn tear_down(
+    plant: Plant,
+    workers: Vec<WorkerThread>,
+    done: Receiver<(usize, WorkerStats)>,
+) -> Result<RunReport, RouterError> {
+    let mut stats: Vec<Option<WorkerStats>> = vec![None; workers.len()];
+    // Ends when every worker has reported or died (each drops its sender after reporting).
+    for (w, s) in done.iter() {
+        stats[w] = Some(s);
+    }
     let Plant {
         r,
-        dev,
         ctl,
         ctl_server,
         metrics_server,
+        classifiers,
+        ntuple,
         ..
     } = plant;
     drop(ctl_server);
     drop(metrics_server);
     ctl.shutdown();
-    let mut cls = Vec::new();
-    for (i, &ifindex) in r.ifindexes.iter().enumerate() {
-        if let Some(c) = dev.classifier(ifindex) {
-            cls.push((
-                r.cfg.interfaces[i].clone(),
-                c.stats().map_err(RouterError::setup)?,
-            ));
-        }
-    }
-    drop(dev); // detaches the classifiers, closes the sockets, frees the UMEM
+    let cls_stats = {
+        let mut c = classifiers.lock().unwrap_or_else(|e| e.into_inner());
+        let s = c.stats();
+        c.detach();
+        s
+    };
+    drop(ntuple);
+    stop_workers(workers);
+    let workers: Vec<WorkerStats> = stats
+        .into_iter()
+        .collect::<Option<Vec<_>>>()
+        .ok_or(RouterError::WorkerPanicked)?;
+    let names: Vec<(u32, String)> = (r.ifindexes.iter().copied())
+        .zip(r.cfg.interfaces.iter().cloned())
+        .collect();
+    let classifier = (cls_stats.into_iter())
+        .map(|(i, s)| (crate::metrics::name_of(&names, i), s))
+        .collect();
     Ok(RunReport {
-        worker: stats,
-        classifier: cls,
+        worker: WorkerStats::total(&workers),
+        workers,
+        classifier,
         class_names: r.cfg.classes.iter().map(|c| c.name.clone()).collect(),
-        interfaces: (r.ifindexes.iter().copied())
-            .zip(r.cfg.interfaces.iter().cloned())
-            .collect(),
+        interfaces: names,
     })
 }

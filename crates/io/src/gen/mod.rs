@@ -53,10 +53,55 @@ pub enum Backend {
 /// Runs the generator with `backend` on the calling thread (in the sender's network namespace)
 /// until the packet or time bound of `cfg` or `stop`.
 pub fn run(cfg: &GenConfig, backend: Backend, stop: &AtomicBool) -> Result<GenReport> {
+    if backend != Backend::Xsk && (cfg.queues > 1 || cfg.tx_steer == TxSteer::Class) {
+        let why = match backend {
+            Backend::Udp if cfg.tx_steer == TxSteer::Rss => None,
+            Backend::Udp => Some("plain sockets cannot pick their Tx queue by class"),
+            _ => Some(
+                "live XDP frames reach the peer's Rx queue of the sending CPU, not a chosen one",
+            ),
+        };
+        if let Some(why) = why {
+            anyhow::bail!(
+                "--queues {} --tx-steer {:?}: needs the xsk backend ({why})",
+                cfg.queues,
+                cfg.tx_steer
+            );
+        }
+    }
     match backend {
         Backend::Udp => drive(cfg, &mut udp::UdpSender::new(cfg)?, stop),
         Backend::Xsk => drive(cfg, &mut xsk_tx::XskSender::new(cfg)?, stop),
         Backend::BpfLive => bpf_live::run(cfg, stop),
+    }
+}
+
+/// How packets pick their Tx queue when the generator sends on several (`queues` > 1, `xsk`
+/// backend). On veth a frame sent on Tx queue q arrives on the peer's Rx queue q, so this is
+/// the NIC's RSS or Flow Director seen by the router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum TxSteer {
+    /// By a hash of the flow (RSS): a flow stays on one queue, flows spread over all.
+    #[default]
+    Rss,
+    /// By class (Flow Director): flow f of class c goes to queue `w × 2 + c`, w = hash(f) mod
+    /// (queues / 2) — the layout of the router's `steering = "queues"` with queues/2 workers.
+    Class,
+}
+
+impl TxSteer {
+    /// The Tx queue of `flow` (of class `class`) among `queues`.
+    pub fn queue(self, flow: u16, class: u8, queues: u16) -> u16 {
+        let h = Rng::new(u64::from(flow)).next_u64();
+        match self {
+            TxSteer::Rss => (h % u64::from(queues.max(1))) as u16,
+            TxSteer::Class => {
+                let groups = (queues / 2).max(1);
+                (h % u64::from(groups)) as u16 * 2 + u16::from(class.min(1))
+            }
+        }
     }
 }
 
@@ -96,6 +141,17 @@ pub struct GenConfig {
     /// TTL / hop limit of BE packets (`bpf-live` backend; 64 by default). 1 makes every BE
     /// packet expire at the router: a flood the router must answer with ICMP, not forward.
     pub be_ttl: u8,
+    /// Tx queues to send on (`xsk` backend; the `udp` backend leaves the choice to the kernel,
+    /// which hashes each socket to a queue).
+    #[serde(default = "one_queue")]
+    pub queues: u16,
+    /// How a packet picks its queue among `queues`.
+    #[serde(default)]
+    pub tx_steer: TxSteer,
+}
+
+fn one_queue() -> u16 {
+    1
 }
 
 impl Default for GenConfig {
@@ -115,6 +171,8 @@ impl Default for GenConfig {
             seed: 1,
             batch: 32,
             be_ttl: 64,
+            queues: 1,
+            tx_steer: TxSteer::Rss,
         }
     }
 }
@@ -202,6 +260,18 @@ impl GenConfig {
         }
         if self.dst_port == 0 || self.rt_port == Some(0) {
             return err("port", "--port and --rt-port must be 1..=65535".into());
+        }
+        if self.queues == 0 || self.queues > 64 {
+            return err("queues", format!("{}: must be 1..=64", self.queues));
+        }
+        if self.tx_steer == TxSteer::Class && self.queues % 2 != 0 {
+            return err(
+                "queues",
+                format!(
+                    "{}: --tx-steer class needs an even number (one queue per class and worker)",
+                    self.queues
+                ),
+            );
         }
         Ok(())
     }

@@ -27,7 +27,10 @@ const TX_SIZE: u32 = 2048;
 
 /// The AF_XDP backend.
 pub struct XskSender {
-    sock: TxSocket,
+    /// One socket per Tx queue (`cfg.queues`).
+    socks: Vec<TxSocket>,
+    /// The socket of each flow (`cfg.tx_steer`).
+    flow_sock: Vec<usize>,
     /// Frame template per class (index = class id).
     tmpl: [Vec<u8>; 2],
     classes: Vec<u8>,
@@ -62,9 +65,14 @@ impl XskSender {
             template(cfg, &path, CLASS_RT)?,
             template(cfg, &path, CLASS_BE)?,
         ];
-        let sock = TxSocket::open(path.ifindex, 0, FRAMES, TX_SIZE)?;
+        let socks = (0..u32::from(cfg.queues.max(1)))
+            .map(|q| TxSocket::open(path.ifindex, q, FRAMES, TX_SIZE))
+            .collect::<Result<Vec<_>>>()?;
         Ok(XskSender {
-            sock,
+            socks,
+            flow_sock: (0..cfg.flows)
+                .map(|f| usize::from(cfg.tx_steer.queue(f, cfg.class_of(f), cfg.queues)))
+                .collect(),
             tmpl,
             classes: (0..cfg.flows).map(|f| cfg.class_of(f)).collect(),
             l4: if cfg.dst.is_ipv4() { 34 } else { 54 },
@@ -74,7 +82,7 @@ impl XskSender {
 
     /// Transmit syscalls so far.
     pub fn kicks(&self) -> u64 {
-        self.sock.kicks
+        self.socks.iter().map(|s| s.kicks).sum()
     }
 }
 
@@ -106,6 +114,7 @@ impl Sender for XskSender {
         let class = self.classes[flow as usize];
         let t = &self.tmpl[class as usize];
         let l4 = self.l4;
+        let sock = &mut self.socks[self.flow_sock[flow as usize]];
         let mut sent = 0;
         while sent < count {
             let seq = first_seq + sent as u64;
@@ -114,10 +123,10 @@ impl Sender for XskSender {
                 stamp(&mut buf[..t.len()], l4, flow, seq, mono_ns());
                 t.len()
             };
-            if !self.sock.push(write) {
+            if !sock.push(write) {
                 // Ring or UMEM full: transmit what is queued, then try once more.
-                self.sock.kick();
-                if !self.sock.push(write) {
+                sock.kick();
+                if !sock.push(write) {
                     break;
                 }
             }
@@ -127,7 +136,9 @@ impl Sender for XskSender {
     }
 
     fn flush(&mut self) -> Result<()> {
-        self.sock.kick();
+        for s in &mut self.socks {
+            s.kick();
+        }
         Ok(())
     }
 

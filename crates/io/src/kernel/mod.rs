@@ -79,6 +79,16 @@ pub fn parse_prefix(s: &str) -> Option<IpPrefix> {
 mod netlink;
 use netlink::*;
 
+/// `(rx, tx)` queue counts of interface `ifindex` in the calling thread's namespace
+/// (`IFLA_NUM_RX_QUEUES` / `IFLA_NUM_TX_QUEUES`: veth has `numrxqueues`, a NIC its channels).
+pub fn queue_counts(ifindex: u32) -> Result<(u32, u32)> {
+    let mut sock = NlSocket::new(0)?;
+    netlink::queue_counts(&mut sock)?
+        .get(&ifindex)
+        .copied()
+        .ok_or_else(|| anyhow::anyhow!("no interface with index {ifindex}"))
+}
+
 /// The kernel's mirror, with what has been applied to the forwarder (so updates are diffs).
 struct KernelMirror {
     kernel: KernelView,

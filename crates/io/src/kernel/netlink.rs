@@ -337,6 +337,25 @@ pub(super) fn classify_event(m: &RouteNetlinkMessage, spec: &MirrorSpec) -> Kern
 }
 
 /// Reads the kernel's tables with netlink dumps (calling thread's namespace).
+/// `(rx, tx)` queue counts of every interface of this namespace, by ifindex.
+pub(super) fn queue_counts(sock: &mut NlSocket) -> Result<BTreeMap<u32, (u32, u32)>> {
+    let mut out = BTreeMap::new();
+    for m in sock.dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))? {
+        if let RouteNetlinkMessage::NewLink(l) = m {
+            let (mut rx, mut tx) = (1, 1);
+            for a in &l.attributes {
+                match a {
+                    LinkAttribute::NumRxQueues(n) => rx = *n,
+                    LinkAttribute::NumTxQueues(n) => tx = *n,
+                    _ => {}
+                }
+            }
+            out.insert(l.header.index, (rx, tx));
+        }
+    }
+    Ok(out)
+}
+
 pub(super) fn dump_view(sock: &mut NlSocket, spec: &MirrorSpec) -> Result<KernelView> {
     let mut v = KernelView::default();
     for m in sock.dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))? {

@@ -10,11 +10,13 @@ use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, User};
 
 use super::umem::UmemArea;
 use super::{bind_retrying, Action, PortStats, Spare, XskOptions};
-use crate::ebpf::{AttachMode, Classifier};
 use crate::sys;
 
+/// One interface queue of a device: its sockets (one per ring) share the fill and completion
+/// rings of the queue; the first one also carries the queue's Tx ring.
 struct Port {
     ifindex: u32,
+    queue: u32,
     dq: DeviceQueue,
     /// Rx ring of each layout ring (index = ring id).
     rx: Vec<RingRx>,
@@ -26,12 +28,15 @@ struct Port {
     /// Tx descriptors submitted and not yet completed.
     in_flight: u32,
     stats: PortStats,
-    /// Detached in `Device::drop` before the sockets close, so that no frame is redirected into
-    /// a closing socket (the XSKMAP holds references to them).
-    classifier: Option<Classifier>,
+    zerocopy: bool,
 }
 
 /// The AF_XDP side of one worker: its ports (interface queues) sharing one UMEM.
+///
+/// A device registers nothing anywhere: the caller puts [`Device::sockets`] into the
+/// classifier of each interface (one classifier serves every worker's queues) and attaches it.
+/// Frames for Tx leave through the first port of their egress interface (the worker's own Tx
+/// queue there).
 pub struct Device {
     // Field order matters for drop: ports (sockets, rings) before the UMEM before its memory.
     ports: Vec<Port>,
@@ -58,23 +63,28 @@ impl std::fmt::Debug for Device {
     }
 }
 
-/// One interface queue to open: its index and its (loaded, configured, not yet attached)
-/// classifier.
+/// One interface queue to open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PortSpec {
     pub ifindex: u32,
-    pub classifier: Classifier,
+    pub queue: u32,
+}
+
+/// An open socket of a device, for the classifier's XSKMAP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketSlot {
+    pub ifindex: u32,
+    pub queue: u32,
+    pub ring: u32,
+    pub fd: i32,
 }
 
 impl Device {
-    /// Opens `nrings` sockets on queue `queue` of every port, all on one UMEM, registers them in
-    /// each port's classifier (XSKMAP key = ring id) and attaches the classifiers.
-    pub fn open(
-        ports: Vec<PortSpec>,
-        queue: u32,
-        nrings: usize,
-        opts: &XskOptions,
-        attach: AttachMode,
-    ) -> Result<Device> {
+    /// Opens `nrings` sockets on every port (interface queue), all on one UMEM. Nothing is
+    /// redirected to them until their [`sockets`](Device::sockets) are registered in the
+    /// interfaces' classifiers. The kernel binds in zero-copy mode where the driver offers it
+    /// and in copy mode otherwise ([`Device::zerocopy`] says which).
+    pub fn open(ports: Vec<PortSpec>, nrings: usize, opts: &XskOptions) -> Result<Device> {
         opts.validate()?;
         if ports.is_empty() || nrings == 0 {
             bail!("a device needs at least one port and one ring");
@@ -94,6 +104,7 @@ impl Device {
             let mut info = IfInfo::invalid();
             info.from_ifindex(spec.ifindex)
                 .map_err(|e| anyhow::anyhow!("ifindex {}: errno {}", spec.ifindex, e.get_raw()))?;
+            let queue = spec.queue;
             info.set_queue(queue);
             let first = if pi == 0 {
                 Socket::with_shared(&info, umem)
@@ -158,8 +169,11 @@ impl Device {
                 rx.push(ring);
                 users.push(user);
             }
+            let zerocopy = sys::xdp_zerocopy(fds[0]).unwrap_or(false);
             out.push(Port {
                 ifindex: spec.ifindex,
+                queue,
+                zerocopy,
                 dq,
                 rx,
                 tx: tx.expect("ring 0 has tx"),
@@ -171,7 +185,6 @@ impl Device {
                     ifindex: spec.ifindex,
                     ..Default::default()
                 },
-                classifier: Some(spec.classifier),
             });
         }
         let mut dev = Device {
@@ -185,15 +198,28 @@ impl Device {
             extra_ready: false,
         };
         dev.refill();
-        for p in &mut dev.ports {
-            let c = p.classifier.as_mut().expect("classifier");
-            for (r, fd) in p.fds.iter().enumerate() {
-                c.set_socket(r as u32, *fd)?;
-            }
-            let mode = c.attach(p.ifindex, attach)?;
-            tracing::info!("ifindex {}: classifier attached ({mode:?})", p.ifindex);
-        }
         Ok(dev)
+    }
+
+    /// The sockets, for the classifiers: ring `ring` of queue `queue` on `ifindex`.
+    pub fn sockets(&self) -> Vec<SocketSlot> {
+        (self.ports.iter())
+            .flat_map(|p| {
+                p.fds.iter().enumerate().map(|(r, &fd)| SocketSlot {
+                    ifindex: p.ifindex,
+                    queue: p.queue,
+                    ring: r as u32,
+                    fd,
+                })
+            })
+            .collect()
+    }
+
+    /// `(ifindex, queue, zero-copy)` of every port.
+    pub fn zerocopy(&self) -> Vec<(u32, u32, bool)> {
+        (self.ports.iter())
+            .map(|p| (p.ifindex, p.queue, p.zerocopy))
+            .collect()
     }
 
     /// Number of rings (per port).
@@ -201,17 +227,15 @@ impl Device {
         self.nrings
     }
 
-    /// The interfaces served.
+    /// The interfaces served (once each, in port order).
     pub fn ifindexes(&self) -> Vec<u32> {
-        self.ports.iter().map(|p| p.ifindex).collect()
-    }
-
-    /// The classifier of port `ifindex`.
-    pub fn classifier(&self, ifindex: u32) -> Option<&Classifier> {
-        self.ports
-            .iter()
-            .find(|p| p.ifindex == ifindex)
-            .and_then(|p| p.classifier.as_ref())
+        let mut v: Vec<u32> = Vec::new();
+        for p in &self.ports {
+            if !v.contains(&p.ifindex) {
+                v.push(p.ifindex);
+            }
+        }
+        v
     }
 
     /// Serves up to `max` frames of ring `ring` (over all ports, rotating the start port),
@@ -485,48 +509,8 @@ impl RingView for Device {
     }
 }
 
-impl Drop for Device {
-    fn drop(&mut self) {
-        // Detach the classifiers first so no frame is redirected into closing sockets.
-        for p in &mut self.ports {
-            drop(p.classifier.take());
-        }
-    }
-}
-
-/// Control-plane access: classifiers, kernel counters, waiting with the control eventfd.
+/// Control-plane access: kernel counters, waiting with the control eventfd.
 impl Device {
-    /// The classifier of port `ifindex`, mutable (rule and class→ring updates at run time).
-    pub fn classifier_mut(&mut self, ifindex: u32) -> Option<&mut Classifier> {
-        self.ports
-            .iter_mut()
-            .find(|p| p.ifindex == ifindex)
-            .and_then(|p| p.classifier.as_mut())
-    }
-
-    /// Takes the classifier of port `ifindex` out of the device (it stays loaded and attached),
-    /// e.g. to update its rules on another thread while the worker keeps serving the rings: a
-    /// rule update may wait for an RCU grace period (tens of ms on a busy VM). Give it back with
-    /// [`Device::put_classifier`]; a device dropped without it detaches only the others.
-    pub fn take_classifier(&mut self, ifindex: u32) -> Option<Classifier> {
-        self.ports
-            .iter_mut()
-            .find(|p| p.ifindex == ifindex)
-            .and_then(|p| p.classifier.take())
-    }
-
-    /// Puts back a classifier taken with [`Device::take_classifier`]. Returns it if the port
-    /// does not exist or already has one.
-    pub fn put_classifier(&mut self, ifindex: u32, c: Classifier) -> Option<Classifier> {
-        match self.ports.iter_mut().find(|p| p.ifindex == ifindex) {
-            Some(p) if p.classifier.is_none() => {
-                p.classifier = Some(c);
-                None
-            }
-            _ => Some(c),
-        }
-    }
-
     /// Kernel drop counters per ring (summed over ports): `(rx_ring_full, rx_dropped)`, i.e.
     /// early drops at the full class ring and other rx drops.
     pub fn ring_kernel_drops(&self) -> Vec<(u64, u64)> {

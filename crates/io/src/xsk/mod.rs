@@ -24,7 +24,7 @@ mod device;
 mod tx_socket;
 mod umem;
 
-pub use device::{Device, PortSpec};
+pub use device::{Device, PortSpec, SocketSlot};
 pub use tx_socket::TxSocket;
 
 /// How the worker waits for packets when its poll engine is idle.
@@ -186,6 +186,34 @@ pub struct PortStats {
     pub kernel_rx_ring_full: u64,
     pub kernel_fill_empty: u64,
     pub kernel_tx_invalid: u64,
+}
+
+impl PortStats {
+    /// Adds `o`'s counters (another queue of the same interface, or another worker's).
+    pub fn add(&mut self, o: &PortStats) {
+        self.rx += o.rx;
+        self.tx += o.tx;
+        self.egress_drops += o.egress_drops;
+        self.no_port += o.no_port;
+        self.fill_wakeups += o.fill_wakeups;
+        self.tx_kicks += o.tx_kicks;
+        self.kernel_rx_dropped += o.kernel_rx_dropped;
+        self.kernel_rx_ring_full += o.kernel_rx_ring_full;
+        self.kernel_fill_empty += o.kernel_fill_empty;
+        self.kernel_tx_invalid += o.kernel_tx_invalid;
+    }
+
+    /// `ports` summed per interface (first-seen order).
+    pub fn per_interface<'a>(ports: impl IntoIterator<Item = &'a PortStats>) -> Vec<PortStats> {
+        let mut out: Vec<PortStats> = Vec::new();
+        for p in ports {
+            match out.iter_mut().find(|x| x.ifindex == p.ifindex) {
+                Some(x) => x.add(p),
+                None => out.push(p.clone()),
+            }
+        }
+        out
+    }
 }
 
 /// Runs an AF_XDP bind, retrying for up to 2 s while the queue is busy: a socket closed just

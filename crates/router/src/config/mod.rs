@@ -121,8 +121,12 @@ pub enum Steering {
     #[default]
     Xdp,
     /// NIC ntuple (Flow Director) filters steer each class to its own hardware queue
-    /// (`ethtool -N … action Q`), one socket per queue (`llr_io::ntuple`).
+    /// (`ethtool -N … action Q`), one socket per queue (`llr_io::ntuple`); one worker.
     Ntuple,
+    /// Something outside llrouter (a NIC configured by hand, a switch, the testbed's
+    /// generator) already puts class c of worker w into hardware queue `w × classes + c`; the
+    /// classifier only redirects by queue index (no rules).
+    Queues,
 }
 
 impl Steering {
@@ -131,6 +135,7 @@ impl Steering {
         match self {
             Steering::Xdp => "xdp",
             Steering::Ntuple => "ntuple",
+            Steering::Queues => "queues",
         }
     }
 }
@@ -273,7 +278,9 @@ pub struct NeighborConfig {
 pub struct RouterConfig {
     /// Interfaces to route between (at least one).
     pub interfaces: Vec<String>,
-    /// CPU cores of the workers (one worker per core; empty: one unpinned worker).
+    /// CPU cores of the workers: one worker per core, worker i on `cores[i]` serving rx queue
+    /// i of every interface (`steering = "queues"`: queues i×classes .. (i+1)×classes−1).
+    /// Empty: one unpinned worker on queue 0.
     #[serde(default)]
     pub cores: Vec<usize>,
     /// CPU cores of the helper threads (control, metrics, route mirror); default: every core

@@ -42,8 +42,18 @@ impl RouterConfig {
                 bail!("interfaces", "`{n}` is listed twice");
             }
         }
-        if self.cores.len() > 1 {
-            bail!("cores", "{} cores given; one worker per interface queue is implemented for single-queue interfaces only, give one core", self.cores.len());
+        for (i, c) in self.cores.iter().enumerate() {
+            if self.cores[..i].contains(c) {
+                bail!("cores", "core {c} is listed twice (one worker per core)");
+            }
+        }
+        if self.cores.len() > llr_io::ebpf::MAX_QUEUES {
+            bail!(
+                "cores",
+                "{} workers; at most {}",
+                self.cores.len(),
+                llr_io::ebpf::MAX_QUEUES
+            );
         }
         // The machine's CPUs, not this thread's affinity (a pinned thread sees one).
         let online = llr_ops::cpus::online();

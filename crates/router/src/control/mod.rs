@@ -1,9 +1,13 @@
 //! The router's control target: `llr_ops::ctl::ControlTarget` for the control socket, and the
 //! same commands as typed methods for a program that embeds the router.
 //!
-//! A change is validated on the caller's thread against the running state, handed to the
-//! worker, which applies it between poll rounds, and recorded only when the worker confirmed
-//! it. One change at a time (the state lock).
+//! A change is validated on the caller's thread against the running state and applied in
+//! steps: what is the workers' own (their poll engines, their wake-up mode) is handed to every
+//! worker at once, each applies it between poll rounds; what the workers share (the
+//! classifiers' rules and class→ring maps) is changed here. The change is recorded, and the
+//! caller answered, only when every step is done — after the reply no worker runs the old
+//! setting. A step that fails undoes the steps before it. One change at a time (the state
+//! lock).
 
 mod reload;
 mod views;
@@ -13,7 +17,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
-use crate::worker::ctl::{Change, WorkerLink};
+use crate::steer::{Classifiers, RuleImages};
+use crate::worker::ctl::{Change, WorkerLink, WorkerSnapshot};
 use llr_core::classify::{RuleError, RuleSet, RuleSpec};
 use llr_core::fwd::Forwarder;
 use llr_core::sched::{Layout, StrategyKind};
@@ -73,7 +78,8 @@ pub struct RouterCtl {
     /// The file `reload` re-reads (none for a configuration built in code).
     config_path: Option<PathBuf>,
     started: Instant,
-    link: Arc<WorkerLink>,
+    links: Vec<Arc<WorkerLink>>,
+    classifiers: Arc<Mutex<Classifiers>>,
     fwd: Arc<RwLock<Forwarder>>,
     flags: u32,
     /// Where helper threads run.
@@ -82,6 +88,8 @@ pub struct RouterCtl {
     state: Mutex<State>,
     /// Where metrics are served (for `status`).
     metrics_addr: Mutex<Option<std::net::SocketAddr>>,
+    /// Changes applied (`status`: `changes_applied`).
+    changes: std::sync::atomic::AtomicU64,
 }
 
 pub(crate) fn err(field: impl Into<String>, reason: impl Into<String>) -> CtlError {
@@ -97,7 +105,7 @@ fn config_err(e: &ConfigError) -> CtlError {
 }
 
 /// The layout of `cfg`'s scheduler settings, or the field and reason it is rejected for.
-fn sched_layout(cfg: &RouterConfig) -> Result<Layout, CtlError> {
+pub(super) fn sched_layout(cfg: &RouterConfig) -> Result<Layout, CtlError> {
     let sc = cfg.sched().map_err(|e| config_err(&e))?;
     sc.layout().map_err(|e| err(e.field, e.reason))
 }
@@ -136,12 +144,14 @@ fn prefix_of(prefix: &str) -> Result<llr_core::classify::IpPrefix, CtlError> {
 }
 
 impl RouterCtl {
+    #[allow(clippy::too_many_arguments)] // each is a distinct part of the running router
     pub(crate) fn new(
         config_path: Option<PathBuf>,
         r: &Resolved,
         spec: MirrorSpec,
         fwd: Arc<RwLock<Forwarder>>,
-        link: Arc<WorkerLink>,
+        links: Vec<Arc<WorkerLink>>,
+        classifiers: Arc<Mutex<Classifiers>>,
         flags: u32,
         helper_cpus: BTreeSet<usize>,
     ) -> RouterCtl {
@@ -155,7 +165,8 @@ impl RouterCtl {
         RouterCtl {
             config_path,
             started: Instant::now(),
-            link,
+            links,
+            classifiers,
             fwd,
             flags,
             helper_cpus,
@@ -170,6 +181,7 @@ impl RouterCtl {
                 mirror: None,
             }),
             metrics_addr: Mutex::new(None),
+            changes: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -204,18 +216,90 @@ impl RouterCtl {
         drop(self.lock().mirror.take());
     }
 
-    fn apply(&self, change: Change) -> Result<(), CtlError> {
-        self.link
-            .apply(change, APPLY_TIMEOUT)
-            .map_err(|e| err("worker", e))
+    /// Counts an applied change.
+    fn changed(&self) {
+        self.changes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Changes applied since the start.
+    pub fn changes_applied(&self) -> u64 {
+        self.changes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Worker 0's latest snapshot (every worker runs the same layout).
+    fn latest(&self) -> Arc<WorkerSnapshot> {
+        self.links[0].latest()
+    }
+
+    /// Hands `change` to every worker at once and waits for all of them. If one refuses or
+    /// does not pick it up in time, those that applied it get `undo`.
+    fn to_workers(&self, change: Change, undo: Change) -> Result<(), CtlError> {
+        let sent: Vec<_> = self.links.iter().map(|l| l.send(change.clone())).collect();
+        let outcomes: Vec<Result<(), String>> =
+            sent.into_iter().map(|s| s.wait(APPLY_TIMEOUT)).collect();
+        let Some((w, e)) =
+            (outcomes.iter().enumerate()).find_map(|(w, r)| Some((w, r.clone().err()?)))
+        else {
+            return Ok(());
+        };
+        for (l, r) in self.links.iter().zip(&outcomes) {
+            if r.is_ok() {
+                if let Err(e) = l.apply(undo.clone(), APPLY_TIMEOUT) {
+                    tracing::error!("undoing a change a worker could not take: {e}");
+                }
+            }
+        }
+        let who = if self.links.len() > 1 {
+            format!("worker {w}: ")
+        } else {
+            String::new()
+        };
+        Err(err("worker", format!("{who}{e}")))
+    }
+
+    fn classifiers(&self) -> std::sync::MutexGuard<'_, Classifiers> {
+        self.classifiers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new layout: every worker's engine first, then the class→ring maps (frames that reach
+    /// a ring the new engine does not serve in between are drained as orphans).
+    fn apply_layout(&self, new: &Layout, old: &Layout) -> Result<(), CtlError> {
+        self.to_workers(Change::Sched(new.clone()), Change::Sched(old.clone()))?;
+        if let Err(e) = self
+            .classifiers()
+            .set_class_rings(&new.class_to_ring, &old.class_to_ring)
+        {
+            let _ = self.to_workers(Change::Sched(old.clone()), Change::Sched(new.clone()));
+            return Err(err("class→ring map", e));
+        }
+        Ok(())
     }
 
     /// Validates a scheduler configuration and applies its layout.
     fn apply_sched(&self, st: &mut State, cfg: RouterConfig) -> Result<(), CtlError> {
         let layout = sched_layout(&cfg)?;
-        self.apply(Change::Sched(layout))?;
+        let old = sched_layout(&st.cfg)?;
+        self.apply_layout(&layout, &old)?;
         st.cfg = cfg;
+        self.changed();
         Ok(())
+    }
+
+    fn apply_wake(&self, st: &State, wake: WakeMode, spin_us: u64) -> Result<(), CtlError> {
+        self.to_workers(
+            Change::Wake { wake, spin_us },
+            Change::Wake {
+                wake: st.cfg.wake,
+                spin_us: st.cfg.spin_us,
+            },
+        )
+    }
+
+    fn apply_rules(&self, new: &RuleImages) -> Result<(), CtlError> {
+        self.classifiers()
+            .update_rules(new)
+            .map_err(|e| err("rules", e))
     }
 
     /// Compiles `rules` against the running classes.
@@ -239,13 +323,14 @@ impl RouterCtl {
 
     fn set_rules(&self, st: &mut State, rules: Vec<(u64, RuleSpec)>) -> Result<(), CtlError> {
         let images = self.compile_rules(st, &rules)?;
-        self.apply(Change::Rules {
+        self.apply_rules(&RuleImages {
             images: images.clone(),
             default_class: st.default_class,
             flags: self.flags,
         })?;
         st.rules = rules;
         st.images = images;
+        self.changed();
         Ok(())
     }
 
@@ -271,6 +356,7 @@ impl RouterCtl {
             .map_err(|e| err("route", e.to_string()))?,
         );
         st.spec = spec;
+        self.changed();
         Ok(())
     }
 
@@ -308,7 +394,7 @@ impl RouterCtl {
         if budget == 0 {
             return Err(err("budget", "must be at least 1"));
         }
-        let snap = self.link.latest();
+        let snap = self.latest();
         let previous = (snap.class_to_ring.get(i)).and_then(|&r| snap.ring_budgets.get(r).copied());
         let mut cfg = st.cfg.clone();
         cfg.classes[i].budget = Some(budget);
@@ -333,7 +419,6 @@ impl RouterCtl {
     pub fn strategy_set(&self, strategy: StrategyKind) -> Result<Value, CtlError> {
         let mut st = self.lock();
         let previous = self
-            .link
             .latest()
             .strategy
             .map_or(st.cfg.strategy.clone(), |s| s.name().to_string());
@@ -354,12 +439,10 @@ impl RouterCtl {
         let mut st = self.lock();
         let spin = spin_us.unwrap_or(st.cfg.spin_us);
         let previous = json!({"wakeup": st.cfg.wake.name(), "spin_us": st.cfg.spin_us});
-        self.apply(Change::Wake {
-            wake: mode,
-            spin_us: spin,
-        })?;
+        self.apply_wake(&st, mode, spin)?;
         st.cfg.wake = mode;
         st.cfg.spin_us = spin;
+        self.changed();
         Ok(json!({ "wakeup": st.cfg.wake.name(), "spin_us": spin, "previous": previous }))
     }
 

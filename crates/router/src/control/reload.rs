@@ -1,5 +1,6 @@
 //! `reload`: a whole new configuration, applied all or nothing.
 
+use crate::steer::RuleImages;
 use crate::worker::ctl::Change;
 use llr_io::kernel::{self, MirrorSpec};
 use llr_ops::ctl::CtlError;
@@ -26,8 +27,8 @@ impl RouterCtl {
     }
 
     /// Applies `new` all or nothing: validates all of it, refuses changes that need a restart
-    /// (naming the field), then applies layout, rules and wake-up mode in one worker step and
-    /// the routes. Returns the changed fields.
+    /// (naming the field), then applies layout and wake-up mode (one step on every worker),
+    /// the class→ring maps, the rules and the routes. Returns the changed fields.
     pub fn apply_config(&self, new: RouterConfig) -> Result<Value, CtlError> {
         let r = new
             .resolve(|n| llr_io::ebpf::ifindex(n).ok())
@@ -52,19 +53,48 @@ impl RouterCtl {
         if routes_changed {
             kernel::build(&spec).map_err(|e| err("routes", format!("{e:#}")))?;
         }
-        let mut batch = vec![Change::Sched(r.layout.clone())];
+        // Layout and wake-up mode in one worker step; then the rules; a failure undoes what
+        // went before.
+        let old_layout = super::sched_layout(&st.cfg)?;
+        let to_new = Change::Batch(vec![
+            Change::Sched(r.layout.clone()),
+            Change::Wake {
+                wake: r.cfg.wake,
+                spin_us: r.cfg.spin_us,
+            },
+        ]);
+        let to_old = Change::Batch(vec![
+            Change::Sched(old_layout.clone()),
+            Change::Wake {
+                wake: st.cfg.wake,
+                spin_us: st.cfg.spin_us,
+            },
+        ]);
+        self.to_workers(to_new, to_old.clone())?;
+        let undo_workers = || {
+            let _ = self.to_workers(to_old.clone(), to_old.clone());
+        };
+        if let Err(e) = self
+            .classifiers()
+            .set_class_rings(&r.layout.class_to_ring, &old_layout.class_to_ring)
+        {
+            undo_workers();
+            return Err(err("class→ring map", e));
+        }
         if r.rule_images != st.images {
-            batch.push(Change::Rules {
+            let new = RuleImages {
                 images: r.rule_images.clone(),
                 default_class: r.default_class,
                 flags: self.flags,
-            });
+            };
+            if let Err(e) = self.apply_rules(&new) {
+                let _ = self
+                    .classifiers()
+                    .set_class_rings(&old_layout.class_to_ring, &r.layout.class_to_ring);
+                undo_workers();
+                return Err(e);
+            }
         }
-        batch.push(Change::Wake {
-            wake: r.cfg.wake,
-            spin_us: r.cfg.spin_us,
-        });
-        self.apply(Change::Batch(batch))?;
         if routes_changed {
             self.set_routes(&mut st, spec)?;
         }
@@ -77,6 +107,7 @@ impl RouterCtl {
         st.images = r.rule_images;
         st.default_class = r.default_class;
         st.cfg = r.cfg;
+        self.changed();
         Ok(json!({ "changed": d.changed }))
     }
 }

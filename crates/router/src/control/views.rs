@@ -10,12 +10,13 @@ use llr_ops::views::{format_mac, InterfaceView, NeighbourView, RouteView};
 use serde_json::{json, Value};
 
 use super::{rule_text, RouterCtl};
-use crate::metrics::{name_of, to_metrics};
+use crate::metrics::{name_of, to_metrics, WorkerPart};
 
 impl RouterCtl {
     /// `status`: version, uptime, interfaces, strategy and budgets, wake-up, workers, rules.
     pub fn status(&self) -> Value {
-        let snap = self.link.latest();
+        let snaps: Vec<_> = self.links.iter().map(|l| l.latest()).collect();
+        let snap = snaps[0].clone();
         let st = self.lock();
         let classes: Vec<Value> = st
             .cfg
@@ -49,20 +50,23 @@ impl RouterCtl {
             "rings": snap.layout_rings.iter().zip(&snap.ring_budgets).map(|(n, b)| json!({"name": n, "budget": b})).collect::<Vec<_>>(),
             "wakeup": snap.wake.map(WakeMode::name),
             "spin_us": snap.spin_us,
-            "workers": [{"worker": 0, "core": st.cfg.cores.first(), "busy_ratio": snap.busy_ratio}],
+            "workers": snaps.iter().enumerate().map(|(w, s)| json!({"worker": w, "core": st.cfg.cores.get(w), "busy_ratio": s.busy_ratio})).collect::<Vec<_>>(),
             "helper_cores": llr_ops::cpus::format_cpu_list(&self.helper_cpus),
             "rules": st.rules.len(),
             "static_routes": routes,
-            "changes_applied": snap.changes,
+            "changes_applied": self.changes_applied(),
+            // every worker loop runs (each has published from inside it)
+            "ready": snaps.iter().all(|s| s.seq > 0),
+            "steering": st.cfg.steering.name(),
             "timestamps": self.flags & FLAG_TIMESTAMP != 0,
             "metrics": self.metrics_addr.lock().unwrap_or_else(|e| e.into_inner()).map(|a| a.to_string()),
         })
     }
 
-    /// A metrics snapshot (asks the worker for fresh counters, waiting up to `wait`).
+    /// A metrics snapshot (asks every worker for fresh counters, waiting up to `wait`).
     pub fn metrics(&self, wait: Duration) -> MetricsSnapshot {
-        let snap = self.link.fresh(wait);
-        let (names, core, ifs) = {
+        let snaps = self.fresh(wait);
+        let (names, cores, ifs) = {
             let st = self.lock();
             (
                 st.cfg
@@ -70,11 +74,28 @@ impl RouterCtl {
                     .iter()
                     .map(|c| c.name.clone())
                     .collect::<Vec<_>>(),
-                st.cfg.cores.first().copied().unwrap_or(0) as u32,
+                st.cfg.cores.clone(),
                 st.interface_names(),
             )
         };
-        to_metrics(&snap, &names, core, &ifs)
+        let classifier = self.classifiers().stats();
+        let parts: Vec<WorkerPart<'_>> = (snaps.iter().enumerate())
+            .map(|(w, s)| WorkerPart {
+                worker: w as u32,
+                core: cores.get(w).copied().unwrap_or(0) as u32,
+                snap: s,
+            })
+            .collect();
+        to_metrics(&parts, &classifier, &names, &ifs)
+    }
+
+    /// Fresh snapshots of every worker: all are asked at once, then each is waited for (up to
+    /// `wait` in all).
+    fn fresh(&self, wait: Duration) -> Vec<std::sync::Arc<crate::worker::ctl::WorkerSnapshot>> {
+        let t = std::time::Instant::now();
+        (self.links.iter())
+            .map(|l| l.fresh(wait.saturating_sub(t.elapsed())))
+            .collect()
     }
 
     /// The rules in first-match order, with their ids.

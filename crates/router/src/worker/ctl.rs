@@ -3,10 +3,10 @@
 //! `llrouter top` and the metrics endpoint.
 //!
 //! ```text
-//! control thread                        worker (between poll rounds)
+//! control thread                        every worker (between poll rounds)
 //!   validate (SchedConfig::layout, …)
 //!   queue Request, kick eventfd  ───►    take requests (claim: Pending → Taken)
-//!   wait ≤ timeout for the ack            apply: classifier maps, new PollEngine, wake mode
+//!   wait ≤ timeout for every ack          apply: new PollEngine, wake mode
 //!   timeout → cancel (Pending → Cancelled)  publish a snapshot, ack
 //! ```
 //!
@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 
 use llr_core::sched::{Layout, StrategyKind};
 
-use llr_io::ebpf::ClassifierStats;
 use llr_io::sys::EventFd;
 use llr_io::xsk::{PortStats, WakeMode};
 
@@ -33,15 +32,9 @@ pub const LATENCY_BOUNDS: [f64; 13] = [
 /// A validated change for the worker.
 #[derive(Debug, Clone)]
 pub enum Change {
-    /// A new ring layout (strategy, budgets, device budget): the classifiers' class→ring maps
-    /// are rewritten, the poll engine rebuilt; the sockets stay.
+    /// A new ring layout (strategy, budgets, device budget): the poll engine is rebuilt; the
+    /// sockets stay (the control plane rewrites the classifiers' class→ring maps).
     Sched(Layout),
-    /// A new rule set (64-byte `llr_rule` images, first match wins).
-    Rules {
-        images: Vec<[u8; 64]>,
-        default_class: u32,
-        flags: u32,
-    },
     /// A new wake-up mode.
     Wake { wake: WakeMode, spin_us: u64 },
     /// Several changes applied in one go (reload), in order.
@@ -150,11 +143,44 @@ pub struct WorkerSnapshot {
     /// Slow-path events (ICMP errors sent and rate-limited, fragments, punts).
     pub events: Vec<(String, u64)>,
     pub ports: Vec<PortStats>,
-    /// Per interface (ifindex, classifier counters); refreshed when asked for (`want_full`).
-    pub classifier: Vec<(u32, ClassifierStats)>,
     /// Changes applied.
     pub changes: u64,
     pub elapsed_s: f64,
+}
+
+/// A change handed to a worker ([`WorkerLink::send`]).
+pub struct Sent {
+    state: Arc<AtomicU8>,
+    rx: Receiver<Result<(), String>>,
+}
+
+impl Sent {
+    /// Waits up to `timeout` for the outcome; a change not claimed by then is cancelled (and
+    /// so never applied). `Err`: not applied.
+    pub fn wait(self, timeout: Duration) -> Result<(), String> {
+        match self.rx.recv_timeout(timeout) {
+            Ok(r) => r,
+            Err(_) => {
+                if self
+                    .state
+                    .compare_exchange(PENDING, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    Err(format!(
+                        "the worker did not pick the change up within {} ms; nothing was changed",
+                        timeout.as_millis()
+                    ))
+                } else {
+                    // Claimed: it is being applied right now; its outcome comes shortly.
+                    self.rx
+                        .recv_timeout(Duration::from_secs(2))
+                        .unwrap_or_else(
+                            |_| Err("the worker did not confirm the change".to_string()),
+                        )
+                }
+            }
+        }
+    }
 }
 
 /// The link between the control plane and one worker.
@@ -162,7 +188,6 @@ pub struct WorkerLink {
     queue: Mutex<Vec<Request>>,
     pending: AtomicBool,
     want_snapshot: AtomicBool,
-    want_full: AtomicBool,
     seq: AtomicU64,
     efd: EventFd,
     published: Mutex<Arc<WorkerSnapshot>>,
@@ -176,7 +201,6 @@ impl WorkerLink {
             queue: Mutex::new(Vec::new()),
             pending: AtomicBool::new(false),
             want_snapshot: AtomicBool::new(false),
-            want_full: AtomicBool::new(false),
             seq: AtomicU64::new(0),
             efd,
             published: Mutex::new(Arc::new(WorkerSnapshot::default())),
@@ -201,7 +225,13 @@ impl WorkerLink {
     /// Hands `change` to the worker and waits up to `timeout` for it to be applied. `Err` means
     /// it was not applied (refused by the worker, or not picked up in time and cancelled).
     pub fn apply(&self, change: Change, timeout: Duration) -> Result<(), String> {
-        let (tx, rx): (_, Receiver<Result<(), String>>) = sync_channel(1);
+        self.send(change).wait(timeout)
+    }
+
+    /// Hands `change` to the worker without waiting: [`Sent::wait`] for the outcome. Several
+    /// workers then apply one change at the same time.
+    pub fn send(&self, change: Change) -> Sent {
+        let (tx, rx) = sync_channel(1);
         let state = Arc::new(AtomicU8::new(PENDING));
         self.queue
             .lock()
@@ -213,25 +243,7 @@ impl WorkerLink {
             });
         self.pending.store(true, Ordering::Release);
         self.kick();
-        match rx.recv_timeout(timeout) {
-            Ok(r) => r,
-            Err(_) => {
-                if state
-                    .compare_exchange(PENDING, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-                {
-                    Err(format!(
-                        "the worker did not pick the change up within {} ms; nothing was changed",
-                        timeout.as_millis()
-                    ))
-                } else {
-                    // Claimed: it is being applied right now; its outcome comes shortly.
-                    rx.recv_timeout(Duration::from_secs(2)).unwrap_or_else(|_| {
-                        Err("the worker did not confirm the change".to_string())
-                    })
-                }
-            }
-        }
+        Sent { state, rx }
     }
 
     /// Worker: whether requests wait (one relaxed load).
@@ -246,15 +258,10 @@ impl WorkerLink {
         std::mem::take(&mut *self.queue.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// Worker: whether a fresh snapshot is wanted (and whether with classifier counters).
+    /// Worker: whether a fresh snapshot is wanted.
     #[inline]
     pub fn snapshot_wanted(&self) -> bool {
         self.want_snapshot.load(Ordering::Relaxed)
-    }
-
-    /// Worker: whether the classifier counters should be read for the next publication.
-    pub fn full_wanted(&self) -> bool {
-        self.want_full.load(Ordering::Relaxed)
     }
 
     /// Worker: publishes a snapshot.
@@ -262,7 +269,6 @@ impl WorkerLink {
         s.seq = self.seq.load(Ordering::Relaxed) + 1;
         *self.published.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(s);
         self.want_snapshot.store(false, Ordering::Relaxed);
-        self.want_full.store(false, Ordering::Relaxed);
         self.seq.fetch_add(1, Ordering::Release);
     }
 
@@ -274,11 +280,10 @@ impl WorkerLink {
             .clone()
     }
 
-    /// Asks the worker for a fresh snapshot (classifier counters included) and waits up to
+    /// Asks the worker for a fresh snapshot and waits up to
     /// `timeout` for it; returns the latest one either way. The worker only copies counters.
     pub fn fresh(&self, timeout: Duration) -> Arc<WorkerSnapshot> {
         let before = self.seq.load(Ordering::Acquire);
-        self.want_full.store(true, Ordering::Relaxed);
         self.want_snapshot.store(true, Ordering::Release);
         self.kick();
         let t = Instant::now();

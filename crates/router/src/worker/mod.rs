@@ -34,7 +34,7 @@ mod changes;
 pub mod ctl;
 mod poll_loop;
 mod slow_path;
-mod stats;
+pub(crate) mod stats;
 
 use std::net::IpAddr;
 use std::sync::atomic::AtomicBool;
@@ -99,10 +99,7 @@ impl Default for WorkerOptions {
 /// The control plane's handle on a worker (see [`ctl`]).
 pub struct WorkerCtl {
     pub link: Arc<WorkerLink>,
-    /// The rule images installed in the classifiers now.
-    pub rules: Vec<[u8; 64]>,
-    pub default_class: u32,
-    /// `llr_config.flags` of the classifiers (`FLAG_TIMESTAMP`).
+    /// `llr_config.flags` of the classifiers (`FLAG_TIMESTAMP`: frames carry a timestamp).
     pub flags: u32,
 }
 

@@ -254,11 +254,11 @@ impl<'a> Worker<'a> {
         };
     }
 
-    /// After the loop: a rules job in flight completes and requests held back behind it are
-    /// refused; what is queued for Tx is transmitted (bounded).
+    /// After the loop: requests not applied are refused; what is queued for Tx is transmitted
+    /// (bounded).
     fn shut_down(&mut self) {
         if let Some(c) = self.control.as_mut() {
-            c.shut_down(self.xsk);
+            c.shut_down();
         }
         let t = Instant::now();
         while self.xsk.egress_pending() && t.elapsed() < Duration::from_millis(200) {
@@ -266,8 +266,8 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// Between poll rounds: takes the control plane's requests, applies them in order (rules
-    /// on a helper thread, see [`super::changes`]), acknowledges each after publishing, and
+    /// Between poll rounds: takes the control plane's requests, applies them in order,
+    /// acknowledges each after publishing, and
     /// publishes counters when due or asked for.
     #[inline]
     fn serve_control(&mut self) {
@@ -279,7 +279,7 @@ impl<'a> Worker<'a> {
                 && c.last_publish.elapsed() >= PUBLISH_EVERY;
         c.take_requests();
         // Each acknowledged change was published just before its ack.
-        let acked = c.has_changes() && (self.finish_rules_job() | self.apply_requests());
+        let acked = c.has_changes() && self.apply_requests();
         if acked {
             if let Some(c) = self.control.as_mut() {
                 c.last_publish = Instant::now();

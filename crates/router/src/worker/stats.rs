@@ -8,7 +8,6 @@ use llr_core::sched::{Layout, PollEngine, RingView};
 
 use super::ctl::{self, DeviceCounters, RingCounters, WorkerSnapshot};
 use super::Worker;
-use llr_io::ebpf::ClassifierStats;
 use llr_io::xsk::PortStats;
 
 /// Busy-ratio window.
@@ -38,6 +37,49 @@ pub struct WorkerStats {
     pub poll_wakeups: u64,
     pub ports: Vec<PortStats>,
     pub elapsed_s: f64,
+}
+
+impl WorkerStats {
+    /// The counters of several workers added up (ports per interface, named counters by
+    /// name); ring names from the first, elapsed time the longest.
+    pub fn total(all: &[WorkerStats]) -> WorkerStats {
+        let mut t = all.first().cloned().unwrap_or_default();
+        for w in all.iter().skip(1) {
+            add_each(&mut t.served, &w.served);
+            add_each(&mut t.forwarded, &w.forwarded);
+            add_named(&mut t.pass, &w.pass);
+            add_named(&mut t.drop, &w.drop);
+            add_named(&mut t.events, &w.events);
+            t.engine_wakeups += w.engine_wakeups;
+            t.engine_rearms += w.engine_rearms;
+            t.budget_exhaustions += w.budget_exhaustions;
+            t.sleeps += w.sleeps;
+            t.poll_wakeups += w.poll_wakeups;
+            t.ports.extend(w.ports.iter().cloned());
+            t.elapsed_s = t.elapsed_s.max(w.elapsed_s);
+        }
+        t.ports = PortStats::per_interface(&t.ports);
+        t
+    }
+}
+
+fn add_each(a: &mut Vec<u64>, b: &[u64]) {
+    if a.len() < b.len() {
+        a.resize(b.len(), 0);
+    }
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
+}
+
+/// Adds `(name, count)` pairs by name.
+pub(crate) fn add_named(a: &mut Vec<(String, u64)>, b: &[(String, u64)]) {
+    for (n, c) in b {
+        match a.iter_mut().find(|(m, _)| m == n) {
+            Some(x) => x.1 += c,
+            None => a.push((n.clone(), *c)),
+        }
+    }
 }
 
 impl std::fmt::Display for WorkerStats {
@@ -94,8 +136,6 @@ pub(super) struct Counters {
     /// Start of the current busy-ratio window and `idle_ns` then; the last window's ratio.
     busy_window: (Instant, u64),
     busy_ratio: f64,
-    /// Per interface, refreshed when the control plane asks for it.
-    classifier: Vec<(u32, ClassifierStats)>,
     started: Instant,
 }
 
@@ -110,7 +150,6 @@ impl Counters {
             idle_ns: 0,
             busy_window: (now, 0),
             busy_ratio: 0.0,
-            classifier: Vec::new(),
             started: now,
         }
     }
@@ -168,21 +207,8 @@ impl Worker<'_> {
         }
     }
 
-    /// The periodic publication: classifier counters when asked for (and no classifier is out
-    /// on a rules job), the busy ratio, then the snapshot.
+    /// The periodic publication: the busy ratio, then the snapshot.
     pub(super) fn publish_counters(&mut self) {
-        if self
-            .control
-            .as_ref()
-            .is_some_and(|c| c.wants_classifier_stats())
-        {
-            let xsk = &*self.xsk;
-            self.counters.classifier = xsk
-                .ifindexes()
-                .into_iter()
-                .filter_map(|i| Some((i, xsk.classifier(i)?.stats().ok()?)))
-                .collect();
-        }
         let now = Instant::now();
         self.counters.update_busy_ratio(now);
         self.publish();
@@ -221,8 +247,7 @@ impl Worker<'_> {
             pass: self.pass_counts(),
             drop: self.slow.drops.clone(),
             events: self.slow.events(),
-            ports: xsk.port_stats(),
-            classifier: c.classifier.clone(),
+            ports: PortStats::per_interface(&xsk.port_stats()),
             changes: c.changes,
             elapsed_s,
         }
@@ -244,7 +269,7 @@ impl Worker<'_> {
             budget_exhaustions: devices.iter().map(|d| d.budget_exhaustions).sum(),
             sleeps: xsk.sleeps,
             poll_wakeups: xsk.wakeups,
-            ports: xsk.port_stats(),
+            ports: PortStats::per_interface(&xsk.port_stats()),
             elapsed_s: self.counters.started.elapsed().as_secs_f64(),
         }
     }

@@ -1,0 +1,457 @@
+//! Steering: which interface queues each worker serves ([`QueueLayout`]), the classifiers all
+//! workers share ([`Classifiers`]), and the NIC filters of `steering = "ntuple"`
+//! ([`NtupleFilters`]).
+//!
+//! ```text
+//! steering xdp      worker w: rx queue w of every interface; the classifier's rules pick the
+//!                   class, its class→ring map the socket: XSKMAP[queue·64 + ring]
+//! steering queues   worker w: rx queues w·C .. w·C+C−1 (C classes); queue q carries class
+//! steering ntuple   q mod C, put there by the NIC (ntuple filters, which llrouter installs for
+//!                   `ntuple`), a switch or the sender; the classifier only redirects by queue
+//! ```
+//!
+//! Every queue of a worker gets one socket per ring, so a layout change (e.g. to `sq`, all
+//! classes in ring 0) works the same way in every mode: the class→ring map moves new frames,
+//! the sockets stay.
+
+use std::path::{Path, PathBuf};
+
+use llr_io::ebpf::{AttachMode, Classifier, ClassifierStats};
+use llr_io::xsk::{PortSpec, SocketSlot};
+
+use crate::config::{ConfigError, Resolved, Steering};
+use crate::error::{RouterError, Step};
+
+/// Which rx queues each worker serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueLayout {
+    pub steering: Steering,
+    pub workers: usize,
+    pub classes: usize,
+}
+
+impl QueueLayout {
+    /// The layout of `r` under `steering` (one worker per listed core, at least one).
+    pub fn new(r: &Resolved, steering: Steering) -> QueueLayout {
+        QueueLayout {
+            steering,
+            workers: r.cfg.cores.len().max(1),
+            classes: r.cfg.classes.len(),
+        }
+    }
+
+    /// The rx queues worker `w` serves (on every interface).
+    pub fn queues(&self, w: usize) -> Vec<u32> {
+        match self.steering {
+            Steering::Xdp => vec![w as u32],
+            Steering::Queues | Steering::Ntuple => (0..self.classes)
+                .map(|c| (w * self.classes + c) as u32)
+                .collect(),
+        }
+    }
+
+    /// Rx queues every interface must have.
+    pub fn queues_needed(&self) -> u32 {
+        match self.steering {
+            Steering::Xdp => self.workers as u32,
+            Steering::Queues | Steering::Ntuple => (self.workers * self.classes) as u32,
+        }
+    }
+
+    /// The ports (interface queues) worker `w` opens.
+    pub fn ports(&self, w: usize, ifindexes: &[u32]) -> Vec<PortSpec> {
+        (ifindexes.iter())
+            .flat_map(|&ifindex| {
+                self.queues(w)
+                    .into_iter()
+                    .map(move |queue| PortSpec { ifindex, queue })
+            })
+            .collect()
+    }
+
+    /// The class queue `q` carries with queue steering (`None` with `xdp`: the rules decide).
+    pub fn queue_class(&self, q: u32) -> Option<usize> {
+        match self.steering {
+            Steering::Xdp => None,
+            _ => Some(q as usize % self.classes.max(1)),
+        }
+    }
+
+    /// Checks that every interface has the rx queues this layout needs (`queues(ifindex)` gives
+    /// an interface's rx queue count). The error names `cores`, or `steering` when it is the
+    /// per-class queues that do not fit.
+    pub fn check(
+        &self,
+        interfaces: &[(u32, String)],
+        queues: impl Fn(u32) -> Option<u32>,
+    ) -> Result<(), ConfigError> {
+        if self.steering == Steering::Ntuple && self.workers > 1 {
+            return Err(ConfigError::field(
+                "cores",
+                format!(
+                    "steering = \"ntuple\" runs one worker (the filters send each class to one hardware queue); {} cores given. Use steering = \"xdp\" or \"queues\" for several workers",
+                    self.workers
+                ),
+            ));
+        }
+        let need = self.queues_needed();
+        for (ifindex, name) in interfaces {
+            let have = queues(*ifindex).unwrap_or(1);
+            if have < need {
+                let (field, why) = match self.steering {
+                    Steering::Xdp => (
+                        "cores",
+                        format!("{} workers need one rx queue each", self.workers),
+                    ),
+                    _ => (
+                        "steering",
+                        format!(
+                            "steering = \"{}\" with {} workers × {} classes needs one rx queue per (worker, class)",
+                            self.steering.name(),
+                            self.workers,
+                            self.classes
+                        ),
+                    ),
+                };
+                return Err(ConfigError::field(
+                    field,
+                    format!(
+                        "{name} has {have} rx queue{}; {why}: {need} (veth: `numrxqueues {need} numtxqueues {need}`; a NIC: `ethtool -L {name} combined {need}`)",
+                        if have == 1 { "" } else { "s" }
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `--dry-run` lines: queue → worker (core) → class or rules.
+    pub fn describe(&self, cores: &[usize], class_names: &[String]) -> Vec<String> {
+        let mut out = vec![format!(
+            "# rx queue -> worker -> class ({} worker{}, every interface alike)",
+            self.workers,
+            if self.workers == 1 { "" } else { "s" }
+        )];
+        for w in 0..self.workers {
+            let core = cores
+                .get(w)
+                .map_or_else(|| "unpinned".to_string(), |c| format!("core {c}"));
+            for q in self.queues(w) {
+                let class = match self.queue_class(q) {
+                    Some(c) => format!(
+                        "class {}",
+                        class_names.get(c).map(String::as_str).unwrap_or("?")
+                    ),
+                    None => "classes by the classifier's rules".to_string(),
+                };
+                out.push(format!("#   queue {q} -> worker {w} ({core}) -> {class}"));
+            }
+        }
+        out
+    }
+}
+
+/// The classifier of every interface, shared by all workers (one XDP program per interface;
+/// the XSKMAP key carries the queue, so one map serves every worker's sockets). Changed only by
+/// the control plane; detached on drop.
+pub struct Classifiers {
+    list: Vec<(u32, Classifier)>,
+    installed: RuleImages,
+}
+
+/// A classifier rule table: 64-byte `llr_rule` images (first match wins), the default class
+/// and `llr_config.flags`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleImages {
+    pub images: Vec<[u8; 64]>,
+    pub default_class: u32,
+    pub flags: u32,
+}
+
+impl Classifiers {
+    /// Loads one classifier per interface with the rules, the class→ring map and the router's
+    /// own addresses; with queue steering they redirect by rx queue instead of by rules.
+    pub fn load(
+        r: &Resolved,
+        queues: &QueueLayout,
+        flags: u32,
+        local: &[std::net::IpAddr],
+    ) -> Result<Classifiers, RouterError> {
+        let mut list = Vec::new();
+        for &ifindex in &r.ifindexes {
+            let mut c = Classifier::load(r.default_class).map_err(RouterError::setup)?;
+            c.set_rules(&r.rule_images, r.default_class, flags)
+                .map_err(RouterError::setup)?;
+            c.set_class_rings(&r.layout.class_to_ring)
+                .map_err(RouterError::setup)?;
+            c.set_local_addrs(local).map_err(RouterError::setup)?;
+            if queues.steering != Steering::Xdp {
+                c.set_queue_steering(queues.classes as u32)
+                    .map_err(RouterError::setup)?;
+            }
+            list.push((ifindex, c));
+        }
+        Ok(Classifiers {
+            list,
+            installed: RuleImages {
+                images: r.rule_images.clone(),
+                default_class: r.default_class,
+                flags,
+            },
+        })
+    }
+
+    /// Registers a worker's sockets.
+    pub fn register(&mut self, sockets: &[SocketSlot]) -> Result<(), RouterError> {
+        for s in sockets {
+            let (_, c) = (self.list.iter_mut())
+                .find(|(i, _)| *i == s.ifindex)
+                .ok_or_else(|| {
+                    RouterError::Setup(format!("ifindex {}: no classifier", s.ifindex))
+                })?;
+            c.set_socket(s.queue, s.ring, s.fd)
+                .step(format_args!("ifindex {}", s.ifindex))?;
+        }
+        Ok(())
+    }
+
+    /// Attaches every classifier (after all sockets are registered).
+    pub fn attach(&mut self, mode: AttachMode) -> Result<(), RouterError> {
+        for (ifindex, c) in &mut self.list {
+            let m = c.attach(*ifindex, mode).map_err(RouterError::setup)?;
+            tracing::info!("ifindex {ifindex}: classifier attached ({m:?})");
+        }
+        Ok(())
+    }
+
+    /// The rules installed now.
+    pub fn installed(&self) -> &RuleImages {
+        &self.installed
+    }
+
+    /// Installs `new` on every interface; on an error restores those already updated (nothing
+    /// changed then). May wait for an RCU grace period per interface.
+    pub fn update_rules(&mut self, new: &RuleImages) -> Result<(), String> {
+        let old = self.installed.clone();
+        for k in 0..self.list.len() {
+            let (i, cl) = &mut self.list[k];
+            let r = cl
+                .update_rules(&old.images, &new.images, new.default_class, new.flags)
+                .map_err(|e| format!("ifindex {i}: {e:#}"));
+            if let Err(e) = r {
+                for (_, cl) in self.list[..k].iter_mut() {
+                    let _ = cl.update_rules(&new.images, &old.images, old.default_class, old.flags);
+                }
+                return Err(e);
+            }
+        }
+        self.installed = new.clone();
+        Ok(())
+    }
+
+    /// Points every class at its ring; on an error restores `old` where already changed.
+    pub fn set_class_rings(&mut self, new: &[usize], old: &[usize]) -> Result<(), String> {
+        for k in 0..self.list.len() {
+            let (i, cl) = &mut self.list[k];
+            if let Err(e) = cl.set_class_rings(new) {
+                let e = format!("ifindex {i}: {e:#}");
+                for (_, cl) in self.list[..k].iter_mut() {
+                    let _ = cl.set_class_rings(old);
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Counters per interface.
+    pub fn stats(&self) -> Vec<(u32, ClassifierStats)> {
+        (self.list.iter())
+            .filter_map(|(i, c)| Some((*i, c.stats().ok()?)))
+            .collect()
+    }
+
+    /// Detaches every classifier (also done on drop).
+    pub fn detach(&mut self) {
+        for (i, c) in &mut self.list {
+            if let Err(e) = c.detach() {
+                tracing::warn!("ifindex {i}: detach the classifier: {e:#}");
+            }
+        }
+    }
+}
+
+impl Drop for Classifiers {
+    fn drop(&mut self) {
+        self.detach();
+    }
+}
+
+/// The ntuple filters llrouter installed: removed on drop, and recorded in a state file first,
+/// so that a router killed before it could remove them (kill -9, a crash) has them removed by
+/// the next `llrouter run` with the same control socket.
+pub struct NtupleFilters {
+    state: PathBuf,
+    undo: Vec<Vec<String>>,
+}
+
+impl NtupleFilters {
+    /// Where the filters of the router with control socket `socket` are recorded.
+    pub fn state_path(socket: &Path) -> PathBuf {
+        let mut p = socket.as_os_str().to_owned();
+        p.push(".ntuple");
+        PathBuf::from(p)
+    }
+
+    /// Removes what a previous router left (its state file's commands, best effort: a filter
+    /// already gone is fine). Returns how many commands ran.
+    pub fn recover(state: &Path) -> usize {
+        let Ok(text) = std::fs::read_to_string(state) else {
+            return 0;
+        };
+        let cmds = parse_state(&text);
+        for c in &cmds {
+            if let Err(e) = llr_io::ntuple::run(c) {
+                tracing::warn!("removing a stale ntuple filter: {e:#}");
+            }
+        }
+        let _ = std::fs::remove_file(state);
+        tracing::info!(
+            "removed the ntuple filters of a router that did not stop cleanly ({})",
+            state.display()
+        );
+        cmds.len()
+    }
+
+    /// Installs the filters of `plans` (one per interface), recording their undo first. On an
+    /// error what was installed is removed again.
+    pub fn install(
+        plans: &[llr_io::ntuple::Plan],
+        state: &Path,
+    ) -> Result<NtupleFilters, RouterError> {
+        let undo: Vec<Vec<String>> = plans.iter().flat_map(|p| p.undo()).collect();
+        let text: String = undo.iter().map(|c| c.join("\t") + "\n").collect();
+        std::fs::write(state, text).step(format_args!(
+            "steering = \"ntuple\": record the filters in {}",
+            state.display()
+        ))?;
+        let f = NtupleFilters {
+            state: state.to_path_buf(),
+            undo,
+        };
+        for p in plans {
+            // on an error `f` drops: what went in comes out again
+            llr_io::ntuple::apply(p).step("steering = \"ntuple\"")?;
+        }
+        Ok(f)
+    }
+}
+
+impl Drop for NtupleFilters {
+    fn drop(&mut self) {
+        for c in &self.undo {
+            if let Err(e) = llr_io::ntuple::run(c) {
+                tracing::warn!("removing an ntuple filter: {e:#}");
+            }
+        }
+        let _ = std::fs::remove_file(&self.state);
+    }
+}
+
+fn parse_state(text: &str) -> Vec<Vec<String>> {
+    (text.lines())
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split('\t').map(str::to_string).collect())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(steering: Steering, workers: usize) -> QueueLayout {
+        QueueLayout {
+            steering,
+            workers,
+            classes: 2,
+        }
+    }
+
+    #[test]
+    fn xdp_gives_each_worker_its_own_queue() {
+        let l = layout(Steering::Xdp, 3);
+        assert_eq!(l.queues(0), [0]);
+        assert_eq!(l.queues(2), [2]);
+        assert_eq!(l.queues_needed(), 3);
+        assert_eq!(l.queue_class(1), None);
+        let p = l.ports(1, &[7, 9]);
+        assert_eq!(
+            p,
+            [
+                PortSpec {
+                    ifindex: 7,
+                    queue: 1
+                },
+                PortSpec {
+                    ifindex: 9,
+                    queue: 1
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn queue_steering_gives_each_worker_one_queue_per_class() {
+        let l = layout(Steering::Queues, 2);
+        assert_eq!(l.queues(0), [0, 1]);
+        assert_eq!(l.queues(1), [2, 3]);
+        assert_eq!(l.queues_needed(), 4);
+        assert_eq!(l.queue_class(2), Some(0));
+        assert_eq!(l.queue_class(3), Some(1));
+    }
+
+    #[test]
+    fn too_few_queues_name_the_field() {
+        let ifs = [(3, "eth0".to_string())];
+        let e = layout(Steering::Xdp, 2)
+            .check(&ifs, |_| Some(1))
+            .unwrap_err();
+        let s = e.to_string();
+        assert!(s.starts_with("cores: eth0 has 1 rx queue;"), "{s}");
+        assert!(layout(Steering::Xdp, 2).check(&ifs, |_| Some(2)).is_ok());
+        let s = (layout(Steering::Queues, 2).check(&ifs, |_| Some(2)))
+            .unwrap_err()
+            .to_string();
+        assert!(s.starts_with("steering: ") && s.contains(": 4 "), "{s}");
+        let s = (layout(Steering::Ntuple, 2).check(&ifs, |_| Some(8)))
+            .unwrap_err()
+            .to_string();
+        assert!(s.starts_with("cores: "), "{s}");
+    }
+
+    #[test]
+    fn dry_run_lines_name_queue_worker_and_class() {
+        let names = ["rt".to_string(), "be".to_string()];
+        let out = layout(Steering::Queues, 2).describe(&[1, 3], &names);
+        assert!(
+            out.contains(&"#   queue 3 -> worker 1 (core 3) -> class be".to_string()),
+            "{out:?}"
+        );
+        let out = layout(Steering::Xdp, 1).describe(&[], &names);
+        assert!(
+            out.iter()
+                .any(|l| l.contains("queue 0 -> worker 0 (unpinned) -> classes by")),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn state_file_round_trips_the_undo_commands() {
+        let cmds = vec![
+            vec!["-N".to_string(), "eth0".into(), "delete".into(), "0".into()],
+            vec!["-X".to_string(), "eth0".into(), "default".into()],
+        ];
+        let text: String = cmds.iter().map(|c| c.join("\t") + "\n").collect();
+        assert_eq!(parse_state(&text), cmds);
+    }
+}
