@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use llr_io::gen::Backend as GenBackend;
-use llr_io::gen::{Gaps, GenConfig, GenReport};
+use llr_io::gen::{Gaps, GenConfig, GenReport, TxSteer};
 
 use crate::cli_util::{in_netns, print_json_or, table, usage};
 
@@ -56,6 +56,14 @@ pub struct GenArgs {
     /// Packets per send call at most.
     #[arg(long, default_value_t = 32)]
     pub batch: usize,
+    /// Tx queues to send on (xsk backend; with the udp backend the kernel hashes each flow's
+    /// socket to one of the interface's queues).
+    #[arg(long, default_value_t = 1)]
+    pub queues: u16,
+    /// How a packet picks its Tx queue: rss (by flow hash) or class (queue w×2+class, the
+    /// router's `steering = "queues"` layout).
+    #[arg(long, value_enum, default_value_t = TxSteer::Rss)]
+    pub tx_steer: TxSteer,
     #[arg(long, value_enum, default_value_t = GenBackend::Udp)]
     pub backend: GenBackend,
     /// Run inside this network namespace.
@@ -103,6 +111,8 @@ impl GenArgs {
             seed: self.seed,
             batch: self.batch,
             be_ttl: self.be_ttl,
+            queues: self.queues,
+            tx_steer: self.tx_steer,
         };
         cfg.validate().map_err(to_usage)?;
         Ok(cfg)

@@ -30,6 +30,7 @@ use llr_io::xsk::WakeMode;
 use llr_lab::iperf::{self, IperfStudy};
 use llr_lab::mlffr::MlffrStudy;
 use llr_lab::options::Search;
+use llr_lab::options::Steering;
 use llr_lab::sweep::SweepStudy;
 use llr_lab::{Budgets, GenBackend, Options, Progress, SinkBackend, Target};
 
@@ -49,6 +50,10 @@ pub enum TestbedCmd {
     Up {
         #[arg(long, default_value = "llr")]
         name: String,
+        /// Rx/Tx queues of every veth (one per llrouter worker; per worker and class for
+        /// `--steering queues`).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+        queues: u32,
     },
     /// Remove a topology created by `up`.
     Down {
@@ -162,6 +167,16 @@ pub struct Common {
     /// the router, which answers with ICMP time exceeded (rate-limited) instead of forwarding.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u8).range(1..))]
     pub be_ttl: u8,
+    /// llrouter targets: workers, on --router-cpu and the CPUs after it (wrapping around). The
+    /// veths get one queue per worker; the generator must be xsk (it spreads flows over the
+    /// queues by hash, as RSS) or udp (the kernel hashes each socket to a queue); the kernel
+    /// targets get one RPS CPU per queue.
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// llrouter targets: xdp (the classifier's rules) or queues (the xsk generator puts class c
+    /// of flow f in queue w×2+c, an emulated Flow Director; the router uses no rules).
+    #[arg(long, value_enum, default_value_t = Steering::Xdp)]
+    pub steering: Steering,
 }
 
 impl Common {
@@ -190,6 +205,8 @@ impl Common {
             tx_batch: self.tx_batch,
             router_bin: self.router_bin.clone(),
             be_ttl: self.be_ttl,
+            workers: self.workers,
+            steering: self.steering,
         };
         o.check().map_err(lab_error)?;
         Ok(o)
@@ -398,7 +415,7 @@ fn run_iperf(a: IperfArgs) -> Result<()> {
     Ok(())
 }
 
-fn up(name: &str) -> Result<()> {
+fn up(name: &str, queues: u32) -> Result<()> {
     if name.is_empty()
         || name.len() > 40
         || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
@@ -409,7 +426,7 @@ fn up(name: &str) -> Result<()> {
         println!("topology {name} already up");
         return Ok(());
     }
-    let mut t = Topology::create(name)?;
+    let mut t = Topology::create_with(name, queues)?;
     t.persist();
     println!(
         "up: {0}-gen ({1}, {2}) → {0}-rtr ({3} | {4}) → {0}-sink ({5}, {6})",
@@ -437,7 +454,7 @@ fn down(name: &str) -> Result<()> {
 /// `llrouter testbed`.
 pub fn run(args: TestbedArgs) -> Result<()> {
     match args.cmd {
-        TestbedCmd::Up { name } => up(&name),
+        TestbedCmd::Up { name, queues } => up(&name, queues),
         TestbedCmd::Down { name } => down(&name),
         TestbedCmd::Run(a) => run_sweep(a),
         TestbedCmd::Mlffr(a) => run_mlffr(a),

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use llr_core::sched::StrategyKind;
 use llr_io::gen::Gaps;
 use llr_io::xsk::WakeMode;
+pub use llr_router::Steering;
 
 use crate::traffic::{self, GenBackend, SinkBackend};
 use crate::{LabError, Result};
@@ -137,6 +138,13 @@ pub struct Options {
     pub router_bin: Option<PathBuf>,
     /// TTL / hop limit of the generator's BE packets (bpf-live).
     pub be_ttl: u8,
+    /// llrouter targets: workers, on `router_cpu` and the CPUs after it (see
+    /// [`Options::router_cpus`]); the veths get one queue per worker (per worker and class with
+    /// `steering = queues`) and the kernel targets one RPS CPU per queue.
+    pub workers: usize,
+    /// llrouter targets: how classes reach the rings. `queues`: the generator puts each class
+    /// in its own Tx queue (emulated Flow Director), the router redirects by queue, no rules.
+    pub steering: Steering,
 }
 
 impl Options {
@@ -165,7 +173,41 @@ impl Options {
             rx_napi_thread: false,
             router_bin: None,
             be_ttl: 64,
+            workers: 1,
+            steering: Steering::Xdp,
         }
+    }
+
+    /// The router's CPUs: `workers` CPUs from `router_cpu` on, wrapping around the online
+    /// ones (on a 2-core VM, 2 workers from CPU 1 are on CPUs 1 and 0).
+    pub fn router_cpus(&self) -> Vec<usize> {
+        let online: Vec<usize> = llr_ops::cpus::online().into_iter().collect();
+        let start = online
+            .iter()
+            .position(|&c| c == self.router_cpu)
+            .unwrap_or(0);
+        (0..self.workers.min(online.len().max(1)))
+            .map(|i| {
+                online
+                    .get((start + i) % online.len().max(1))
+                    .copied()
+                    .unwrap_or(self.router_cpu)
+            })
+            .collect()
+    }
+
+    /// Rx/Tx queues of every testbed veth: one per worker, or per worker and class with queue
+    /// steering.
+    pub fn veth_queues(&self) -> u32 {
+        match self.steering {
+            Steering::Xdp => self.workers as u32,
+            _ => self.workers as u32 * 2,
+        }
+    }
+
+    /// Whether the generator must choose Tx queues (several queues, or classes by queue).
+    pub fn multi_queue(&self) -> bool {
+        self.veth_queues() > 1
     }
 
     /// Checks everything that can be checked before a namespace exists, so that bad input
@@ -200,6 +242,41 @@ impl Options {
             ));
         }
         let online = llr_ops::cpus::online();
+        if self.workers == 0 || self.workers > 32 || self.workers > online.len() {
+            return Err(LabError::invalid(
+                "workers",
+                format!(
+                    "{}: must be 1..={} (one per online CPU)",
+                    self.workers,
+                    online.len().min(32)
+                ),
+            ));
+        }
+        if self.steering == Steering::Ntuple {
+            return Err(LabError::invalid(
+                "steering",
+                "ntuple needs a NIC with ntuple filters; the testbed's veths have none (use queues)",
+            ));
+        }
+        let steers_by_class = self.steering == Steering::Queues;
+        if self.multi_queue()
+            && self.gen_backend != GenBackend::Xsk
+            && (steers_by_class || self.gen_backend != GenBackend::Udp)
+        {
+            return Err(LabError::invalid(
+                "gen-backend",
+                format!(
+                    "{}: {} veth queues need the xsk generator, which sends on a chosen Tx queue ({})",
+                    crate::choice_name(&self.gen_backend),
+                    self.veth_queues(),
+                    if steers_by_class {
+                        "by class for --steering queues"
+                    } else {
+                        "by flow hash, as RSS"
+                    }
+                ),
+            ));
+        }
         for (field, cpu) in [("router-cpu", self.router_cpu), ("gen-cpu", self.gen_cpu)] {
             if let Some(why) = llr_ops::cpus::problem(cpu, &online) {
                 return Err(LabError::invalid(field, why));

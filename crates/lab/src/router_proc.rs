@@ -12,6 +12,7 @@ use llr_io::netns::{addr, Topology};
 use llr_io::xsk::XskOptions;
 use llr_ops::ctl::{Command, CtlClient};
 use llr_router::config::{ControlConfig, RouterConfig};
+use llr_router::Steering;
 
 use crate::options::Options;
 use crate::{LabError, Result};
@@ -59,7 +60,8 @@ pub fn router_config(c: &Options, strategy: StrategyKind) -> Result<RouterConfig
     };
     Ok(RouterConfig {
         interfaces: vec![addr::RTR_IN_IF.into(), addr::RTR_OUT_IF.into()],
-        cores: vec![c.router_cpu],
+        cores: c.router_cpus(),
+        steering: c.steering,
         strategy: strategy.to_string(),
         device_budget: c.device_budget,
         wake: c.wake,
@@ -67,15 +69,20 @@ pub fn router_config(c: &Options, strategy: StrategyKind) -> Result<RouterConfig
         tx_batch: c.tx_batch,
         kernel_routes: true,
         classes: vec![class("rt", c.budgets.rt), class("be", c.budgets.be)],
-        rules: vec![
-            RuleSpec {
-                class: "rt".into(),
-                dscp: Some(46),
-                ..RuleSpec::default()
-            },
-            rt_tcp(false),
-            rt_tcp(true),
-        ],
+        // With queue steering the generator already sorted the classes into queues.
+        rules: if c.steering == Steering::Queues {
+            Vec::new()
+        } else {
+            vec![
+                RuleSpec {
+                    class: "rt".into(),
+                    dscp: Some(46),
+                    ..RuleSpec::default()
+                },
+                rt_tcp(false),
+                rt_tcp(true),
+            ]
+        },
         rings: XskOptions {
             rx_size: c.rx_size,
             ..XskOptions::default()
@@ -243,7 +250,7 @@ impl RouterProc {
     }
 }
 
-/// Whether the router behind `ctl` answers and its worker has published a snapshot.
+/// Whether the router behind `ctl` answers and every worker has published a snapshot.
 fn worker_running(ctl: &Path) -> bool {
     let Ok(mut c) = CtlClient::connect(ctl, Duration::from_secs(1)) else {
         return false;
@@ -253,7 +260,7 @@ fn worker_running(ctl: &Path) -> bool {
     c.call(&Command::Status {})
         .ok()
         .and_then(|r| r.into_result().ok())
-        .is_some_and(|v| !v["wakeup"].is_null())
+        .is_some_and(|v| v["ready"] == true)
 }
 
 impl Drop for RouterProc {

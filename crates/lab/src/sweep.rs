@@ -21,7 +21,7 @@ pub fn topology(c: &Options) -> Result<Topology> {
             .map_err(|e| LabError::invalid("name", format!("{e:#} (run `testbed up`)"))),
         None => {
             let _ = sweep_stale(PREFIX);
-            Topology::new(PREFIX).step(|| "testbed topology".into())
+            Topology::with_queues(PREFIX, c.veth_queues()).step(|| "testbed topology".into())
         }
     }
 }

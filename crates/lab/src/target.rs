@@ -23,7 +23,8 @@ const HTB: [&str; 6] = [
 pub struct Active<'a> {
     topo: &'a Topology,
     target: Target,
-    router_cpu: usize,
+    /// The router's CPUs (RPS targets of the kernel, llrouter's workers).
+    router_cpus: Vec<usize>,
     router: Option<RouterProc>,
     /// Final counters of an llrouter target (after [`Active::finish`]).
     pub counters: Option<serde_json::Value>,
@@ -36,7 +37,7 @@ impl<'a> Active<'a> {
         let mut act = Active {
             topo,
             target: *target,
-            router_cpu: c.router_cpu,
+            router_cpus: c.router_cpus(),
             router: None,
             counters: None,
         };
@@ -66,19 +67,21 @@ impl<'a> Active<'a> {
     }
 
     /// The target's wake-up counter so far: llrouter's device wake-ups, or the NET_RX softirqs
-    /// of the router CPU for the kernel targets.
+    /// of the router CPUs for the kernel targets.
     pub fn wakeups(&self) -> Option<u64> {
         match &self.router {
             Some(r) => r.wakeups(),
-            None => host::net_rx_softirqs(self.router_cpu),
+            None => (self.router_cpus.iter())
+                .map(|&c| host::net_rx_softirqs(c))
+                .sum(),
         }
     }
 
-    /// Router CPU time so far, ns: llrouter's process time, or the router CPU's softirq time.
+    /// Router CPU time so far, ns: llrouter's process time, or the router CPUs' softirq time.
     pub fn router_cpu_ns(&self) -> u64 {
         match &self.router {
             Some(r) => host::proc_cpu_ns(r.pid()),
-            None => host::softirq_ns(self.router_cpu),
+            None => self.router_cpus.iter().map(|&c| host::softirq_ns(c)).sum(),
         }
     }
 
@@ -95,11 +98,15 @@ impl<'a> Active<'a> {
 /// whose IRQ is pinned there; GRO on; threaded NAPI as asked. Returns the NAPI threads that
 /// existed before (not ours).
 fn steer_receive(topo: &Topology, c: &Options) -> Result<Vec<u32>> {
-    let mask = format!("{:x}", 1u64 << c.router_cpu);
-    let rps = format!("/sys/class/net/{}/queues/rx-0/rps_cpus", addr::RTR_IN_IF);
-    topo.router
-        .exec(&["sh", "-c", &format!("echo {mask} > {rps}")])
-        .step(|| "set RPS on the router's ingress veth".into())?;
+    // Rx queue q to router CPU q mod workers: the kernel's twin of one llrouter worker per queue.
+    let cpus = c.router_cpus();
+    for q in 0..c.veth_queues() as usize {
+        let mask = format!("{:x}", 1u64 << cpus[q % cpus.len()]);
+        let rps = format!("/sys/class/net/{}/queues/rx-{q}/rps_cpus", addr::RTR_IN_IF);
+        topo.router
+            .exec(&["sh", "-c", &format!("echo {mask} > {rps}")])
+            .step(|| "set RPS on the router's ingress veth".into())?;
+    }
     // A veth delivers XDP-redirected frames (bpf-live generator) only to a peer whose NAPI
     // is on: GRO on (kernel targets) or an XDP program (llrouter's classifier).
     let _ = topo

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use llr_io::gen::GenConfig;
+use llr_io::gen::{GenConfig, TxSteer};
 use llr_io::netns::addr;
 use llr_io::sink::SinkConfig;
 use serde::{Deserialize, Serialize};
@@ -62,6 +62,16 @@ pub fn gen_config(c: &Options, rate: f64, rt_share: f64) -> Result<GenConfig> {
         seed: 1,
         batch: c.gen_batch,
         be_ttl: c.be_ttl,
+        queues: if c.gen_backend == GenBackend::Xsk {
+            c.veth_queues() as u16
+        } else {
+            1
+        },
+        tx_steer: if c.steering == llr_router::Steering::Queues {
+            TxSteer::Class
+        } else {
+            TxSteer::Rss
+        },
     };
     cfg.validate()?;
     Ok(cfg)
