@@ -384,14 +384,42 @@ pub fn limit_note(r: &Row) -> String {
 fn setup_md(c: &Options) -> String {
     format!(
         "gen ns → router ns → sink ns over two veth pairs ({}), frame size {} B (no FCS), {} flows, {} gaps, {} s per point. \
-         Generator `{}`, sink `{}`, threads pinned to CPU {}; router on CPU {} (kernel: RPS; llrouter: worker pinned, wake {}, budgets rt,be = {}, device budget {}, cost {} ns, tx batch {}, Rx ring {} per class); generator bursts of {} frames. \
+         Generator `{}`, sink `{}`, threads pinned to CPU {}; router on {} (kernel: RPS; llrouter: {}, wake {}, budgets rt,be = {}, device budget {}, cost {} ns, tx batch {}, Rx ring {} per class); generator bursts of {} frames. \
          Latency: sink CLOCK_MONOTONIC − send timestamp (bpf_ktime_get_ns in the XDP programs), per packet; xdp sink: log-linear buckets of 1/32 (3.1 %) resolution, udp sink: HDR. \
          Loss: 1 − unique received / sent per class. Noisy 2-core VM: repeat runs before trusting small differences.\n",
         if c.ipv6 { "IPv6" } else { "IPv4" },
         c.size, c.flows, choice_name(&c.gaps), c.point_secs, choice_name(&c.gen_backend),
-        choice_name(&c.sink_backend), c.gen_cpu, c.router_cpu, choice_name(&c.wake), c.budgets,
+        choice_name(&c.sink_backend), c.gen_cpu, cpus_md(c), workers_md(c), choice_name(&c.wake), c.budgets,
         c.device_budget, c.cost_ns, c.tx_batch, c.rx_size, c.gen_batch
     )
+}
+
+/// `CPU 1` or `CPUs 1, 0 (veth: 2 queues)`.
+fn cpus_md(c: &Options) -> String {
+    let cpus = c.router_cpus();
+    if cpus.len() == 1 && c.veth_queues() == 1 {
+        return format!("CPU {}", cpus[0]);
+    }
+    let list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
+    format!(
+        "CPU{} {} (veth: {} queues)",
+        if cpus.len() == 1 { "" } else { "s" },
+        list.join(", "),
+        c.veth_queues()
+    )
+}
+
+/// `worker pinned` or `2 workers pinned, steering queues`.
+fn workers_md(c: &Options) -> String {
+    let w = if c.workers == 1 {
+        "worker pinned".to_string()
+    } else {
+        format!("{} workers pinned, one per queue", c.workers)
+    };
+    match c.steering {
+        llr_router::Steering::Xdp => w,
+        s => format!("{w}, steering {} (the generator puts each class in its own queue)", s.name()),
+    }
 }
 
 /// One finding per target: RT and BE p99 from its lowest to its highest load, loss there.

@@ -165,5 +165,10 @@ mod tests {
             "{out:?}"
         );
         assert!(out.iter().any(|l| l == "#   rt -> ring 0 (rt)"), "{out:?}");
+        assert!(
+            out.iter()
+                .any(|l| l == "#   queue 0 -> worker 0 (unpinned) -> classes by the classifier's rules"),
+            "{out:?}"
+        );
     }
 }

@@ -4,11 +4,12 @@
 //!
 //! ```toml
 //! interfaces = ["veth-rin", "veth-rout"]
-//! cores = [1]
+//! cores = [1]                # one worker per core, worker i on rx queue i
 //! strategy = "ll-wfq"
 //! device-budget = 64
 //! wake = "interrupt"          # interrupt | busy | adaptive
 //! steering = "xdp"            # xdp (eBPF classifier) | ntuple (NIC filters, ethtool -N)
+//!                             # | queues (the class is the rx queue's: w × classes + c)
 //! [[classes]]
 //! name = "rt"
 //! budget = 60
