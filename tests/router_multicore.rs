@@ -96,6 +96,10 @@ fn two_workers_forward_many_flows_in_order_and_share_changes() {
         .expect("router starts");
     assert!(running.wait_ready(Duration::from_secs(30)), "workers run");
     assert_eq!(running.workers(), 2);
+    // One punt TAP for the kernel, a queue of it per worker.
+    let tap = topo.router.ip(&["-d", "link", "show", "llr-punt"]).unwrap();
+    let tap = String::from_utf8_lossy(&tap.stdout).to_string();
+    assert!(tap.contains("multi_queue numqueues 2"), "{tap}");
     assert!(
         running.summary().contains("2 workers"),
         "{}",

@@ -8,8 +8,9 @@
 //! and answers or forwards them by its own routing table. The destination MAC is rewritten to
 //! the TAP's so the kernel takes unicast frames as addressed to the host.
 //!
-//! The TAP is not persistent: it disappears with its file descriptor, so neither a clean exit
-//! nor a crash leaves it behind. Caveats: the kernel sees these packets arrive on the TAP, so
+//! The TAP is not persistent: it disappears with its last file descriptor, so neither a clean
+//! exit nor a crash leaves it behind. It is multi-queue: each worker opens its own queue of the
+//! one device. Caveats: the kernel sees these packets arrive on the TAP, so
 //! strict reverse-path filtering (`rp_filter = 1`) drops the ones whose source is routed
 //! elsewhere, and forwarding by the kernel needs `net.ipv4.ip_forward` / IPv6 forwarding on, as
 //! for any kernel router.
@@ -24,6 +25,9 @@ use anyhow::{bail, Context, Result};
 
 const IFF_TAP: libc::c_short = 0x0002;
 const IFF_NO_PI: libc::c_short = 0x1000;
+/// One TAP, one queue per open: every worker of a router writes to its own queue of the same
+/// device.
+const IFF_MULTI_QUEUE: libc::c_short = 0x0100;
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 
 /// `struct ifreq` with the union members the TAP set-up uses.
@@ -116,7 +120,7 @@ impl Punt {
             .open("/dev/net/tun")
             .context("open /dev/net/tun (the punt path needs the tun driver)")?;
         let mut ifr = IfReq::new(name)?;
-        ifr.set_flags(IFF_TAP | IFF_NO_PI);
+        ifr.set_flags(IFF_TAP | IFF_NO_PI | IFF_MULTI_QUEUE);
         ioctl(file.as_raw_fd(), TUNSETIFF, &mut ifr, "TUNSETIFF")?;
         // SAFETY: plain socket(2) call; the result is checked before it is owned.
         let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };

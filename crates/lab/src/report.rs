@@ -418,7 +418,10 @@ fn workers_md(c: &Options) -> String {
     };
     match c.steering {
         llr_router::Steering::Xdp => w,
-        s => format!("{w}, steering {} (the generator puts each class in its own queue)", s.name()),
+        s => format!(
+            "{w}, steering {} (the generator puts each class in its own queue)",
+            s.name()
+        ),
     }
 }
 

@@ -564,7 +564,10 @@ fn bind_control(path: &Path, ctl: Arc<RouterCtl>) -> Result<CtlServer, RouterErr
     CtlServer::bind(path, ctl).step("control.socket")
 }
 
+/// Each worker's options: the ICMP and punt limits are shared out, so that all workers
+/// together keep to the configured ones.
 fn worker_options(r: &Resolved, duration: Option<Duration>) -> Result<WorkerOptions, RouterError> {
+    let n = r.cfg.cores.len().max(1) as u32;
     Ok(WorkerOptions {
         wake: r.cfg.wake,
         spin_us: r.cfg.spin_us,
@@ -573,9 +576,9 @@ fn worker_options(r: &Resolved, duration: Option<Duration>) -> Result<WorkerOpti
         cost_ns: r.cfg.cost_ns,
         acl_rules: r.cfg.acl_rules,
         max_duration: duration,
-        icmp: r.cfg.icmp.limits()?,
+        icmp: r.cfg.icmp.limits()?.share(n),
         punt_device: (r.cfg.icmp.punt_rate > 0).then(|| "llr-punt".to_string()),
-        punt_rate: r.cfg.icmp.punt_rate,
+        punt_rate: r.cfg.icmp.punt_rate.div_ceil(n),
     })
 }
 

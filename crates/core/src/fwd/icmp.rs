@@ -278,6 +278,22 @@ pub struct IcmpLimits {
     pub per_dest_burst: u32,
 }
 
+impl IcmpLimits {
+    /// One of `n` workers' part of these limits, so that `n` workers together send no more
+    /// than one would: rates and bursts divided (rounded up, a non-zero one stays ≥ 1), the
+    /// per-host interval multiplied.
+    pub fn share(self, n: u32) -> IcmpLimits {
+        let n = n.max(1);
+        let part = |v: u32| if v == 0 { 0 } else { v.div_ceil(n).max(1) };
+        IcmpLimits {
+            rate: part(self.rate),
+            burst: part(self.burst),
+            per_dest_interval_ns: self.per_dest_interval_ns.saturating_mul(u64::from(n)),
+            per_dest_burst: part(self.per_dest_burst),
+        }
+    }
+}
+
 impl Default for IcmpLimits {
     fn default() -> Self {
         IcmpLimits {

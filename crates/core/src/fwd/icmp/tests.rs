@@ -285,3 +285,19 @@ fn limiter_per_destination() {
     );
     assert!(!off.allow(IcmpKind::TimeExceeded, &a, 0));
 }
+
+#[test]
+fn limits_are_shared_between_workers() {
+    let l = IcmpLimits::default();
+    assert_eq!(l.share(1), l);
+    let two = l.share(2);
+    assert_eq!((two.rate, two.burst, two.per_dest_burst), (500, 25, 3));
+    assert_eq!(two.per_dest_interval_ns, 2_000_000_000);
+    let off = IcmpLimits { rate: 0, ..l }.share(4);
+    assert_eq!(off.rate, 0, "off stays off");
+    assert_eq!(
+        IcmpLimits { burst: 1, ..l }.share(8).burst,
+        1,
+        "never 0 when on"
+    );
+}
