@@ -375,6 +375,18 @@ mod tests {
             (c(&|c| c.targets.clear()), "targets"),
             (c(&|c| c.router_cpu = 4096), "router-cpu"),
             (c(&|c| c.size = 20), "size"),
+            (c(&|c| c.workers = 0), "workers"),
+            (c(&|c| c.workers = 4096), "workers"),
+            (c(&|c| c.steering = Steering::Ntuple), "steering"),
+            // bpf-live frames land on the Rx queue of the sending CPU: no RSS, no classes
+            (c(&|c| c.steering = Steering::Queues), "gen-backend"),
+            (
+                c(&|c| {
+                    c.steering = Steering::Queues;
+                    c.gen_backend = GenBackend::Udp
+                }),
+                "gen-backend",
+            ),
         ] {
             match bad.check() {
                 Err(LabError::Invalid(e)) => assert_eq!(e.field, name),
@@ -382,6 +394,27 @@ mod tests {
             }
         }
         c(&|_| ()).check().unwrap();
+        let xsk = c(&|c| {
+            c.steering = Steering::Queues;
+            c.gen_backend = GenBackend::Xsk
+        });
+        xsk.check().unwrap();
+        assert_eq!(xsk.veth_queues(), 2, "one queue per class");
+    }
+
+    #[test]
+    fn workers_take_the_cpus_from_router_cpu_on() {
+        let online: Vec<usize> = llr_ops::cpus::online().into_iter().collect();
+        let mut c = Options::new(&[Target::Kernel], PathBuf::from("/nonexistent"));
+        c.router_cpu = *online.last().unwrap();
+        assert_eq!(c.router_cpus(), [c.router_cpu]);
+        c.workers = online.len();
+        let cpus = c.router_cpus();
+        assert_eq!(cpus[0], c.router_cpu, "the first worker on --router-cpu");
+        let mut sorted = cpus.clone();
+        sorted.sort();
+        assert_eq!(sorted, online, "then the others, wrapping around, each once");
+        assert_eq!(c.veth_queues(), online.len() as u32);
     }
 
     #[test]

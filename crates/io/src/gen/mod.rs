@@ -461,6 +461,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn tx_steering_keeps_flows_on_one_queue_and_classes_apart() {
+        // RSS: every flow on one queue of 4, all queues used by 64 flows.
+        let mut used = [0u32; 4];
+        for f in 0..64 {
+            let q = TxSteer::Rss.queue(f, 0, 4);
+            assert_eq!(q, TxSteer::Rss.queue(f, 1, 4), "the class does not matter");
+            used[q as usize] += 1;
+        }
+        assert!(used.iter().all(|&n| n > 0), "{used:?}");
+        // Class: class c on queue w×2 + c; both groups used.
+        let mut groups = [0u32; 2];
+        for f in 0..64 {
+            for c in [CLASS_RT, CLASS_BE] {
+                let q = TxSteer::Class.queue(f, c, 4);
+                assert_eq!(q % 2, u16::from(c), "flow {f} class {c} on queue {q}");
+                groups[q as usize / 2] += 1;
+            }
+        }
+        assert!(groups.iter().all(|&n| n > 0), "{groups:?}");
+        assert_eq!(TxSteer::Class.queue(5, CLASS_BE, 2), 1);
+        let odd = GenConfig {
+            queues: 3,
+            tx_steer: TxSteer::Class,
+            ..Default::default()
+        };
+        assert_eq!(odd.validate().unwrap_err().field, "queues");
+    }
+
+    #[test]
     fn rt_flow_split() {
         let mut c = GenConfig {
             flows: 10,
