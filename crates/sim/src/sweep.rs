@@ -139,15 +139,17 @@ pub fn write_csv(path: &Path, rows: &[SweepRow]) -> std::io::Result<()> {
 /// The loss-free capacity of one configuration.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Capacity {
-    /// The highest offered load, relative to all cores' capacity, found with total loss ≤ the
-    /// tolerance (0 when even the first probe lost more).
+    /// The highest offered load, relative to all cores' capacity, found with no core losing
+    /// more than the tolerance of what it was offered (0 when even the first probe lost more).
     pub utilization: f64,
     /// The same as packets per second offered over all classes.
     pub offered_pps: f64,
     /// Packets per second delivered at that load.
     pub delivered_pps: f64,
-    /// Loss (fraction of the offered packets) at that load.
+    /// Loss (fraction of the offered packets) at that load, over all cores.
     pub loss: f64,
+    /// The largest loss of one core (fraction of what that core was offered) at that load.
+    pub worst_core_loss: f64,
     /// The load at which the flow hash's busiest core reaches 100 % ([`hash_bound`]).
     pub hash_bound: f64,
     /// Whether `utilization` is the top of the search range (the capacity may be higher).
@@ -161,11 +163,13 @@ pub struct Capacity {
 /// the flows.
 pub const CAPACITY_MAX_UTILIZATION: f64 = 1.25;
 
-/// The highest offered load with total loss ≤ `tolerance` (a fraction), by `steps` halvings of
-/// `(0, CAPACITY_MAX_UTILIZATION]` (resolution `1.25 / 2^steps`). Every probe runs `base`
-/// with only the rate changed and the same seed — with Poisson arrivals and deterministic
-/// service the same draws at compressed times — so the probes see the same traffic, only
-/// faster, and the loss they measure rises with the load as a bisection needs.
+/// The highest offered load at which no core loses more than `tolerance` (a fraction) of the
+/// packets it was offered, by `steps` halvings of `(0, CAPACITY_MAX_UTILIZATION]` (resolution
+/// `1.25 / 2^steps`). Per core, because a total over many cores would let one saturated core
+/// lose `cores ×` the tolerance unnoticed. Every probe runs `base` with only the rate changed
+/// and the same seed — with Poisson arrivals and deterministic service the same draws at
+/// compressed times — so the probes see the same traffic, only faster, and the loss they
+/// measure rises with the load as a bisection needs.
 ///
 /// A finite run overstates the capacity a little: the rings absorb up to `rings × ring_size`
 /// packets of overload per core before they drop, so with `n` packets per core the result can
@@ -178,53 +182,65 @@ pub fn capacity(base: &SimConfig, tolerance: f64, steps: u32) -> Result<Capacity
             format!("{tolerance}; a fraction of the offered packets within [0, 1)"),
         )));
     }
-    let probe = |u: f64| -> Result<(f64, SimResult), SimError> {
+    let probe = |u: f64| -> Result<SimResult, SimError> {
         let mut c = base.clone();
         c.rate = Rate::Utilization(u);
-        let r = crate::run(&c)?;
-        let (sent, dropped) =
-            (r.classes.iter()).fold((0u64, 0u64), |(s, d), k| (s + k.sent, d + k.dropped));
-        Ok((dropped as f64 / sent.max(1) as f64, r))
+        crate::run(&c)
     };
-    let delivered_pps = |r: &SimResult| {
-        r.classes.iter().map(|k| k.delivered).sum::<u64>() as f64 * 1e9 / r.sim_time_ns
+    let worst_core_loss = |r: &SimResult| {
+        (r.per_core.iter())
+            .map(|pc| {
+                let sent: u64 = pc.sent.iter().sum();
+                pc.dropped.iter().sum::<u64>() as f64 / sent.max(1) as f64
+            })
+            .fold(0.0, f64::max)
     };
-    let mut best = Capacity {
-        utilization: 0.0,
-        offered_pps: 0.0,
-        delivered_pps: 0.0,
-        loss: 0.0,
-        hash_bound: hash_bound(base),
-        at_least: false,
-        runs: 1,
-    };
-    let (loss, r) = probe(CAPACITY_MAX_UTILIZATION)?;
-    if loss <= tolerance {
-        return Ok(Capacity {
-            utilization: CAPACITY_MAX_UTILIZATION,
+    let found = |u: f64, r: &SimResult, runs: u32, at_least: bool| {
+        let (sent, dropped, delivered) = (r.classes.iter())
+            .fold((0u64, 0u64, 0u64), |(s, d, v), k| {
+                (s + k.sent, d + k.dropped, v + k.delivered)
+            });
+        Capacity {
+            utilization: u,
             offered_pps: r.offered_pps,
-            delivered_pps: delivered_pps(&r),
-            loss,
-            at_least: true,
-            ..best
-        });
+            delivered_pps: delivered as f64 * 1e9 / r.sim_time_ns,
+            loss: dropped as f64 / sent.max(1) as f64,
+            worst_core_loss: worst_core_loss(r),
+            hash_bound: hash_bound(base),
+            at_least,
+            runs,
+        }
+    };
+    let top = probe(CAPACITY_MAX_UTILIZATION)?;
+    if worst_core_loss(&top) <= tolerance {
+        return Ok(found(CAPACITY_MAX_UTILIZATION, &top, 1, true));
     }
     let (mut lo, mut hi) = (0.0, CAPACITY_MAX_UTILIZATION);
+    let mut best: Option<(f64, SimResult)> = None;
     for _ in 0..steps {
         let mid = (lo + hi) / 2.0;
-        let (loss, r) = probe(mid)?;
-        best.runs += 1;
-        if loss <= tolerance {
+        let r = probe(mid)?;
+        if worst_core_loss(&r) <= tolerance {
             lo = mid;
-            best.utilization = mid;
-            best.offered_pps = r.offered_pps;
-            best.delivered_pps = delivered_pps(&r);
-            best.loss = loss;
+            best = Some((mid, r));
         } else {
             hi = mid;
         }
     }
-    Ok(best)
+    Ok(match best {
+        Some((u, r)) => found(u, &r, steps + 1, false),
+        // Not even the lowest probe was loss-free.
+        None => Capacity {
+            utilization: 0.0,
+            offered_pps: 0.0,
+            delivered_pps: 0.0,
+            loss: 0.0,
+            worst_core_loss: 0.0,
+            hash_bound: hash_bound(base),
+            at_least: false,
+            runs: steps + 1,
+        },
+    })
 }
 
 /// [`capacity`] of every point on `threads` threads (0: one per core), calling `done` after
@@ -292,12 +308,12 @@ pub fn capacity_rows(
 /// Writes `rows` as CSV with a header line.
 pub fn write_capacity_csv(path: &Path, rows: &[CapacityRow]) -> std::io::Result<()> {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
-    writeln!(f, "strategy,param,value,cores,steering,flows,loss_tolerance,utilization,offered_pps,delivered_pps,loss,hash_bound,at_least,runs")?;
+    writeln!(f, "strategy,param,value,cores,steering,flows,loss_tolerance,utilization,offered_pps,delivered_pps,loss,worst_core_loss,hash_bound,at_least,runs")?;
     for r in rows {
         let c = &r.capacity;
         writeln!(
             f,
-            "{},{},{},{},{},{},{},{:.5},{:.1},{:.1},{:.6},{:.5},{},{}",
+            "{},{},{},{},{},{},{},{:.5},{:.1},{:.1},{:.6},{:.6},{:.5},{},{}",
             r.strategy,
             r.param,
             r.value,
@@ -309,6 +325,7 @@ pub fn write_capacity_csv(path: &Path, rows: &[CapacityRow]) -> std::io::Result<
             c.offered_pps,
             c.delivered_pps,
             c.loss,
+            c.worst_core_loss,
             c.hash_bound,
             c.at_least,
             c.runs
