@@ -97,6 +97,27 @@ fn tune_rejects_bad_options_before_sampling() {
         t0.elapsed().as_secs() < 10,
         "sampled before checking --cores"
     );
+    usage_error(
+        &["tune", "--workers", "0"],
+        &["--workers", "at least one worker"],
+    );
+    usage_error(
+        &["tune", "--workers", "4096", "--samples", "20"],
+        &["--workers", "4096 workers, but only", "cores are online"],
+    );
+    usage_error(
+        &["tune", "--workers", "2", "--cores", "0", "--samples", "20"],
+        &["--workers", "cores in --cores"],
+    );
+    assert!(
+        t0.elapsed().as_secs() < 10,
+        "sampled before checking --workers"
+    );
+    usage_error(
+        &["tune", "--queues-per-worker", "0"],
+        &["--queues-per-worker"],
+    );
+    usage_error(&["tune", "--irq", "nearby"], &["--irq", "on-workers"]);
     usage_error(&["tune", "--interval-ms", "0"], &["--interval-ms"]);
     usage_error(
         &["tune", "--ring-min", "100"],
