@@ -5,8 +5,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use llr_core::sched::{ClassSpec, SchedConfig, StrategyKind};
 use llr_lab::plot;
-use llr_sim::sweep::{offered_load, SweepPoint, SweepRow};
-use llr_sim::{Arrivals, Rate, ServiceDist, ServiceModel, SimConfig, SimResult};
+use llr_sim::sweep::{offered_load, Capacity, SweepPoint, SweepRow};
+use llr_sim::{Arrivals, Rate, ServiceDist, ServiceModel, SimConfig, SimResult, Steering};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -52,6 +52,11 @@ pub fn parse_strategy(s: &str) -> Result<StrategyKind, String> {
     s.parse::<StrategyKind>().map_err(|e| e.reason)
 }
 
+/// A steering name as a typed option value.
+pub fn parse_steering(s: &str) -> Result<Steering, String> {
+    s.parse::<Steering>().map_err(|e| e.reason)
+}
+
 /// Largest `--utilization`: beyond 10× the capacity more than 90 % of the packets are dropped
 /// and the run shows the drop policy, not the scheduler.
 pub const MAX_UTILIZATION: f64 = 10.0;
@@ -83,6 +88,9 @@ pub fn check_utilization(u: f64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Most flows `--flow-pps` may ask for (the simulator keeps a table entry per flow).
+const MAX_FLOWS: usize = 10_000_000;
+
 /// Parameters of one simulation.
 #[derive(Args, Debug, Clone)]
 pub struct SimArgs {
@@ -90,9 +98,17 @@ pub struct SimArgs {
     /// ll-rr-slice, ll-wfq-slice.
     #[arg(long, value_parser = parse_strategy)]
     pub strategy: Option<StrategyKind>,
-    /// Number of cores; flows are hashed to cores.
-    #[arg(long, default_value_t = 1)]
-    pub cores: usize,
+    /// Number of cores (default 1); flows are hashed to cores, each core runs its own poll
+    /// engine.
+    #[arg(long)]
+    pub cores: Option<usize>,
+    /// How packets reach a core's rings: rss (the flow hash picks the core's queue, a
+    /// classifier splits it into the core's class rings: paper 001, Fig. 2; live `xdp`) or
+    /// class (a hardware queue per core and class, core·classes + class: live `queues` /
+    /// `ntuple`). The same hash and engine: the same results for a strategy with a ring per
+    /// class; sq has no layout under class.
+    #[arg(long, value_parser = parse_steering, default_value = "rss")]
+    pub steering: Steering,
     /// Traffic classes with their shares, highest priority first: hi=0.2,mid=0.3,lo=0.5.
     #[arg(long, conflicts_with = "rt_share")]
     pub classes: Option<String>,
@@ -148,6 +164,11 @@ pub struct SimArgs {
     /// Flows in total, hashed to cores.
     #[arg(long, default_value_t = 64)]
     pub flows: usize,
+    /// Instead of --flows: flows of this many packets/s each, as many as the offered load
+    /// needs (paper 001's video flows: ~410 pkt/s). The count then grows with the load and
+    /// the cores, so the flow hash evens out as it does on a real router.
+    #[arg(long, conflicts_with = "flows")]
+    pub flow_pps: Option<f64>,
     /// Packets offered in total.
     #[arg(long, default_value_t = 1_000_000)]
     pub packets: u64,
@@ -170,6 +191,9 @@ pub enum SweepParam {
     TimeSlice,
     /// The lowest class's ring budget in packets.
     Budget,
+    /// Number of cores, at a fixed offered load per core (--utilization) and a fixed number of
+    /// flows (--flows); --packets is offered per core, so every point spans the same time.
+    Cores,
 }
 
 impl SweepParam {
@@ -180,6 +204,7 @@ impl SweepParam {
             SweepParam::Utilization => "utilization",
             SweepParam::TimeSlice => "time-slice",
             SweepParam::Budget => "budget",
+            SweepParam::Cores => "cores",
         }
     }
 
@@ -189,6 +214,7 @@ impl SweepParam {
             SweepParam::Utilization => "0.1:1.5:0.1",
             SweepParam::TimeSlice => "10,25,50,100,200,400",
             SweepParam::Budget => "1,2,4,8,16,32,64",
+            SweepParam::Cores => "1,2,4,8,16",
         }
     }
 
@@ -198,6 +224,7 @@ impl SweepParam {
             SweepParam::Utilization => "offered load / capacity",
             SweepParam::TimeSlice => "time slice Δt (µs)",
             SweepParam::Budget => "lowest class's ring budget (packets)",
+            SweepParam::Cores => "cores",
         }
     }
 }
@@ -223,6 +250,13 @@ pub struct SweepArgs {
     /// Do not draw a progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Also find every point's loss-free capacity: the highest offered load with total loss
+    /// ≤ --loss-tolerance, by bisection (11 runs per point); written to capacity.csv.
+    #[arg(long)]
+    pub capacity: bool,
+    /// Loss allowed at the capacity found by --capacity, in percent of the offered packets.
+    #[arg(long, default_value_t = 0.1)]
+    pub loss_tolerance: f64,
     /// The simulation parameters held fixed (with --json: print the rows as JSON instead of
     /// the summary; results.csv and the plots are written either way).
     #[command(flatten)]
@@ -340,10 +374,11 @@ impl SimArgs {
                 }
             }
         };
-        let cfg = SimConfig {
+        let mut cfg = SimConfig {
             sched,
             shares: shares.iter().map(|(_, s)| *s).collect(),
-            cores: self.cores,
+            cores: self.cores.unwrap_or(1),
+            steering: self.steering,
             flows: self.flows,
             rate,
             packet_size: self.packet_size,
@@ -355,6 +390,30 @@ impl SimArgs {
             packets: self.packets,
             seed: self.seed,
         };
+        if let Some(f) = self.flow_pps {
+            // The rate must be valid before it can count the flows.
+            cfg.validate()
+                .map_err(|llr_sim::SimError::Config(e)| UsageError::from(e))?;
+            if !(f.is_finite() && f > 0.0) {
+                return Err(usage(
+                    "flow-pps",
+                    format!("`{f}`: must be a finite number of packets per second, > 0"),
+                ));
+            }
+            // The flow table is one entry per flow: bound it far above any realistic count.
+            let flows = (cfg.offered_pps() / f).ceil();
+            if flows > MAX_FLOWS as f64 {
+                return Err(usage(
+                    "flow-pps",
+                    format!(
+                        "{f} pkt/s per flow needs {flows:.0} flows for {:.0} pkt/s; at most \
+                         {MAX_FLOWS}",
+                        cfg.offered_pps()
+                    ),
+                ));
+            }
+            cfg.flows = (flows as usize).max(1);
+        }
         cfg.validate()
             .map_err(|llr_sim::SimError::Config(e)| UsageError::from(e))?;
         Ok(cfg)
@@ -380,6 +439,8 @@ pub fn result_json(r: &SimResult, events_per_sec: Option<f64>) -> Value {
         "service_ns": r.service_ns,
         "sim_time_ns": r.sim_time_ns,
         "budget_exhaustions": r.budget_exhaustions,
+        "steering": r.steering,
+        "per_core": r.per_core,
     });
     if let Some(e) = events_per_sec {
         v["events_per_sec"] = json!(e);
@@ -431,6 +492,46 @@ pub fn result_table(r: &SimResult) -> String {
     )
 }
 
+/// Per-core table of a multi-core result: the hardware queues each core serves, its share of
+/// the offered packets (against the flow hash's expectation) and its loss per class.
+pub fn core_table(cfg: &SimConfig, r: &SimResult) -> String {
+    let names: Vec<&str> = r.classes.iter().map(|c| c.name.as_str()).collect();
+    let n = names.len();
+    let total: u64 = r.classes.iter().map(|c| c.sent).sum();
+    let expected = llr_sim::core_shares(cfg);
+    let rows: Vec<Vec<String>> = r
+        .per_core
+        .iter()
+        .map(|pc| {
+            let queues: Vec<String> = match r.steering {
+                Steering::Rss => vec![pc.core.to_string()],
+                Steering::Class => (0..n)
+                    .map(|c| format!("{}={}", r.steering.queue(pc.core, c, n), names[c]))
+                    .collect(),
+            };
+            let sent: u64 = pc.sent.iter().sum();
+            let mut row = vec![
+                pc.core.to_string(),
+                queues.join(" "),
+                format!("{:.1}", 100.0 * sent as f64 / total.max(1) as f64),
+                format!("{:.1}", 100.0 * expected[pc.core]),
+                format!("{:.3}", r.core_utilization[pc.core]),
+            ];
+            for c in 0..n {
+                row.push(format!(
+                    "{:.2}",
+                    100.0 * pc.dropped[c] as f64 / pc.sent[c].max(1) as f64
+                ));
+            }
+            row
+        })
+        .collect();
+    let loss_cols: Vec<String> = names.iter().map(|c| format!("{c} loss%")).collect();
+    let mut header = vec!["core", "hw queue(s)", "share%", "hash share%", "busy"];
+    header.extend(loss_cols.iter().map(String::as_str));
+    table(&header, &rows)
+}
+
 pub fn run(cmd: SimCmd) -> anyhow::Result<()> {
     match cmd.sub {
         Some(SimSub::Sweep(s)) => sweep(s),
@@ -448,9 +549,10 @@ pub fn run(cmd: SimCmd) -> anyhow::Result<()> {
             } else {
                 let load = offered_load(&r, cfg.cores);
                 println!(
-                    "strategy {}  cores {}  offered {:.3} Mpps = {load:.3} × capacity{}  service {:.0} ns  busy {:.3}  wake-ups {:.0}/s",
+                    "strategy {}  cores {} ({} steering)  offered {:.3} Mpps = {load:.3} × capacity{}  service {:.0} ns  busy {:.3}  wake-ups {:.0}/s",
                     cfg.sched.strategy,
                     cfg.cores,
+                    cfg.steering,
                     r.offered_pps / 1e6,
                     if load > 1.0 { " (overload)" } else { "" },
                     r.service_ns,
@@ -458,6 +560,9 @@ pub fn run(cmd: SimCmd) -> anyhow::Result<()> {
                     r.wakeups_per_sec
                 );
                 print!("{}", result_table(&r));
+                if cfg.cores > 1 {
+                    print!("{}", core_table(&cfg, &r));
+                }
                 println!(
                     "({} events in {:.2} s, {:.1} M events/s)",
                     r.events,
@@ -481,6 +586,17 @@ fn apply_param(args: &mut SimArgs, param: SweepParam, v: f64) -> anyhow::Result<
             args.utilization = Some(v);
         }
         SweepParam::TimeSlice => args.time_slice_us = v,
+        SweepParam::Cores => {
+            if !((1.0..=1024.0).contains(&v) && v.fract() == 0.0) {
+                return Err(usage(
+                    "values",
+                    format!("{v}: a number of cores is a whole number within 1–1024"),
+                ));
+            }
+            args.cores = Some(v as usize);
+            // The same simulated time span at every core count: packets per core.
+            args.packets = args.packets.saturating_mul(v as u64);
+        }
         SweepParam::Budget => {
             let cfg = args.to_config()?;
             let low = &cfg.sched.classes.last().expect("classes").name;
@@ -520,6 +636,7 @@ pub fn sweep(s: SweepArgs) -> anyhow::Result<()> {
         SweepParam::Utilization if s.base.rate_pps.is_some() => Some("rate-pps"),
         SweepParam::RtShare if s.base.rt_share.is_some() => Some("rt-share"),
         SweepParam::RtShare if s.base.classes.is_some() => Some("classes"),
+        SweepParam::Cores if s.base.cores.is_some() => Some("cores"),
         _ => None,
     };
     if let Some(flag) = fixed {
@@ -528,6 +645,15 @@ pub fn sweep(s: SweepArgs) -> anyhow::Result<()> {
             format!(
                 "--param {} varies it over --values; give one or the other",
                 s.param.name()
+            ),
+        ));
+    }
+    if !(s.loss_tolerance >= 0.0 && s.loss_tolerance < 100.0) {
+        return Err(usage(
+            "loss-tolerance",
+            format!(
+                "{}: a percentage of the offered packets within [0, 100)",
+                s.loss_tolerance
             ),
         ));
     }
@@ -628,42 +754,243 @@ pub fn sweep(s: SweepArgs) -> anyhow::Result<()> {
             s.param.axis_label(),
             name,
             &series_of(&rows, &strategies, &classes, name),
-            name != LOSS,
+            name != LOSS && name != DELIVERED,
         ) {
             Ok(()) => say(format!("wrote {}", path.display())),
             Err(e) => eprintln!("warning: plot {} skipped: {e}", path.display()),
         }
     }
+    let caps = if s.capacity {
+        Some(capacity(&s, &jobs, &say)?)
+    } else {
+        None
+    };
+    if !s.base.json {
+        if s.param == SweepParam::Cores {
+            print!("{}", scaling_table(&jobs, &results, caps.as_deref()));
+        } else if let Some(c) = &caps {
+            print!("{}", capacity_table(s.param, &jobs, c));
+        }
+    }
     if s.base.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({ "param": s.param.name(), "rows": rows }))?
-        );
+        let mut doc = json!({ "param": s.param.name(), "rows": rows });
+        if let Some(c) = &caps {
+            doc["capacity"] = json!(llr_sim::sweep::capacity_rows(
+                s.param.name(),
+                &jobs,
+                c,
+                s.loss_tolerance / 100.0
+            ));
+        }
+        println!("{}", serde_json::to_string_pretty(&doc)?);
     }
     Ok(())
 }
 
+/// Bisection steps of `--capacity`: 1.25 / 2^10 ≈ 0.0012 of the cores' capacity.
+const CAPACITY_STEPS: u32 = 10;
+
+/// `--capacity`: every point's loss-free capacity, `capacity.csv` and its plot.
+fn capacity(
+    s: &SweepArgs,
+    jobs: &[SweepPoint],
+    say: &dyn Fn(String),
+) -> anyhow::Result<Vec<Capacity>> {
+    let tol = s.loss_tolerance / 100.0;
+    let pb = if s.quiet || s.base.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(jobs.len() as u64)
+    };
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{spinner} capacity [{bar:30}] {pos}/{len} ({elapsed}, eta {eta})",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    let t0 = Instant::now();
+    let caps =
+        llr_sim::sweep::capacities(jobs, tol, CAPACITY_STEPS, s.jobs.unwrap_or(0), || pb.inc(1))
+            .map_err(|llr_sim::SimError::Config(e)| UsageError::from(e))?;
+    pb.finish_and_clear();
+    let runs: u32 = caps.iter().map(|c| c.runs).sum();
+    say(format!(
+        "capacity: {} bisections ({runs} runs, loss ≤ {} %) in {:.1} s",
+        caps.len(),
+        s.loss_tolerance,
+        t0.elapsed().as_secs_f64()
+    ));
+    let rows = llr_sim::sweep::capacity_rows(s.param.name(), jobs, &caps, tol);
+    let csv = s.out.join("capacity.csv");
+    llr_sim::sweep::write_capacity_csv(&csv, &rows)
+        .map_err(|e| anyhow::anyhow!("write {}: {e}", csv.display()))?;
+    say(format!("wrote {}", csv.display()));
+    let series: Vec<plot::Series> = s
+        .strategies
+        .iter()
+        .map(|st| plot::Series {
+            label: st.name().to_string(),
+            points: (jobs.iter().zip(&caps))
+                .filter(|(p, _)| p.strategy == *st)
+                .map(|(p, c)| (p.value, c.delivered_pps / 1e6))
+                .collect(),
+            group: st.name().to_string(),
+            class: 0,
+        })
+        .collect();
+    let path = s.out.join(format!("capacity_vs_{}.png", s.param.name()));
+    let title = format!(
+        "loss-free capacity (loss ≤ {} %) vs {}",
+        s.loss_tolerance,
+        s.param.axis_label()
+    );
+    match plot::line_chart(
+        &path,
+        &title,
+        s.param.axis_label(),
+        "delivered at capacity (Mpps)",
+        &series,
+        false,
+    ) {
+        Ok(()) => say(format!("wrote {}", path.display())),
+        Err(e) => eprintln!("warning: plot {} skipped: {e}", path.display()),
+    }
+    Ok(caps)
+}
+
+/// `--param cores`: per strategy and core count, what was offered and delivered, loss, the
+/// highest class's latency, the flow hash's imbalance and, with `--capacity`, the loss-free
+/// capacity. Speedups are against the smallest core count of the same strategy.
+fn scaling_table(jobs: &[SweepPoint], results: &[SimResult], caps: Option<&[Capacity]>) -> String {
+    let Some(first) = results.first() else {
+        return String::new();
+    };
+    let top = first.classes[0].name.clone();
+    let mpps = |v: f64| format!("{:.3}", v / 1e6);
+    let delivered = |r: &SimResult| {
+        r.classes.iter().map(|c| c.delivered).sum::<u64>() as f64 * 1e9 / r.sim_time_ns
+    };
+    // The smallest core count of each strategy is its reference.
+    let base = |i: usize| -> usize {
+        let st = jobs[i].strategy;
+        (0..jobs.len())
+            .filter(|&j| jobs[j].strategy == st)
+            .min_by_key(|&j| jobs[j].config.cores)
+            .unwrap_or(i)
+    };
+    let mut rows = Vec::new();
+    for (i, (p, r)) in jobs.iter().zip(results).enumerate() {
+        let b = base(i);
+        let sent: u64 = r.classes.iter().map(|c| c.sent).sum();
+        let dropped: u64 = r.classes.iter().map(|c| c.dropped).sum();
+        let busiest = (r.per_core.iter())
+            .map(|pc| pc.sent.iter().sum::<u64>())
+            .max()
+            .unwrap_or(0);
+        let t = &r.classes[0];
+        let mut row = vec![
+            p.strategy.name().to_string(),
+            p.config.cores.to_string(),
+            mpps(r.offered_pps),
+            mpps(delivered(r)),
+            format!("{:.2}", delivered(r) / delivered(&results[b])),
+            format!("{:.2}", 100.0 * dropped as f64 / sent.max(1) as f64),
+            format!("{:.2}", 100.0 * t.dropped as f64 / t.sent.max(1) as f64),
+            us(t.p99_ns as f64),
+            format!(
+                "{:.2}",
+                busiest as f64 * p.config.cores as f64 / sent.max(1) as f64
+            ),
+            format!("{:.3}", llr_sim::hash_bound(&p.config)),
+        ];
+        if let Some(c) = caps {
+            row.push(format!(
+                "{:.3}{}",
+                c[i].utilization,
+                if c[i].at_least { "+" } else { "" }
+            ));
+            row.push(mpps(c[i].delivered_pps));
+            row.push(format!(
+                "{:.2}",
+                c[i].delivered_pps / c[b].delivered_pps.max(1.0)
+            ));
+        }
+        rows.push(row);
+    }
+    let (loss_h, p99_h) = (format!("{top} loss%"), format!("{top} p99 µs"));
+    let mut header = vec![
+        "strategy",
+        "cores",
+        "offered Mpps",
+        "delivered Mpps",
+        "speedup",
+        "loss%",
+        loss_h.as_str(),
+        p99_h.as_str(),
+        "busiest/fair",
+        "hash bound",
+    ];
+    if caps.is_some() {
+        header.extend(["capacity load", "capacity Mpps", "capacity speedup"]);
+    }
+    table(&header, &rows)
+}
+
+/// `--capacity` for a parameter other than cores: the capacity of every point.
+fn capacity_table(param: SweepParam, jobs: &[SweepPoint], caps: &[Capacity]) -> String {
+    let rows: Vec<Vec<String>> = jobs
+        .iter()
+        .zip(caps)
+        .map(|(p, c)| {
+            vec![
+                p.strategy.name().to_string(),
+                format!("{}", p.value),
+                format!("{:.3}{}", c.utilization, if c.at_least { "+" } else { "" }),
+                format!("{:.3}", c.delivered_pps / 1e6),
+                format!("{:.3}", c.hash_bound),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "strategy",
+            param.name(),
+            "capacity load",
+            "capacity Mpps",
+            "hash bound",
+        ],
+        &rows,
+    )
+}
+
 /// y-axis label of the loss plot.
 const LOSS: &str = "loss (% of offered)";
+/// y-axis label of the delivered-rate plot (cores sweeps).
+const DELIVERED: &str = "delivered (Mpps)";
 
 /// The sweep's charts: (y-axis label, title, file), latency beside loss.
 fn sweep_plots(param: SweepParam, out: &std::path::Path) -> Vec<(&'static str, String, PathBuf)> {
     let x = param.axis_label();
-    [
+    let mut charts = vec![
         ("mean latency (µs)", "mean"),
         ("p99 latency (µs)", "p99"),
         (LOSS, "loss"),
-    ]
-    .into_iter()
-    .map(|(label, file)| {
-        let path = if file == "loss" {
-            out.join(format!("loss_vs_{}.png", param.name()))
-        } else {
-            out.join(format!("latency_{file}_vs_{}.png", param.name()))
-        };
-        (label, format!("{label} vs {x}"), path)
-    })
-    .collect()
+    ];
+    if param == SweepParam::Cores {
+        charts.push((DELIVERED, "delivered"));
+    }
+    charts
+        .into_iter()
+        .map(|(label, file)| {
+            let path = if file == "loss" || file == "delivered" {
+                out.join(format!("{file}_vs_{}.png", param.name()))
+            } else {
+                out.join(format!("latency_{file}_vs_{}.png", param.name()))
+            };
+            (label, format!("{label} vs {x}"), path)
+        })
+        .collect()
 }
 
 /// One line per strategy and class of the metric named by `ylabel`. Latency lines leave out
@@ -680,10 +1007,11 @@ fn series_of(
             let points: Vec<(f64, f64)> = rows
                 .iter()
                 .filter(|r| r.strategy == st.name() && &r.class == class)
-                .filter(|r| ylabel == LOSS || r.delivered > 0)
+                .filter(|r| ylabel == LOSS || ylabel == DELIVERED || r.delivered > 0)
                 .map(|r| {
                     let y = match ylabel {
                         LOSS => 100.0 * r.dropped as f64 / r.sent.max(1) as f64,
+                        DELIVERED => r.delivered_pps / 1e6,
                         "mean latency (µs)" => r.mean_ns / 1000.0,
                         _ => r.p99_ns as f64 / 1000.0,
                     };

@@ -1,21 +1,46 @@
-//! `llrouter tune`: host tuning after paper 002 — per-core load percentiles, the worker core,
+//! `llrouter tune`: host tuning after paper 002 — per-core load percentiles, the worker cores,
 //! IRQ affinities, ring and socket-buffer sizes. Shows a plan; changes nothing without `--apply`.
 
 use crate::cli_util::usage;
 use anyhow::{bail, Result};
-use clap::Args as ClapArgs;
-use llr_ops::tune::{self, TuneError, TuneParams, TunePlan};
+use clap::{Args as ClapArgs, ValueEnum};
+use llr_ops::tune::{self, IrqPlacement, TuneError, TuneParams, TunePlan};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Sample per-core load and propose host settings for the router's worker (paper 002).
+/// Where the devices' interrupts go (see `llrouter tune --help`).
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum IrqArg {
+    /// off-workers when a core is left over, else on-workers.
+    Auto,
+    /// Every device interrupt on the cores that are not workers (paper 002).
+    OffWorkers,
+    /// Queue i's interrupts on the core of the worker serving queue i.
+    OnWorkers,
+}
+
+impl From<IrqArg> for IrqPlacement {
+    fn from(a: IrqArg) -> Self {
+        match a {
+            IrqArg::Auto => IrqPlacement::Auto,
+            IrqArg::OffWorkers => IrqPlacement::OffWorkers,
+            IrqArg::OnWorkers => IrqPlacement::OnWorkers,
+        }
+    }
+}
+
+/// Sample per-core load and propose host settings for the router's workers (paper 002).
 ///
 /// Reads <PROC_ROOT>/stat SAMPLES times, INTERVAL_MS apart, and reports the busy-fraction
-/// percentiles (p50, p90, p99, max) of every core; picks the least-loaded core for the worker
-/// (smallest p90, then p99, then mean, at 0.1 % resolution; then fewest device interrupts; then
-/// the highest core number); finds the interrupts of --dev devices in <PROC_ROOT>/interrupts and
-/// proposes smp_affinity masks that keep them off the worker core; sizes rings as
+/// percentiles (p50, p90, p99, max) of every core; picks the --workers least-loaded distinct
+/// cores for the workers (idle cores, p90 ≤ 10 %, first, and among them those serving none of the
+/// --dev interrupts; then smallest p90, p99, mean at 0.1 % resolution; then fewest device
+/// interrupts; then the highest core number) and prints them as the config line `cores = [..]`;
+/// finds the interrupts of --dev devices in <PROC_ROOT>/interrupts and proposes smp_affinity
+/// masks: off the workers (paper 002: the packet-processing cores take no device interrupts) or,
+/// with --irq on-workers or when no core is left over, queue i's interrupts on worker i's core
+/// (worker i serves Rx queue i; with --queues-per-worker Q, queues i·Q … i·Q+Q−1); sizes rings as
 /// next_pow2(ceil(rate × stall)) clamped to [--ring-min, --ring-max], the rate measured from
 /// <PROC_ROOT>/net/dev unless --rate-pps is given; and socket buffers as ceil(k·2·B·D/8) bytes
 /// when --bandwidth-mbps is given.
@@ -34,9 +59,20 @@ pub struct Args {
     /// (repeatable, or comma-separated).
     #[arg(long = "dev", value_delimiter = ',')]
     pub devices: Vec<String>,
-    /// Cores the worker may run on, e.g. "1,2,3" (default: every online core).
+    /// Cores the workers may run on, e.g. "1,2,3" (default: every online core).
     #[arg(long, value_delimiter = ',')]
     pub cores: Vec<usize>,
+    /// Worker threads to place, one per core (the router's `cores = [..]`).
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// Rx queues per worker: 1 with RSS (worker i serves queue i); the number of classes with
+    /// `steering = "queues"` or `"ntuple"` (worker i serves queues i·Q … i·Q+Q−1).
+    #[arg(long, default_value_t = 1)]
+    pub queues_per_worker: usize,
+    /// Where the devices' interrupts go: off-workers (paper 002), on-workers (queue i's on
+    /// worker i's core), auto (off-workers when a core is left over, else on-workers).
+    #[arg(long, value_enum, default_value_t = IrqArg::Auto)]
+    pub irq: IrqArg,
     /// Arrival rate in packets/s (default: the peak measured on --dev during sampling).
     #[arg(long)]
     pub rate_pps: Option<f64>,
@@ -79,6 +115,9 @@ fn tune_err(e: TuneError) -> anyhow::Error {
         "samples" => "samples",
         "interval" => "interval-ms",
         "cores" => "cores",
+        "workers" => "workers",
+        "queues_per_worker" => "queues-per-worker",
+        "irq" => "irq",
         "rate_pps" => "rate-pps",
         "ring_min" => "ring-min",
         "ring_max" => "ring-max",
@@ -116,17 +155,59 @@ fn check(args: &Args) -> Result<()> {
         tune::socket_buffer_bytes(b * 1e6, Duration::from_micros(args.delay_us), args.k)
             .map_err(tune_err)?;
     }
-    if !args.cores.is_empty() {
+    if args.workers == 0 {
+        return Err(usage(
+            "workers",
+            "0: at least one worker (the router runs one per core in `cores = [..]`)",
+        ));
+    }
+    if args.queues_per_worker == 0 {
+        return Err(usage(
+            "queues-per-worker",
+            "0: a worker serves at least one queue",
+        ));
+    }
+    if !args.cores.is_empty() || args.workers > 1 {
         let stat = args.proc_root.join("stat");
         let text = std::fs::read_to_string(&stat)
             .map_err(|e| anyhow::anyhow!("{}: {e}", stat.display()))?;
         let online = tune::parse_proc_stat(&text).map_err(tune_err)?;
-        if let Some(c) = args.cores.iter().find(|c| !online.contains_key(c)) {
+        let online: Vec<usize> = online.keys().copied().collect();
+        if let Some(c) = args.cores.iter().find(|c| !online.contains(c)) {
             return Err(usage(
                 "cores",
+                format!("core {c} is not online (online: {online:?})"),
+            ));
+        }
+        let candidates: BTreeSet<usize> = if args.cores.is_empty() {
+            online.iter().copied().collect()
+        } else {
+            args.cores.iter().copied().collect()
+        };
+        if args.workers > candidates.len() {
+            return Err(usage(
+                "workers",
                 format!(
-                    "core {c} is not online (online: {:?})",
-                    online.keys().collect::<Vec<_>>()
+                    "{} workers, but only {} {} (one worker per core): {:?}",
+                    args.workers,
+                    candidates.len(),
+                    if args.cores.is_empty() {
+                        "cores are online"
+                    } else {
+                        "cores in --cores"
+                    },
+                    candidates
+                ),
+            ));
+        }
+        if args.irq == IrqArg::OffWorkers && args.workers == online.len() {
+            return Err(usage(
+                "irq",
+                format!(
+                    "off-workers with {} workers on {} online cores: none is left for the \
+                     interrupts; use --irq on-workers or fewer --workers",
+                    args.workers,
+                    online.len()
                 ),
             ));
         }
@@ -156,6 +237,9 @@ pub fn run(args: Args) -> Result<()> {
         devices: args.devices.clone(),
         candidates: (!args.cores.is_empty())
             .then(|| args.cores.iter().copied().collect::<BTreeSet<_>>()),
+        workers: args.workers,
+        queues_per_worker: args.queues_per_worker,
+        irq_placement: args.irq.into(),
         rate_pps: args.rate_pps,
         stall: Duration::from_micros(args.stall_us),
         ring_min: args.ring_min,
@@ -192,7 +276,7 @@ pub fn run(args: Args) -> Result<()> {
         let v = serde_json::json!({ "plan": plan, "applied": applied });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print!("{}", render(&plan));
+        print!("{}", render(&plan, &args.proc_root));
         match &applied {
             None if plan.irqs.iter().any(|i| i.change) => {
                 println!("\n(nothing written; rerun with --apply to set the IRQ affinities)")
@@ -224,11 +308,45 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// The router config lines of a plan: the workers' cores in worker order (worker i serves
+/// queue i) and, when cores are left over, the helper threads' cores.
+pub fn config_lines(p: &TunePlan) -> Vec<String> {
+    let list = |v: &[usize]| {
+        v.iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = vec![format!("cores = [{}]", list(&p.worker_cores))];
+    if !p.spare_cores.is_empty() {
+        out.push(format!("helper-cores = [{}]", list(&p.spare_cores)));
+    }
+    out
+}
+
+/// The shell commands that set the proposed affinities that differ from the current ones.
+pub fn mask_commands(p: &TunePlan, proc_root: &std::path::Path) -> Vec<String> {
+    p.irqs
+        .iter()
+        .filter(|i| i.change)
+        .map(|i| {
+            format!(
+                "echo {} > {}",
+                i.proposed,
+                proc_root
+                    .join(format!("irq/{}/smp_affinity", i.irq))
+                    .display()
+            )
+        })
+        .collect()
+}
+
 /// Human-readable plan.
-pub fn render(p: &TunePlan) -> String {
+pub fn render(p: &TunePlan, proc_root: &std::path::Path) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let pct = |v: f64| format!("{:5.1}%", v * 100.0);
+    let several = p.worker_cores.len() > 1;
     let _ = writeln!(
         s,
         "per-core busy fraction over {} intervals of {} ms:",
@@ -237,10 +355,10 @@ pub fn render(p: &TunePlan) -> String {
     );
     let _ = writeln!(s, "  core    mean     p50     p90     p99     max");
     for c in &p.cores {
-        let mark = if c.core == p.worker_core {
-            "  <- worker"
-        } else {
-            ""
+        let mark = match p.worker_cores.iter().position(|w| *w == c.core) {
+            Some(i) if several => format!("  <- worker {i}"),
+            Some(_) => "  <- worker".to_string(),
+            None => String::new(),
         };
         let _ = writeln!(
             s,
@@ -253,17 +371,40 @@ pub fn render(p: &TunePlan) -> String {
             pct(c.max)
         );
     }
-    let _ = writeln!(s, "worker core: {}", p.worker_core);
+    if several {
+        let _ = writeln!(s, "worker cores (worker 0 first): {:?}", p.worker_cores);
+    } else {
+        let _ = writeln!(s, "worker core: {}", p.worker_core);
+    }
+    let _ = writeln!(s, "router config:");
+    for l in config_lines(p) {
+        let _ = writeln!(s, "  {l}");
+    }
     if !p.irqs.is_empty() {
-        let _ = writeln!(
-            s,
-            "IRQ affinities (keep device interrupts off core {}):",
-            p.worker_core
-        );
+        let how = match p.irq_placement {
+            IrqPlacement::OnWorkers => {
+                "queue i's interrupts on the core of the worker serving it, the rest off the \
+                 workers where a core is left"
+                    .to_string()
+            }
+            _ => format!(
+                "keep device interrupts off the worker core{} {:?}",
+                if several { "s" } else { "" },
+                p.worker_cores
+            ),
+        };
+        let _ = writeln!(s, "IRQ affinities ({how}):");
         for i in &p.irqs {
+            let queue = match (i.queue, i.worker) {
+                (Some(q), Some(w)) if several || p.queues_per_worker > 1 => {
+                    format!(" queue {q} (worker {w})")
+                }
+                (Some(q), None) => format!(" queue {q} (no worker)"),
+                _ => String::new(),
+            };
             let _ = writeln!(
                 s,
-                "  irq {:>4} {:<20} served by {:?}: {} -> {}{}",
+                "  irq {:>4} {:<20}{queue} served by {:?}: {} -> {}{}",
                 i.irq,
                 i.action,
                 i.serving_cores,
@@ -271,6 +412,13 @@ pub fn render(p: &TunePlan) -> String {
                 i.proposed,
                 if i.change { "" } else { " (unchanged)" }
             );
+        }
+        let cmds = mask_commands(p, proc_root);
+        if !cmds.is_empty() {
+            let _ = writeln!(s, "commands (as root; --apply runs them):");
+            for c in cmds {
+                let _ = writeln!(s, "  {c}");
+            }
         }
     }
     if let Some(r) = &p.ring {
@@ -304,6 +452,52 @@ mod tests {
     use super::*;
 
     #[test]
+    fn render_prints_config_line_and_mask_commands() {
+        // Three cores: core 0 busy and serving eth0's interrupts; two workers.
+        let stat = |t: u64| {
+            format!(
+                "cpu0 {} 0 0 {} 0 0 0 0\ncpu1 {} 0 0 {} 0 0 0 0\ncpu2 {} 0 0 {} 0 0 0 0\n",
+                50 * t,
+                50 * t,
+                t,
+                99 * t,
+                0,
+                100 * t
+            )
+        };
+        let interrupts = "           CPU0       CPU1       CPU2\n\
+                          24:        900          0          0   PCI-MSI 1-edge   eth0-TxRx-0\n\
+                          25:        800          0          0   PCI-MSI 2-edge   eth0-TxRx-1\n";
+        let input = tune::TuneInput {
+            stat: (1..=3).map(stat).collect(),
+            interval: Duration::from_millis(100),
+            interrupts_before: Some(interrupts.into()),
+            affinity: [(24, "7".to_string()), (25, "1".to_string())].into(),
+            ..Default::default()
+        };
+        let params = TuneParams {
+            devices: vec!["eth0".into()],
+            workers: 2,
+            ..TuneParams::default()
+        };
+        let plan = tune::plan(&input, &params).unwrap();
+        let text = render(&plan, std::path::Path::new("/x/proc"));
+        assert!(text.contains("cores = [2, 1]"), "{text}");
+        assert!(text.contains("helper-cores = [0]"), "{text}");
+        assert!(
+            text.contains("<- worker 0") && text.contains("<- worker 1"),
+            "{text}"
+        );
+        // IRQ 24 moves to core 0; IRQ 25 is there already: one command
+        assert_eq!(
+            mask_commands(&plan, std::path::Path::new("/x/proc")),
+            vec!["echo 1 > /x/proc/irq/24/smp_affinity"]
+        );
+        assert!(text.contains("queue 1 (worker 1)"), "{text}");
+        assert!(text.contains("spare core takes the interrupts"), "{text}");
+    }
+
+    #[test]
     fn real_proc_plan_renders() {
         // Smoke test on this host's /proc: two quick samples must yield one row per core.
         let input = tune::sample(
@@ -316,7 +510,7 @@ mod tests {
         )
         .unwrap();
         let plan = tune::plan(&input, &TuneParams::default()).unwrap();
-        let text = render(&plan);
+        let text = render(&plan, std::path::Path::new("/proc"));
         println!("{text}");
         assert!(text.contains("<- worker"));
         assert!(!plan.cores.is_empty());

@@ -97,6 +97,27 @@ fn tune_rejects_bad_options_before_sampling() {
         t0.elapsed().as_secs() < 10,
         "sampled before checking --cores"
     );
+    usage_error(
+        &["tune", "--workers", "0"],
+        &["--workers", "at least one worker"],
+    );
+    usage_error(
+        &["tune", "--workers", "4096", "--samples", "20"],
+        &["--workers", "4096 workers, but only", "cores are online"],
+    );
+    usage_error(
+        &["tune", "--workers", "2", "--cores", "0", "--samples", "20"],
+        &["--workers", "cores in --cores"],
+    );
+    assert!(
+        t0.elapsed().as_secs() < 10,
+        "sampled before checking --workers"
+    );
+    usage_error(
+        &["tune", "--queues-per-worker", "0"],
+        &["--queues-per-worker"],
+    );
+    usage_error(&["tune", "--irq", "nearby"], &["--irq", "on-workers"]);
     usage_error(&["tune", "--interval-ms", "0"], &["--interval-ms"]);
     usage_error(
         &["tune", "--ring-min", "100"],
@@ -192,6 +213,26 @@ fn sweep_rejects_unknown_parameters_and_single_run_flags() {
             vec!["--classes", "hi=0.2,lo=0.8"],
             vec!["--classes", "--param rt-share varies it"],
         ),
+        (
+            vec!["--param", "cores", "--values", "1,0"],
+            vec!["--values", "whole number within 1–1024"],
+        ),
+        (
+            vec!["--param", "cores", "--values", "2.5"],
+            vec!["--values", "whole number"],
+        ),
+        (
+            vec!["--param", "cores", "--cores", "4"],
+            vec!["--cores", "--param cores varies it"],
+        ),
+        (
+            vec!["--param", "cores", "--steering", "class"],
+            vec!["--steering", "`sq`", "one ring per class"],
+        ),
+        (
+            vec!["--capacity", "--loss-tolerance", "100"],
+            vec!["--loss-tolerance", "[0, 100)"],
+        ),
     ] {
         let mut a = vec![
             "sim",
@@ -231,6 +272,66 @@ fn sweep_json_is_the_rows() {
     assert_eq!(v["rows"].as_array().map(Vec::len), Some(4), "{v}");
     assert!(out.join("loss_vs_rt-share.png").exists());
     let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn cores_sweep_reports_scaling_and_capacity() {
+    let out = scratch("sweep-cores");
+    let o = llrouter(&[
+        "sim",
+        "sweep",
+        "--json",
+        "--param",
+        "cores",
+        "--values",
+        "1,4",
+        "--flows",
+        "8",
+        "--strategies",
+        "ll-wfq",
+        "--steering",
+        "class",
+        "--capacity",
+        "--packets",
+        "5000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("stdout is JSON");
+    assert_eq!(v["param"], "cores");
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "two core counts × two classes: {v}");
+    // --packets is per core in a cores sweep.
+    assert_eq!(rows[2]["cores"], 4);
+    assert_eq!(
+        rows[2]["sent"].as_u64().unwrap() + rows[3]["sent"].as_u64().unwrap(),
+        20_000
+    );
+    assert_eq!(rows[2]["steering"], "class");
+    let caps = v["capacity"].as_array().unwrap();
+    assert_eq!(caps.len(), 2);
+    // 8 flows on 4 cores cannot balance: the capacity stops at the hash bound, below 1.
+    let bound = caps[1]["hash_bound"].as_f64().unwrap();
+    assert!(bound < 1.0, "{v}");
+    assert!(caps[1]["utilization"].as_f64().unwrap() < 1.0, "{v}");
+    for f in ["capacity.csv", "delivered_vs_cores.png", "results.csv"] {
+        assert!(out.join(f).exists(), "{f} missing");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+    usage_error(
+        &["sim", "--steering", "hash"],
+        &["--steering", "rss", "class"],
+    );
+    usage_error(
+        &["sim", "--steering", "class", "--strategy", "sq"],
+        &["--steering", "`sq`"],
+    );
+    usage_error(&["sim", "--flow-pps", "0"], &["--flow-pps", "> 0"]);
+    usage_error(
+        &["sim", "--flow-pps", "410", "--flows", "8"],
+        &["--flow-pps", "--flows"],
+    );
 }
 
 #[test]

@@ -7,6 +7,12 @@
 //! interrupt that costs `wakeup_cost_ns` of CPU time (0 by default: the pure queueing model of
 //! paper 001, where the results can be checked against M/D/1, M/M/1 and Cobham's formula).
 //!
+//! Several cores: flows are hashed to cores, each core with its own rings and its own engine;
+//! [`Steering`] chooses between the live router's two queue layouts (RSS with a classifier per
+//! core, or a hardware queue per core and class); the module doc of the event loop says what
+//! each means here. [`sweep::capacity`] finds the loss-free capacity by bisection, and
+//! [`hash_bound`] says how much of it the flow hash's imbalance leaves with few flows.
+//!
 //! Time is an `f64` in nanoseconds; nothing here reads a clock.
 #![forbid(unsafe_code)]
 
@@ -15,5 +21,6 @@ mod sim;
 pub mod sweep;
 
 pub use sim::{
-    run, Arrivals, ClassResult, Rate, ServiceDist, ServiceModel, SimConfig, SimError, SimResult,
+    class_flows, core_shares, flow_core, flow_cores, hash_bound, run, Arrivals, ClassResult,
+    CoreResult, Rate, ServiceDist, ServiceModel, SimConfig, SimError, SimResult, Steering,
 };

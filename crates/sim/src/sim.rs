@@ -1,4 +1,31 @@
 //! The event loop: per-class arrival streams, per-core rings and poll engines.
+//!
+//! # Cores and steering
+//!
+//! Every core runs its own [`PollEngine`] over its own rings (one set per core, paper 001's
+//! Fig. 2: "Rx rings per core"); a flow is always served by the same core, the one its flow hash
+//! picks (splitmix64, a stand-in for the NIC's RSS hash of the 5-tuple), so nothing within a
+//! flow is reordered. [`Steering`] says how packets reach a core's rings, with the live router's
+//! two layouts:
+//!
+//! - [`Steering::Rss`] (`steering = "xdp"` live): the NIC's RSS puts a flow into its core's one
+//!   hardware queue; the XDP classifier sorts that queue into the core's class rings. Hardware
+//!   queue *k* = core *k*, carrying every class.
+//! - [`Steering::Class`] (`steering = "queues"` / `"ntuple"` live): the NIC (ntuple filters, a
+//!   switch, or the testbed's generator) puts class *c* of a flow hashed to worker *w* into
+//!   hardware queue `w·C + c` (C classes), and the worker serves each hardware queue as the ring
+//!   of its class.
+//!
+//! What that means in this model, concretely: the *same* flow → core hash (a NIC hashes the
+//! same 5-tuple in both layouts, and the worker part of the queue index is that hash), the same
+//! per-class rings and the same engine per core — so for a strategy with one ring per class the
+//! two layouts are the same queueing network and give the same result, draw for draw (a test
+//! checks it). The difference class steering makes in a real router is *where* classification
+//! runs (NIC instead of the XDP program), and that cost is inside the calibrated `x`, not
+//! separate. What the model does enforce: under class steering the classes arrive already
+//! separated, one hardware queue each, so a layout that shares one ring between classes (`sq`)
+//! does not exist — such a configuration is rejected, naming `steering`. The per-core counters
+//! ([`CoreResult`]) are per hardware queue under either layout ([`Steering::queue`]).
 
 use crate::model;
 use hdrhistogram::Histogram;
@@ -70,6 +97,72 @@ impl ServiceModel {
     }
 }
 
+/// How packets reach the cores' rings; see the module doc ("Cores and steering").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Steering {
+    /// The flow hash picks the core's hardware queue; the classifier splits it into the core's
+    /// class rings (paper 001, Fig. 2; the live router's `steering = "xdp"`).
+    #[default]
+    Rss,
+    /// The NIC puts (flow-hash worker, class) into a hardware queue of its own (the live
+    /// router's `steering = "queues"` / `"ntuple"`).
+    Class,
+}
+
+impl Steering {
+    pub const ALL: [Steering; 2] = [Steering::Rss, Steering::Class];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Steering::Rss => "rss",
+            Steering::Class => "class",
+        }
+    }
+
+    /// Hardware queues per interface that the layout needs for `cores` cores and `classes`
+    /// classes.
+    pub fn queues(self, cores: usize, classes: usize) -> usize {
+        match self {
+            Steering::Rss => cores,
+            Steering::Class => cores * classes,
+        }
+    }
+
+    /// The hardware queue that carries `class` of a flow hashed to `core`: the core's queue
+    /// under RSS, `core·classes + class` under class steering (the live router's numbering).
+    pub fn queue(self, core: usize, class: usize, classes: usize) -> usize {
+        match self {
+            Steering::Rss => core,
+            Steering::Class => core * classes + class,
+        }
+    }
+}
+
+impl std::fmt::Display for Steering {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Steering {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        Steering::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                ConfigError::new(
+                    "steering",
+                    format!(
+                        "`{s}` is not a steering; one of rss (flow hash → core, classifier \
+                         per core), class (a hardware queue per core and class)"
+                    ),
+                )
+            })
+    }
+}
+
 /// One simulation run.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
@@ -78,6 +171,8 @@ pub struct SimConfig {
     /// Share of the traffic per class, in class order; sums to 1.
     pub shares: Vec<f64>,
     pub cores: usize,
+    /// How packets reach the cores' rings.
+    pub steering: Steering,
     /// Flows in total; split over classes by share (at least one each), hashed to cores.
     pub flows: usize,
     pub rate: Rate,
@@ -102,6 +197,7 @@ impl SimConfig {
             sched,
             shares: vec![rt_share, 1.0 - rt_share],
             cores: 1,
+            steering: Steering::Rss,
             flows: 64,
             rate: Rate::Utilization(utilization),
             packet_size: 128,
@@ -144,6 +240,25 @@ impl SimConfig {
         }
         if self.cores > 1024 {
             return bad("cores", format!("{} cores; at most 1024", self.cores));
+        }
+        if self.steering == Steering::Class {
+            // Class steering delivers every class in a hardware queue of its own; a layout
+            // that shares a ring between classes would have to merge hardware queues, which
+            // no NIC does.
+            let mut seen = vec![false; layout.rings.len()];
+            for (c, &r) in layout.class_to_ring.iter().enumerate() {
+                if std::mem::replace(&mut seen[r], true) {
+                    return bad(
+                        "steering",
+                        format!(
+                            "class steering gives every class its own hardware queue, but `{}` \
+                             serves class `{}` from the same ring as a class before it; use \
+                             rss steering with it, or a strategy with one ring per class",
+                            self.sched.strategy, self.sched.classes[c].name
+                        ),
+                    );
+                }
+            }
         }
         if self.flows == 0 {
             return bad("flows", "must be at least 1".into());
@@ -227,10 +342,24 @@ pub struct ClassResult {
     pub max_wait_ns: f64,
 }
 
+/// What one core was offered and served, per class (in class order). Under class steering
+/// class `c` of core `k` is hardware queue [`Steering::queue`]`(k, c, C)`; under RSS all of a
+/// core's classes share hardware queue `k`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CoreResult {
+    pub core: usize,
+    pub sent: Vec<u64>,
+    pub delivered: Vec<u64>,
+    pub dropped: Vec<u64>,
+}
+
 /// Outcome of one run.
 #[derive(Debug, Clone, Serialize)]
 pub struct SimResult {
     pub classes: Vec<ClassResult>,
+    pub steering: Steering,
+    /// Per core, per class counters (the load imbalance of the flow hash shows here).
+    pub per_core: Vec<CoreResult>,
     /// Busy fraction of the cores (service plus wake-up cost), averaged over cores.
     pub utilization: f64,
     pub core_utilization: Vec<f64>,
@@ -290,7 +419,8 @@ fn exp_sample(rng: &mut Xoshiro256PlusPlus, mean: f64) -> f64 {
     -mean * (1.0 - rng.random::<f64>()).ln()
 }
 
-fn flow_core(flow: usize, cores: usize) -> usize {
+/// The core the flow hash puts `flow` on.
+pub fn flow_core(flow: usize, cores: usize) -> usize {
     // splitmix64 finaliser: a cheap stand-in for an RSS hash of the flow's 5-tuple.
     let mut z = (flow as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -335,6 +465,10 @@ struct Sim<'a> {
     acc: Vec<Acc>,
     sent: Vec<u64>,
     dropped: Vec<u64>,
+    /// Per (core, class), index `core·classes + class`.
+    core_sent: Vec<u64>,
+    core_dropped: Vec<u64>,
+    core_delivered: Vec<u64>,
     total_sent: u64,
     events: u64,
     wakeups: u64,
@@ -395,6 +529,9 @@ impl<'a> Sim<'a> {
             acc,
             sent: vec![0; n],
             dropped: vec![0; n],
+            core_sent: vec![0; n * cfg.cores],
+            core_dropped: vec![0; n * cfg.cores],
+            core_delivered: vec![0; n * cfg.cores],
             total_sent: 0,
             events: 0,
             wakeups: 0,
@@ -454,7 +591,11 @@ impl<'a> Sim<'a> {
         };
         self.total_sent += 1;
         self.sent[ac] += 1;
-        let core = &mut self.cores[self.core_of_flow[flow]];
+        let k = self.core_of_flow[flow];
+        let kc = k * self.sent.len() + ac;
+        self.core_sent[kc] += 1;
+        let core = &mut self.cores[k];
+        // Both steerings end in the class's ring of the flow's core (module doc).
         let ring = self.layout.class_to_ring[ac];
         let pkt = Pkt {
             arrival: ta,
@@ -462,6 +603,7 @@ impl<'a> Sim<'a> {
         };
         if core.rings[ring].push(pkt).is_err() {
             self.dropped[ac] += 1;
+            self.core_dropped[kc] += 1;
             return;
         }
         if core.engine.wake(self.ring_dev[ring]) {
@@ -495,6 +637,7 @@ impl<'a> Sim<'a> {
                 a.max_wait = wait;
             }
             a.delivered += 1;
+            self.core_delivered[cc * self.sent.len() + pkt.class as usize] += 1;
             core.engine.complete(g, 1, x as u64);
         }
         start_next(core, tc, self.x_mean, self.exp_service, &mut self.rng);
@@ -528,8 +671,20 @@ impl<'a> Sim<'a> {
         let core_utilization: Vec<f64> = (self.cores.iter())
             .map(|c| (c.busy_ns / sim_time).min(1.0))
             .collect();
+        let n = cfg.shares.len();
+        let slice = |v: &[u64], k: usize| v[k * n..(k + 1) * n].to_vec();
+        let per_core = (0..cfg.cores)
+            .map(|k| CoreResult {
+                core: k,
+                sent: slice(&self.core_sent, k),
+                delivered: slice(&self.core_delivered, k),
+                dropped: slice(&self.core_dropped, k),
+            })
+            .collect();
         SimResult {
             classes,
+            steering: cfg.steering,
+            per_core,
             utilization: core_utilization.iter().sum::<f64>() / self.cores.len() as f64,
             core_utilization,
             wakeups_per_sec: self.wakeups as f64 * 1e9 / sim_time,
@@ -545,14 +700,60 @@ impl<'a> Sim<'a> {
     }
 }
 
+/// Flows of each class: `flows` split by share, at least one per class.
+pub fn class_flows(cfg: &SimConfig) -> Vec<usize> {
+    (cfg.shares.iter())
+        .map(|s| ((cfg.flows as f64 * s).round() as usize).max(1))
+        .collect()
+}
+
+/// The core of every flow, per class (flows numbered within their class).
+pub fn flow_cores(cfg: &SimConfig) -> Vec<Vec<usize>> {
+    let mut base = 0;
+    class_flows(cfg)
+        .into_iter()
+        .map(|f| {
+            let cores = (base..base + f).map(|g| flow_core(g, cfg.cores)).collect();
+            base += f;
+            cores
+        })
+        .collect()
+}
+
+/// The share of the offered packets each core can expect: within a class every flow is
+/// equally likely (Poisson and on/off pick a flow uniformly per packet, CBR takes them in
+/// turn), so core `k` gets `Σ share(class) / flows(class)` over its flows. With few flows the
+/// largest share exceeds `1/cores` and that core saturates first: the loss-free capacity of
+/// all cores is at most `1 / (cores · max share)` of their sum ([`hash_bound`]).
+pub fn core_shares(cfg: &SimConfig) -> Vec<f64> {
+    let mut out = vec![0.0; cfg.cores.max(1)];
+    for (share, cores) in cfg.shares.iter().zip(flow_cores(cfg)) {
+        let per_flow = share / cores.len() as f64;
+        for k in cores {
+            out[k] += per_flow;
+        }
+    }
+    out
+}
+
+/// The utilisation (offered load relative to all cores' capacity) at which the busiest core
+/// of the flow hash reaches 100 %: 1 with perfect balance, less with few flows.
+pub fn hash_bound(cfg: &SimConfig) -> f64 {
+    let max = core_shares(cfg).into_iter().fold(0.0, f64::max);
+    if max > 0.0 {
+        (1.0 / (cfg.cores as f64 * max)).min(1.0)
+    } else {
+        1.0
+    }
+}
+
 /// One arrival stream per class: its flows split by share (at least one per active class), the
 /// first arrival drawn in the order the classes are listed.
 fn streams(cfg: &SimConfig, rng: &mut Xoshiro256PlusPlus) -> Vec<Stream> {
     let lambda_per_ns = cfg.offered_pps() / 1e9;
     let mut streams = Vec::with_capacity(cfg.shares.len());
     let mut flow_base = 0;
-    for &share in &cfg.shares {
-        let flows = ((cfg.flows as f64 * share).round() as usize).max(1);
+    for (&share, flows) in cfg.shares.iter().zip(class_flows(cfg)) {
         let rate = lambda_per_ns * share;
         let gap = if rate > 0.0 {
             1.0 / rate

@@ -2,7 +2,7 @@
 
 use llr_core::sched::{SchedConfig, StrategyKind};
 use llr_sim::model;
-use llr_sim::{run, Arrivals, Rate, ServiceDist, ServiceModel, SimConfig};
+use llr_sim::{run, Arrivals, Rate, ServiceDist, ServiceModel, SimConfig, Steering};
 
 const X: f64 = 1_000.0;
 
@@ -17,6 +17,7 @@ fn cfg(
         sched: SchedConfig::new(strategy, classes),
         shares: shares.to_vec(),
         cores: 1,
+        steering: Steering::Rss,
         flows: 100,
         rate: Rate::Utilization(util),
         packet_size: 128,

@@ -121,6 +121,27 @@ pub fn irq_belongs(action: &str, device: &str, alias: Option<&str>) -> bool {
         })
 }
 
+/// The queue an interrupt of `device` serves, from its action name: the number that ends it
+/// after a separator (`eth0-TxRx-3` → 3, `eth0-rx-1` → 1, sfc's `eth0-2` → 2,
+/// `virtio2-input.0` → 0 with `alias` `virtio2`). `None` for the device's other interrupts (`eth0`, `eth0:lsc`, `virtio2-config`)
+/// and for actions of other devices.
+pub fn irq_queue(action: &str, device: &str, alias: Option<&str>) -> Option<u32> {
+    if !irq_belongs(action, device, alias) {
+        return None;
+    }
+    let rest = action
+        .strip_prefix(device)
+        .filter(|r| !r.is_empty())
+        .or_else(|| alias.and_then(|a| action.strip_prefix(a)))?;
+    let digits = rest.len() - rest.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let (head, num) = rest.split_at(rest.len() - digits);
+    // The number must stand apart (`-3`, `.0`), not end a word (`eth0:lsc2`).
+    if digits == 0 || !head.ends_with(['-', '.', '_', ':']) {
+        return None;
+    }
+    num.parse().ok()
+}
+
 /// Those of `devices` that `/proc/net/dev` (`net_dev`, its text) does not list, in order.
 pub fn unknown_devices(net_dev: &str, devices: &[String]) -> Result<Vec<String>> {
     let known = parse_net_dev(net_dev)?;

@@ -5,8 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::{
-    core_loads, device_irqs, format_cpumask, parse_cpumask, parse_interrupts, parse_net_dev,
-    parse_proc_stat, pick_worker_core, ring_size, socket_buffer_bytes, CoreLoad, Result, TuneError,
+    core_loads, device_irqs, format_cpumask, irq_queue, parse_cpumask, parse_interrupts,
+    parse_net_dev, parse_proc_stat, pick_worker_cores, ring_size, socket_buffer_bytes, CoreLoad,
+    Result, TuneError,
 };
 
 /// Raw material of one tuning run: snapshots of `/proc` files over a window.
@@ -27,13 +28,46 @@ pub struct TuneInput {
     pub aliases: BTreeMap<String, String>,
 }
 
+/// Where the devices' interrupts go when there are several workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IrqPlacement {
+    /// `OffWorkers` when at least one online core is not a worker, else `OnWorkers`.
+    #[default]
+    Auto,
+    /// Paper 002: the packet-processing cores take no device interrupts; every interrupt gets
+    /// the mask of the cores that are not workers.
+    OffWorkers,
+    /// Queue `q`'s interrupts on the core of the worker that serves queue `q` (paper 001: the
+    /// IRQ of an Rx ring goes to the core the ring is pinned to), so a queue's softirq work
+    /// stays on its worker's core and never piles up on one spare core; the device's other
+    /// interrupts (link, config) and queues no worker serves go off the workers if possible.
+    OnWorkers,
+}
+
+impl IrqPlacement {
+    pub fn name(self) -> &'static str {
+        match self {
+            IrqPlacement::Auto => "auto",
+            IrqPlacement::OffWorkers => "off-workers",
+            IrqPlacement::OnWorkers => "on-workers",
+        }
+    }
+}
+
 /// What to tune for.
 #[derive(Debug, Clone)]
 pub struct TuneParams {
     /// Devices whose interrupts to keep off the worker and whose arrival rate sizes the rings.
     pub devices: Vec<String>,
-    /// Cores the worker may use (all when `None`).
+    /// Cores the workers may use (all when `None`).
     pub candidates: Option<BTreeSet<usize>>,
+    /// Worker threads, one per core (the router's `cores = [..]`); at least 1.
+    pub workers: usize,
+    /// Rx queues each worker owns: worker `w` serves queues `w·q … w·q+q−1` (1 with RSS;
+    /// the number of classes with `steering = "queues"` / `"ntuple"`).
+    pub queues_per_worker: usize,
+    pub irq_placement: IrqPlacement,
     /// Arrival rate in packets/s; measured from `/proc/net/dev` when `None`.
     pub rate_pps: Option<f64>,
     pub stall: Duration,
@@ -50,6 +84,9 @@ impl Default for TuneParams {
         TuneParams {
             devices: Vec::new(),
             candidates: None,
+            workers: 1,
+            queues_per_worker: 1,
+            irq_placement: IrqPlacement::Auto,
             rate_pps: None,
             stall: Duration::from_millis(1),
             ring_min: 64,
@@ -67,6 +104,10 @@ pub struct IrqAffinity {
     pub irq: u32,
     pub device: String,
     pub action: String,
+    /// The queue the interrupt serves, when its name says ([`irq_queue`]).
+    pub queue: Option<u32>,
+    /// The worker that serves that queue, if any.
+    pub worker: Option<usize>,
     pub serving_cores: Vec<usize>,
     /// Current mask, if it could be read.
     pub current: Option<String>,
@@ -102,7 +143,16 @@ pub struct BufferSizing {
 pub struct TunePlan {
     pub interval_ms: u64,
     pub cores: Vec<CoreLoad>,
+    /// The first worker's core (`worker_cores[0]`).
     pub worker_core: usize,
+    /// Worker `i`'s core, best first: the router's `cores = [..]`.
+    pub worker_cores: Vec<usize>,
+    /// Online cores that are not workers: the interrupts' and helper threads' cores (empty:
+    /// everything shares the workers' cores).
+    pub spare_cores: Vec<usize>,
+    /// The placement used (`Auto` resolved).
+    pub irq_placement: IrqPlacement,
+    pub queues_per_worker: usize,
     pub irqs: Vec<IrqAffinity>,
     pub ring: Option<RingSizing>,
     pub socket_buffer: Option<BufferSizing>,
@@ -158,37 +208,123 @@ pub fn plan(input: &TuneInput, params: &TuneParams) -> Result<TunePlan> {
         }
     }
 
-    let worker_core = pick_worker_core(&cores, params.candidates.as_ref(), &irq_cores)
-        .ok_or_else(|| TuneError::new("cores", "no candidate core"))?;
-
-    let rest: BTreeSet<usize> = online
+    let n = params.workers;
+    let candidates = (cores.iter())
+        .filter(|c| {
+            params
+                .candidates
+                .as_ref()
+                .is_none_or(|s| s.contains(&c.core))
+        })
+        .count();
+    if n == 0 {
+        return Err(TuneError::new("workers", "0: at least one worker"));
+    }
+    if n > candidates {
+        return Err(TuneError::new(
+            "workers",
+            format!(
+                "{n} workers, but only {candidates} candidate core{} (one worker per core)",
+                if candidates == 1 { "" } else { "s" }
+            ),
+        ));
+    }
+    if params.queues_per_worker == 0 {
+        return Err(TuneError::new(
+            "queues_per_worker",
+            "0: a worker serves at least one queue",
+        ));
+    }
+    let worker_cores = pick_worker_cores(&cores, params.candidates.as_ref(), &irq_cores, n);
+    let worker_core = worker_cores[0];
+    let workers: BTreeSet<usize> = worker_cores.iter().copied().collect();
+    let spare: BTreeSet<usize> = online.difference(&workers).copied().collect();
+    let placement = match params.irq_placement {
+        IrqPlacement::Auto if spare.is_empty() => IrqPlacement::OnWorkers,
+        IrqPlacement::Auto => IrqPlacement::OffWorkers,
+        IrqPlacement::OffWorkers if spare.is_empty() => {
+            return Err(TuneError::new(
+                "irq",
+                format!(
+                    "off-workers: every online core is a worker ({n} of {}), none is left for \
+                     the interrupts; use on-workers or fewer workers",
+                    online.len()
+                ),
+            ))
+        }
+        p => p,
+    };
+    let carriers: Vec<usize> = worker_cores
         .iter()
         .copied()
-        .filter(|c| *c != worker_core)
+        .filter(|c| irq_cores.contains_key(c))
         .collect();
-    let mut irqs = Vec::new();
-    if rest.is_empty() && !dirqs.is_empty() {
+    if !carriers.is_empty() && placement == IrqPlacement::OffWorkers {
         warnings.push(format!(
-            "only core {worker_core} is online: interrupts cannot be moved off the worker"
+            "worker core{} {carriers:?} serve{} device interrupts now; the masks below move \
+             them off",
+            if carriers.len() == 1 { "" } else { "s" },
+            if carriers.len() == 1 { "s" } else { "" },
         ));
+    }
+    if spare.is_empty() {
+        warnings.push(format!(
+            "{n} worker{} on {} online core{}: no core is left over, so the workers share their \
+             cores with the devices' interrupts (queue i's on the core of the worker serving it, \
+             where its softirq preempts the worker) and with the helper threads (control, \
+             metrics, route mirror)",
+            if n == 1 { "" } else { "s" },
+            online.len(),
+            if online.len() == 1 { "" } else { "s" },
+        ));
+    }
+
+    // Which worker serves a queue: worker w owns queues w·q … w·q+q−1.
+    let qpw = params.queues_per_worker;
+    let worker_of = |queue: Option<u32>| queue.map(|q| q as usize / qpw).filter(|w| *w < n);
+    let off_workers = if spare.is_empty() {
+        online.clone()
     } else {
-        let proposed = format_cpumask(&rest);
-        for d in dirqs {
-            let current = input.affinity.get(&d.irq).map(|s| s.trim().to_string());
-            let change = match &current {
-                Some(c) => parse_cpumask(c).map(|m| m != rest).unwrap_or(true),
-                None => true,
-            };
-            irqs.push(IrqAffinity {
-                irq: d.irq,
-                device: d.device,
-                action: d.action,
-                serving_cores: d.serving_cores,
-                current,
-                proposed: proposed.clone(),
-                change,
-            });
-        }
+        spare.clone()
+    };
+    let mut irqs = Vec::new();
+    for d in dirqs {
+        let alias = input.aliases.get(&d.device).map(String::as_str);
+        let queue = irq_queue(&d.action, &d.device, alias);
+        let worker = worker_of(queue);
+        let target: BTreeSet<usize> = match (placement, worker) {
+            (IrqPlacement::OnWorkers, Some(w)) => [worker_cores[w]].into(),
+            _ => off_workers.clone(),
+        };
+        let current = input.affinity.get(&d.irq).map(|s| s.trim().to_string());
+        let change = match &current {
+            Some(c) => parse_cpumask(c).map(|m| m != target).unwrap_or(true),
+            None => true,
+        };
+        irqs.push(IrqAffinity {
+            irq: d.irq,
+            device: d.device,
+            action: d.action,
+            queue,
+            worker,
+            serving_cores: d.serving_cores,
+            current,
+            proposed: format_cpumask(&target),
+            change,
+        });
+    }
+    queue_warnings(&irqs, params, n, &mut warnings);
+    let queue_irqs = irqs.iter().filter(|i| i.queue.is_some()).count();
+    if placement == IrqPlacement::OffWorkers && n > 1 && spare.len() < n && queue_irqs > 1 {
+        warnings.push(format!(
+            "{} spare core{} take{} the interrupts of every queue of {n} workers: in copy mode \
+             their softirq runs the XDP program and copies every frame, which can saturate them \
+             (paper 002's single-core bottleneck); if it does, --irq on-workers puts each \
+             queue's interrupts on its worker's core",
+            spare.len(),
+            if spare.len() == 1 { "" } else { "s" },
+            if spare.len() == 1 { "s" } else { "" },
+        ));
     }
 
     let ring = match params.rate_pps {
@@ -223,11 +359,67 @@ pub fn plan(input: &TuneInput, params: &TuneParams) -> Result<TunePlan> {
         interval_ms: input.interval.as_millis() as u64,
         cores,
         worker_core,
+        worker_cores,
+        spare_cores: spare.into_iter().collect(),
+        irq_placement: placement,
+        queues_per_worker: qpw,
         irqs,
         ring,
         socket_buffer,
         warnings,
     })
+}
+
+/// Warnings about a device's queues against the workers: too few queues leave a worker without
+/// traffic, queues beyond the workers' get traffic (RSS spreads over every queue) that no worker
+/// serves. Only for devices whose queue interrupts were found (veth has none).
+fn queue_warnings(irqs: &[IrqAffinity], params: &TuneParams, n: usize, w: &mut Vec<String>) {
+    let need = n * params.queues_per_worker;
+    for d in &params.devices {
+        let queues: BTreeSet<u32> = (irqs.iter())
+            .filter(|i| &i.device == d)
+            .filter_map(|i| i.queue)
+            .collect();
+        let Some(&top) = queues.last() else { continue };
+        let have = top as usize + 1;
+        if have < need {
+            w.push(format!(
+                "{d}: interrupts of {have} queue{} found, {} {need} (worker i serves queue \
+                 {}): `ethtool -L {d} combined {need}` if the NIC has them",
+                if have == 1 { "" } else { "s" },
+                if n == 1 {
+                    "the worker needs".to_string()
+                } else {
+                    format!("the {n} workers need")
+                },
+                if params.queues_per_worker == 1 {
+                    "i".to_string()
+                } else {
+                    format!(
+                        "i·{q} … i·{q}+{}",
+                        params.queues_per_worker - 1,
+                        q = params.queues_per_worker
+                    )
+                }
+            ));
+        } else if have > need {
+            let served = if need == 1 {
+                "queue 0".to_string()
+            } else {
+                format!("queues 0–{}", need - 1)
+            };
+            w.push(format!(
+                "{d}: {have} queues, but {} only {served}: RSS also puts traffic into the \
+                 others, which no worker serves — `ethtool -L {d} combined {need}` (or \
+                 `ethtool -X {d} equal {need}`)",
+                if n == 1 {
+                    "the worker serves".to_string()
+                } else {
+                    format!("the {n} workers serve")
+                },
+            ));
+        }
+    }
 }
 
 /// Peak per-interval receive rate summed over `devices`, or `None` without data.

@@ -182,27 +182,55 @@ pub fn core_loads(snapshots: &[StatSnapshot]) -> Result<Vec<CoreLoad>> {
         .collect())
 }
 
+/// A core busy at most this fraction in 9 intervals out of 10 (p90) counts as idle for
+/// [`pick_worker_cores`]: among idle cores, one that takes none of the devices' interrupts goes
+/// first, because until an interrupt has moved every one of them preempts the worker, and
+/// moving may fail (managed interrupts refuse with EIO). A busy core is never preferred over an
+/// idle one for that reason: its load stays, an interrupt can be moved.
+pub const IDLE_P90: f64 = 0.10;
+
 /// Picks the worker core among `loads` restricted to `candidates` (all when `None`); see the
 /// module doc for the order and tie-break. `irq_cores[c]` is how many named-device interrupts
-/// core `c` currently serves.
+/// core `c` currently serves. The first of [`pick_worker_cores`] for one worker.
 pub fn pick_worker_core(
     loads: &[CoreLoad],
     candidates: Option<&BTreeSet<usize>>,
     irq_cores: &BTreeMap<usize, u32>,
 ) -> Option<usize> {
+    pick_worker_cores(loads, candidates, irq_cores, 1)
+        .first()
+        .copied()
+}
+
+/// The `n` cores for `n` workers (fewer when there are fewer candidates), best first: idle
+/// cores ([`IDLE_P90`]) before busy ones; among idle cores those serving none of the devices'
+/// interrupts first; then the smallest `(p90, p99, mean)` at 0.1 % resolution, the fewest
+/// device interrupts, the highest core number (core 0 usually carries timers, housekeeping and
+/// unpinned interrupts). Distinct by construction: each core is taken once.
+pub fn pick_worker_cores(
+    loads: &[CoreLoad],
+    candidates: Option<&BTreeSet<usize>>,
+    irq_cores: &BTreeMap<usize, u32>,
+    n: usize,
+) -> Vec<usize> {
     // 0.1 % resolution: differences below it are sampling noise and count as ties.
     let q = |v: f64| (v * 1000.0).round() as i64;
-    loads
+    let mut ranked: Vec<&CoreLoad> = loads
         .iter()
         .filter(|l| candidates.is_none_or(|c| c.contains(&l.core)))
-        .min_by_key(|l| {
-            (
-                q(l.p90),
-                q(l.p99),
-                q(l.mean),
-                irq_cores.get(&l.core).copied().unwrap_or(0),
-                std::cmp::Reverse(l.core),
-            )
-        })
-        .map(|l| l.core)
+        .collect();
+    ranked.sort_by_key(|l| {
+        let irqs = irq_cores.get(&l.core).copied().unwrap_or(0);
+        let busy = l.p90 > IDLE_P90;
+        (
+            busy,
+            !busy && irqs > 0,
+            q(l.p90),
+            q(l.p99),
+            q(l.mean),
+            irqs,
+            std::cmp::Reverse(l.core),
+        )
+    });
+    ranked.into_iter().take(n).map(|l| l.core).collect()
 }

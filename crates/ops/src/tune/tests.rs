@@ -431,3 +431,263 @@ fn sample_reads_tree_and_plan_rejects_bad_candidates() {
     );
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+#[test]
+fn queue_index_from_action_names() {
+    assert_eq!(irq_queue("eth0-TxRx-3", "eth0", None), Some(3));
+    assert_eq!(irq_queue("eth0-rx-1", "eth0", None), Some(1));
+    assert_eq!(irq_queue("eth0-2", "eth0", None), Some(2)); // sfc
+    assert_eq!(irq_queue("eth0", "eth0", None), None); // link / misc
+    assert_eq!(irq_queue("eth0:lsc", "eth0", None), None);
+    assert_eq!(irq_queue("eth10-TxRx-0", "eth1", None), None);
+    assert_eq!(
+        irq_queue("virtio2-input.1", "eth0", Some("virtio2")),
+        Some(1)
+    );
+    assert_eq!(
+        irq_queue("virtio2-output.0", "eth0", Some("virtio2")),
+        Some(0)
+    );
+    assert_eq!(irq_queue("virtio2-config", "eth0", Some("virtio2")), None);
+    assert_eq!(irq_queue("virtio20-input.0", "eth0", Some("virtio2")), None);
+}
+
+/// Loads from per-core busy percentages held constant over 4 intervals.
+fn flat_loads(busy: &[f64]) -> Vec<CoreLoad> {
+    busy.iter()
+        .enumerate()
+        .map(|(c, b)| CoreLoad::from_samples(c, vec![b / 100.0; 4]))
+        .collect()
+}
+
+#[test]
+fn picks_n_distinct_idle_cores_avoiding_interrupt_carriers() {
+    // cores:        0   1   2   3   4   5   6   7
+    let loads = flat_loads(&[60.0, 1.0, 2.0, 3.0, 4.0, 30.0, 0.5, 5.0]);
+    // cores 1 and 6 (the two idlest) serve the NIC's interrupts
+    let irq: BTreeMap<usize, u32> = [(1, 1), (6, 2)].into();
+    let w = pick_worker_cores(&loads, None, &irq, 3);
+    assert_eq!(w, vec![2, 3, 4], "idle cores without interrupts first");
+    // six workers: the idle interrupt-free cores run out; then the idle carriers, by load
+    // (core 6 at 0.5 % before core 1 at 1 %), still before the busy core 5 (30 %)
+    let w = pick_worker_cores(&loads, None, &irq, 6);
+    assert_eq!(w, vec![2, 3, 4, 7, 6, 1]);
+    let w = pick_worker_cores(&loads, None, &irq, 8);
+    assert_eq!(
+        w.iter().copied().collect::<BTreeSet<_>>().len(),
+        8,
+        "distinct"
+    );
+    assert_eq!(&w[6..], &[5, 0], "busy cores last, by load");
+    // a busy interrupt-free core never beats an idle carrier
+    let loads = flat_loads(&[50.0, 1.0]);
+    assert_eq!(
+        pick_worker_cores(&loads, None, &[(1, 3)].into(), 1),
+        vec![1]
+    );
+    // candidates restrict, and fewer candidates give fewer cores
+    let cand: BTreeSet<usize> = [0].into();
+    assert_eq!(
+        pick_worker_cores(&loads, Some(&cand), &BTreeMap::new(), 2),
+        vec![0]
+    );
+}
+
+/// Four cores; eth0's queue interrupts on cores 0 and 1; cores 2 and 3 idle.
+fn four_core_input(busy: [u64; 4]) -> TuneInput {
+    let iv: Vec<[u64; 4]> = (0..4).map(|_| busy).collect();
+    let ivr: Vec<&[u64]> = iv.iter().map(|a| &a[..]).collect();
+    let mut input = TuneInput {
+        stat: series(&ivr),
+        interval: Duration::from_millis(500),
+        interrupts_before: Some(INTERRUPTS.into()),
+        ..TuneInput::default()
+    };
+    input.affinity.insert(24, "f".into());
+    input.affinity.insert(25, "f".into());
+    input.affinity.insert(26, "3".into());
+    input
+}
+
+#[test]
+fn two_workers_off_the_interrupts() {
+    let input = four_core_input([20, 15, 1, 0]);
+    let params = TuneParams {
+        devices: vec!["eth0".into()],
+        workers: 2,
+        ..TuneParams::default()
+    };
+    let p = plan(&input, &params).unwrap();
+    assert_eq!(p.worker_cores, vec![3, 2]);
+    assert_eq!(p.worker_core, 3);
+    assert_eq!(p.spare_cores, vec![0, 1]);
+    assert_eq!(p.irq_placement, IrqPlacement::OffWorkers);
+    // every eth0 interrupt on {0, 1}; IRQ 26 already is
+    assert!(p.irqs.iter().all(|i| i.proposed == "3"), "{:?}", p.irqs);
+    assert_eq!(
+        p.irqs
+            .iter()
+            .map(|i| (i.irq, i.queue, i.worker, i.change))
+            .collect::<Vec<_>>(),
+        vec![
+            (24, Some(0), Some(0), true),
+            (25, Some(1), Some(1), true),
+            (26, None, None, false)
+        ]
+    );
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+}
+
+#[test]
+fn on_workers_pins_queue_i_to_worker_i() {
+    let input = four_core_input([20, 15, 1, 0]);
+    let params = TuneParams {
+        devices: vec!["eth0".into()],
+        workers: 2,
+        irq_placement: IrqPlacement::OnWorkers,
+        ..TuneParams::default()
+    };
+    let p = plan(&input, &params).unwrap();
+    assert_eq!(p.worker_cores, vec![3, 2]);
+    let masks: Vec<(u32, &str)> = p
+        .irqs
+        .iter()
+        .map(|i| (i.irq, i.proposed.as_str()))
+        .collect();
+    // queue 0 → worker 0 on core 3 (8), queue 1 → worker 1 on core 2 (4), the link
+    // interrupt off the workers (3)
+    assert_eq!(masks, vec![(24, "8"), (25, "4"), (26, "3")]);
+    // with two queues per worker (steering = queues, two classes), both queues are worker 0's
+    let p = plan(
+        &input,
+        &TuneParams {
+            queues_per_worker: 2,
+            ..params.clone()
+        },
+    )
+    .unwrap();
+    assert_eq!(p.irqs[0].worker, Some(0));
+    assert_eq!(p.irqs[1].worker, Some(0));
+    assert_eq!(p.irqs[1].proposed, "8");
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("2 queues found, the 2 workers need 4")),
+        "{:?}",
+        p.warnings
+    );
+}
+
+#[test]
+fn workers_on_every_core_share_and_say_so() {
+    // Two cores, a virtio NIC with two queue pairs: no core is left over.
+    const VIRTIO2: &str = "\
+           CPU0       CPU1
+ 37:          0          0 PCI-MSIX-0000:00:03.0   0-edge      virtio2-config
+ 38:          0       1440 PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0
+ 39:        904          0 PCI-MSIX-0000:00:03.0   2-edge      virtio2-output.0
+ 40:        100          0 PCI-MSIX-0000:00:03.0   3-edge      virtio2-input.1
+ 41:          0        200 PCI-MSIX-0000:00:03.0   4-edge      virtio2-output.1
+";
+    let iv: Vec<[u64; 2]> = (0..3).map(|_| [5, 3]).collect();
+    let ivr: Vec<&[u64]> = iv.iter().map(|a| &a[..]).collect();
+    let input = TuneInput {
+        stat: series(&ivr),
+        interval: Duration::from_millis(500),
+        interrupts_before: Some(VIRTIO2.into()),
+        aliases: [("eth0".to_string(), "virtio2".to_string())].into(),
+        ..TuneInput::default()
+    };
+    let params = TuneParams {
+        devices: vec!["eth0".into()],
+        workers: 2,
+        ..TuneParams::default()
+    };
+    let p = plan(&input, &params).unwrap();
+    assert_eq!(p.irq_placement, IrqPlacement::OnWorkers);
+    assert!(p.spare_cores.is_empty());
+    let w = &p.worker_cores;
+    let mask = |c: usize| format_cpumask(&[c].into());
+    for i in &p.irqs {
+        let q = i
+            .queue
+            .expect("every virtio2 queue interrupt has its queue") as usize;
+        assert_eq!(i.proposed, mask(w[q]), "{i:?}");
+    }
+    assert_eq!(p.irqs.len(), 4, "not the config interrupt");
+    assert!(
+        p.warnings
+            .iter()
+            .any(|m| m.contains("no core is left over") && m.contains("helper threads")),
+        "{:?}",
+        p.warnings
+    );
+    // off-workers cannot be done here, and says why
+    let e = plan(
+        &input,
+        &TuneParams {
+            irq_placement: IrqPlacement::OffWorkers,
+            ..params.clone()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "irq");
+    // one worker leaves a core: off-workers, and queue 1 gets traffic no worker serves
+    let p = plan(
+        &input,
+        &TuneParams {
+            workers: 1,
+            ..params
+        },
+    )
+    .unwrap();
+    assert_eq!(p.irq_placement, IrqPlacement::OffWorkers);
+    assert_eq!(p.spare_cores.len(), 1);
+    assert!(
+        p.warnings
+            .iter()
+            .any(|m| m.contains("the worker serves only queue 0")),
+        "{:?}",
+        p.warnings
+    );
+}
+
+#[test]
+fn bad_worker_counts_name_workers() {
+    let input = four_core_input([20, 15, 1, 0]);
+    for (workers, candidates) in [(0, None), (5, None), (3, Some([1, 2].into()))] {
+        let e = plan(
+            &input,
+            &TuneParams {
+                workers,
+                candidates,
+                ..TuneParams::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "workers", "{workers}: {e}");
+    }
+    let e = plan(
+        &input,
+        &TuneParams {
+            queues_per_worker: 0,
+            ..TuneParams::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "queues_per_worker");
+    // exactly as many workers as cores is allowed
+    assert_eq!(
+        plan(
+            &input,
+            &TuneParams {
+                workers: 4,
+                ..TuneParams::default()
+            }
+        )
+        .unwrap()
+        .worker_cores
+        .len(),
+        4
+    );
+}
