@@ -413,7 +413,10 @@ mod tests {
         assert_eq!(cpus[0], c.router_cpu, "the first worker on --router-cpu");
         let mut sorted = cpus.clone();
         sorted.sort();
-        assert_eq!(sorted, online, "then the others, wrapping around, each once");
+        assert_eq!(
+            sorted, online,
+            "then the others, wrapping around, each once"
+        );
         assert_eq!(c.veth_queues(), online.len() as u32);
     }
 
