@@ -114,6 +114,28 @@ pub fn set_fifo(prio: i32) -> io::Result<()> {
     Ok(())
 }
 
+/// Runs the calling thread as SCHED_FIFO (priority 1) until dropped, then back to
+/// SCHED_OTHER: for a short section holding a lock a pinned real-time reader waits for, so that
+/// no ordinary thread preempts the holder in the middle (priority inversion). `None` if the
+/// scheduler refused (not root): the section then runs as before.
+pub struct FifoSection(());
+
+impl FifoSection {
+    pub fn enter() -> Option<FifoSection> {
+        set_fifo(1).ok().map(|()| FifoSection(()))
+    }
+}
+
+impl Drop for FifoSection {
+    fn drop(&mut self) {
+        let p = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `p` is a live sched_param the kernel only reads; pid 0 = the calling thread.
+        unsafe {
+            libc::sched_setscheduler(0, libc::SCHED_OTHER, &p);
+        }
+    }
+}
+
 /// Sets the calling thread's nice value (negative: more CPU under contention; needs root).
 pub fn set_nice(nice: i32) -> io::Result<()> {
     // SAFETY: setpriority only reads its integer arguments; with PRIO_PROCESS, who = 0 is the
@@ -308,6 +330,17 @@ pub fn bind_unix_private(path: &std::path::Path) -> io::Result<std::os::unix::ne
 /// when unknown.
 pub fn clock_ticks_per_sec() -> Option<u64> {
     sysconf_positive(libc::_SC_CLK_TCK)
+}
+
+/// Hands the allocator's free memory back to the kernel (`malloc_trim(0)`): after a full
+/// table is dumped and diffed, the transient maps are freed but glibc keeps their pages, so
+/// the resident size would stay at the peak.
+pub fn release_free_memory() {
+    // SAFETY: malloc_trim only returns free heap pages to the kernel; it touches no memory
+    // the program still owns and is thread-safe in glibc.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// The memory page size in bytes (`sysconf(_SC_PAGESIZE)`); `None` when unknown.

@@ -5,12 +5,16 @@
 //!   static configuration applied on top as an override.
 //! - [`refresh_loop`] (a thread in the router's namespace): subscribes to `RTMGRP_LINK`,
 //!   `RTMGRP_NEIGH`, `RTMGRP_IPV4_IFADDR`/`IPV6_IFADDR` and `RTMGRP_IPV4_ROUTE`/`IPV6_ROUTE`
-//!   *before* dumping, then applies route and neighbour events incrementally (a batch of events
-//!   under one write lock of the forwarder; a DIR-24-8 insert or delete, never a rebuild). Link
-//!   and address events, a socket overrun (`ENOBUFS`) and every `period` trigger a full
-//!   re-dump, which is *diffed* against what was applied, so only changes reach the forwarder.
-//!   (IPv4 removes the routes of a downed link or a deleted address without notifications;
-//!   the re-dump catches that.)
+//!   *before* dumping, then applies route and neighbour events incrementally (a DIR-24-8 insert
+//!   or delete, never a rebuild). Link and address events, a socket overrun (`ENOBUFS`, with a
+//!   4 MiB receive buffer) and a long safety `period` (`route-refresh-ms`, 5 minutes by
+//!   default) trigger a full re-dump, which is *diffed* against what was applied, so only
+//!   changes reach the forwarder. (IPv4 removes the routes of a downed link or a deleted
+//!   address without notifications; the re-dump catches that.) Idle, the thread sleeps in
+//!   poll(). Dumps are decoded as they arrive, never held as messages.
+//! - The forwarder is write-locked for at most [`CHUNK`] updates at a time (the first dump is
+//!   built aside and swapped in), so a worker's read lock waits for one chunk at most, whatever
+//!   the size of a batch or re-dump.
 //!
 //! What reaches the forwarder, per prefix: the static route if the configuration has one, else
 //! the kernel's route of lowest metric in table main. Kernel routes that llrouter must not
@@ -94,7 +98,11 @@ struct KernelMirror {
     kernel: KernelView,
     static_routes: HashMap<IpPrefix, NextHop>,
     static_neigh: HashMap<(u32, IpAddr), [u8; 6]>,
-    applied_routes: HashMap<IpPrefix, NextHop>,
+    /// Whether the forwarder holds what `kernel` says (false until the first dump is applied:
+    /// routes are diffed against the previous view, not kept twice).
+    synced: bool,
+    /// Prefixes the forwarder refused: tried again at the next re-dump.
+    failed: HashSet<IpPrefix>,
     applied_neigh: HashMap<(u32, IpAddr), [u8; 6]>,
     applied_ifaces: Option<(Links, Addrs)>,
 }
@@ -121,22 +129,23 @@ impl KernelMirror {
                 .iter()
                 .map(|n| ((n.ifindex, n.addr), n.mac))
                 .collect(),
-            applied_routes: HashMap::new(),
+            synced: false,
+            failed: HashSet::new(),
             applied_neigh: HashMap::new(),
             applied_ifaces: None,
         }
     }
 
     fn desired_route(&self, p: &IpPrefix) -> Option<NextHop> {
+        self.desired_in(&self.kernel, p)
+    }
+
+    /// What the forwarder should hold for `p` when the kernel's tables are `view`.
+    fn desired_in(&self, view: &KernelView, p: &IpPrefix) -> Option<NextHop> {
         if let Some(nh) = self.static_routes.get(p) {
             return Some(*nh);
         }
-        self.kernel
-            .routes
-            .get(p)?
-            .iter()
-            .min_by_key(|(m, _)| *m)
-            .map(|(_, nh)| *nh)
+        view.routes.best(p)
     }
 
     fn desired_neigh(&self, k: &(u32, IpAddr)) -> Option<[u8; 6]> {
@@ -146,49 +155,32 @@ impl KernelMirror {
             .copied()
     }
 
-    /// Brings one prefix of the forwarder to the desired state; errors name the prefix.
-    fn sync_route(&mut self, f: &mut Forwarder, p: IpPrefix) -> Result<bool> {
+    /// The update that brings prefix `p` of the forwarder from `before` (what it holds) to the
+    /// desired state.
+    fn route_update(&mut self, p: IpPrefix, before: Option<NextHop>) -> Option<Update> {
         let want = self.desired_route(&p);
-        if want == self.applied_routes.get(&p).copied() {
-            return Ok(false);
+        if want == before && !self.failed.remove(&p) {
+            return None;
         }
-        match want {
-            Some(nh) => {
-                f.routes
-                    .insert(p, nh)
-                    .map_err(|e| anyhow::anyhow!("routes: {p}: {e}"))?;
-                self.applied_routes.insert(p, nh);
-            }
-            None => {
-                f.routes.remove(p);
-                self.applied_routes.remove(&p);
-            }
-        }
-        Ok(true)
+        Some(Update::Route(p, want))
     }
 
-    fn sync_neigh(&mut self, f: &mut Forwarder, k: (u32, IpAddr)) -> bool {
+    fn neigh_update(&mut self, k: (u32, IpAddr)) -> Option<Update> {
         let want = self.desired_neigh(&k);
         if want == self.applied_neigh.get(&k).copied() {
-            return false;
+            return None;
         }
         match want {
-            Some(mac) => {
-                f.neighbors.insert(k.0, k.1, mac);
-                self.applied_neigh.insert(k, mac);
-            }
-            None => {
-                f.neighbors.remove(k.0, k.1);
-                self.applied_neigh.remove(&k);
-            }
-        }
-        true
+            Some(mac) => self.applied_neigh.insert(k, mac),
+            None => self.applied_neigh.remove(&k),
+        };
+        Some(Update::Neigh(k, want))
     }
 
-    fn sync_ifaces(&mut self, f: &mut Forwarder) -> bool {
+    fn ifaces_update(&mut self) -> Option<Update> {
         let now = (self.kernel.links.clone(), self.kernel.addrs.clone());
         if self.applied_ifaces.as_ref() == Some(&now) {
-            return false;
+            return None;
         }
         let mut ifs = Interfaces::new();
         for (&i, &(mac, mtu)) in &now.0 {
@@ -197,26 +189,33 @@ impl KernelMirror {
                 ifs.add_addr(i, ip, len);
             }
         }
-        f.interfaces = ifs;
         self.applied_ifaces = Some(now);
-        true
+        Some(Update::Interfaces(Box::new(ifs)))
     }
 
-    /// Applies everything (after a dump): every prefix and neighbour known to the kernel, the
-    /// configuration or the forwarder. Returns the number of changed entries.
-    fn sync_all(&mut self, f: &mut Forwarder) -> Result<usize> {
-        let mut n = usize::from(self.sync_ifaces(f));
-        let prefixes: HashSet<IpPrefix> = self
-            .kernel
-            .routes
-            .keys()
+    /// Takes a new dump and returns everything that differs: every prefix of the old or the new
+    /// view, the configuration, or refused before; every neighbour. Computed without the
+    /// forwarder, so the forwarder is locked only to apply the result, a chunk at a time.
+    fn resync(&mut self, view: KernelView) -> Vec<Update> {
+        let old = std::mem::replace(&mut self.kernel, view);
+        let mut out: Vec<Update> = self.ifaces_update().into_iter().collect();
+        let prefixes: HashSet<IpPrefix> = (old.routes.prefixes())
+            .chain(self.kernel.routes.prefixes())
             .chain(self.static_routes.keys())
-            .chain(self.applied_routes.keys())
+            .chain(self.failed.iter())
             .copied()
             .collect();
+        let first = !self.synced;
+        self.synced = true;
         for p in prefixes {
-            n += usize::from(self.sync_route(f, p)?);
+            let before = if first {
+                None
+            } else {
+                self.desired_in(&old, &p)
+            };
+            out.extend(self.route_update(p, before));
         }
+        drop(old);
         let neigh: HashSet<(u32, IpAddr)> = self
             .kernel
             .neighbors
@@ -225,48 +224,125 @@ impl KernelMirror {
             .chain(self.applied_neigh.keys())
             .copied()
             .collect();
-        for k in neigh {
-            n += usize::from(self.sync_neigh(f, k));
-        }
-        Ok(n)
+        out.extend(neigh.into_iter().filter_map(|k| self.neigh_update(k)));
+        out
     }
 
-    /// Applies one incremental change; `true` if the forwarder changed.
-    fn apply(&mut self, f: &mut Forwarder, c: &KernelEvent) -> Result<bool> {
+    /// The update one event calls for, if any.
+    fn plan_event(&mut self, c: &KernelEvent) -> Option<Update> {
         match c {
             KernelEvent::RouteSet(p, metric, nh) => {
-                set_route(&mut self.kernel.routes, *p, *metric, *nh);
-                self.sync_route(f, *p)
+                let before = self.desired_route(p);
+                self.kernel.routes.set(*p, *metric, *nh);
+                self.route_update(*p, before)
             }
             KernelEvent::RouteDel(p, metric) => {
-                if let Some(e) = self.kernel.routes.get_mut(p) {
-                    e.retain(|(m, _)| m != metric);
-                    if e.is_empty() {
-                        self.kernel.routes.remove(p);
-                    }
-                }
-                self.sync_route(f, *p)
+                let before = self.desired_route(p);
+                self.kernel.routes.del(p, *metric);
+                self.route_update(*p, before)
             }
             KernelEvent::NeighSet(i, ip, mac) => {
                 self.kernel.neighbors.insert((*i, *ip), *mac);
-                Ok(self.sync_neigh(f, (*i, *ip)))
+                self.neigh_update((*i, *ip))
             }
             KernelEvent::NeighDel(i, ip) => {
                 self.kernel.neighbors.remove(&(*i, *ip));
-                Ok(self.sync_neigh(f, (*i, *ip)))
+                self.neigh_update((*i, *ip))
             }
-            KernelEvent::Resync | KernelEvent::Ignore => Ok(false),
+            KernelEvent::Resync | KernelEvent::Ignore => None,
         }
     }
+
+    /// Writes one update into `f`. A route the forwarder refuses is logged and forgotten as
+    /// applied, so the next re-dump tries it again; the error names the prefix.
+    fn apply_update(&mut self, f: &mut Forwarder, u: Update) -> Result<()> {
+        match u {
+            Update::Route(p, Some(nh)) => {
+                if let Err(e) = f.routes.insert(p, nh) {
+                    self.failed.insert(p);
+                    anyhow::bail!("routes: {p}: {e}");
+                }
+            }
+            Update::Route(p, None) => {
+                f.routes.remove(p);
+            }
+            Update::Neigh((i, ip), Some(mac)) => {
+                f.neighbors.insert(i, ip, mac);
+            }
+            Update::Neigh((i, ip), None) => {
+                f.neighbors.remove(i, ip);
+            }
+            Update::Interfaces(ifs) => f.interfaces = *ifs,
+        }
+        Ok(())
+    }
+
+    /// Applies `updates` to `f` under its write lock, [`CHUNK`] at a time, so a worker waits
+    /// for at most one chunk (tens of µs), never for a whole batch or re-dump. Returns how many
+    /// were applied.
+    fn apply_chunked(&mut self, fwd: &RwLock<Forwarder>, updates: Vec<Update>) -> usize {
+        let mut n = 0;
+        let mut it = updates.into_iter().peekable();
+        while it.peek().is_some() {
+            // Not preempted while it holds the lock (the helper cores are shared with other
+            // work): a worker waits for one chunk's CPU time, not for a time slice.
+            let boost = crate::sys::FifoSection::enter();
+            let mut f = fwd.write().unwrap_or_else(|e| e.into_inner());
+            for u in it.by_ref().take(CHUNK) {
+                match self.apply_update(&mut f, u) {
+                    Ok(()) => n += 1,
+                    Err(e) => tracing::warn!("route mirror: {e:#}"),
+                }
+            }
+            drop(f);
+            drop(boost);
+            // Let a worker waiting for the read lock in before the next chunk.
+            std::thread::yield_now();
+        }
+        n
+    }
+
+    /// One event applied at once (tests).
+    #[cfg(test)]
+    fn apply(&mut self, f: &mut Forwarder, c: &KernelEvent) -> Result<bool> {
+        match self.plan_event(c) {
+            Some(u) => self.apply_update(f, u).map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    /// [`KernelMirror::resync`] applied to a forwarder nobody else sees yet. A route the
+    /// forwarder refuses is logged and retried at the next re-dump (the rest goes in).
+    fn sync_all(&mut self, f: &mut Forwarder, view: KernelView) -> usize {
+        let mut n = 0;
+        for u in self.resync(view) {
+            match self.apply_update(f, u) {
+                Ok(()) => n += 1,
+                Err(e) => tracing::warn!("route mirror: {e:#}"),
+            }
+        }
+        n
+    }
+}
+
+/// Updates applied under one write lock of the forwarder, at most.
+const CHUNK: usize = 256;
+
+/// One change to the forwarder.
+#[derive(Debug)]
+enum Update {
+    Route(IpPrefix, Option<NextHop>),
+    Neigh((u32, IpAddr), Option<[u8; 6]>),
+    Interfaces(Box<Interfaces>),
 }
 
 /// Builds a forwarder from the kernel's tables (calling thread's namespace) and the overrides.
 pub fn build(spec: &MirrorSpec) -> Result<Forwarder> {
     let mut sock = NlSocket::new(0)?;
     let mut m = KernelMirror::new(spec);
-    m.kernel = dump_view(&mut sock, spec)?;
+    let view = dump_view(&mut sock, spec)?;
     let mut f = Forwarder::new();
-    m.sync_all(&mut f)?;
+    m.sync_all(&mut f, view);
     Ok(f)
 }
 
@@ -340,25 +416,22 @@ pub fn run_mirror(
                 st.resyncs += 1;
                 match dump_view(&mut dumper, spec) {
                     Ok(v) => {
-                        mirror.kernel = v;
-                        let mut f = fwd.write().unwrap_or_else(|e| e.into_inner());
                         if fresh_start {
                             fresh_start = false;
+                            // Built aside and swapped in: the lock is held for the swap only.
                             let mut fresh = Forwarder::new();
+                            st.updates += mirror.sync_all(&mut fresh, v) as u64;
+                            let boost = crate::sys::FifoSection::enter();
+                            let mut f = fwd.write().unwrap_or_else(|e| e.into_inner());
                             fresh.fragments = f.fragments;
                             fresh.max_frame = f.max_frame;
-                            match mirror.sync_all(&mut fresh) {
-                                Ok(n) => {
-                                    st.updates += n as u64;
-                                    *f = fresh;
-                                }
-                                Err(e) => tracing::warn!("route mirror: {e:#}"),
-                            }
+                            let old = std::mem::replace(&mut *f, fresh);
+                            drop(f);
+                            drop(boost);
+                            drop(old); // freed outside the lock
                         } else {
-                            match mirror.sync_all(&mut f) {
-                                Ok(n) => st.updates += n as u64,
-                                Err(e) => tracing::warn!("route mirror: {e:#}"),
-                            }
+                            let plan = mirror.resync(v);
+                            st.updates += mirror.apply_chunked(fwd, plan) as u64;
                         }
                     }
                     Err(e) => {
@@ -370,6 +443,7 @@ pub fn run_mirror(
                 if let Some(p) = progress {
                     *p.lock().unwrap_or_else(|e| e.into_inner()) = st;
                 }
+                crate::sys::release_free_memory();
             }
             // Wait for events (bounded, so `stop` and the period are checked).
             if crate::sys::poll(&mut [crate::sys::poll_in(events.sock.as_raw_fd())], 50) == 0 {
@@ -401,14 +475,8 @@ pub fn run_mirror(
                 need_resync = true;
             }
             if !need_resync && !batch.is_empty() {
-                let mut f = fwd.write().unwrap_or_else(|e| e.into_inner());
-                for c in &batch {
-                    match mirror.apply(&mut f, c) {
-                        Ok(true) => st.updates += 1,
-                        Ok(false) => {}
-                        Err(e) => tracing::warn!("route mirror: {e:#}"),
-                    }
-                }
+                let plan: Vec<Update> = batch.iter().filter_map(|c| mirror.plan_event(c)).collect();
+                st.updates += mirror.apply_chunked(fwd, plan) as u64;
             }
             batch.clear();
             if let Some(p) = progress {
@@ -455,7 +523,7 @@ mod tests {
         };
         let mut m = KernelMirror::new(&spec);
         let mut f = Forwarder::new();
-        m.sync_all(&mut f).unwrap();
+        m.sync_all(&mut f, KernelView::default());
         let a: IpAddr = "10.9.1.1".parse().unwrap();
         assert_eq!(f.routes.lookup(a), Some(&nh(3)));
         // The kernel's route for the same prefix changes nothing, before or after deletion.
@@ -496,7 +564,7 @@ mod tests {
         };
         let mut m = KernelMirror::new(&spec);
         let mut f = Forwarder::new();
-        m.sync_all(&mut f).unwrap();
+        m.sync_all(&mut f, KernelView::default());
         m.apply(&mut f, &KernelEvent::NeighSet(2, ip, [2, 0, 0, 0, 0, 1]))
             .unwrap();
         assert_eq!(f.neighbors.get(2, ip), Some([2, 0, 0, 0, 0, 9]));
@@ -517,13 +585,14 @@ mod tests {
         };
         let mut m = KernelMirror::new(&spec);
         let mut f = Forwarder::new();
-        set_route(&mut m.kernel.routes, p("10.1.0.0/16"), 0, nh(2));
-        set_route(&mut m.kernel.routes, p("fd00::/8"), 0, nh(2));
+        let mut view = KernelView::default();
+        view.routes.set(p("10.1.0.0/16"), 0, nh(2));
+        view.routes.set(p("fd00::/8"), 0, nh(2));
         // two routes, and the (empty) interface set the first time
-        assert_eq!(m.sync_all(&mut f).unwrap(), 3);
-        assert_eq!(m.sync_all(&mut f).unwrap(), 0, "no change, no update");
-        m.kernel.routes.remove(&p("10.1.0.0/16"));
-        assert_eq!(m.sync_all(&mut f).unwrap(), 1);
+        assert_eq!(m.sync_all(&mut f, view.clone()), 3);
+        assert_eq!(m.sync_all(&mut f, view.clone()), 0, "no change, no update");
+        view.routes.remove(&p("10.1.0.0/16"));
+        assert_eq!(m.sync_all(&mut f, view), 1);
         assert_eq!(f.routes.lookup("10.1.2.3".parse().unwrap()), None);
         assert!(f.routes.lookup("fd00::1".parse().unwrap()).is_some());
     }

@@ -66,54 +66,66 @@ impl NlSocket {
     /// number of times) when the kernel flags the dump as interrupted by a concurrent change.
     pub(super) fn dump(&mut self, req: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>> {
         for _attempt in 0..5 {
-            self.seq = self.seq.wrapping_add(1);
-            let seq = self.seq;
-            let mut hdr = NetlinkHeader::default();
-            hdr.flags = NLM_F_DUMP | NLM_F_REQUEST;
-            hdr.sequence_number = seq;
-            let mut msg = NetlinkMessage::new(hdr, NetlinkPayload::from(req.clone()));
-            msg.finalize();
-            let mut out = vec![0; msg.header.length as usize];
-            msg.serialize(&mut out[..]);
-            self.sock
-                .send_to(&out, &SocketAddr::new(0, 0), 0)
-                .context("netlink: send dump request")?;
             let mut got = Vec::new();
-            let mut interrupted = false;
-            let deadline = Instant::now() + Duration::from_secs(10);
-            'recv: loop {
-                if Instant::now() > deadline {
-                    bail!("netlink: dump did not finish within 10 s");
-                }
-                let n = self
-                    .sock
-                    .recv(&mut &mut self.buf[..], 0)
-                    .context("netlink: recv dump")?;
-                for (h_flags, h_seq, m) in frames(&self.buf[..n]) {
-                    if h_seq != seq {
-                        continue; // a stale answer to an earlier, abandoned request
-                    }
-                    if h_flags & NLM_F_DUMP_INTR != 0 {
-                        interrupted = true;
-                    }
-                    match m {
-                        Frame::Done => break 'recv,
-                        Frame::Error(code) => {
-                            bail!(
-                                "netlink: dump request failed: {}",
-                                std::io::Error::from_raw_os_error(-code)
-                            )
-                        }
-                        Frame::Msg(m) => got.push(m),
-                        Frame::Other => {}
-                    }
-                }
-            }
-            if !interrupted {
+            if !self.dump_each(req.clone(), |m| got.push(m))? {
                 return Ok(got);
             }
         }
         bail!("netlink: dump interrupted 5 times in a row (tables changing too fast)")
+    }
+
+    /// Sends a dump request and hands every answer to `f` as it is decoded, so a full routing
+    /// table is never held as messages (a million routes as decoded messages are ~0.5 GB).
+    /// Returns whether the kernel flagged the dump as interrupted (then what `f` got is not a
+    /// consistent snapshot: start over).
+    pub(super) fn dump_each(
+        &mut self,
+        req: RouteNetlinkMessage,
+        mut f: impl FnMut(RouteNetlinkMessage),
+    ) -> Result<bool> {
+        self.seq = self.seq.wrapping_add(1);
+        let seq = self.seq;
+        let mut hdr = NetlinkHeader::default();
+        hdr.flags = NLM_F_DUMP | NLM_F_REQUEST;
+        hdr.sequence_number = seq;
+        let mut msg = NetlinkMessage::new(hdr, NetlinkPayload::from(req));
+        msg.finalize();
+        let mut out = vec![0; msg.header.length as usize];
+        msg.serialize(&mut out[..]);
+        self.sock
+            .send_to(&out, &SocketAddr::new(0, 0), 0)
+            .context("netlink: send dump request")?;
+        let mut interrupted = false;
+        // A full table dumps in about a second; this only catches a kernel that stopped.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if Instant::now() > deadline {
+                bail!("netlink: dump did not finish within 60 s");
+            }
+            let n = self
+                .sock
+                .recv(&mut &mut self.buf[..], 0)
+                .context("netlink: recv dump")?;
+            for (h_flags, h_seq, m) in frames(&self.buf[..n]) {
+                if h_seq != seq {
+                    continue; // a stale answer to an earlier, abandoned request
+                }
+                if h_flags & NLM_F_DUMP_INTR != 0 {
+                    interrupted = true;
+                }
+                match m {
+                    Frame::Done => return Ok(interrupted),
+                    Frame::Error(code) => {
+                        bail!(
+                            "netlink: dump request failed: {}",
+                            std::io::Error::from_raw_os_error(-code)
+                        )
+                    }
+                    Frame::Msg(m) => f(m),
+                    Frame::Other => {}
+                }
+            }
+        }
     }
 }
 
@@ -167,14 +179,14 @@ pub(super) type Links = BTreeMap<u32, ([u8; 6], u32)>;
 pub(super) type Addrs = BTreeMap<u32, Vec<(IpAddr, u8)>>;
 
 /// The kernel's tables, as far as llrouter cares.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct KernelView {
     /// The router's links: ifindex → (MAC, MTU).
     pub(super) links: BTreeMap<u32, ([u8; 6], u32)>,
     /// The router's addresses: ifindex → (address, prefix length), sorted.
     pub(super) addrs: BTreeMap<u32, Vec<(IpAddr, u8)>>,
     /// Table main: prefix → entries (metric, next hop).
-    pub(super) routes: HashMap<IpPrefix, Vec<(u32, NextHop)>>,
+    pub(super) routes: Routes,
     /// Resolved neighbours of the router's interfaces.
     pub(super) neighbors: HashMap<(u32, IpAddr), [u8; 6]>,
 }
@@ -380,16 +392,29 @@ pub(super) fn dump_view(sock: &mut NlSocket, spec: &MirrorSpec) -> Result<Kernel
         a.dedup();
     }
     if spec.kernel_routes {
-        for fam in [AddressFamily::Inet, AddressFamily::Inet6] {
-            let mut req = RouteMessage::default();
-            req.header.address_family = fam;
-            for m in sock.dump(RouteNetlinkMessage::GetRoute(req))? {
-                if let RouteNetlinkMessage::NewRoute(r) = m {
-                    if let Some((p, metric, nh)) = decode_route(&r) {
-                        set_route(&mut v.routes, p, metric, nh);
+        // Decoded as they arrive; an interrupted dump starts the routes over.
+        let mut consistent = false;
+        for _attempt in 0..5 {
+            v.routes.clear();
+            let mut interrupted = false;
+            for fam in [AddressFamily::Inet, AddressFamily::Inet6] {
+                let mut req = RouteMessage::default();
+                req.header.address_family = fam;
+                interrupted |= sock.dump_each(RouteNetlinkMessage::GetRoute(req), |m| {
+                    if let RouteNetlinkMessage::NewRoute(r) = m {
+                        if let Some((p, metric, nh)) = decode_route(&r) {
+                            v.routes.set(p, metric, nh);
+                        }
                     }
-                }
+                })?;
             }
+            if !interrupted {
+                consistent = true;
+                break;
+            }
+        }
+        if !consistent {
+            bail!("netlink: route dump interrupted 5 times in a row (tables changing too fast)");
         }
         for m in sock.dump(RouteNetlinkMessage::GetNeighbour(
             NeighbourMessage::default(),
@@ -406,15 +431,137 @@ pub(super) fn dump_view(sock: &mut NlSocket, spec: &MirrorSpec) -> Result<Kernel
     Ok(v)
 }
 
-pub(super) fn set_route(
-    routes: &mut HashMap<IpPrefix, Vec<(u32, NextHop)>>,
-    p: IpPrefix,
-    metric: u32,
-    nh: NextHop,
-) {
-    let e = routes.entry(p).or_default();
-    match e.iter_mut().find(|(m, _)| *m == metric) {
-        Some(slot) => slot.1 = nh,
-        None => e.push((metric, nh)),
+/// Table main as the mirror keeps it, compact: a full table is a million prefixes but only
+/// thousands of next hops, so next hops are interned and a prefix with one route (nearly all)
+/// holds `(metric, next-hop id)` inline — 16 bytes beside its key instead of a `Vec` and a
+/// 24-byte next hop per entry. Interned next hops are not freed (they are few).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Routes {
+    map: HashMap<IpPrefix, Entries>,
+    hops: Vec<NextHop>,
+    ids: HashMap<NextHop, u32>,
+}
+
+/// The kernel's routes of one prefix: `(metric, next-hop id)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Entries {
+    One(u32, u32),
+    Many(Box<Vec<(u32, u32)>>),
+}
+
+impl Routes {
+    fn intern(&mut self, nh: NextHop) -> u32 {
+        if let Some(&i) = self.ids.get(&nh) {
+            return i;
+        }
+        let i = self.hops.len() as u32;
+        self.hops.push(nh);
+        self.ids.insert(nh, i);
+        i
+    }
+
+    /// Adds or replaces the route (`p`, `metric`).
+    pub(super) fn set(&mut self, p: IpPrefix, metric: u32, nh: NextHop) {
+        let id = self.intern(nh);
+        match self.map.get_mut(&p) {
+            None => {
+                self.map.insert(p, Entries::One(metric, id));
+            }
+            Some(Entries::One(m, h)) if *m == metric => *h = id,
+            Some(e @ Entries::One(..)) => {
+                let Entries::One(m, h) = *e else {
+                    unreachable!()
+                };
+                *e = Entries::Many(Box::new(vec![(m, h), (metric, id)]));
+            }
+            Some(Entries::Many(v)) => match v.iter_mut().find(|(m, _)| *m == metric) {
+                Some(slot) => slot.1 = id,
+                None => v.push((metric, id)),
+            },
+        }
+    }
+
+    /// Removes the route (`p`, `metric`).
+    pub(super) fn del(&mut self, p: &IpPrefix, metric: u32) {
+        let gone = match self.map.get_mut(p) {
+            None => false,
+            Some(Entries::One(m, _)) => *m == metric,
+            Some(e @ Entries::Many(_)) => {
+                let Entries::Many(v) = e else { unreachable!() };
+                v.retain(|(m, _)| *m != metric);
+                match v.as_slice() {
+                    [] => true,
+                    [(m, h)] => {
+                        *e = Entries::One(*m, *h);
+                        false
+                    }
+                    _ => false,
+                }
+            }
+        };
+        if gone {
+            self.map.remove(p);
+        }
+    }
+
+    /// Removes every route of `p`.
+    #[cfg(test)]
+    pub(super) fn remove(&mut self, p: &IpPrefix) {
+        self.map.remove(p);
+    }
+
+    /// The next hop of `p`'s lowest metric.
+    pub(super) fn best(&self, p: &IpPrefix) -> Option<NextHop> {
+        let id = match self.map.get(p)? {
+            Entries::One(_, h) => *h,
+            Entries::Many(v) => v.iter().min_by_key(|(m, _)| *m)?.1,
+        };
+        self.hops.get(id as usize).copied()
+    }
+
+    pub(super) fn prefixes(&self) -> impl Iterator<Item = &IpPrefix> + '_ {
+        self.map.keys()
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.map.clear();
+    }
+}
+
+#[cfg(test)]
+mod routes_tests {
+    use super::*;
+
+    fn nh(i: u32) -> NextHop {
+        NextHop {
+            ifindex: i,
+            gateway: None,
+        }
+    }
+
+    #[test]
+    fn lowest_metric_wins_and_entries_collapse() {
+        let mut r = Routes::default();
+        let p: IpPrefix = "10.0.0.0/8".parse().unwrap();
+        r.set(p, 100, nh(1));
+        r.set(p, 10, nh(2));
+        r.set(p, 50, nh(3));
+        assert_eq!(r.best(&p), Some(nh(2)));
+        r.set(p, 10, nh(4));
+        assert_eq!(r.best(&p), Some(nh(4)), "a metric's next hop is replaced");
+        r.del(&p, 10);
+        assert_eq!(r.best(&p), Some(nh(3)));
+        r.del(&p, 50);
+        assert_eq!(r.map.get(&p), Some(&Entries::One(100, 0)), "back to inline");
+        r.del(&p, 7);
+        assert_eq!(r.best(&p), Some(nh(1)), "an unknown metric removes nothing");
+        r.del(&p, 100);
+        assert_eq!((r.best(&p), r.len()), (None, 0));
+        assert_eq!(r.hops.len(), 4, "next hops interned once each");
     }
 }

@@ -176,6 +176,15 @@ pub struct WorkerMetrics {
     /// Time the worker was not idle since it started, seconds.
     #[serde(default)]
     pub busy_seconds: f64,
+    /// Grants that found the forwarding table write-locked (the route mirror applying a chunk)
+    /// and waited for it.
+    #[serde(default)]
+    pub table_waits: u64,
+    /// Their total and their longest wait, seconds.
+    #[serde(default)]
+    pub table_wait_seconds: f64,
+    #[serde(default)]
+    pub table_wait_max_seconds: f64,
 }
 
 /// Counters of one of the router's interfaces.

@@ -278,6 +278,33 @@ pub fn render(snap: &MetricsSnapshot) -> String {
     );
     o.each(
         (
+            "llrouter_worker_table_waits_total",
+            "counter",
+            "Grants that waited for the forwarding table (write-locked by the route mirror).",
+        ),
+        &snap.workers,
+        |w| (wl(w), w.table_waits as f64),
+    );
+    o.each(
+        (
+            "llrouter_worker_table_wait_seconds_total",
+            "counter",
+            "Time the worker waited for the forwarding table.",
+        ),
+        &snap.workers,
+        |w| (wl(w), w.table_wait_seconds),
+    );
+    o.each(
+        (
+            "llrouter_worker_table_wait_max_seconds",
+            "gauge",
+            "The worker's longest wait for the forwarding table since it started.",
+        ),
+        &snap.workers,
+        |w| (wl(w), w.table_wait_max_seconds),
+    );
+    o.each(
+        (
             "llrouter_worker_busy_ratio",
             "gauge",
             "Busy fraction of the worker over its last ~0.5 s window (0..1).",

@@ -109,8 +109,10 @@ fn default_batch() -> u32 {
 fn default_tx_batch() -> u32 {
     16
 }
+/// Kernel routes and neighbours arrive as netlink events; the periodic re-dump is only a
+/// safety net (a full table takes a second of CPU to dump and diff), so it is rare.
 fn default_refresh() -> u64 {
-    500
+    300_000
 }
 
 /// How packets reach the per-class rings.
@@ -305,6 +307,7 @@ pub struct RouterConfig {
     /// Mirror the kernel's routes and neighbours (static entries override them).
     #[serde(default = "default_true")]
     pub kernel_routes: bool,
+    /// Safety re-dump of the kernel's tables every this many ms (events do the real work).
     #[serde(default = "default_refresh")]
     pub route_refresh_ms: u64,
     #[serde(default)]

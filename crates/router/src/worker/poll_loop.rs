@@ -1,7 +1,7 @@
 //! The [`Worker`]: one core's poll loop over the AF_XDP sockets of every port.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::RwLock;
+use std::sync::{RwLock, TryLockError};
 use std::time::{Duration, Instant};
 
 use llr_core::classify;
@@ -153,11 +153,22 @@ impl<'a> Worker<'a> {
         // counts as ~0 in the ring.
         let now_ns = if timestamps { mono_ns() } else { 0 };
         let (cost_ns, acl_rules, acl) = (self.opts.cost_ns, self.opts.acl_rules, &self.acl);
+        // The route mirror write-locks the table for one chunk of updates at a time; a grant
+        // that meets it waits, and the wait is counted (`llrouter_worker_table_wait_*`).
+        let table = match self.fwd.try_read() {
+            Ok(t) => t,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                let t0 = Instant::now();
+                let t = wait_read(self.fwd, t0);
+                self.counters.table_wait(t0.elapsed().as_nanos() as u64);
+                t
+            }
+        };
         let slow = &mut self.slow;
         let rc = &mut self.counters.rings[ring];
         let (mut forwarded, mut bytes) = (0u64, 0u64);
         let (fwd_n, nbytes, ring_counters) = (&mut forwarded, &mut bytes, &mut *rc);
-        let table = self.fwd.read().unwrap_or_else(|e| e.into_inner());
         let fwd: &Forwarder = &table;
         // `move`: the per-grant scalars travel in the closure by value, not behind a reference.
         let n = self
@@ -289,6 +300,23 @@ impl<'a> Worker<'a> {
         }
     }
 }
+
+/// Spins for the table's read lock (a chunk of route updates takes microseconds), so that the
+/// worker keeps its CPU instead of sleeping on the lock and waiting for a time slice to get it
+/// back; after [`TABLE_SPIN`] it blocks.
+fn wait_read(fwd: &RwLock<Forwarder>, t0: Instant) -> std::sync::RwLockReadGuard<'_, Forwarder> {
+    while t0.elapsed() < TABLE_SPIN {
+        match fwd.try_read() {
+            Ok(t) => return t,
+            Err(TryLockError::Poisoned(p)) => return p.into_inner(),
+            Err(TryLockError::WouldBlock) => std::hint::spin_loop(),
+        }
+    }
+    fwd.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How long a worker spins for the table before it blocks.
+const TABLE_SPIN: Duration = Duration::from_micros(500);
 
 /// Busy-waits `ns` (the artificial per-frame cost).
 #[inline]
