@@ -269,6 +269,31 @@ impl Fixture {
         (count(&v4, 32), count(&v6, 128))
     }
 
+    /// Slice `k` of `of`: the routes whose index (in either family's sorted list) is `k` mod
+    /// `of` — spread over the whole address space, so withdrawing one slice touches every
+    /// region of the table. The BIRD writer puts each slice in a protocol of its own.
+    pub fn slice(&self, k: usize, of: usize) -> Fixture {
+        let of = of.max(1);
+        let pick = |i: usize| i % of == k;
+        Fixture {
+            spec: self.spec,
+            v4: self
+                .v4
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| pick(*i))
+                .map(|(_, r)| *r)
+                .collect(),
+            v6: self
+                .v6
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| pick(*i))
+                .map(|(_, r)| *r)
+                .collect(),
+        }
+    }
+
     /// `n` destinations drawn from the table (seeded): a random prefix of either family (in
     /// proportion to their sizes), then a random address inside it.
     pub fn destinations(&self, n: usize, seed: u64) -> Vec<IpAddr> {
@@ -709,6 +734,18 @@ mod tests {
             };
             assert!(inside, "{a}");
         }
+    }
+
+    #[test]
+    fn slices_partition_the_table() {
+        let f = Fixture::generate(spec(1_000, 300)).unwrap();
+        let parts: Vec<Fixture> = (0..8).map(|k| f.slice(k, 8)).collect();
+        assert_eq!(parts.iter().map(|p| p.v4.len()).sum::<usize>(), 1_000);
+        assert_eq!(parts.iter().map(|p| p.v6.len()).sum::<usize>(), 300);
+        let mut all: Vec<Route4> = parts.iter().flat_map(|p| p.v4.clone()).collect();
+        all.sort();
+        assert_eq!(all, f.v4);
+        assert_eq!(parts[3].v4[1], f.v4[11]);
     }
 
     #[test]
