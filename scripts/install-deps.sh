@@ -7,8 +7,10 @@ need_pkgs=()
 # clang/llvm compile the eBPF classifier (bpf/*.c) at build time; libbpf-dev ships bpf_helpers.h.
 # iproute2 and ethtool drive the namespace testbed and hardware steering; fonts-dejavu-core
 # gives the PNG plots a font without fontconfig. iperf3 and tracepath are the ordinary host
-# tools the tests send through the router (TCP goodput, path-MTU discovery).
-for p in clang llvm libbpf-dev iproute2 ethtool iputils-ping iputils-tracepath iperf3 fonts-dejavu-core pkg-config ca-certificates; do
+# tools the tests send through the router (TCP goodput, path-MTU discovery). bird2 is the
+# routing daemon the full-table test runs in the namespaces (BGP into the router's kernel
+# table, which llrouter mirrors); the tests start their own instances, never the host's service.
+for p in clang llvm libbpf-dev iproute2 ethtool iputils-ping iputils-tracepath iperf3 fonts-dejavu-core pkg-config ca-certificates bird2; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 

@@ -5,7 +5,9 @@
 //! - `run`: sweep offered load × RT share for each target, write `results.csv`, PNG plots and
 //!   `report.md`;
 //! - `mlffr`: RFC 2544-style binary search for the maximum loss-free forwarding rate;
-//! - `iperf`: TCP goodput of iperf3 through each target, alone and beside a BE overload.
+//! - `iperf`: TCP goodput of iperf3 through each target, alone and beside a BE overload;
+//! - `fulltable`: write the generated full Internet table (`llr_core::fixture`) as `ip -batch`
+//!   files, BIRD static protocols and a summary (`llr_lab::fulltable`).
 //!
 //! Targets: `kernel` (Linux forwarding in the router ns, its softirq steered to the router CPU
 //! with RPS), `kernel-htb` (plus an egress HTB qdisc on the router's egress veth giving DSCP EF
@@ -67,6 +69,36 @@ pub enum TestbedCmd {
     /// TCP goodput of iperf3 (ordinary sockets, default offloads) through each target, alone
     /// and beside a BE overload.
     Iperf(IperfArgs),
+    /// Write a generated full Internet routing table (deterministic, realistic prefix lengths,
+    /// clustered and nested): routes-v4.batch and routes-v6.batch for `ip -batch`,
+    /// bird-static.conf for BIRD 2, summary.txt with the prefix-length histogram.
+    Fulltable(FulltableArgs),
+}
+
+/// `testbed fulltable`.
+#[derive(Debug, Args)]
+pub struct FulltableArgs {
+    /// IPv4 prefixes (today's table: about 1 000 000).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub v4: usize,
+    /// IPv6 prefixes (today's table: about 200 000).
+    #[arg(long, default_value_t = 200_000)]
+    pub v6: usize,
+    /// Seed: the same seed and sizes always give the same table.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Distinct next hops. 1: every route via the sink (10.71.2.1, fd71:2::1), so the batch
+    /// files apply to a plain `testbed up`. More: gateways 10.71.64.1… and fd71:2::100:1…,
+    /// which need 10.71.127.254/18 on the router's veth-rout (the summary says so).
+    #[arg(long, default_value_t = 1)]
+    pub next_hops: u16,
+    /// BIRD static protocols per family (fx4_0…, fx6_0…): `birdc disable fx4_3` withdraws a
+    /// slice.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub slices: u32,
+    /// Output directory (created).
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 /// Wake-up mode of the llrouter targets' worker.
@@ -459,5 +491,43 @@ pub fn run(args: TestbedArgs) -> Result<()> {
         TestbedCmd::Run(a) => run_sweep(a),
         TestbedCmd::Mlffr(a) => run_mlffr(a),
         TestbedCmd::Iperf(a) => run_iperf(a),
+        TestbedCmd::Fulltable(a) => fulltable(a),
     }
+}
+
+fn fulltable(a: FulltableArgs) -> Result<()> {
+    use llr_core::fixture::{Fixture, FixtureSpec};
+    use llr_lab::fulltable::{self, Gateways};
+    let spec = FixtureSpec {
+        v4: a.v4,
+        v6: a.v6,
+        seed: a.seed,
+        next_hops: a.next_hops,
+    };
+    let gw = Gateways::testbed(a.next_hops).map_err(lab_error)?;
+    let t0 = std::time::Instant::now();
+    let fx = Fixture::generate(spec).map_err(|e| usage(&e.field, e.reason))?;
+    let w = fulltable::write_dir(&a.out, &fx, &gw, a.slices as usize).map_err(lab_error)?;
+    print!("{}", fulltable::summary(&fx));
+    println!(
+        "\nwritten in {:.1} s: {}, {}, {}, {}",
+        t0.elapsed().as_secs_f64(),
+        w.batch_v4.display(),
+        w.batch_v6.display(),
+        w.bird_static.display(),
+        w.summary.display()
+    );
+    if gw.needs_gateway_net() {
+        println!(
+            "the gateways are on {}: first `ip -n NAME-rtr addr add {} dev {}`",
+            fulltable::GATEWAY_NET_V4,
+            fulltable::ROUTER_GW_ADDR_V4,
+            addr::RTR_OUT_IF
+        );
+    }
+    println!(
+        "load into a testbed's router namespace (never the host): ip -n NAME-rtr -batch {}",
+        w.batch_v4.display()
+    );
+    Ok(())
 }

@@ -6,7 +6,8 @@
 //! - [`stats`]: latency histograms and sequence (loss / reordering) tracking;
 //! - [`wire`]: checked packet views (Ethernet, 802.1Q, IPv4, IPv6, UDP) and checksums;
 //! - [`classify`]: classifier rules (the Flow Director match set) mapping packets to classes;
-//! - [`fwd`]: longest-prefix-match forwarding tables and the per-packet forwarding decision.
+//! - [`fwd`]: longest-prefix-match forwarding tables and the per-packet forwarding decision;
+//! - [`fixture`]: a generated, realistic full Internet routing table for tests and benchmarks.
 //!
 //! Nothing here performs I/O, reads a clock or uses `unsafe`: time and packets come in as
 //! arguments, which is what lets the simulator (`llr-sim`) and the live datapath (`llr-io`) run
@@ -17,6 +18,7 @@ pub use error::FieldError;
 
 pub mod classify;
 pub mod error;
+pub mod fixture;
 pub mod fwd;
 pub mod probe;
 pub mod sched;

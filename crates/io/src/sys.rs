@@ -157,6 +157,23 @@ pub fn signal_process(pid: u32, sig: libc::c_int) -> io::Result<()> {
     Ok(())
 }
 
+/// Makes the child that `cmd` spawns receive SIGTERM when the thread that spawned it exits
+/// (`PR_SET_PDEATHSIG`), so a daemon a test or the testbed starts (BIRD) never outlives a
+/// killed parent. Spawn from a thread that lives as long as the child should.
+pub fn term_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec and only calls prctl(2), which
+    // is async-signal-safe and takes plain integers.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Sets the calling thread's timer slack (ns): how late the kernel may fire its sleeps.
 pub fn set_timer_slack(ns: u64) {
     // SAFETY: PR_SET_TIMERSLACK takes a plain integer and only changes this thread's slack.

@@ -10,7 +10,10 @@
 //! - [`sweep`]: offered load × RT share for each target, [`sweep::compare`] for the demo;
 //! - [`report`]: CSV (serde), PNG plots ([`plot`]) and `report.md`; [`summary`]: medians and
 //!   ranges over rounds; [`iperf`]: TCP goodput through each target; [`demo`]: the demo's live
-//!   comparison.
+//!   comparison;
+//! - [`fulltable`]: the full-table fixture as `ip -batch` files and BIRD static routes;
+//!   [`bird`]: BIRD 2 daemons in the namespaces (an originator announcing the fixture over
+//!   eBGP to a speaker in the router namespace that installs it in the kernel).
 //!
 //! Studies need root (network namespaces, XDP). They take a stop flag instead of installing
 //! signal handlers, and report progress through [`Progress`] instead of printing.
@@ -30,7 +33,9 @@
 
 #![forbid(unsafe_code)]
 
+pub mod bird;
 pub mod demo;
+pub mod fulltable;
 pub mod host;
 pub mod iperf;
 pub mod measure;

@@ -1,7 +1,9 @@
 //! What the control plane reports: status, counters, interfaces, the forwarder's tables, rules.
 
+use std::net::IpAddr;
 use std::time::Duration;
 
+use llr_core::fwd::NextHop;
 use llr_io::ebpf::FLAG_TIMESTAMP;
 use llr_io::xsk::WakeMode;
 use llr_ops::ctl::RuleEntry;
@@ -160,6 +162,28 @@ impl RouterCtl {
             })
             .collect();
         (rows, total)
+    }
+
+    /// The forwarder's answer for `dst`: the next hop its longest-prefix match finds, as the
+    /// workers would use it (`None`: no route). The in-process counterpart of `ip route get`,
+    /// for tests that compare llrouter's table with the kernel's.
+    pub fn route_get(&self, dst: IpAddr) -> Option<NextHop> {
+        let fwd = self.fwd.read().unwrap_or_else(|e| e.into_inner());
+        fwd.routes.lookup(dst).copied()
+    }
+
+    /// How many routes the forwarder holds (both families), without building the `fib` view.
+    pub fn route_count(&self) -> usize {
+        self.fwd
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .routes
+            .len()
+    }
+
+    /// The name of interface `ifindex` as the router knows it (`ifindex N` if unknown).
+    pub fn interface_name(&self, ifindex: u32) -> String {
+        name_of(&self.lock().interface_names(), ifindex)
     }
 
     /// The first `limit` neighbour entries (by interface, then address), and how many there are.
