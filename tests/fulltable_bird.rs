@@ -279,6 +279,9 @@ fn bird_full_table_reaches_llrouter_as_in_the_kernel() {
     let mut cfg = RouterConfig::two_class(vec![addr::RTR_IN_IF.into(), addr::RTR_OUT_IF.into()]);
     cfg.control.socket = tmp.join("ctl.sock");
     cfg.kernel_routes = true;
+    // Events do the mirroring; a short safety re-dump period here makes re-dumps happen during
+    // the load and the churn, so that a re-dump bringing back a withdrawn route shows.
+    cfg.route_refresh_ms = 500;
     let refresh_ms = cfg.route_refresh_ms;
     let (rtr_sessions, sink_sessions) = bird::testbed_sessions();
     let rtr_bird = Bird::start(
@@ -413,6 +416,18 @@ fn bird_full_table_reaches_llrouter_as_in_the_kernel() {
     );
     let routed = check("after re-announcement", &topo.router, &tmp, &ctl, &sample);
     assert_eq!(routed, sample.len());
+    // Once right, llrouter's table must stay right: a re-dump (every 500 ms here) that brings
+    // back a withdrawn route, or drops a live one, is a forwarding error, not noise.
+    for (what, r) in [
+        ("load", load.regressions),
+        ("withdrawal", w.regressions),
+        ("re-announcement", a.regressions),
+    ] {
+        assert_eq!(
+            r, 0,
+            "{what}: llrouter's table went wrong again after it was right"
+        );
+    }
 
     drop(ctl);
     running.stop().expect("router stops");
