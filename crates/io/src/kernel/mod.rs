@@ -249,7 +249,7 @@ impl KernelMirror {
                 self.kernel.neighbors.remove(&(*i, *ip));
                 self.neigh_update((*i, *ip))
             }
-            KernelEvent::Resync | KernelEvent::Ignore => None,
+            KernelEvent::Resync | KernelEvent::Interfaces | KernelEvent::Ignore => None,
         }
     }
 
@@ -473,6 +473,18 @@ pub fn run_mirror(
             }
             if batch.contains(&KernelEvent::Resync) {
                 need_resync = true;
+            } else if batch.contains(&KernelEvent::Interfaces) {
+                // Links and addresses only: cheap, whatever the size of the routing table.
+                match dump_interfaces(&mut dumper, spec, &mut mirror.kernel) {
+                    Ok(()) => {
+                        let plan: Vec<Update> = mirror.ifaces_update().into_iter().collect();
+                        st.updates += mirror.apply_chunked(fwd, plan) as u64;
+                    }
+                    Err(e) => {
+                        tracing::warn!("route mirror: {e:#}");
+                        need_resync = true;
+                    }
+                }
             }
             if !need_resync && !batch.is_empty() {
                 let plan: Vec<Update> = batch.iter().filter_map(|c| mirror.plan_event(c)).collect();

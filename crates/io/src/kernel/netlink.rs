@@ -200,8 +200,12 @@ pub(super) enum KernelEvent {
     RouteDel(IpPrefix, u32),
     NeighSet(u32, IpAddr, [u8; 6]),
     NeighDel(u32, IpAddr),
-    /// Links or addresses changed: re-dump them.
+    /// One of the router's links went down or away, or lost an address: re-dump everything
+    /// (IPv4 drops the routes through it without telling).
     Resync,
+    /// One of the router's links or addresses changed otherwise (an XDP program attached, an
+    /// MTU, an address added): re-read links and addresses only.
+    Interfaces,
     Ignore,
 }
 
@@ -343,7 +347,19 @@ pub(super) fn classify_event(m: &RouteNetlinkMessage, spec: &MirrorSpec) -> Kern
             Some((i, ip, _)) if spec.ifindexes.contains(&i) => KernelEvent::NeighDel(i, ip),
             _ => KernelEvent::Ignore,
         },
-        M::NewLink(_) | M::DelLink(_) | M::NewAddress(_) | M::DelAddress(_) => KernelEvent::Resync,
+        // Other interfaces (the punt TAP, a BIRD peer's link) change nothing the mirror keeps:
+        // routes through them arrive as route events.
+        M::NewLink(l) if spec.ifindexes.contains(&l.header.index) => {
+            use netlink_packet_route::link::LinkFlags;
+            if l.header.flags.contains(LinkFlags::Up | LinkFlags::LowerUp) {
+                KernelEvent::Interfaces
+            } else {
+                KernelEvent::Resync
+            }
+        }
+        M::DelLink(l) if spec.ifindexes.contains(&l.header.index) => KernelEvent::Resync,
+        M::NewAddress(a) if spec.ifindexes.contains(&a.header.index) => KernelEvent::Interfaces,
+        M::DelAddress(a) if spec.ifindexes.contains(&a.header.index) => KernelEvent::Resync,
         _ => KernelEvent::Ignore,
     }
 }
@@ -370,6 +386,19 @@ pub(super) fn queue_counts(sock: &mut NlSocket) -> Result<BTreeMap<u32, (u32, u3
 
 pub(super) fn dump_view(sock: &mut NlSocket, spec: &MirrorSpec) -> Result<KernelView> {
     let mut v = KernelView::default();
+    dump_interfaces(sock, spec, &mut v)?;
+    dump_tables(sock, spec, &mut v)?;
+    Ok(v)
+}
+
+/// Reads the router's links and addresses into `v` (replacing what it had).
+pub(super) fn dump_interfaces(
+    sock: &mut NlSocket,
+    spec: &MirrorSpec,
+    v: &mut KernelView,
+) -> Result<()> {
+    v.links.clear();
+    v.addrs.clear();
     for m in sock.dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))? {
         if let RouteNetlinkMessage::NewLink(l) = m {
             let (i, mac, mtu) = decode_link(&l);
@@ -391,6 +420,11 @@ pub(super) fn dump_view(sock: &mut NlSocket, spec: &MirrorSpec) -> Result<Kernel
         a.sort();
         a.dedup();
     }
+    Ok(())
+}
+
+/// Reads table main and the neighbours into `v`.
+fn dump_tables(sock: &mut NlSocket, spec: &MirrorSpec, v: &mut KernelView) -> Result<()> {
     if spec.kernel_routes {
         // Decoded as they arrive; an interrupted dump starts the routes over.
         let mut consistent = false;
@@ -428,7 +462,7 @@ pub(super) fn dump_view(sock: &mut NlSocket, spec: &MirrorSpec) -> Result<Kernel
             }
         }
     }
-    Ok(v)
+    Ok(())
 }
 
 /// Table main as the mirror keeps it, compact: a full table is a million prefixes but only
