@@ -1,0 +1,142 @@
+//! The lookup and the per-packet path with a full Internet table (the fixture: 1 M IPv4 +
+//! 200 k IPv6 prefixes, nested, 2000 next hops) and random destinations drawn from it, so the
+//! table's memory is mostly cache-cold as on a router at an Internet edge. One iteration is a
+//! batch of 32 packets (a grant), each to another random destination.
+//!
+//! `cargo bench -p llr-core --bench fulltable` (building the table takes ~10 s).
+
+use std::hint::black_box;
+use std::net::IpAddr;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use llr_core::fixture::{Fixture, FixtureSpec};
+use llr_core::fwd::{Forwarder, Interface, NextHop, Verdict};
+use llr_core::wire::build::{frame, FrameSpec};
+use llr_core::wire::parse_frame;
+
+/// Packets per iteration: one grant of the worker.
+const BATCH: usize = 32;
+/// Distinct destinations cycled through (far more than fit in the caches with the table).
+const DESTS: usize = 1 << 16;
+
+/// The gateway of next hop `i`: IPv4 172.16/12, IPv6 fd99::/16, all on interface 2.
+fn gateway(i: u16, v6: bool) -> IpAddr {
+    if v6 {
+        IpAddr::from([0xfd99, 0, 0, 0, 0, 0, 0, i + 1])
+    } else {
+        IpAddr::from([172, 16, (i >> 8) as u8, i as u8 + 1])
+    }
+}
+
+fn forwarder(fx: &Fixture) -> Forwarder {
+    let mut f = Forwarder::new();
+    f.interfaces
+        .upsert(Interface::new(1, [2, 0, 0, 0, 0, 1], 1500));
+    f.interfaces
+        .upsert(Interface::new(2, [2, 0, 0, 0, 0, 2], 1500));
+    for i in 0..fx.spec.next_hops as u16 {
+        for v6 in [false, true] {
+            f.neighbors.insert(2, gateway(i, v6), [2, 0, 0, 0, 0, 9]);
+        }
+    }
+    let nh = |i: u16, v6: bool| NextHop {
+        ifindex: 2,
+        gateway: Some(gateway(i, v6)),
+    };
+    for r in &fx.v4 {
+        f.routes.insert(r.prefix(), nh(r.next_hop, false)).unwrap();
+    }
+    for r in &fx.v6 {
+        f.routes.insert(r.prefix(), nh(r.next_hop, true)).unwrap();
+    }
+    f
+}
+
+fn fulltable(c: &mut Criterion) {
+    let fx = Fixture::generate(FixtureSpec::full(1)).expect("fixture");
+    let fwd = forwarder(&fx);
+    let dsts = fx.destinations(4 * DESTS, 7);
+    let v4: Vec<IpAddr> = dsts
+        .iter()
+        .filter(|a| a.is_ipv4())
+        .copied()
+        .take(DESTS)
+        .collect();
+    let v6: Vec<IpAddr> = dsts
+        .iter()
+        .filter(|a| a.is_ipv6())
+        .copied()
+        .take(DESTS)
+        .collect();
+
+    let mut g = c.benchmark_group("fulltable");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    for (name, set) in [("lookup_v4", &v4), ("lookup_v6", &v6)] {
+        let mut at = 0usize;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let mut s = 0u32;
+                for _ in 0..BATCH {
+                    let a = set[at];
+                    at = (at + 1) % set.len();
+                    s = s.wrapping_add(fwd.routes.lookup(black_box(a)).map_or(0, |n| n.ifindex));
+                }
+                s
+            })
+        });
+    }
+    // The whole forwarding step (parse, LPM, neighbour, TTL and checksum, rewrite) on 32
+    // frames to different destinations: the templates are rebuilt per destination up front
+    // and restored before each pass, so every packet is forwarded, none expires.
+    for (name, set) in [("forward_v4", &v4), ("forward_v6", &v6)] {
+        let frames: Vec<Vec<u8>> = set
+            .iter()
+            .take(4096)
+            .map(|&dst| {
+                let src = if dst.is_ipv4() {
+                    "198.18.0.1".parse().unwrap()
+                } else {
+                    "2001:db8::1".parse().unwrap()
+                };
+                frame(&FrameSpec {
+                    dst_mac: [2, 0, 0, 0, 0, 1],
+                    src,
+                    dst,
+                    ..FrameSpec::default()
+                })
+            })
+            .collect();
+        for f in &frames {
+            let mut b = f.clone();
+            let m = parse_frame(f).unwrap();
+            assert!(
+                matches!(fwd.process_parsed(&mut b, &m, 1), Verdict::Tx { .. }),
+                "every fixture destination is forwarded"
+            );
+        }
+        let mut bufs = frames.clone();
+        let mut at = 0usize;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let mut n = 0u32;
+                for _ in 0..BATCH {
+                    let (buf, tmpl) = (&mut bufs[at], &frames[at]);
+                    at = (at + 1) % frames.len();
+                    buf.copy_from_slice(tmpl);
+                    if matches!(fwd.process(black_box(buf), 1), Verdict::Tx { .. }) {
+                        n += 1;
+                    }
+                }
+                n
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(30);
+    targets = fulltable
+}
+criterion_main!(benches);
