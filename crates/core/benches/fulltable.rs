@@ -34,7 +34,7 @@ fn forwarder(fx: &Fixture) -> Forwarder {
         .upsert(Interface::new(1, [2, 0, 0, 0, 0, 1], 1500));
     f.interfaces
         .upsert(Interface::new(2, [2, 0, 0, 0, 0, 2], 1500));
-    for i in 0..fx.spec.next_hops as u16 {
+    for i in 0..fx.spec.next_hops {
         for v6 in [false, true] {
             f.neighbors.insert(2, gateway(i, v6), [2, 0, 0, 0, 0, 9]);
         }
