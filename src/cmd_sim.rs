@@ -703,18 +703,7 @@ pub fn sweep(s: SweepArgs) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&s.out)
         .map_err(|e| usage("out", format!("cannot create {}: {e}", s.out.display())))?;
-    let pb = if s.quiet || s.base.json {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(jobs.len() as u64)
-    };
-    pb.set_style(
-        ProgressStyle::with_template(
-            "{spinner} sweep {param} [{bar:30}] {pos}/{len} ({elapsed}, eta {eta})",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
+    let pb = progress_bar(&s, jobs.len(), "sweep {param}");
     pb.set_message(s.param.name());
     let t0 = Instant::now();
     let (results, threads) = llr_sim::sweep::run(&jobs, s.jobs.unwrap_or(0), || pb.inc(1))
@@ -797,18 +786,7 @@ fn capacity(
     say: &dyn Fn(String),
 ) -> anyhow::Result<Vec<Capacity>> {
     let tol = s.loss_tolerance / 100.0;
-    let pb = if s.quiet || s.base.json {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(jobs.len() as u64)
-    };
-    pb.set_style(
-        ProgressStyle::with_template(
-            "{spinner} capacity [{bar:30}] {pos}/{len} ({elapsed}, eta {eta})",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
+    let pb = progress_bar(s, jobs.len(), "capacity");
     let t0 = Instant::now();
     let caps =
         llr_sim::sweep::capacities(jobs, tol, CAPACITY_STEPS, s.jobs.unwrap_or(0), || pb.inc(1))
@@ -1027,4 +1005,21 @@ fn series_of(
         }
     }
     series
+}
+
+/// The progress bar of a sweep over `n` jobs (hidden with `--quiet` or `--json`).
+fn progress_bar(s: &SweepArgs, n: usize, what: &str) -> ProgressBar {
+    let pb = if s.quiet || s.base.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(n as u64)
+    };
+    pb.set_style(
+        ProgressStyle::with_template(&format!(
+            "{{spinner}} {what} [{{bar:30}}] {{pos}}/{{len}} ({{elapsed}}, eta {{eta}})"
+        ))
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    pb
 }

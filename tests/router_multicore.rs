@@ -30,6 +30,28 @@ fn config(socket: std::path::PathBuf, cores: Vec<usize>) -> RouterConfig {
     cfg
 }
 
+/// A UDP socket bound to `addr` in the sink namespace, with a read timeout of `timeout_ms` and
+/// room for a whole run: a receiver thread descheduled on a busy 2-core VM must not turn into
+/// losses that are not the router's.
+fn sink_socket(topo: &Topology, addr: &str, timeout_ms: u64) -> UdpSocket {
+    let addr = addr.to_string();
+    let s = topo
+        .sink
+        .run(move || UdpSocket::bind(addr.as_str()))
+        .unwrap()
+        .unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(timeout_ms)))
+        .unwrap();
+    llr_io::sys::setsockopt_int(
+        s.as_raw_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_RCVBUFFORCE,
+        8 << 20,
+    )
+    .unwrap();
+    s
+}
+
 /// Receives `(flow, seq)` datagrams on `s` until `want` arrived or 6 s passed, in arrival order.
 fn receive(s: UdpSocket, want: usize) -> std::thread::JoinHandle<Vec<(u16, u32)>> {
     std::thread::spawn(move || {
@@ -106,27 +128,8 @@ fn two_workers_forward_many_flows_in_order_and_share_changes() {
         running.summary()
     );
 
-    let v4 = topo
-        .sink
-        .run(|| UdpSocket::bind("0.0.0.0:9000"))
-        .unwrap()
-        .unwrap();
-    let v6 = topo
-        .sink
-        .run(|| UdpSocket::bind("[::]:9001"))
-        .unwrap()
-        .unwrap();
-    for s in [&v4, &v6] {
-        s.set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
-        llr_io::sys::setsockopt_int(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            8 << 20,
-        )
-        .unwrap();
-    }
+    let v4 = sink_socket(&topo, "0.0.0.0:9000", 200);
+    let v6 = sink_socket(&topo, "[::]:9001", 200);
     let want = FLOWS as usize * PER_FLOW as usize;
     let (got4, got6) = (receive(v4, want), receive(v6, want));
     let socks = |bind: &'static str| -> Vec<UdpSocket> {
@@ -210,22 +213,7 @@ fn queue_steering_takes_the_class_from_the_queue() {
     let counts: Vec<_> = [9000u16, 9001]
         .into_iter()
         .map(|port| {
-            let s = topo
-                .sink
-                .run(move || UdpSocket::bind(("0.0.0.0", port)))
-                .unwrap()
-                .unwrap();
-            s.set_read_timeout(Some(Duration::from_millis(300)))
-                .unwrap();
-            // Room for the whole run: a receiver thread descheduled on a busy 2-core VM must
-            // not turn into losses that are not the router's.
-            llr_io::sys::setsockopt_int(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUFFORCE,
-                8 << 20,
-            )
-            .unwrap();
+            let s = sink_socket(&topo, &format!("0.0.0.0:{port}"), 300);
             std::thread::spawn(move || {
                 let mut buf = [0u8; 128];
                 let mut n = 0u64;

@@ -446,6 +446,7 @@ fn names_follow_prometheus_conventions() {
         "_exhaustions_total",
         "_passes_total",
         "_rounds_total",
+        "_waits_total",
     ];
     let mut families = 0;
     for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
