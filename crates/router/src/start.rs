@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::worker::ctl::{WorkerLink, WorkerSnapshot};
+use crate::worker::ctl::{fresh_all, WorkerLink, WorkerSnapshot};
 use crate::worker::{self, WorkerCtl, WorkerOptions, WorkerStats};
 use llr_core::fwd::Forwarder;
 use llr_io::ebpf::{ClassifierStats, FLAG_TIMESTAMP};
@@ -153,9 +153,7 @@ impl Running {
                 return self.ready();
             }
             let left = timeout.saturating_sub(t0.elapsed());
-            for l in &self.links {
-                l.fresh(left.min(Duration::from_millis(50)));
-            }
+            fresh_all(&self.links, left.min(Duration::from_millis(50)));
         }
         true
     }
@@ -173,9 +171,7 @@ impl Running {
 
     /// Fresh counters of every worker (index = worker).
     pub fn snapshots(&self) -> Vec<Arc<WorkerSnapshot>> {
-        (self.links.iter())
-            .map(|l| l.fresh(Duration::from_millis(50)))
-            .collect()
+        fresh_all(&self.links, Duration::from_millis(50))
     }
 
     /// How many workers run.

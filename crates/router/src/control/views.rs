@@ -67,7 +67,7 @@ impl RouterCtl {
 
     /// A metrics snapshot (asks every worker for fresh counters, waiting up to `wait`).
     pub fn metrics(&self, wait: Duration) -> MetricsSnapshot {
-        let snaps = self.fresh(wait);
+        let snaps = crate::worker::ctl::fresh_all(&self.links, wait);
         let (names, cores, ifs) = {
             let st = self.lock();
             (
@@ -89,15 +89,6 @@ impl RouterCtl {
             })
             .collect();
         to_metrics(&parts, &classifier, &names, &ifs)
-    }
-
-    /// Fresh snapshots of every worker: all are asked at once, then each is waited for (up to
-    /// `wait` in all).
-    fn fresh(&self, wait: Duration) -> Vec<std::sync::Arc<crate::worker::ctl::WorkerSnapshot>> {
-        let t = std::time::Instant::now();
-        (self.links.iter())
-            .map(|l| l.fresh(wait.saturating_sub(t.elapsed())))
-            .collect()
     }
 
     /// The rules in first-match order, with their ids.
