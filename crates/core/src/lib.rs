@@ -7,6 +7,7 @@
 //! - [`wire`]: checked packet views (Ethernet, 802.1Q, IPv4, IPv6, UDP) and checksums;
 //! - [`classify`]: classifier rules (the Flow Director match set) mapping packets to classes;
 //! - [`fwd`]: longest-prefix-match forwarding tables and the per-packet forwarding decision;
+//! - [`flow`]: flow-based element pipelines and the SFQ flow scheduler (paper 003);
 //! - [`fixture`]: a generated, realistic full Internet routing table for tests and benchmarks.
 //!
 //! Nothing here performs I/O, reads a clock or uses `unsafe`: time and packets come in as
@@ -19,6 +20,7 @@ pub use error::FieldError;
 pub mod classify;
 pub mod error;
 pub mod fixture;
+pub mod flow;
 pub mod fwd;
 pub mod probe;
 pub mod sched;

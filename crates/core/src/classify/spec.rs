@@ -116,7 +116,8 @@ fn parse_int(s: &str) -> Option<i64> {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuleSpec {
-    /// Target class name.
+    /// Target class name (required in a classifier rule; absent in a flow's `match`).
+    #[serde(default)]
     pub class: String,
     /// Ingress interface by name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -200,6 +201,15 @@ impl RuleSpec {
         class_names: &[String],
         ifindex_of: impl Fn(&str) -> Option<u32>,
     ) -> Result<Rule, RuleError> {
+        if self.class.is_empty() {
+            return Err(RuleError::new(
+                "class",
+                format!(
+                    "missing: name the class of the rule ({})",
+                    class_names.join(", ")
+                ),
+            ));
+        }
         let class = class_names
             .iter()
             .position(|c| *c == self.class)
@@ -216,8 +226,17 @@ impl RuleSpec {
         if class > usize::from(u8::MAX) {
             return Err(RuleError::new("class", "more than 256 classes"));
         }
-        let mut r = Rule::to_class(class);
-        r.ifindex = match (&self.ifname, self.ifindex) {
+        let mut r = self.resolve_match(ifindex_of)?;
+        r.class = class;
+        Ok(r)
+    }
+
+    /// Checks and builds the match fields only (the rule's `class` is left 0): a flow's match.
+    pub fn resolve_match(
+        &self,
+        ifindex_of: impl Fn(&str) -> Option<u32>,
+    ) -> Result<Rule, RuleError> {
+        let ifindex = match (&self.ifname, self.ifindex) {
             (Some(_), Some(_)) => {
                 return Err(RuleError::new("ifname", "give ifname or ifindex, not both"))
             }
@@ -233,6 +252,10 @@ impl RuleSpec {
                 ))
             }
             (None, None) => None,
+        };
+        let mut r = Rule {
+            ifindex,
+            ..Rule::default()
         };
         r.vlan_id = self
             .vlan
@@ -358,6 +381,17 @@ impl FromStr for RuleSpec {
     type Err = RuleError;
     /// Parses `key=value` words; keys as in Display, plus the config names as aliases.
     fn from_str(s: &str) -> Result<Self, RuleError> {
+        RuleSpec::parse_words(s, true)
+    }
+}
+
+impl RuleSpec {
+    /// A flow's match in the one-line syntax: the rule's words without `class`.
+    pub fn parse_match(s: &str) -> Result<RuleSpec, RuleError> {
+        RuleSpec::parse_words(s, false)
+    }
+
+    fn parse_words(s: &str, need_class: bool) -> Result<RuleSpec, RuleError> {
         let mut r = RuleSpec::default();
         let mut has_class = false;
         for word in s.split_whitespace() {
@@ -400,7 +434,13 @@ impl FromStr for RuleSpec {
                 _ => return Err(RuleError::new("rule", format!("unknown key `{k}`"))),
             }
         }
-        if !has_class || r.class.is_empty() {
+        if !need_class && has_class {
+            return Err(RuleError::new(
+                "class",
+                "a flow's match has no class= (the flow's own `class` names it)",
+            ));
+        }
+        if need_class && (!has_class || r.class.is_empty()) {
             return Err(RuleError::new(
                 "class",
                 "missing (every rule needs class=NAME)",

@@ -5,7 +5,7 @@
 //! host itself must see or answer), or drop it ([`DropReason`]: malformed). It allocates nothing.
 
 mod dir24_8;
-mod hash;
+pub(crate) mod hash;
 pub mod icmp;
 mod tables;
 
