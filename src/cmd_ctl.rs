@@ -73,6 +73,9 @@ pub enum CtlCmd {
     Route(RouteCmd),
     /// Re-read the configuration file and apply it (all or nothing).
     Reload,
+    /// Flows of the flow scheduler (paper 003): set up, change, tear down, list.
+    #[command(subcommand)]
+    Flow(crate::cmd_flow::FlowCmd),
 }
 
 #[derive(Debug, Clone, Subcommand)]
@@ -292,6 +295,7 @@ pub fn request(cmd: &CtlCmd) -> Result<Request> {
             prefix: prefix.clone(),
         },
         CtlCmd::Reload => Command::Reload {},
+        CtlCmd::Flow(f) => crate::cmd_flow::command(f)?,
     }))
 }
 
@@ -438,6 +442,10 @@ pub fn human(cmd: &Command, v: &Value) -> String {
         ),
         Command::RouteRemove { prefix } => format!("removed static route {prefix}\n"),
         Command::Reload {} => format!("reloaded {}\n", s("reloaded")),
+        Command::FlowList {}
+        | Command::FlowAdd { .. }
+        | Command::FlowSet { .. }
+        | Command::FlowDel { .. } => crate::cmd_flow::human(cmd, v).unwrap_or_default(),
     }
 }
 

@@ -47,7 +47,11 @@ pub fn run(args: RunArgs) -> Result<()> {
     let cfg = RouterConfig::load(&args.config).map_err(bad_config)?;
     let steering = args.steering.unwrap_or(cfg.steering);
     if args.dry_run {
-        for l in plan::dry_run_plan(cfg, steering)? {
+        let plan = plan::dry_run_plan(cfg, steering).map_err(|e| match e {
+            RouterError::Config(c) => bad_config(c),
+            other => other.into(),
+        })?;
+        for l in plan {
             println!("{l}");
         }
         return Ok(());

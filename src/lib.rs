@@ -7,6 +7,7 @@
 pub mod cli_util;
 pub mod cmd_ctl;
 pub mod cmd_demo;
+pub mod cmd_flow;
 pub mod cmd_gen;
 pub mod cmd_model;
 pub mod cmd_run;

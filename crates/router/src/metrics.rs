@@ -90,7 +90,24 @@ pub fn to_metrics(
         classes,
         interfaces: ifs,
         process: ProcessMetrics::read(),
+        flows: flows(workers),
     }
+}
+
+/// The flows of every worker, summed by name.
+fn flows(parts: &[WorkerPart<'_>]) -> Vec<llr_ops::metrics::FlowMetrics> {
+    crate::control::merge_flows(parts.iter().map(|p| p.snap.flows.as_slice()))
+        .into_iter()
+        .map(|f| llr_ops::metrics::FlowMetrics {
+            element_drops: f.elements.iter().map(|e| e.dropped).sum(),
+            flow: f.name,
+            cpu_seconds: f.stats.cpu_ns as f64 * 1e-9,
+            packets: f.stats.done,
+            queue_drops: f.stats.queue_drops,
+            preemptions: f.stats.preemptions,
+            queue_len: f.queue_len as u64,
+        })
+        .collect()
 }
 
 /// The name of `ifindex` among `names`, or `ifindex N` for one the router does not serve.

@@ -93,7 +93,34 @@ pub fn dry_run_plan(cfg: RouterConfig, steering: Steering) -> Result<Vec<String>
         Steering::Xdp => xdp_plan(&r, &classes, &mut out),
         Steering::Queues => {}
     }
+    if let Some(f) = &r.flows {
+        flows_plan(f, &mut out);
+    }
     Ok(out)
+}
+
+/// The flows each worker sets up (built from the checked setup, as a worker does).
+fn flows_plan(setup: &crate::config::FlowSetup, out: &mut Vec<String>) {
+    let Ok(flows) = setup.build::<()>() else {
+        return;
+    };
+    out.push(format!(
+        "# flows (each worker): input weight {}, default quantum {} µs, queue {}, max {}",
+        setup.cfg.input_weight, setup.cfg.quantum_us, setup.cfg.queue, setup.cfg.max_flows
+    ));
+    for f in flows.list().iter().skip(1) {
+        let matches = if f.matches.is_empty() { "-" } else { &f.matches };
+        out.push(format!(
+            "#   {} class={} match={} share={:.1}% q={} µs queue={} pipeline: {}",
+            f.name,
+            f.class.as_deref().unwrap_or("any"),
+            matches,
+            f.norm_share * 100.0,
+            f.quantum_ns as f64 / 1000.0,
+            f.queue_limit,
+            f.pipeline.join(" → ")
+        ));
+    }
 }
 
 fn ntuple_plan(r: &Resolved, classes: &[String], out: &mut Vec<String>) -> Result<(), RouterError> {

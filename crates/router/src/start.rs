@@ -575,6 +575,7 @@ fn worker_options(r: &Resolved, duration: Option<Duration>) -> Result<WorkerOpti
         icmp: r.cfg.icmp.limits()?.share(n),
         punt_device: (r.cfg.icmp.punt_rate > 0).then(|| "llr-punt".to_string()),
         punt_rate: r.cfg.icmp.punt_rate.div_ceil(n),
+        flows: r.flows.clone(),
     })
 }
 

@@ -145,6 +145,8 @@ struct Slot<P> {
     finish: f64,
     /// Key in `eligible` while the flow is in it.
     key: Option<(u64, u64)>,
+    /// Eligible or running (counted in the active sums).
+    active: bool,
     queue: VecDeque<P>,
     /// A packet preempted mid-pipeline and the element that is next for it.
     current: Option<(P, u16)>,
@@ -183,9 +185,15 @@ pub struct FlowSched<P> {
     /// The flow of the last turn (context switches are counted against it).
     last: Option<FlowId>,
     pub switches: u64,
-    /// Sum of the guaranteed fractions and of the weights of every flow (for normalising).
+    /// Sum of the guaranteed fractions and of the weights of every installed flow (admission
+    /// and the reported shares).
     sum_cpu: f64,
     sum_weight: f64,
+    /// The same sums over the *active* flows (eligible or running): what a turn is charged
+    /// against, so that weighted flows share what the active guaranteed ones leave and idle
+    /// flows change nothing.
+    act_cpu: f64,
+    act_weight: f64,
 }
 
 /// Start tags are non-negative finite, so their bit patterns sort like the numbers.
@@ -211,6 +219,8 @@ impl<P> FlowSched<P> {
             switches: 0,
             sum_cpu: 0.0,
             sum_weight: 0.0,
+            act_cpu: 0.0,
+            act_weight: 0.0,
         };
         s.slots
             .push(Some(Slot::new("input".into(), input, Pipeline::default())));
@@ -261,11 +271,15 @@ impl<P> FlowSched<P> {
         self.slot(id)
             .ok_or_else(|| FieldError::new("flow", format!("no flow {id}")))?;
         self.check_guarantees(Some(id), &params)?;
+        let was_active = self.deactivate(id);
         let s = self.slot_mut(id).expect("checked");
         s.params = params;
         let keep = (params.queue_limit as usize).min(s.queue.len());
         let dropped: Vec<P> = s.queue.drain(keep..).collect();
         s.stats.queue_drops += dropped.len() as u64;
+        if was_active {
+            self.activate(id);
+        }
         self.renormalize();
         Ok(dropped)
     }
@@ -287,9 +301,11 @@ impl<P> FlowSched<P> {
         if id == INPUT {
             return Err(FieldError::new("flow", "the input flow cannot be removed"));
         }
-        let Some(s) = self.slots.get_mut(id as usize).and_then(Option::take) else {
+        if self.slot(id).is_none() {
             return Err(FieldError::new("flow", format!("no flow {id}")));
-        };
+        }
+        self.deactivate(id);
+        let s = self.slots[id as usize].take().expect("checked");
         if let Some((a, b)) = s.key {
             self.eligible.remove(&(a, b, id));
         }
@@ -370,16 +386,53 @@ impl<P> FlowSched<P> {
         self.sum_weight = weight;
     }
 
-    /// Normalised share: guaranteed flows keep their fraction; weighted flows share the rest
-    /// by weight.
+    /// The share a turn is charged against: guaranteed flows their fraction, weighted flows
+    /// what the active guaranteed flows leave, by weight among the active weighted flows.
     fn w(&self, p: &FlowParams) -> f64 {
+        match p.share {
+            Share::Cpu(f) => f,
+            Share::Weight(w) => {
+                let w = f64::from(w);
+                (1.0 - self.act_cpu).max(0.0) * w / self.act_weight.max(w)
+            }
+        }
+        .max(1e-9)
+    }
+
+    /// The share when every installed flow is backlogged (reports).
+    fn w_all(&self, p: &FlowParams) -> f64 {
         match p.share {
             Share::Cpu(f) => f,
             Share::Weight(w) => {
                 (1.0 - self.sum_cpu).max(0.0) * f64::from(w) / self.sum_weight.max(1.0)
             }
         }
-        .max(1e-9)
+    }
+
+    fn activate(&mut self, id: FlowId) {
+        let s = self.slots[id as usize].as_mut().expect("live flow");
+        if s.active {
+            return;
+        }
+        s.active = true;
+        match s.params.share {
+            Share::Cpu(f) => self.act_cpu += f,
+            Share::Weight(w) => self.act_weight += f64::from(w),
+        }
+    }
+
+    /// Returns whether the flow was active.
+    fn deactivate(&mut self, id: FlowId) -> bool {
+        let s = self.slots[id as usize].as_mut().expect("live flow");
+        if !s.active {
+            return false;
+        }
+        s.active = false;
+        match s.params.share {
+            Share::Cpu(f) => self.act_cpu = (self.act_cpu - f).max(0.0),
+            Share::Weight(w) => self.act_weight = (self.act_weight - f64::from(w)).max(0.0),
+        }
+        true
     }
 
     fn make_eligible(&mut self, id: FlowId) {
@@ -394,6 +447,7 @@ impl<P> FlowSched<P> {
         s.key = Some(key);
         self.seq += 1;
         self.eligible.insert((key.0, key.1, id));
+        self.activate(id);
     }
 
     /// Queues a packet on flow `id`; a full queue (or an unknown flow) hands it back: the
@@ -424,6 +478,7 @@ impl<P> FlowSched<P> {
             if let Some((a, b)) = s.key.take() {
                 self.eligible.remove(&(a, b, INPUT));
             }
+            self.deactivate(INPUT);
         }
     }
 
@@ -462,6 +517,8 @@ impl<P> FlowSched<P> {
         self.charge(INPUT, cost_ns, still_ready);
         if still_ready {
             self.set_input_ready(true);
+        } else {
+            self.deactivate(INPUT);
         }
     }
 
@@ -524,6 +581,8 @@ impl<P> FlowSched<P> {
         self.charge(id, turn.cost_ns, backlogged);
         if backlogged {
             self.make_eligible(id);
+        } else {
+            self.deactivate(id);
         }
         turn
     }
@@ -562,7 +621,10 @@ impl<P> FlowSched<P> {
             }
             out.extend(s.queue.drain(..));
             s.key = None;
+            s.active = false;
         }
+        self.act_cpu = 0.0;
+        self.act_weight = 0.0;
         self.eligible.clear();
         self.input_ready = false;
         out
@@ -571,7 +633,7 @@ impl<P> FlowSched<P> {
     /// Normalised share of a flow (for reports: the fraction of CPU it gets when every flow is
     /// backlogged).
     pub fn share_of(&self, id: FlowId) -> Option<f64> {
-        self.slot(id).map(|s| self.w(&s.params))
+        self.slot(id).map(|s| self.w_all(&s.params))
     }
 }
 
@@ -583,6 +645,7 @@ impl<P> Slot<P> {
             start: 0.0,
             finish: 0.0,
             key: None,
+            active: false,
             queue: VecDeque::new(),
             current: None,
             pipeline,

@@ -688,3 +688,35 @@ fn element_text_round_trips() {
         .contains("unknown parameter `colour`"));
     assert!(element::parse("work(us=x)", &()).is_err());
 }
+
+
+
+/// Weighted flows share what the *active* guaranteed flows leave: idle installed flows change
+/// nothing, and a guaranteed flow gets its fraction, not more, while weighted flows want CPU.
+#[test]
+fn idle_flows_do_not_dilute_weighted_shares() {
+    for idle in [0, 10_000] {
+        let mut s = FlowSched::<P>::new(weighted(1), 20_000).unwrap();
+        for i in 0..idle {
+            s.add(&format!("idle{i}"), weighted(1), Pipeline::forward_only())
+                .unwrap();
+        }
+        let g = s
+            .add(
+                "g",
+                FlowParams {
+                    share: Share::Cpu(0.4),
+                    ..weighted(1)
+                },
+                one_element(),
+            )
+            .unwrap();
+        let a = s.add("a", weighted(1), one_element()).unwrap();
+        let b = s.add("b", weighted(3), one_element()).unwrap();
+        run_backlogged(&mut s, &[g, a, b], 40_000, |_, _| 600);
+        let got = cpu_shares(&s, &[g, a, b]);
+        for (x, want) in got.iter().zip([0.4, 0.15, 0.45]) {
+            assert!((x / want - 1.0).abs() < 0.05, "{idle} idle flows: {got:?}");
+        }
+    }
+}

@@ -9,7 +9,7 @@ use xdpilone::xdp::XdpDesc;
 use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, User};
 
 use super::umem::UmemArea;
-use super::{bind_retrying, Action, PortStats, Spare, XskOptions};
+use super::{bind_retrying, Action, Held, PortStats, Spare, XskOptions};
 use crate::sys;
 
 /// One interface queue of a device: its sockets (one per ring) share the fill and completion
@@ -49,6 +49,8 @@ pub struct Device {
     pub wakeups: u64,
     /// `wait_with` saw its extra fd readable.
     extra_ready: bool,
+    /// Frames the receive callback held ([`Action::Hold`]), not yet taken by the caller.
+    held: Vec<Held>,
 }
 
 impl std::fmt::Debug for Device {
@@ -95,7 +97,7 @@ impl Device {
             + nrings * opts.rx_size as usize
             + opts.tx_size as usize
             + nrings * opts.egress_queue as usize;
-        let frames = (per_port * ports.len()).next_power_of_two();
+        let frames = (per_port * ports.len() + opts.hold_frames as usize).next_power_of_two();
         let mem = UmemArea::new(frames, opts.frame_size, opts.fill_size, opts.fill_size)?;
         let umem = &mem.umem;
 
@@ -196,6 +198,7 @@ impl Device {
             sleeps: 0,
             wakeups: 0,
             extra_ready: false,
+            held: Vec::new(),
         };
         dev.refill();
         Ok(dev)
@@ -345,6 +348,14 @@ impl Device {
                         };
                         self.enqueue(pi, ring, ifindex, desc);
                     }
+                    Action::Hold { tag } => self.held.push(Held {
+                        addr: d.addr,
+                        len: d.len,
+                        port: pi as u16,
+                        ring: ring as u16,
+                        ingress: in_if,
+                        tag,
+                    }),
                     _ => self.mem.free.push(chunk),
                 }
                 for (ifindex, desc) in extra.drain(..) {
@@ -355,6 +366,70 @@ impl Device {
         }
         self.cursor = (self.cursor + 1) % np;
         served
+    }
+
+    /// Moves the frames held by the last receive calls to `out`.
+    pub fn take_held(&mut self, out: &mut Vec<Held>) {
+        out.append(&mut self.held);
+    }
+
+    /// The buffer of a held frame, from its first byte to the end of its chunk (the frame is
+    /// the first [`Held::len`] bytes).
+    pub fn held_frame(&mut self, h: &Held) -> &mut [u8] {
+        let fs = u64::from(self.mem.frame_size);
+        let chunk = h.addr & !(fs - 1);
+        let room = (chunk + fs - h.addr) as usize;
+        // SAFETY: `h` was made in recv_meta from a descriptor whose [addr, addr+room) was
+        // checked to lie inside one chunk of the UMEM mapping; the chunk has been ours since
+        // (not on the free list, in no ring) and `Held` is not Clone, so this is the only
+        // reference to it for as long as `&mut self` is borrowed.
+        unsafe { std::slice::from_raw_parts_mut(self.mem.area.ptr.as_ptr().add(h.addr as usize), room) }
+    }
+
+    /// Finishes a held frame: `f(frame, len, ingress, spare)` decides as in
+    /// [`recv_meta`](Self::recv_meta) (`Hold` again counts as `Drop`). Frames for Tx go to the
+    /// egress queue of the ring the frame came in on.
+    #[inline]
+    pub fn finish_held<F>(&mut self, h: Held, f: F) -> Action
+    where
+        F: FnOnce(&mut [u8], u32, u32, &mut Spare<'_>) -> Action,
+    {
+        let mut extra: Vec<(u32, XdpDesc)> = Vec::new();
+        let fs = u64::from(self.mem.frame_size);
+        let chunk = h.addr & !(fs - 1);
+        let room = (chunk + fs - h.addr) as usize;
+        let base = self.mem.area.ptr;
+        // SAFETY: as in `held_frame`: the chunk is exclusively ours, [addr, addr+room) inside it.
+        let frame = unsafe { std::slice::from_raw_parts_mut(base.as_ptr().add(h.addr as usize), room) };
+        let mut spare = Spare {
+            free: &mut self.mem.free,
+            base,
+            frame_size: fs,
+            out: &mut extra,
+        };
+        let a = f(frame, h.len, h.ingress, &mut spare);
+        let (pi, ring) = (h.port as usize, h.ring as usize);
+        match a {
+            Action::Tx { ifindex, len } if len <= room && len > 0 => {
+                let desc = XdpDesc {
+                    addr: h.addr,
+                    len: len as u32,
+                    options: 0,
+                };
+                self.enqueue(pi, ring, ifindex, desc);
+            }
+            _ => self.mem.free.push(chunk),
+        }
+        for (ifindex, desc) in extra {
+            self.enqueue(pi, ring, ifindex, desc);
+        }
+        a
+    }
+
+    /// Gives a held frame's chunk back (dropped).
+    pub fn free_held(&mut self, h: Held) {
+        let chunk = h.addr & !(u64::from(self.mem.frame_size) - 1);
+        self.mem.free.push(chunk);
     }
 
     /// Queues `desc` (a chunk this device owns) for transmission on `ifindex` behind ring

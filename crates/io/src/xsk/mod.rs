@@ -66,6 +66,9 @@ pub struct XskOptions {
     pub fill_size: u32,
     /// Egress queue (software, per port and ring) used when the Tx ring is full.
     pub egress_queue: u32,
+    /// UMEM chunks besides the rings' for frames held in flow queues (the flow scheduler);
+    /// 0 without flows. Held frames beyond it leave the fill rings short (drops at reception).
+    pub hold_frames: u32,
 }
 
 impl Default for XskOptions {
@@ -76,6 +79,7 @@ impl Default for XskOptions {
             tx_size: 1024,
             fill_size: 2048,
             egress_queue: 1024,
+            hold_frames: 0,
         }
     }
 }
@@ -115,6 +119,39 @@ pub enum Action {
     Tx { ifindex: u32, len: usize },
     /// Give the chunk back (dropped, counted by the caller).
     Drop,
+    /// Keep the frame for later ([`Device::take_held`]): its chunk stays the caller's until
+    /// [`Device::finish_held`] or [`Device::free_held`]. `tag` travels with it (a flow id).
+    Hold { tag: u32 },
+}
+
+/// A received frame kept out of the rings (in a flow queue). Not `Clone`: a chunk has one owner,
+/// and handing the token back is what frees or transmits it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Held {
+    addr: u64,
+    len: u32,
+    port: u16,
+    ring: u16,
+    ingress: u32,
+    pub tag: u32,
+}
+
+impl Held {
+    /// The ring (socket index) it was received on.
+    pub fn ring(&self) -> usize {
+        self.ring as usize
+    }
+    /// The frame's length.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The interface it came in on.
+    pub fn ingress(&self) -> u32 {
+        self.ingress
+    }
 }
 
 /// Frames a receive callback sends besides (or instead of) the one it was handed: IPv4

@@ -137,6 +137,19 @@ pub enum Command {
     /// Re-reads the configuration file and applies it (validated first, all or nothing).
     #[serde(rename = "reload")]
     Reload {},
+    /// The flows with their counters: `{"flows": [llr_core::flow::FlowInfo, …]}`.
+    #[serde(rename = "flow.list")]
+    FlowList {},
+    /// Sets up a flow: `flow` as a `[[flows]]` entry (kebab-case keys).
+    #[serde(rename = "flow.add")]
+    FlowAdd { flow: llr_core::flow::FlowSpec },
+    /// Changes a flow: `flow.name` and the fields to change (weight or cpu, quantum-us, queue,
+    /// pipeline).
+    #[serde(rename = "flow.set")]
+    FlowSet { flow: llr_core::flow::FlowSpec },
+    /// Tears a flow down.
+    #[serde(rename = "flow.del")]
+    FlowDel { name: String },
 }
 
 impl Command {
@@ -158,6 +171,10 @@ impl Command {
             Command::RouteAdd { .. } => "route.add",
             Command::RouteRemove { .. } => "route.remove",
             Command::Reload {} => "reload",
+            Command::FlowList {} => "flow.list",
+            Command::FlowAdd { .. } => "flow.add",
+            Command::FlowSet { .. } => "flow.set",
+            Command::FlowDel { .. } => "flow.del",
         }
     }
 
@@ -171,6 +188,7 @@ impl Command {
                 | Command::Interfaces {}
                 | Command::Fib { .. }
                 | Command::Neighbours { .. }
+                | Command::FlowList {}
         )
     }
 }

@@ -240,4 +240,25 @@ pub struct MetricsSnapshot {
     pub interfaces: Vec<InterfaceMetrics>,
     #[serde(default)]
     pub process: Option<ProcessMetrics>,
+    /// The flow scheduler's flows (flows on), summed over workers.
+    #[serde(default)]
+    pub flows: Vec<FlowMetrics>,
+}
+
+/// One flow of the flow scheduler.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FlowMetrics {
+    pub flow: String,
+    /// CPU time charged to the flow (its elements and forwarding), seconds.
+    pub cpu_seconds: f64,
+    /// Packets that left its pipeline (forwarded or dropped by an element).
+    pub packets: u64,
+    /// Packets dropped at its full queue.
+    pub queue_drops: u64,
+    /// Packets its elements dropped (meters, ACLs).
+    pub element_drops: u64,
+    /// Turns that ended with a packet mid-pipeline while another flow went first.
+    pub preemptions: u64,
+    /// Packets queued now.
+    pub queue_len: u64,
 }

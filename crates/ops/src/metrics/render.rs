@@ -2,7 +2,9 @@
 
 use std::fmt::Write as _;
 
-use super::{DeviceMetrics, InterfaceMetrics, MetricsSnapshot, RingMetrics, WorkerMetrics};
+use super::{
+    DeviceMetrics, FlowMetrics, InterfaceMetrics, MetricsSnapshot, RingMetrics, WorkerMetrics,
+};
 
 /// Escapes a label value: `\` → `\\`, `"` → `\"`, newline → `\n`.
 pub fn escape_label(v: &str) -> String {
@@ -303,6 +305,48 @@ pub fn render(snap: &MetricsSnapshot) -> String {
         &snap.workers,
         |w| (wl(w), w.table_wait_max_seconds),
     );
+    let fl = |f: &FlowMetrics| -> Labels { vec![("flow", f.flow.clone())] };
+    let flow_series: [(&str, &str, &str, fn(&FlowMetrics) -> f64); 6] = [
+        (
+            "llrouter_flow_cpu_seconds_total",
+            "counter",
+            "CPU time charged to the flow by the flow scheduler (its elements and forwarding).",
+            |f| f.cpu_seconds,
+        ),
+        (
+            "llrouter_flow_packets_total",
+            "counter",
+            "Packets that left the flow's pipeline.",
+            |f| f.packets as f64,
+        ),
+        (
+            "llrouter_flow_queue_dropped_packets_total",
+            "counter",
+            "Packets dropped at the flow's full queue.",
+            |f| f.queue_drops as f64,
+        ),
+        (
+            "llrouter_flow_element_dropped_packets_total",
+            "counter",
+            "Packets the flow's elements dropped (meters, ACLs).",
+            |f| f.element_drops as f64,
+        ),
+        (
+            "llrouter_flow_preemptions_total",
+            "counter",
+            "Turns of the flow that ended mid-packet with another flow going first.",
+            |f| f.preemptions as f64,
+        ),
+        (
+            "llrouter_flow_queue_packets",
+            "gauge",
+            "Packets in the flow's queue.",
+            |f| f.queue_len as f64,
+        ),
+    ];
+    for (name, kind, help, f) in flow_series {
+        o.each((name, kind, help), &snap.flows, |x| (fl(x), f(x)));
+    }
     o.each(
         (
             "llrouter_worker_busy_ratio",

@@ -202,6 +202,15 @@ fn snap() -> MetricsSnapshot {
             max_fds: 1024,
             start_time_seconds: 1.7e9,
         }),
+        flows: vec![FlowMetrics {
+            flow: "video".into(),
+            cpu_seconds: 0.5,
+            packets: 1000,
+            queue_drops: 3,
+            element_drops: 2,
+            preemptions: 7,
+            queue_len: 4,
+        }],
     }
 }
 
@@ -447,6 +456,7 @@ fn names_follow_prometheus_conventions() {
         "_passes_total",
         "_rounds_total",
         "_waits_total",
+        "_preemptions_total",
     ];
     let mut families = 0;
     for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
@@ -468,6 +478,10 @@ fn names_follow_prometheus_conventions() {
             ),
         }
     }
+    let flow = |name| find(&parse(&text).unwrap(), name, &[("flow", "video")]).value;
+    assert_eq!(flow("llrouter_flow_cpu_seconds_total"), 0.5);
+    assert_eq!(flow("llrouter_flow_preemptions_total"), 7.0);
+    assert_eq!(flow("llrouter_flow_queue_packets"), 4.0);
     // no bare `device` label: an index where operators expect an interface name
     assert!(!text.contains("{device=") && !text.contains(",device="));
     assert!(families > 20, "{families} families");

@@ -25,6 +25,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use llr_core::classify::RuleSpec;
+use llr_core::flow::{AclSpec, FlowSchedConfig, FlowSpec};
 use llr_core::sched::{ClassSpec, SchedConfig};
 use llr_io::ebpf::AttachMode;
 use llr_io::xsk::{WakeMode, XskOptions};
@@ -86,7 +87,7 @@ macro_rules! bail {
 
 // After `bail!`, which it uses.
 mod resolve;
-pub use resolve::Resolved;
+pub use resolve::{FlowSetup, Resolved};
 
 fn default_strategy() -> String {
     "ll-wfq".into()
@@ -276,7 +277,7 @@ pub struct NeighborConfig {
 
 /// The whole file. `Default` gives every optional field its default and no interfaces or
 /// classes (both required).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct RouterConfig {
     /// Interfaces to route between (at least one).
@@ -342,6 +343,15 @@ pub struct RouterConfig {
     pub metrics: Option<MetricsConfig>,
     #[serde(default)]
     pub icmp: IcmpConfig,
+    /// The flow scheduler (paper 003): present, or any `flows`, turns flows on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_scheduler: Option<FlowSchedConfig>,
+    /// Flows with their shares, quanta and pipelines.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flows: Vec<FlowSpec>,
+    /// Named ACLs for the `acl(NAME)` element.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acls: Vec<AclSpec>,
 }
 
 impl RouterConfig {
@@ -390,6 +400,9 @@ impl Default for RouterConfig {
             control: ControlConfig::default(),
             metrics: None,
             icmp: IcmpConfig::default(),
+            flow_scheduler: None,
+            flows: Vec::new(),
+            acls: Vec::new(),
         }
     }
 }

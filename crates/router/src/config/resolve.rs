@@ -1,6 +1,8 @@
 //! Checking a configuration and resolving its names against this host.
 
 use llr_core::classify::{Rule, RuleSet};
+use llr_core::flow::{AclSpec, FlowSchedConfig, FlowSpec, Flows};
+use llr_core::FieldError;
 use llr_core::sched::{Layout, SchedConfig, StrategyKind};
 use llr_io::kernel::{parse_mac, parse_prefix, StaticNeighbor, StaticRoute};
 
@@ -18,6 +20,32 @@ pub struct Resolved {
     pub default_class: u32,
     pub routes: Vec<StaticRoute>,
     pub neighbors: Vec<StaticNeighbor>,
+    /// The flows each worker builds (`None`: flows off).
+    pub flows: Option<std::sync::Arc<FlowSetup>>,
+}
+
+/// What a worker needs to build its flows ([`llr_core::flow::Flows`]), checked.
+#[derive(Debug, Clone)]
+pub struct FlowSetup {
+    pub cfg: FlowSchedConfig,
+    pub classes: Vec<String>,
+    pub specs: Vec<FlowSpec>,
+    pub acls: Vec<AclSpec>,
+    /// Interface names a match may use (`ifname`), with their index.
+    pub ifnames: Vec<(String, u32)>,
+}
+
+impl FlowSetup {
+    pub fn ifindex_of(&self, name: &str) -> Option<u32> {
+        self.ifnames.iter().find(|(n, _)| n == name).map(|&(_, i)| i)
+    }
+
+    /// A worker's flows.
+    pub fn build<P>(&self) -> Result<Flows<P>, FieldError> {
+        Flows::new(&self.cfg, &self.classes, &self.specs, &self.acls, &|n| {
+            self.ifindex_of(n)
+        })
+    }
 }
 
 impl RouterConfig {
@@ -185,8 +213,42 @@ impl RouterConfig {
                 mac,
             });
         }
+        let flows = if self.flow_scheduler.is_some() || !self.flows.is_empty() {
+            let setup = FlowSetup {
+                cfg: self.flow_scheduler.clone().unwrap_or_default(),
+                classes: names.clone(),
+                specs: self.flows.clone(),
+                acls: self.acls.clone(),
+                ifnames: self
+                    .interfaces
+                    .iter()
+                    .cloned()
+                    .zip(ifindexes.iter().copied())
+                    .collect(),
+            };
+            // Checked here, once: every worker builds the same flows from it.
+            setup.build::<()>().map_err(|e| {
+                let field = if e.field.starts_with("flows[") || e.field.starts_with("acls[") {
+                    e.field
+                } else {
+                    format!("flow-scheduler.{}", e.field)
+                };
+                ConfigError::field(field, e.reason)
+            })?;
+            Some(std::sync::Arc::new(setup))
+        } else if !self.acls.is_empty() {
+            bail!("acls", "ACLs are used by flows' pipelines; there are no flows");
+        } else {
+            None
+        };
+        let mut cfg = self;
+        if flows.is_some() && cfg.rings.hold_frames == 0 {
+            // Frames wait in flow queues between the rings and Tx; without chunks of their own
+            // they would leave the fill rings short.
+            cfg.rings.hold_frames = 8192;
+        }
         Ok(Resolved {
-            cfg: self,
+            cfg,
             ifindexes,
             layout,
             rule_images,
@@ -194,6 +256,7 @@ impl RouterConfig {
             default_class,
             routes,
             neighbors,
+            flows,
         })
     }
 }

@@ -9,6 +9,8 @@
 //! setting. A step that fails undoes the steps before it. One change at a time (the state
 //! lock).
 
+mod flows;
+pub(crate) use flows::merge_flows;
 mod reload;
 mod views;
 
@@ -536,6 +538,10 @@ impl ControlTarget for RouterCtl {
             Command::RouteAdd { prefix, via, dev } => self.route_add(&prefix, via.as_deref(), &dev),
             Command::RouteRemove { prefix } => self.route_remove(&prefix),
             Command::Reload {} => self.reload(),
+            Command::FlowList {} => Ok(json!({ "flows": self.flow_list()? })),
+            Command::FlowAdd { flow } => self.flow_add(flow),
+            Command::FlowSet { flow } => self.flow_set(flow),
+            Command::FlowDel { name } => self.flow_del(&name),
         }
     }
 }

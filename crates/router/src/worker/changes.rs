@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use llr_core::sched::{Layout, PollEngine};
 
-use super::ctl::{Change, Request};
+use super::ctl::{Change, FlowChange, Request};
 use super::{Worker, WorkerCtl};
 
 /// A worker's state under a control plane.
@@ -82,7 +82,26 @@ impl Worker<'_> {
                 Ok(())
             }
             Change::Sched(layout) => self.apply_layout(layout),
+            Change::Flow(f) => self.apply_flow(f),
         }
+    }
+
+    /// Sets up, changes or tears down a flow, all or nothing; frames it drops are freed.
+    fn apply_flow(&mut self, change: FlowChange) -> Result<(), String> {
+        let (Some(fp), Some(setup)) = (self.flow_path.as_mut(), self.opts.flows.as_ref()) else {
+            return Err("flows are off: add a [flow-scheduler] section to the configuration".into());
+        };
+        let ifindex_of = |n: &str| setup.ifindex_of(n);
+        let freed = match &change {
+            FlowChange::Add(spec) => fp.flows.add(spec, &ifindex_of).map(|_| Vec::new()),
+            FlowChange::Set(spec) => fp.flows.set(spec, &ifindex_of),
+            FlowChange::Del(name) => fp.flows.remove(name),
+        }
+        .map_err(|e| e.to_string())?;
+        for h in freed {
+            self.xsk.free_held(h);
+        }
+        Ok(())
     }
 
     /// Applies the claimed requests in order. Returns whether a request was acknowledged.

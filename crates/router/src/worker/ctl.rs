@@ -39,6 +39,18 @@ pub enum Change {
     Wake { wake: WakeMode, spin_us: u64 },
     /// Several changes applied in one go (reload), in order.
     Batch(Vec<Change>),
+    /// A flow set up, changed or torn down (between turns: no packet of another flow is
+    /// touched; a torn-down flow's queued packets are freed, counted as its queue drops).
+    Flow(FlowChange),
+}
+
+/// A change to the flows ([`llr_core::flow::Flows`]).
+#[derive(Debug, Clone)]
+pub enum FlowChange {
+    Add(llr_core::flow::FlowSpec),
+    /// Only the fields given change (share, quantum, queue, pipeline).
+    Set(llr_core::flow::FlowSpec),
+    Del(String),
 }
 
 const PENDING: u8 = 0;
@@ -151,6 +163,13 @@ pub struct WorkerSnapshot {
     /// Changes applied.
     pub changes: u64,
     pub elapsed_s: f64,
+    /// The worker's flows with their counters (flows on). With many flows they are copied
+    /// only into snapshots asked for (`fresh`), not the periodic ones: `flows_total` says how
+    /// many there are either way.
+    pub flows: Vec<llr_core::flow::FlowInfo>,
+    pub flows_total: usize,
+    /// Flow scheduler context switches (a different flow than the last picked).
+    pub flow_switches: u64,
 }
 
 /// A change handed to a worker ([`WorkerLink::send`]).

@@ -32,6 +32,7 @@
 
 mod changes;
 pub mod ctl;
+mod flow_path;
 mod poll_loop;
 mod slow_path;
 pub(crate) mod stats;
@@ -77,6 +78,8 @@ pub struct WorkerOptions {
     pub punt_device: Option<String>,
     /// At most this many frames per second to the kernel through the punt TAP.
     pub punt_rate: u32,
+    /// Flows on: each worker builds its own flows from this.
+    pub flows: Option<Arc<crate::config::FlowSetup>>,
 }
 
 impl Default for WorkerOptions {
@@ -92,6 +95,7 @@ impl Default for WorkerOptions {
             icmp: IcmpLimits::default(),
             punt_device: Some("llr-punt".to_string()),
             punt_rate: 10_000,
+            flows: None,
         }
     }
 }

@@ -9,6 +9,7 @@ use llr_core::fwd::{Forwarder, Verdict};
 use llr_core::sched::{Grant, Layout, PollEngine, RingId, RingView};
 
 use super::changes::Control;
+use super::flow_path::FlowPath;
 use super::slow_path::SlowPath;
 use super::stats::Counters;
 use super::{dummy_acl, WorkerCtl, WorkerOptions};
@@ -21,30 +22,32 @@ const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 /// Longest sleep in poll(), so that the stop flag and the deadline are seen.
 const SLEEP_MS: i32 = 50;
 /// Ring-latency samples further than this from the worker's clock are not timestamps.
-const MAX_STAMP_AGE_NS: u64 = 10_000_000_000;
+pub(super) const MAX_STAMP_AGE_NS: u64 = 10_000_000_000;
 
 /// One worker: the poll engine over the AF_XDP sockets, the forwarder per frame, the slow path,
 /// and (optionally) the control plane's changes between poll rounds.
 pub struct Worker<'a> {
     /// The AF_XDP sockets of every port: the rings the engine schedules.
     pub(super) xsk: &'a mut Device,
-    fwd: &'a RwLock<Forwarder>,
-    opts: &'a WorkerOptions,
+    pub(super) fwd: &'a RwLock<Forwarder>,
+    pub(super) opts: &'a WorkerOptions,
     pub(super) layout: Layout,
     pub(super) engine: PollEngine,
     /// The artificial per-frame ACL (`opts.acl_rules`).
-    acl: classify::RuleSet,
+    pub(super) acl: classify::RuleSet,
     pub(super) wake: WakeMode,
     pub(super) spin_us: u64,
     /// The classifiers stamp frames (`FLAG_TIMESTAMP`): measure time in ring.
-    timestamps: bool,
+    pub(super) timestamps: bool,
     /// Frames per grant at most, and lowest-ring frames held back before a transmit kick.
     batch: u32,
-    tx_batch: usize,
+    pub(super) tx_batch: usize,
     deadline: Option<Instant>,
     pub(super) slow: SlowPath,
     pub(super) counters: Counters,
     pub(super) control: Option<Control>,
+    /// Flows on: the flow scheduler decides between the input (grants) and flow turns.
+    pub(super) flow_path: Option<FlowPath>,
 }
 
 impl<'a> Worker<'a> {
@@ -63,6 +66,11 @@ impl<'a> Worker<'a> {
         );
         let nsock = xsk.num_rings();
         let counters = Counters::new(nsock);
+        // Checked when the configuration was resolved: building it again cannot fail.
+        let flows = opts.flows.as_ref().map(|f| {
+            f.build()
+                .expect("flows were checked when the configuration was resolved")
+        });
         Worker {
             xsk,
             fwd,
@@ -79,6 +87,7 @@ impl<'a> Worker<'a> {
             slow: SlowPath::new(opts),
             counters,
             control: ctl.map(Control::new),
+            flow_path: flows.map(FlowPath::new),
         }
     }
 
@@ -92,7 +101,11 @@ impl<'a> Worker<'a> {
             }
             self.serve_control();
             self.take_interrupts();
-            if let Some((grant, ring, max)) = self.next_grant() {
+            if self.flow_path.is_some() {
+                if self.flow_round() {
+                    continue;
+                }
+            } else if let Some((grant, ring, max)) = self.next_grant() {
                 self.serve_grant(grant, ring, max);
                 continue;
             }
@@ -133,7 +146,7 @@ impl<'a> Worker<'a> {
     /// What to serve next: the engine's grant (capped at `batch`), else a socket outside the
     /// running layout that still holds frames from before a layout change (no grant).
     #[inline]
-    fn next_grant(&mut self) -> Option<(Option<Grant>, RingId, u32)> {
+    pub(super) fn next_grant(&mut self) -> Option<(Option<Grant>, RingId, u32)> {
         let orphan =
             (self.layout.rings.len()..self.xsk.num_rings()).find(|&r| self.xsk.backlog(r) > 0);
         match (self.engine.pick(&*self.xsk), orphan) {
@@ -271,6 +284,7 @@ impl<'a> Worker<'a> {
         if let Some(c) = self.control.as_mut() {
             c.shut_down();
         }
+        self.drain_flows();
         let t = Instant::now();
         while self.xsk.egress_pending() && t.elapsed() < Duration::from_millis(200) {
             self.xsk.flush();
@@ -304,7 +318,7 @@ impl<'a> Worker<'a> {
 /// Spins for the table's read lock (a chunk of route updates takes microseconds), so that the
 /// worker keeps its CPU instead of sleeping on the lock and waiting for a time slice to get it
 /// back; after [`TABLE_SPIN`] it blocks.
-fn wait_read(fwd: &RwLock<Forwarder>, t0: Instant) -> std::sync::RwLockReadGuard<'_, Forwarder> {
+pub(super) fn wait_read(fwd: &RwLock<Forwarder>, t0: Instant) -> std::sync::RwLockReadGuard<'_, Forwarder> {
     while t0.elapsed() < TABLE_SPIN {
         match fwd.try_read() {
             Ok(t) => return t,
@@ -320,7 +334,7 @@ const TABLE_SPIN: Duration = Duration::from_micros(500);
 
 /// Busy-waits `ns` (the artificial per-frame cost).
 #[inline]
-fn spin_ns(ns: u64) {
+pub(super) fn spin_ns(ns: u64) {
     if ns == 0 {
         return;
     }

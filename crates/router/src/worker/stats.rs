@@ -10,6 +10,10 @@ use super::ctl::{self, DeviceCounters, RingCounters, WorkerSnapshot};
 use super::Worker;
 use llr_io::xsk::PortStats;
 
+/// Up to this many flows every snapshot carries the flow list; beyond, only snapshots asked
+/// for do (copying 10 000 flows' counters ten times a second would cost the worker).
+const FLOWS_ALWAYS_PUBLISHED: usize = 64;
+
 /// Busy-ratio window.
 const BUSY_WINDOW: Duration = Duration::from_millis(500);
 
@@ -242,7 +246,26 @@ impl Worker<'_> {
             }
         }
         let elapsed_s = c.started.elapsed().as_secs_f64();
+        let (flows, flows_total, flow_switches) = match self.flow_path.as_ref() {
+            Some(fp) => {
+                let total = fp.flows.sched.len();
+                let asked = self
+                    .control
+                    .as_ref()
+                    .is_some_and(|c| c.ctl.link.snapshot_wanted());
+                let list = if asked || total <= FLOWS_ALWAYS_PUBLISHED {
+                    fp.flows.list()
+                } else {
+                    Vec::new()
+                };
+                (list, total, fp.flows.sched.switches)
+            }
+            None => (Vec::new(), 0, 0),
+        };
         WorkerSnapshot {
+            flows,
+            flows_total,
+            flow_switches,
             seq: 0,
             strategy: Some(layout.strategy),
             layout_rings: layout.rings.iter().map(|r| r.name.clone()).collect(),

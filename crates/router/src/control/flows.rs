@@ -1,0 +1,148 @@
+//! `flow.add | flow.set | flow.del | flow.list`: flows set up, changed and torn down at run time
+//! (paper 003 §4.1's IC_SETUP / IC_CONFIG / IC_TEARD, as control commands).
+//!
+//! A change is checked here against the running flows (a scratch copy built from the
+//! configuration: the same [`Flows`] code the workers run), then handed to every worker, which
+//! applies it between two turns; if a worker refuses, the others get the undo. The running
+//! configuration's `flows` list is what `reload` and the next change compare against.
+
+use std::time::Duration;
+
+use llr_core::flow::{FlowInfo, FlowSpec, Flows};
+use llr_ops::ctl::CtlError;
+use serde_json::{json, Value};
+
+use super::{err, RouterCtl, State};
+use crate::config::FlowSetup;
+use crate::worker::ctl::{Change, FlowChange};
+
+/// How long `flow.list` waits for the workers' fresh counters.
+const LIST_WAIT: Duration = Duration::from_millis(200);
+
+impl State {
+    fn flow_setup(&self) -> Result<FlowSetup, CtlError> {
+        if self.cfg.flow_scheduler.is_none() && self.cfg.flows.is_empty() {
+            return Err(err(
+                "flow",
+                "flows are off: add a [flow-scheduler] section to the configuration and restart",
+            ));
+        }
+        Ok(FlowSetup {
+            cfg: self.cfg.flow_scheduler.clone().unwrap_or_default(),
+            classes: self.cfg.classes.iter().map(|c| c.name.clone()).collect(),
+            specs: self.cfg.flows.clone(),
+            acls: self.cfg.acls.clone(),
+            ifnames: self
+                .cfg
+                .interfaces
+                .iter()
+                .cloned()
+                .zip(self.ifindexes.iter().copied())
+                .collect(),
+        })
+    }
+
+    /// The running flows rebuilt (to check a change against, as a worker would apply it).
+    fn scratch_flows(&self) -> Result<(FlowSetup, Flows<()>), CtlError> {
+        let setup = self.flow_setup()?;
+        let flows = setup.build::<()>().map_err(|e| err(e.field, e.reason))?;
+        Ok((setup, flows))
+    }
+}
+
+impl RouterCtl {
+    /// `flow.add`: sets up a flow (its spec as in `[[flows]]`).
+    pub fn flow_add(&self, spec: FlowSpec) -> Result<Value, CtlError> {
+        let mut st = self.lock();
+        let (setup, mut scratch) = st.scratch_flows()?;
+        scratch
+            .add(&spec, &|n| setup.ifindex_of(n))
+            .map_err(|e| err(e.field, e.reason))?;
+        self.to_workers(
+            Change::Flow(FlowChange::Add(spec.clone())),
+            Change::Flow(FlowChange::Del(spec.name.clone())),
+        )?;
+        st.cfg.flows.push(spec.clone());
+        self.changed();
+        Ok(json!({ "added": spec }))
+    }
+
+    /// `flow.set`: changes the fields given (weight or cpu, quantum-us, queue, pipeline).
+    pub fn flow_set(&self, spec: FlowSpec) -> Result<Value, CtlError> {
+        let mut st = self.lock();
+        let (setup, mut scratch) = st.scratch_flows()?;
+        let Some(pos) = st.cfg.flows.iter().position(|f| f.name == spec.name) else {
+            return Err(err("name", format!("no flow `{}`", spec.name)));
+        };
+        let old = st.cfg.flows[pos].clone();
+        scratch
+            .set(&spec, &|n| setup.ifindex_of(n))
+            .map_err(|e| err(e.field, e.reason))?;
+        let merged = scratch.spec(&spec.name).cloned().expect("just set");
+        self.to_workers(
+            Change::Flow(FlowChange::Set(spec)),
+            Change::Flow(FlowChange::Set(old.clone())),
+        )?;
+        st.cfg.flows[pos] = merged.clone();
+        self.changed();
+        Ok(json!({ "flow": merged, "previous": old }))
+    }
+
+    /// `flow.del`: tears a flow down; its queued packets are dropped (counted).
+    pub fn flow_del(&self, name: &str) -> Result<Value, CtlError> {
+        let mut st = self.lock();
+        st.flow_setup()?;
+        let Some(pos) = st.cfg.flows.iter().position(|f| f.name == name) else {
+            let hint = if name.starts_with("class:") {
+                " (a class's default flow stays; give the class a flow of its own to replace it)"
+            } else {
+                ""
+            };
+            return Err(err("name", format!("no flow `{name}`{hint}")));
+        };
+        let old = st.cfg.flows[pos].clone();
+        self.to_workers(
+            Change::Flow(FlowChange::Del(name.to_string())),
+            Change::Flow(FlowChange::Add(old.clone())),
+        )?;
+        st.cfg.flows.remove(pos);
+        self.changed();
+        Ok(json!({ "removed": old }))
+    }
+
+    /// `flow.list`: every flow with its counters summed over the workers (each worker runs the
+    /// same flows on its own share of the traffic).
+    pub fn flow_list(&self) -> Result<Vec<FlowInfo>, CtlError> {
+        self.lock().flow_setup()?;
+        let snaps = crate::worker::ctl::fresh_all(&self.links, LIST_WAIT);
+        Ok(merge_flows(snaps.iter().map(|s| s.flows.as_slice())))
+    }
+}
+
+/// The flows of several workers, counters added by flow name (order: the first worker's).
+pub(crate) fn merge_flows<'a>(parts: impl IntoIterator<Item = &'a [FlowInfo]>) -> Vec<FlowInfo> {
+    let mut out: Vec<FlowInfo> = Vec::new();
+    for part in parts {
+        for f in part {
+            match out.iter_mut().find(|o| o.name == f.name) {
+                None => out.push(f.clone()),
+                Some(o) => {
+                    let (a, b) = (&mut o.stats, &f.stats);
+                    a.enqueued += b.enqueued;
+                    a.queue_drops += b.queue_drops;
+                    a.done += b.done;
+                    a.cpu_ns += b.cpu_ns;
+                    a.turns += b.turns;
+                    a.preemptions += b.preemptions;
+                    o.queue_len += f.queue_len;
+                    for (x, y) in o.elements.iter_mut().zip(&f.elements) {
+                        x.packets += y.packets;
+                        x.bytes += y.bytes;
+                        x.dropped += y.dropped;
+                    }
+                }
+            }
+        }
+    }
+    out
+}

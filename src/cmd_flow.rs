@@ -1,0 +1,156 @@
+//! `llrouter ctl flow …`: flows set up, changed, torn down and listed at run time.
+
+use anyhow::Result;
+use clap::Subcommand;
+use llr_core::classify::RuleSpec;
+use llr_core::flow::{FlowInfo, FlowSpec, Share};
+use llr_ops::ctl::Command;
+use llr_ops::views;
+use serde_json::Value;
+
+use crate::cli_util::usage;
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum FlowCmd {
+    /// Flows with their share, quantum, queue, pipeline and counters.
+    List,
+    /// Set up a flow, e.g. `flow add video --match "proto=udp dst=10.1.0.0/16" --weight 4
+    /// --pipeline "meter(pps=20000) work(us=2)"`.
+    Add {
+        name: String,
+        #[command(flatten)]
+        opts: FlowOpts,
+        /// Match fields in the rule syntax (no class=): proto, src, dst, sport, dport, dscp, …
+        #[arg(long = "match", value_name = "FIELDS")]
+        matches: Option<String>,
+        /// Only this ingress class's traffic (without --match: the class's global flow).
+        #[arg(long)]
+        class: Option<String>,
+        /// Order among overlapping wildcard flows (higher first).
+        #[arg(long)]
+        precedence: Option<u32>,
+    },
+    /// Change a flow's share, quantum, queue limit or pipeline (only the options given).
+    Set {
+        name: String,
+        #[command(flatten)]
+        opts: FlowOpts,
+    },
+    /// Tear a flow down (its queued packets are dropped, counted).
+    #[command(alias = "remove")]
+    Del { name: String },
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct FlowOpts {
+    /// Proportional CPU share.
+    #[arg(long, conflicts_with = "cpu")]
+    weight: Option<u32>,
+    /// Guaranteed fraction of the CPU (0 < cpu < 1) instead of a weight.
+    #[arg(long)]
+    cpu: Option<f64>,
+    /// Preemption quantum, µs.
+    #[arg(long = "quantum-us")]
+    quantum_us: Option<f64>,
+    /// Queue limit, packets.
+    #[arg(long)]
+    queue: Option<u32>,
+    /// Elements separated by spaces: count, meter(pps=N,burst=N), dscp(set=D), acl(NAME),
+    /// work(us=N); forward is implied last.
+    #[arg(long)]
+    pipeline: Option<String>,
+}
+
+impl FlowOpts {
+    fn spec(&self, name: &str) -> FlowSpec {
+        FlowSpec {
+            name: name.to_string(),
+            weight: self.weight,
+            cpu: self.cpu,
+            quantum_us: self.quantum_us,
+            queue: self.queue,
+            pipeline: self
+                .pipeline
+                .as_deref()
+                .map(|p| p.split_whitespace().map(str::to_string).collect())
+                .unwrap_or_default(),
+            ..Default::default()
+        }
+    }
+}
+
+/// The protocol command of a `flow` subcommand.
+pub fn command(cmd: &FlowCmd) -> Result<Command> {
+    Ok(match cmd {
+        FlowCmd::List => Command::FlowList {},
+        FlowCmd::Add {
+            name,
+            opts,
+            matches,
+            class,
+            precedence,
+        } => {
+            let mut spec = opts.spec(name);
+            spec.matches = matches
+                .as_deref()
+                .map(RuleSpec::parse_match)
+                .transpose()
+                .map_err(|e| usage("match", format!("{}: {}", e.field, e.reason)))?;
+            spec.class = class.clone();
+            spec.precedence = *precedence;
+            Command::FlowAdd { flow: spec }
+        }
+        FlowCmd::Set { name, opts } => Command::FlowSet {
+            flow: opts.spec(name),
+        },
+        FlowCmd::Del { name } => Command::FlowDel { name: name.clone() },
+    })
+}
+
+fn share_text(s: Share) -> String {
+    match s {
+        Share::Weight(w) => format!("w{w}"),
+        Share::Cpu(f) => format!("{:.0}%", f * 100.0),
+    }
+}
+
+/// The table of `flow list`.
+pub fn flows_table(flows: &[FlowInfo]) -> String {
+    let rows: Vec<Vec<String>> = flows
+        .iter()
+        .map(|f| {
+            let drops = f.stats.queue_drops + f.elements.iter().map(|e| e.dropped).sum::<u64>();
+            vec![
+                f.name.clone(),
+                f.class.clone().unwrap_or_else(|| "-".into()),
+                if f.matches.is_empty() { "-".into() } else { f.matches.clone() },
+                format!("{} ({:.1}%)", share_text(f.share), f.norm_share * 100.0),
+                format!("{:.1}", f.quantum_ns as f64 / 1000.0),
+                format!("{}/{}", f.queue_len, f.queue_limit),
+                format!("{:.1}", f.stats.cpu_ns as f64 / 1e6),
+                f.stats.done.to_string(),
+                drops.to_string(),
+                f.stats.preemptions.to_string(),
+                f.pipeline.join(" "),
+            ]
+        })
+        .collect();
+    views::table(
+        &["FLOW", "CLASS", "MATCH", "SHARE", "Q(µs)", "QUEUE", "CPU(ms)", "DONE", "DROPS", "PREEMPT", "PIPELINE"],
+        &rows,
+    )
+}
+
+/// Human-readable form of a flow command's result.
+pub fn human(cmd: &Command, v: &Value) -> Option<String> {
+    Some(match cmd {
+        Command::FlowList {} => match serde_json::from_value::<Vec<FlowInfo>>(v["flows"].clone()) {
+            Ok(f) => flows_table(&f),
+            Err(_) => format!("{v:#}\n"),
+        },
+        Command::FlowAdd { flow } => format!("added flow {}\n", flow.name),
+        Command::FlowSet { flow } => format!("changed flow {}\n", flow.name),
+        Command::FlowDel { name } => format!("removed flow {name}\n"),
+        _ => return None,
+    })
+}
