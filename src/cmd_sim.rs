@@ -24,7 +24,7 @@ pub struct SimCmd {
 #[derive(Subcommand, Debug, Clone)]
 pub enum SimSub {
     /// Vary one parameter over several strategies; write results.csv and PNG plots.
-    Sweep(SweepArgs),
+    Sweep(Box<SweepArgs>),
     /// Flow-based element pipelines (paper 003): the flow scheduler and its elements on
     /// simulated traffic, per flow CPU share, latency and drops.
     Flows(FlowsArgs),
@@ -538,7 +538,7 @@ pub fn core_table(cfg: &SimConfig, r: &SimResult) -> String {
 
 pub fn run(cmd: SimCmd) -> anyhow::Result<()> {
     match cmd.sub {
-        Some(SimSub::Sweep(s)) => sweep(s),
+        Some(SimSub::Sweep(s)) => sweep(*s),
         Some(SimSub::Flows(f)) => flows(f),
         None => {
             let cfg = cmd.args.to_config()?;

@@ -60,6 +60,7 @@ pub struct FlowSimConfig {
     /// traffic matches: what idle flows cost.
     #[serde(default)]
     pub idle_flows: u32,
+    #[serde(default)]
     pub traffic: Vec<StreamSpec>,
     #[serde(default)]
     pub cost: CostModel,
@@ -207,7 +208,7 @@ impl FlowSimConfig {
     pub fn from_toml(text: &str) -> Result<FlowSimConfig, FieldError> {
         toml::from_str(text).map_err(|e| {
             let field = match e.span() {
-                Some(s) => format!("line {}", text[..s.start].lines().count().max(1)),
+                Some(s) => format!("line {}", 1 + text[..s.start].matches('\n').count()),
                 None => "config".to_string(),
             };
             FieldError::new(field, e.message().to_string())
