@@ -1110,7 +1110,11 @@ pub fn flows_report(r: &llr_sim::flows::FlowSimResult) -> String {
             vec![
                 format!("{}{}", f.name, if f.latency_sensitive { " *" } else { "" }),
                 share,
-                us(f.quantum_ns as f64),
+                if f.id == llr_core::flow::INPUT {
+                    "-".to_string()
+                } else {
+                    us(f.quantum_ns as f64)
+                },
                 format!("{:.1}", 100.0 * f.cpu_share),
                 f.done.to_string(),
                 format!("{:.1}", f.forwarded as f64 / secs / 1e3),
@@ -1139,11 +1143,13 @@ pub fn flows_report(r: &llr_sim::flows::FlowSimResult) -> String {
         &rows,
     );
     out.push_str(&format!(
-        "* latency-sensitive (open-loop traffic only)\n{:.0} ms simulated: {:.1} kpps forwarded \
-         of {} offered, busy {:.1} % (switching {:.1} %), {:.0} switches/s, {} flows installed\n",
+        "* latency-sensitive (open-loop traffic only)\n{:.0} ms simulated: {} of {} offered \
+         packets forwarded ({:.1} kpps), busy {:.1} % (switching {:.1} %), {:.0} switches/s, \
+         {} flows installed\n",
         secs * 1e3,
-        r.throughput_pps / 1e3,
+        r.forwarded,
         r.offered,
+        r.throughput_pps / 1e3,
         100.0 * r.busy_ns as f64 / r.sim_ns as f64,
         100.0 * r.switch_overhead_ns as f64 / r.sim_ns as f64,
         r.switches_per_sec,
