@@ -427,3 +427,40 @@ fn model_plot_is_written() {
     assert_eq!(&bytes[1..4], b"PNG");
     let _ = std::fs::remove_file(&png);
 }
+
+#[test]
+fn sim_flows_config_errors_name_the_field() {
+    let dir = scratch("flows");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[flows]]\nname = \"x\"\nmatch = { proto = \"udp\" }\nweight = 0\n[[traffic]]\npps = 1000\n",
+    )
+    .unwrap();
+    let b = bad.to_str().unwrap();
+    usage_error(
+        &["sim", "flows", "--config", b],
+        &["--config", "flows[x].weight", "at least 1"],
+    );
+    std::fs::write(&bad, "[[traffic]]\npps = 1000\nrate = 5\n").unwrap();
+    usage_error(
+        &["sim", "flows", "--config", b],
+        &["--config", "line 3", "unknown field `rate`"],
+    );
+    let good = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/flows/preempt.toml");
+    usage_error(
+        &["sim", "flows", "--config", good, "--quantum-us", "1,0"],
+        &["--quantum-us", "not a quantum"],
+    );
+    usage_error(
+        &["sim", "flows", "--config", "/nonexistent/flows.toml"],
+        &["--config", "/nonexistent/flows.toml"],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    // The examples run; the quantum table has a row per value and the voice columns.
+    let o = llrouter(&["sim", "flows", "--config", good, "--quantum-us", "1,50"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(o.stdout.contains("voice p99 µs"), "{}", o.stdout);
+    assert_eq!(o.stdout.lines().count(), 4, "{}", o.stdout);
+}

@@ -16,6 +16,7 @@
 //! Time is an `f64` in nanoseconds; nothing here reads a clock.
 #![forbid(unsafe_code)]
 
+pub mod flows;
 pub mod model;
 mod sim;
 pub mod sweep;
