@@ -209,6 +209,10 @@ pub struct Common {
     /// of flow f in queue w×2+c, an emulated Flow Director; the router uses no rules).
     #[arg(long, value_enum, default_value_t = Steering::Xdp)]
     pub steering: Steering,
+    /// `llrouter:<strategy>+flows` targets: a TOML file with the router's `[flow-scheduler]`,
+    /// `[[flows]]` and `[[acls]]` (without it: the class flows only, forwarding only).
+    #[arg(long)]
+    pub flow_config: Option<PathBuf>,
 }
 
 impl Common {
@@ -239,6 +243,7 @@ impl Common {
             be_ttl: self.be_ttl,
             workers: self.workers,
             steering: self.steering,
+            flow_config: self.flow_config.clone(),
         };
         o.check().map_err(lab_error)?;
         Ok(o)

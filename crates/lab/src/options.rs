@@ -21,6 +21,9 @@ pub enum Target {
     Kernel,
     KernelHtb,
     Llrouter(StrategyKind),
+    /// llrouter with the flow scheduler on (`llrouter:<strategy>+flows`): the flows of
+    /// `--flow-config`, or only the class flows (forwarding only) without it.
+    LlrouterFlows(StrategyKind),
 }
 
 /// A target that does not parse; the message names what is expected.
@@ -37,13 +40,22 @@ impl std::str::FromStr for Target {
             "kernel-htb" => Target::KernelHtb,
             _ => match t.strip_prefix("llrouter:") {
                 Some(strat) => {
-                    Target::Llrouter(strat.parse().map_err(|e: llr_core::sched::ConfigError| {
+                    let (strat, flows) = match strat.strip_suffix("+flows") {
+                        Some(s) => (s, true),
+                        None => (strat, false),
+                    };
+                    let k = strat.parse().map_err(|e: llr_core::sched::ConfigError| {
                         TargetError(format!("`{t}`: {}", e.reason))
-                    })?)
+                    })?;
+                    if flows {
+                        Target::LlrouterFlows(k)
+                    } else {
+                        Target::Llrouter(k)
+                    }
                 }
                 None => {
                     return Err(TargetError(format!(
-                        "`{t}`: expected kernel, kernel-htb or llrouter:<strategy>"
+                        "`{t}`: expected kernel, kernel-htb, llrouter:<strategy> or llrouter:<strategy>+flows"
                     )))
                 }
             },
@@ -64,6 +76,7 @@ impl std::fmt::Display for Target {
             Target::Kernel => f.write_str("kernel"),
             Target::KernelHtb => f.write_str("kernel-htb"),
             Target::Llrouter(s) => write!(f, "llrouter:{s}"),
+            Target::LlrouterFlows(s) => write!(f, "llrouter:{s}+flows"),
         }
     }
 }
@@ -145,6 +158,9 @@ pub struct Options {
     /// llrouter targets: how classes reach the rings. `queues`: the generator puts each class
     /// in its own Tx queue (emulated Flow Director), the router redirects by queue, no rules.
     pub steering: Steering,
+    /// `llrouter:<strategy>+flows` targets: a TOML file with `[flow-scheduler]`, `[[flows]]`
+    /// and `[[acls]]` sections for the router (without it: the class flows only).
+    pub flow_config: Option<PathBuf>,
 }
 
 impl Options {
@@ -175,6 +191,7 @@ impl Options {
             be_ttl: 64,
             workers: 1,
             steering: Steering::Xdp,
+            flow_config: None,
         }
     }
 
@@ -219,6 +236,36 @@ impl Options {
         if self.targets.is_empty() {
             return Err(LabError::invalid("targets", "is empty"));
         }
+        let flow_targets = self
+            .targets
+            .iter()
+            .filter_map(|t| match t {
+                Target::LlrouterFlows(s) => Some(*s),
+                _ => None,
+            })
+            .next();
+        match (flow_targets, &self.flow_config) {
+            (None, Some(_)) => {
+                return Err(LabError::invalid(
+                    "flow-config",
+                    "no llrouter:<strategy>+flows target uses it",
+                ))
+            }
+            (Some(s), _) => {
+                // Checked now, as the router would, before anything is set up.
+                let cfg = crate::router_proc::router_config_for(self, s, true)?;
+                let classes: Vec<String> = cfg.classes.iter().map(|c| c.name.clone()).collect();
+                llr_core::flow::Flows::<()>::new(
+                    cfg.flow_scheduler.as_ref().expect("set for flows"),
+                    &classes,
+                    &cfg.flows,
+                    &cfg.acls,
+                    &|n: &str| cfg.interfaces.iter().position(|i| i == n).map(|i| i as u32 + 1),
+                )
+                .map_err(|e| LabError::invalid("flow-config", e.to_string()))?;
+            }
+            (None, None) => {}
+        }
         if !(1..=1024).contains(&self.gen_batch) {
             return Err(LabError::invalid(
                 "gen-batch",
@@ -234,7 +281,7 @@ impl Options {
         let llrouter = self
             .targets
             .iter()
-            .any(|t| matches!(t, Target::Llrouter(_)));
+            .any(|t| matches!(t, Target::Llrouter(_) | Target::LlrouterFlows(_)));
         if llrouter && !(1..=2048).contains(&self.tx_batch) {
             return Err(LabError::invalid(
                 "tx-batch",
@@ -348,9 +395,38 @@ mod tests {
             Target::Llrouter(StrategyKind::LlWfq).label(),
             "llrouter:ll-wfq"
         );
+        let f = "llrouter:sq+flows".parse::<Target>().unwrap();
+        assert_eq!(f, Target::LlrouterFlows(StrategyKind::Sq));
+        assert_eq!(f.label().parse::<Target>().unwrap(), f, "label round trip");
+        assert!("llrouter:foo+flows".parse::<Target>().is_err());
         assert_eq!("60,4".parse::<Budgets>(), Ok(Budgets { rt: 60, be: 4 }));
         assert!("60".parse::<Budgets>().is_err());
         assert!("0,4".parse::<Budgets>().is_err());
+    }
+
+    #[test]
+    fn flow_config_is_checked_before_anything_runs() {
+        let dir = std::env::temp_dir().join(format!("llr-lab-flowcfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("flows.toml");
+        let flows = [Target::LlrouterFlows(StrategyKind::LlWfq)];
+        let mut c = Options::new(&flows, dir.clone());
+        c.flow_config = Some(file.clone());
+        std::fs::write(&file, "[[flows]]\nname = \"rt\"\nclass = \"rt\"\nweight = 4\n").unwrap();
+        c.check().unwrap();
+        let cfg = crate::router_proc::router_config_for(&c, StrategyKind::LlWfq, true).unwrap();
+        assert!(cfg.flow_scheduler.is_some());
+        assert_eq!(cfg.flows[0].weight, Some(4));
+        std::fs::write(&file, "[[flows]]\nname = \"rt\"\nclass = \"rt\"\nweight = 0\n").unwrap();
+        let e = c.check().unwrap_err().to_string();
+        assert!(e.contains("flow-config") && e.contains("flows[rt].weight"), "{e}");
+        std::fs::write(&file, "[[flow]]\n").unwrap();
+        assert!(c.check().unwrap_err().to_string().contains("flow-config"));
+        // a flow file without a +flows target is a mistake, not ignored
+        let mut plain = Options::new(&[Target::Kernel], dir.clone());
+        plain.flow_config = Some(file);
+        assert!(plain.check().unwrap_err().to_string().contains("+flows"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -52,7 +52,10 @@ impl<'a> Active<'a> {
                 }
             }
             Target::Llrouter(strategy) => {
-                act.router = Some(RouterProc::start(topo, c, *strategy)?);
+                act.router = Some(RouterProc::start(topo, c, *strategy, false)?);
+            }
+            Target::LlrouterFlows(strategy) => {
+                act.router = Some(RouterProc::start(topo, c, *strategy, true)?);
             }
         }
         if c.rx_napi_thread {

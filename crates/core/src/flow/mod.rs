@@ -180,9 +180,10 @@ impl<P> Flows<P> {
         ifindex_of: &dyn Fn(&str) -> Option<u32>,
     ) -> Result<Flows<P>, FieldError> {
         let defaults = cfg.defaults()?;
+        // The input flow's quantum bounds how long one input turn drains grants.
         let input = FlowParams {
             share: Share::Weight(cfg.input_weight),
-            quantum_ns: 1,
+            quantum_ns: defaults.quantum_ns,
             queue_limit: 1,
         };
         // Class flows count against max-flows too; room is made for them.

@@ -16,7 +16,7 @@
 use std::sync::TryLockError;
 use std::time::Instant;
 
-use llr_core::flow::{Cx, FlowId, Flows, Next, Pkt, Progress, Step};
+use llr_core::flow::{Cx, FlowId, Flows, Next, Pkt, Progress, Step, INPUT};
 use llr_core::fwd::{Forwarder, Verdict};
 use llr_core::sched::{Grant, Layout, RingId, RingView};
 use llr_io::sys::mono_ns;
@@ -65,11 +65,20 @@ impl Worker<'_> {
         fp.flows.sched.set_input_ready(ready);
         match fp.flows.sched.pick() {
             Next::Input => {
+                // Grants until the input's quantum is spent or the rings are empty: one turn
+                // (one pick, one charge) per grant would cost more than ll-wfq's 4-frame BE
+                // grants themselves. Which ring each grant serves is still the engine's call.
+                let quantum = fp.flows.sched.view(INPUT).map_or(0, |v| v.params.quantum_ns);
                 let t0 = mono_ns();
-                if let Some((grant, ring, max)) = self.next_grant() {
+                let mut cost = 0;
+                while let Some((grant, ring, max)) = self.next_grant() {
                     self.input_grant(grant, ring, max);
+                    cost = mono_ns().saturating_sub(t0);
+                    if cost >= quantum {
+                        break;
+                    }
+                    self.take_interrupts();
                 }
-                let cost = mono_ns().saturating_sub(t0);
                 let still = self.input_ready();
                 if let Some(fp) = self.flow_path.as_mut() {
                     fp.flows.sched.input_done(cost, still);

@@ -129,7 +129,7 @@ impl<'a> Worker<'a> {
 
     /// The "interrupts": every armed engine device with frames waiting goes on the poll list.
     #[inline]
-    fn take_interrupts(&mut self) {
+    pub(super) fn take_interrupts(&mut self) {
         for d in 0..self.engine.num_devices() {
             if !self.engine.is_scheduled(d)
                 && self
