@@ -345,8 +345,22 @@ impl<P> Flows<P> {
 
     /// Every flow, the input flow and class flows first.
     pub fn list(&self) -> Vec<FlowInfo> {
+        self.list_where(|_| true)
+    }
+
+    /// The input flow, the class flows and every flow that has seen a packet: what counters
+    /// and metrics carry when thousands of installed flows are idle.
+    pub fn list_used(&self) -> Vec<FlowInfo> {
+        // This runs over every installed flow for every snapshot: no lookups. The input flow
+        // and the class flows are ids 0..=classes (installed first, never removed).
+        let fixed = self.class_defaults.len() as FlowId;
+        self.list_where(|v| v.id <= fixed || v.stats.enqueued + v.stats.queue_drops > 0)
+    }
+
+    fn list_where(&self, keep: impl Fn(&sched::FlowView<'_>) -> bool) -> Vec<FlowInfo> {
         self.sched
             .views()
+            .filter(|v| keep(v))
             .map(|v| {
                 let spec = self.specs.get(v.name);
                 let class = match spec {

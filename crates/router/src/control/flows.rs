@@ -114,7 +114,17 @@ impl RouterCtl {
     /// same flows on its own share of the traffic).
     pub fn flow_list(&self) -> Result<Vec<FlowInfo>, CtlError> {
         self.lock().flow_setup()?;
-        let snaps = crate::worker::ctl::fresh_all(&self.links, LIST_WAIT);
+        // A snapshot built just before the ask carries only the flows with traffic: ask again.
+        let mut snaps = Vec::new();
+        for _ in 0..3 {
+            for l in &self.links {
+                l.want_flow_list();
+            }
+            snaps = crate::worker::ctl::fresh_all(&self.links, LIST_WAIT);
+            if snaps.iter().all(|s| s.flows_complete) {
+                break;
+            }
+        }
         Ok(merge_flows(snaps.iter().map(|s| s.flows.as_slice())))
     }
 }

@@ -168,6 +168,8 @@ pub struct WorkerSnapshot {
     /// many there are either way.
     pub flows: Vec<llr_core::flow::FlowInfo>,
     pub flows_total: usize,
+    /// `flows` holds every flow (not only those that have seen traffic).
+    pub flows_complete: bool,
     /// Flow scheduler context switches (a different flow than the last picked).
     pub flow_switches: u64,
 }
@@ -212,6 +214,8 @@ pub struct WorkerLink {
     queue: Mutex<Vec<Request>>,
     pending: AtomicBool,
     want_snapshot: AtomicBool,
+    /// The next snapshot carries every flow, idle ones included (`flow.list`).
+    want_flows: AtomicBool,
     seq: AtomicU64,
     efd: EventFd,
     published: Mutex<Arc<WorkerSnapshot>>,
@@ -225,6 +229,7 @@ impl WorkerLink {
             queue: Mutex::new(Vec::new()),
             pending: AtomicBool::new(false),
             want_snapshot: AtomicBool::new(false),
+            want_flows: AtomicBool::new(false),
             seq: AtomicU64::new(0),
             efd,
             published: Mutex::new(Arc::new(WorkerSnapshot::default())),
@@ -288,11 +293,25 @@ impl WorkerLink {
         self.want_snapshot.load(Ordering::Relaxed)
     }
 
+    /// Asks that the next snapshots carry every flow (until one is published).
+    pub fn want_flow_list(&self) {
+        self.want_flows.store(true, Ordering::Release);
+    }
+
+    /// Worker: whether the snapshot should carry every flow.
+    pub fn flow_list_wanted(&self) -> bool {
+        self.want_flows.load(Ordering::Acquire)
+    }
+
     /// Worker: publishes a snapshot.
     pub fn publish(&self, mut s: WorkerSnapshot) {
         s.seq = self.seq.load(Ordering::Relaxed) + 1;
+        let had_flows = s.flows_complete;
         *self.published.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(s);
         self.want_snapshot.store(false, Ordering::Relaxed);
+        if had_flows {
+            self.want_flows.store(false, Ordering::Release);
+        }
         self.seq.fetch_add(1, Ordering::Release);
     }
 

@@ -10,8 +10,9 @@ use super::ctl::{self, DeviceCounters, RingCounters, WorkerSnapshot};
 use super::Worker;
 use llr_io::xsk::PortStats;
 
-/// Up to this many flows every snapshot carries the flow list; beyond, only snapshots asked
-/// for do (copying 10 000 flows' counters ten times a second would cost the worker).
+/// Up to this many flows every snapshot carries every flow; beyond, snapshots carry the flows
+/// that have seen traffic, and all of them only when `flow.list` asks (copying 10 000 idle
+/// flows' counters into every snapshot would cost the worker and every scrape).
 const FLOWS_ALWAYS_PUBLISHED: usize = 64;
 
 /// Busy-ratio window.
@@ -246,26 +247,28 @@ impl Worker<'_> {
             }
         }
         let elapsed_s = c.started.elapsed().as_secs_f64();
-        let (flows, flows_total, flow_switches) = match self.flow_path.as_ref() {
+        let (flows, flows_total, flow_switches, flows_complete) = match self.flow_path.as_ref() {
             Some(fp) => {
                 let total = fp.flows.sched.len();
-                let asked = self
-                    .control
-                    .as_ref()
-                    .is_some_and(|c| c.ctl.link.snapshot_wanted());
-                let list = if asked || total <= FLOWS_ALWAYS_PUBLISHED {
+                let all = total <= FLOWS_ALWAYS_PUBLISHED
+                    || self
+                        .control
+                        .as_ref()
+                        .is_some_and(|c| c.ctl.link.flow_list_wanted());
+                let list = if all {
                     fp.flows.list()
                 } else {
-                    Vec::new()
+                    fp.flows.list_used()
                 };
-                (list, total, fp.flows.sched.switches)
+                (list, total, fp.flows.sched.switches, all)
             }
-            None => (Vec::new(), 0, 0),
+            None => (Vec::new(), 0, 0, true),
         };
         WorkerSnapshot {
             flows,
             flows_total,
             flow_switches,
+            flows_complete,
             seq: 0,
             strategy: Some(layout.strategy),
             layout_rings: layout.rings.iter().map(|r| r.name.clone()).collect(),
