@@ -98,10 +98,12 @@ pub fn command(cmd: &FlowCmd) -> Result<Command> {
                 .map_err(|e| usage("match", format!("{}: {}", e.field, e.reason)))?;
             spec.class = class.clone();
             spec.precedence = *precedence;
-            Command::FlowAdd { flow: spec }
+            Command::FlowAdd {
+                flow: Box::new(spec),
+            }
         }
         FlowCmd::Set { name, opts } => Command::FlowSet {
-            flow: opts.spec(name),
+            flow: Box::new(opts.spec(name)),
         },
         FlowCmd::Del { name } => Command::FlowDel { name: name.clone() },
     })
@@ -123,7 +125,11 @@ pub fn flows_table(flows: &[FlowInfo]) -> String {
             vec![
                 f.name.clone(),
                 f.class.clone().unwrap_or_else(|| "-".into()),
-                if f.matches.is_empty() { "-".into() } else { f.matches.clone() },
+                if f.matches.is_empty() {
+                    "-".into()
+                } else {
+                    f.matches.clone()
+                },
                 format!("{} ({:.1}%)", share_text(f.share), f.norm_share * 100.0),
                 format!("{:.1}", f.quantum_ns as f64 / 1000.0),
                 format!("{}/{}", f.queue_len, f.queue_limit),
@@ -136,7 +142,10 @@ pub fn flows_table(flows: &[FlowInfo]) -> String {
         })
         .collect();
     views::table(
-        &["FLOW", "CLASS", "MATCH", "SHARE", "Q(µs)", "QUEUE", "CPU(ms)", "DONE", "DROPS", "PREEMPT", "PIPELINE"],
+        &[
+            "FLOW", "CLASS", "MATCH", "SHARE", "Q(µs)", "QUEUE", "CPU(ms)", "DONE", "DROPS",
+            "PREEMPT", "PIPELINE",
+        ],
         &rows,
     )
 }

@@ -33,7 +33,10 @@ fn example() -> String {
 fn example_config_plans_its_flows() {
     let (code, out, err) = dry_run(&example(), "ok");
     assert_eq!(code, Some(0), "{err}");
-    assert!(out.contains("# flows (each worker): input weight 2"), "{out}");
+    assert!(
+        out.contains("# flows (each worker): input weight 2"),
+        "{out}"
+    );
     assert!(
         out.contains("video class=any match=proto=udp dst=10.0.2.0/24 dport=5000-5999"),
         "{out}"
@@ -65,8 +68,7 @@ fn bad_flows_are_refused_naming_the_field() {
             "not a quantum",
         ),
         (
-            base.clone()
-                + "\n[[flows]]\nname = \"clash\"\nmatch = { dst = \"10.0.0.0/8\" }\n",
+            base.clone() + "\n[[flows]]\nname = \"clash\"\nmatch = { dst = \"10.0.0.0/8\" }\n",
             "flows[clash].precedence",
             "overlaps flow `video`",
         ),

@@ -42,7 +42,7 @@ socket = "CTL"
 "#;
 
 fn client(dir: &TempDir) -> CtlClient {
-    CtlClient::connect(&dir.join("ctl.sock"), Duration::from_secs(2)).expect("control socket")
+    CtlClient::connect(dir.join("ctl.sock"), Duration::from_secs(2)).expect("control socket")
 }
 
 fn call(c: &mut CtlClient, cmd: Command) -> Result<Value, llr_ops::ctl::CtlError> {
@@ -149,11 +149,17 @@ fn cpu_shares_follow_weights() {
         .collect();
     let total: f64 = cpu.iter().sum();
     let shares: Vec<f64> = cpu.iter().map(|c| c / total).collect();
-    eprintln!("sent {sent}; CPU shares {shares:?} over {:.2} s of flow CPU", total * 1e-9);
+    eprintln!(
+        "sent {sent}; CPU shares {shares:?} over {:.2} s of flow CPU",
+        total * 1e-9
+    );
     for f in &after {
         eprintln!("{} {:?} queue {}", f.name, f.stats, f.queue_len);
     }
-    eprintln!("router drops {:?}; served {:?}", report.worker.drop, report.worker.served);
+    eprintln!(
+        "router drops {:?}; served {:?}",
+        report.worker.drop, report.worker.served
+    );
     // Backlogged throughout: the smallest share's queue overflowed too.
     let w1 = after.iter().find(|f| f.name == "w1").unwrap();
     assert!(w1.stats.queue_drops > 0, "w1 was not backlogged: {w1:?}");
@@ -225,7 +231,13 @@ fn flows_change_under_traffic() {
         let name = format!("x{i}");
         // set up, change, tear down: each visible in flow.list at once
         let t = Instant::now();
-        call(&mut c, Command::FlowAdd { flow: spec(&name) }).expect("flow.add");
+        call(
+            &mut c,
+            Command::FlowAdd {
+                flow: Box::new(spec(&name)),
+            },
+        )
+        .expect("flow.add");
         let l = list(&mut c);
         worst = worst.max(t.elapsed());
         assert!(l.iter().any(|f| f.name == name), "{name} not listed");
@@ -237,7 +249,13 @@ fn flows_change_under_traffic() {
             pipeline: vec!["count".into(), "dscp(set=10)".into()],
             ..Default::default()
         };
-        call(&mut c, Command::FlowSet { flow: set }).expect("flow.set");
+        call(
+            &mut c,
+            Command::FlowSet {
+                flow: Box::new(set),
+            },
+        )
+        .expect("flow.set");
         let l = list(&mut c);
         worst = worst.max(t.elapsed());
         let f = l.iter().find(|f| f.name == name).unwrap();
@@ -254,12 +272,34 @@ fn flows_change_under_traffic() {
             let before: Vec<String> = list(&mut c).into_iter().map(|f| f.name).collect();
             let mut bad = spec("bad");
             bad.pipeline = vec!["crypt(aes)".into()];
-            let e = call(&mut c, Command::FlowAdd { flow: bad }).unwrap_err();
+            let e = call(
+                &mut c,
+                Command::FlowAdd {
+                    flow: Box::new(bad),
+                },
+            )
+            .unwrap_err();
             assert_eq!(e.field, "pipeline", "{e:?}");
             let mut bad = spec("bad");
             bad.weight = Some(0);
-            assert_eq!(call(&mut c, Command::FlowAdd { flow: bad }).unwrap_err().field, "weight");
-            let e = call(&mut c, Command::FlowDel { name: "nope".into() }).unwrap_err();
+            assert_eq!(
+                call(
+                    &mut c,
+                    Command::FlowAdd {
+                        flow: Box::new(bad),
+                    }
+                )
+                .unwrap_err()
+                .field,
+                "weight"
+            );
+            let e = call(
+                &mut c,
+                Command::FlowDel {
+                    name: "nope".into(),
+                },
+            )
+            .unwrap_err();
             assert_eq!(e.field, "name");
             let after: Vec<String> = list(&mut c).into_iter().map(|f| f.name).collect();
             assert_eq!(before, after, "a refused change changed the flows");
@@ -271,12 +311,21 @@ fn flows_change_under_traffic() {
     stop.store(true, Ordering::Relaxed);
     let sink = sink_h.join().unwrap().unwrap().unwrap();
     let report = router.finish().unwrap().unwrap();
-    eprintln!("{changes} changes, slowest visible after {worst:?}; gen sent {}", gen.sent);
-    assert!(worst < Duration::from_millis(100), "a change took {worst:?}");
+    eprintln!(
+        "{changes} changes, slowest visible after {worst:?}; gen sent {}",
+        gen.sent
+    );
+    assert!(
+        worst < Duration::from_millis(100),
+        "a change took {worst:?}"
+    );
     let class = |k: u8| sink.classes.iter().find(|c| c.class == k).cloned().unwrap();
     let (untouched, changed) = (class(1), class(0));
     eprintln!("untouched {:?}\nchanged {:?}", untouched.seq, changed.seq);
-    assert_eq!(untouched.seq.lost, 0, "traffic outside the changed flows lost packets");
+    assert_eq!(
+        untouched.seq.lost, 0,
+        "traffic outside the changed flows lost packets"
+    );
     assert_eq!(untouched.seq.duplicates, 0);
     assert_eq!(changed.seq.duplicates, 0);
     assert!(untouched.seq.received > 10_000, "{:?}", untouched.seq);

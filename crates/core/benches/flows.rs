@@ -6,7 +6,7 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use llr_core::classify::RuleSpec;
 use llr_core::flow::{
-    FlowParams, FlowSchedConfig, FlowSched, FlowSpec, Flows, Next, Pipeline, Progress, Share,
+    FlowParams, FlowSched, FlowSchedConfig, FlowSpec, Flows, Next, Pipeline, Progress, Share,
 };
 use llr_core::wire::build::{frame, FrameSpec};
 
@@ -58,7 +58,9 @@ fn lookup(c: &mut Criterion) {
         };
         let flows: Flows<()> = Flows::new(&cfg, &classes, &specs, &[], &|_| None).unwrap();
         // packets of installed flows, spread over the table (a miss for n = 0)
-        let pkts: Vec<Vec<u8>> = (0..PACKETS).map(|i| packet((i * 7919) % n.max(1))).collect();
+        let pkts: Vec<Vec<u8>> = (0..PACKETS)
+            .map(|i| packet((i * 7919) % n.max(1)))
+            .collect();
         g.bench_with_input(BenchmarkId::new("exact_flows", n), &pkts, |b, pkts| {
             b.iter(|| {
                 for p in pkts {
@@ -75,8 +77,12 @@ fn turns(c: &mut Criterion) {
     for eligible in [3usize, 1000] {
         let mut s = FlowSched::<u32>::new(FlowParams::default(), 20_000).unwrap();
         for i in 0..10_000 {
-            s.add(&format!("idle{i}"), FlowParams::default(), Pipeline::forward_only())
-                .unwrap();
+            s.add(
+                &format!("idle{i}"),
+                FlowParams::default(),
+                Pipeline::forward_only(),
+            )
+            .unwrap();
         }
         let ids: Vec<u32> = (0..eligible)
             .map(|i| {
@@ -85,7 +91,8 @@ fn turns(c: &mut Criterion) {
                     quantum_ns: 1,
                     queue_limit: 4,
                 };
-                s.add(&format!("f{i}"), p, Pipeline::forward_only()).unwrap()
+                s.add(&format!("f{i}"), p, Pipeline::forward_only())
+                    .unwrap()
             })
             .collect();
         for &id in &ids {

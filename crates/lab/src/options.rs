@@ -260,7 +260,12 @@ impl Options {
                     &classes,
                     &cfg.flows,
                     &cfg.acls,
-                    &|n: &str| cfg.interfaces.iter().position(|i| i == n).map(|i| i as u32 + 1),
+                    &|n: &str| {
+                        cfg.interfaces
+                            .iter()
+                            .position(|i| i == n)
+                            .map(|i| i as u32 + 1)
+                    },
                 )
                 .map_err(|e| LabError::invalid("flow-config", e.to_string()))?;
             }
@@ -412,14 +417,25 @@ mod tests {
         let flows = [Target::LlrouterFlows(StrategyKind::LlWfq)];
         let mut c = Options::new(&flows, dir.clone());
         c.flow_config = Some(file.clone());
-        std::fs::write(&file, "[[flows]]\nname = \"rt\"\nclass = \"rt\"\nweight = 4\n").unwrap();
+        std::fs::write(
+            &file,
+            "[[flows]]\nname = \"rt\"\nclass = \"rt\"\nweight = 4\n",
+        )
+        .unwrap();
         c.check().unwrap();
         let cfg = crate::router_proc::router_config_for(&c, StrategyKind::LlWfq, true).unwrap();
         assert!(cfg.flow_scheduler.is_some());
         assert_eq!(cfg.flows[0].weight, Some(4));
-        std::fs::write(&file, "[[flows]]\nname = \"rt\"\nclass = \"rt\"\nweight = 0\n").unwrap();
+        std::fs::write(
+            &file,
+            "[[flows]]\nname = \"rt\"\nclass = \"rt\"\nweight = 0\n",
+        )
+        .unwrap();
         let e = c.check().unwrap_err().to_string();
-        assert!(e.contains("flow-config") && e.contains("flows[rt].weight"), "{e}");
+        assert!(
+            e.contains("flow-config") && e.contains("flows[rt].weight"),
+            "{e}"
+        );
         std::fs::write(&file, "[[flow]]\n").unwrap();
         assert!(c.check().unwrap_err().to_string().contains("flow-config"));
         // a flow file without a +flows target is a mistake, not ignored

@@ -109,7 +109,11 @@ fn flows_plan(setup: &crate::config::FlowSetup, out: &mut Vec<String>) {
         setup.cfg.input_weight, setup.cfg.quantum_us, setup.cfg.queue, setup.cfg.max_flows
     ));
     for f in flows.list().iter().skip(1) {
-        let matches = if f.matches.is_empty() { "-" } else { &f.matches };
+        let matches = if f.matches.is_empty() {
+            "-"
+        } else {
+            &f.matches
+        };
         out.push(format!(
             "#   {} class={} match={} share={:.1}% q={} µs queue={} pipeline: {}",
             f.name,

@@ -689,8 +689,6 @@ fn element_text_round_trips() {
     assert!(element::parse("work(us=x)", &()).is_err());
 }
 
-
-
 /// Weighted flows share what the *active* guaranteed flows leave: idle installed flows change
 /// nothing, and a guaranteed flow gets its fraction, not more, while weighted flows want CPU.
 #[test]

@@ -383,7 +383,9 @@ impl Device {
         // checked to lie inside one chunk of the UMEM mapping; the chunk has been ours since
         // (not on the free list, in no ring) and `Held` is not Clone, so this is the only
         // reference to it for as long as `&mut self` is borrowed.
-        unsafe { std::slice::from_raw_parts_mut(self.mem.area.ptr.as_ptr().add(h.addr as usize), room) }
+        unsafe {
+            std::slice::from_raw_parts_mut(self.mem.area.ptr.as_ptr().add(h.addr as usize), room)
+        }
     }
 
     /// Finishes a held frame: `f(frame, len, ingress, spare)` decides as in
@@ -400,7 +402,8 @@ impl Device {
         let room = (chunk + fs - h.addr) as usize;
         let base = self.mem.area.ptr;
         // SAFETY: as in `held_frame`: the chunk is exclusively ours, [addr, addr+room) inside it.
-        let frame = unsafe { std::slice::from_raw_parts_mut(base.as_ptr().add(h.addr as usize), room) };
+        let frame =
+            unsafe { std::slice::from_raw_parts_mut(base.as_ptr().add(h.addr as usize), room) };
         let mut spare = Spare {
             free: &mut self.mem.free,
             base,

@@ -142,11 +142,11 @@ pub enum Command {
     FlowList {},
     /// Sets up a flow: `flow` as a `[[flows]]` entry (kebab-case keys).
     #[serde(rename = "flow.add")]
-    FlowAdd { flow: llr_core::flow::FlowSpec },
+    FlowAdd { flow: Box<llr_core::flow::FlowSpec> },
     /// Changes a flow: `flow.name` and the fields to change (weight or cpu, quantum-us, queue,
     /// pipeline).
     #[serde(rename = "flow.set")]
-    FlowSet { flow: llr_core::flow::FlowSpec },
+    FlowSet { flow: Box<llr_core::flow::FlowSpec> },
     /// Tears a flow down.
     #[serde(rename = "flow.del")]
     FlowDel { name: String },

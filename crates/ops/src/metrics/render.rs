@@ -2,6 +2,14 @@
 
 use std::fmt::Write as _;
 
+/// A per-flow family: name, type, help, value.
+type FlowSeries = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&FlowMetrics) -> f64,
+);
+
 use super::{
     DeviceMetrics, FlowMetrics, InterfaceMetrics, MetricsSnapshot, RingMetrics, WorkerMetrics,
 };
@@ -306,7 +314,7 @@ pub fn render(snap: &MetricsSnapshot) -> String {
         |w| (wl(w), w.table_wait_max_seconds),
     );
     let fl = |f: &FlowMetrics| -> Labels { vec![("flow", f.flow.clone())] };
-    let flow_series: [(&str, &str, &str, fn(&FlowMetrics) -> f64); 6] = [
+    let flow_series: [FlowSeries; 6] = [
         (
             "llrouter_flow_cpu_seconds_total",
             "counter",

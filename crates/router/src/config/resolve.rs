@@ -2,8 +2,8 @@
 
 use llr_core::classify::{Rule, RuleSet};
 use llr_core::flow::{AclSpec, FlowSchedConfig, FlowSpec, Flows};
-use llr_core::FieldError;
 use llr_core::sched::{Layout, SchedConfig, StrategyKind};
+use llr_core::FieldError;
 use llr_io::kernel::{parse_mac, parse_prefix, StaticNeighbor, StaticRoute};
 
 use super::{ConfigError, RouterConfig};
@@ -37,7 +37,10 @@ pub struct FlowSetup {
 
 impl FlowSetup {
     pub fn ifindex_of(&self, name: &str) -> Option<u32> {
-        self.ifnames.iter().find(|(n, _)| n == name).map(|&(_, i)| i)
+        self.ifnames
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|&(_, i)| i)
     }
 
     /// A worker's flows.
@@ -237,7 +240,10 @@ impl RouterConfig {
             })?;
             Some(std::sync::Arc::new(setup))
         } else if !self.acls.is_empty() {
-            bail!("acls", "ACLs are used by flows' pipelines; there are no flows");
+            bail!(
+                "acls",
+                "ACLs are used by flows' pipelines; there are no flows"
+            );
         } else {
             None
         };

@@ -59,7 +59,7 @@ impl RouterCtl {
             .add(&spec, &|n| setup.ifindex_of(n))
             .map_err(|e| err(e.field, e.reason))?;
         self.to_workers(
-            Change::Flow(FlowChange::Add(spec.clone())),
+            Change::Flow(FlowChange::Add(Box::new(spec.clone()))),
             Change::Flow(FlowChange::Del(spec.name.clone())),
         )?;
         st.cfg.flows.push(spec.clone());
@@ -80,8 +80,8 @@ impl RouterCtl {
             .map_err(|e| err(e.field, e.reason))?;
         let merged = scratch.spec(&spec.name).cloned().expect("just set");
         self.to_workers(
-            Change::Flow(FlowChange::Set(spec)),
-            Change::Flow(FlowChange::Set(old.clone())),
+            Change::Flow(FlowChange::Set(Box::new(spec))),
+            Change::Flow(FlowChange::Set(Box::new(old.clone()))),
         )?;
         st.cfg.flows[pos] = merged.clone();
         self.changed();
@@ -103,7 +103,7 @@ impl RouterCtl {
         let old = st.cfg.flows[pos].clone();
         self.to_workers(
             Change::Flow(FlowChange::Del(name.to_string())),
-            Change::Flow(FlowChange::Add(old.clone())),
+            Change::Flow(FlowChange::Add(Box::new(old.clone()))),
         )?;
         st.cfg.flows.remove(pos);
         self.changed();

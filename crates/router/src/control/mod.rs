@@ -539,8 +539,8 @@ impl ControlTarget for RouterCtl {
             Command::RouteRemove { prefix } => self.route_remove(&prefix),
             Command::Reload {} => self.reload(),
             Command::FlowList {} => Ok(json!({ "flows": self.flow_list()? })),
-            Command::FlowAdd { flow } => self.flow_add(flow),
-            Command::FlowSet { flow } => self.flow_set(flow),
+            Command::FlowAdd { flow } => self.flow_add(*flow),
+            Command::FlowSet { flow } => self.flow_set(*flow),
             Command::FlowDel { name } => self.flow_del(&name),
         }
     }

@@ -89,7 +89,9 @@ impl Worker<'_> {
     /// Sets up, changes or tears down a flow, all or nothing; frames it drops are freed.
     fn apply_flow(&mut self, change: FlowChange) -> Result<(), String> {
         let (Some(fp), Some(setup)) = (self.flow_path.as_mut(), self.opts.flows.as_ref()) else {
-            return Err("flows are off: add a [flow-scheduler] section to the configuration".into());
+            return Err(
+                "flows are off: add a [flow-scheduler] section to the configuration".into(),
+            );
         };
         let ifindex_of = |n: &str| setup.ifindex_of(n);
         let freed = match &change {

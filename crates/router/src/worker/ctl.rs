@@ -47,9 +47,9 @@ pub enum Change {
 /// A change to the flows ([`llr_core::flow::Flows`]).
 #[derive(Debug, Clone)]
 pub enum FlowChange {
-    Add(llr_core::flow::FlowSpec),
+    Add(Box<llr_core::flow::FlowSpec>),
     /// Only the fields given change (share, quantum, queue, pipeline).
-    Set(llr_core::flow::FlowSpec),
+    Set(Box<llr_core::flow::FlowSpec>),
     Del(String),
 }
 

@@ -68,7 +68,11 @@ impl Worker<'_> {
                 // Grants until the input's quantum is spent or the rings are empty: one turn
                 // (one pick, one charge) per grant would cost more than ll-wfq's 4-frame BE
                 // grants themselves. Which ring each grant serves is still the engine's call.
-                let quantum = fp.flows.sched.view(INPUT).map_or(0, |v| v.params.quantum_ns);
+                let quantum = fp
+                    .flows
+                    .sched
+                    .view(INPUT)
+                    .map_or(0, |v| v.params.quantum_ns);
                 let t0 = mono_ns();
                 let mut cost = 0;
                 while let Some((grant, ring, max)) = self.next_grant() {
@@ -110,7 +114,10 @@ impl Worker<'_> {
             .xsk
             .recv_meta(ring, max, move |frame, len, ingress, stamp, _spare| {
                 *nbytes += len as u64;
-                if timestamps && stamp != 0 && stamp.abs_diff(now_ns) < super::poll_loop::MAX_STAMP_AGE_NS {
+                if timestamps
+                    && stamp != 0
+                    && stamp.abs_diff(now_ns) < super::poll_loop::MAX_STAMP_AGE_NS
+                {
                     ring_counters.observe(now_ns.saturating_sub(stamp) as f64 * 1e-9);
                 }
                 let id = flows.classify(&frame[..len as usize], ingress, class);

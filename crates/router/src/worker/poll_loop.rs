@@ -318,7 +318,10 @@ impl<'a> Worker<'a> {
 /// Spins for the table's read lock (a chunk of route updates takes microseconds), so that the
 /// worker keeps its CPU instead of sleeping on the lock and waiting for a time slice to get it
 /// back; after [`TABLE_SPIN`] it blocks.
-pub(super) fn wait_read(fwd: &RwLock<Forwarder>, t0: Instant) -> std::sync::RwLockReadGuard<'_, Forwarder> {
+pub(super) fn wait_read(
+    fwd: &RwLock<Forwarder>,
+    t0: Instant,
+) -> std::sync::RwLockReadGuard<'_, Forwarder> {
     while t0.elapsed() < TABLE_SPIN {
         match fwd.try_read() {
             Ok(t) => return t,
