@@ -230,6 +230,50 @@ pub fn render(
             d.unwrap_or_default()
         ));
     }
+    if !cur.flows.is_empty() {
+        out.push(String::new());
+        out.push(format!(
+            "{:<24} {:>6} {:>9} {:>9} {:>9} {:>9} {:>6}",
+            "flow", "cpu", "pkt/s", "qdrop/s", "edrop/s", "preempt/s", "queue"
+        ));
+        // The busiest flows first (by CPU over the interval, or in total on the first sample);
+        // at most TOP_FLOWS of them, so thousands of flows do not scroll the rest away.
+        let mut rows: Vec<(f64, String)> = cur
+            .flows
+            .iter()
+            .map(|f| {
+                let o = old.and_then(|p| p.flows.iter().find(|x| x.flow == f.flow));
+                let cpu = match (o, secs) {
+                    (Some(o), Some(d)) => (f.cpu_seconds - o.cpu_seconds).max(0.0) / d,
+                    _ => f.cpu_seconds,
+                };
+                let r = |c: u64, g: fn(&llr_ops::metrics::FlowMetrics) -> u64| {
+                    fmt_rate(per_s(c, o.map(g), secs))
+                };
+                let cpu_text = match secs {
+                    Some(_) => format!("{:.1}%", cpu * 100.0),
+                    None => format!("{cpu:.2}s"),
+                };
+                let line = format!(
+                    "{:<24} {:>6} {:>9} {:>9} {:>9} {:>9} {:>6}",
+                    clip(&f.flow, 24),
+                    cpu_text,
+                    r(f.packets, |x| x.packets),
+                    r(f.queue_drops, |x| x.queue_drops),
+                    r(f.element_drops, |x| x.element_drops),
+                    r(f.preemptions, |x| x.preemptions),
+                    f.queue_len,
+                );
+                (cpu, line)
+            })
+            .collect();
+        rows.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let more = rows.len().saturating_sub(TOP_FLOWS);
+        out.extend(rows.into_iter().take(TOP_FLOWS).map(|(_, l)| l));
+        if more > 0 {
+            out.push(format!("… {more} more flows (llrouter ctl flow list)"));
+        }
+    }
     // Only the reasons that counted something: most of them are zero most of the time.
     for (title, list, before) in [
         ("dropped", &cur.drops, old.map(|p| &p.drops)),
@@ -257,6 +301,9 @@ pub fn render(
     }
     out
 }
+
+/// Flows shown at most.
+const TOP_FLOWS: usize = 10;
 
 /// `s` cut to `n` characters (the last one `…` when cut).
 fn clip(s: &str, n: usize) -> String {
@@ -341,6 +388,35 @@ mod tests {
         assert!(f.contains("50.0%"));
         let first = render(&a, None, "x").join("\n");
         assert!(first.contains("first sample: totals"));
+    }
+
+    #[test]
+    fn flows_busiest_first_and_bounded() {
+        let with_flows = |k: u64| {
+            let mut s = snap(k);
+            s.flows = (0..15u64)
+                .map(|i| llr_ops::metrics::FlowMetrics {
+                    flow: format!("flow{i}"),
+                    // flow7 uses the most CPU: 0.25 s per step of k
+                    cpu_seconds: k as f64 * if i == 7 { 0.25 } else { 0.01 },
+                    packets: 100 * k,
+                    queue_drops: if i == 7 { 4 * k } else { 0 },
+                    ..Default::default()
+                })
+                .collect();
+            s
+        };
+        let f = render(
+            &with_flows(3),
+            Some((Duration::from_secs(2), &with_flows(1))),
+            "x",
+        );
+        let at = f.iter().position(|l| l.starts_with("flow ")).unwrap();
+        let first: Vec<&str> = f[at + 1].split_whitespace().collect();
+        // 0.5 s of CPU over 2 s; 200 packets / 2 s; 8 queue drops / 2 s
+        assert_eq!(first[..4], ["flow7", "25.0%", "100", "4"], "{f:?}");
+        assert_eq!(f.iter().filter(|l| l.starts_with("flow")).count(), 1 + 10);
+        assert!(f.iter().any(|l| l.contains("5 more flows")), "{f:?}");
     }
 
     /// A router with many reasons, most of them zero, long names and big numbers.

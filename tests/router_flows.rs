@@ -328,6 +328,25 @@ fn flows_change_under_traffic() {
         }
     }
     assert!(changes >= 200);
+    // `reload` applies flows added to and removed from the file (restart-free while flows run).
+    let cfg_path = dir.join("router.toml");
+    let original = std::fs::read_to_string(&cfg_path).unwrap();
+    let with_flow = original.clone()
+        + "\n[[flows]]\nname = \"from-file\"\nmatch = { proto = \"udp\", dst_port = 9001 }\nweight = 3\n";
+    std::fs::write(&cfg_path, &with_flow).unwrap();
+    let v = call(&mut c, Command::Reload {}).expect("reload with a new flow");
+    assert_eq!(v["changed"], serde_json::json!(["flows"]), "{v}");
+    assert!(list(&mut c).iter().any(|f| f.name == "from-file"));
+    std::fs::write(
+        &cfg_path,
+        with_flow.replace("[flow-scheduler]\n", "[flow-scheduler]\nquantum-us = 9\n"),
+    )
+    .unwrap();
+    let e = call(&mut c, Command::Reload {}).unwrap_err();
+    assert_eq!(e.field, "flow-scheduler", "needs a restart: {e:?}");
+    std::fs::write(&cfg_path, &original).unwrap();
+    call(&mut c, Command::Reload {}).expect("reload without it");
+    assert!(!list(&mut c).iter().any(|f| f.name == "from-file"));
     let gen = gen_h.join().unwrap().unwrap().unwrap();
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, Ordering::Relaxed);

@@ -6,7 +6,8 @@ use crate::config::RouterConfig;
 
 /// Top-level fields the running router applies without a restart: the scheduler (layout and
 /// budgets), the rules, the static routes and neighbours, and the wake-up mode. `classes` is
-/// live only while the class names stay (see [`diff`]).
+/// live only while the class names stay, `flows` while flows are on before and after (see
+/// [`diff`]).
 const LIVE: &[&str] = &[
     "strategy",
     "device-budget",
@@ -49,6 +50,7 @@ pub fn diff(old: &RouterConfig, new: &RouterConfig) -> ConfigDiff {
         d.changed.push(k.clone());
         let live = match k.as_str() {
             "classes" => class_names(old) == class_names(new),
+            "flows" => flows_on(old) && flows_on(new),
             k => LIVE.contains(&k),
         };
         if !live {
@@ -64,6 +66,11 @@ fn fields(cfg: &RouterConfig) -> serde_json::Map<String, Value> {
         // A struct of plain data serializes to an object.
         other => unreachable!("RouterConfig serialized to {other:?}"),
     }
+}
+
+/// The flow scheduler runs (its section, or flows that imply it).
+fn flows_on(cfg: &RouterConfig) -> bool {
+    cfg.flow_scheduler.is_some() || !cfg.flows.is_empty()
 }
 
 fn class_names(cfg: &RouterConfig) -> Vec<&str> {
@@ -125,5 +132,28 @@ mod tests {
             }
             assert_eq!(diff(&base(), &n).restart, [f]);
         }
+    }
+
+    #[test]
+    fn flows_are_live_while_the_flow_scheduler_runs() {
+        let flow = llr_core::flow::FlowSpec {
+            name: "v".into(),
+            class: Some("be".into()),
+            ..Default::default()
+        };
+        let mut on = base();
+        on.flow_scheduler = Some(Default::default());
+        let mut more = on.clone();
+        more.flows.push(flow.clone());
+        let d = diff(&on, &more);
+        assert_eq!(d.changed, ["flows"]);
+        assert!(d.is_live(), "{d:?}");
+        // turning flows on (implicitly, by listing one) needs a restart
+        let mut implicit = base();
+        implicit.flows.push(flow);
+        assert_eq!(diff(&base(), &implicit).restart, ["flows"]);
+        let mut q = on.clone();
+        q.flow_scheduler.as_mut().unwrap().quantum_us = 20.0;
+        assert_eq!(diff(&on, &q).restart, ["flow-scheduler"]);
     }
 }

@@ -1,7 +1,8 @@
 //! `reload`: a whole new configuration, applied all or nothing.
 
 use crate::steer::RuleImages;
-use crate::worker::ctl::Change;
+use crate::worker::ctl::{Change, FlowChange};
+use llr_core::flow::FlowSpec;
 use llr_io::kernel::{self, MirrorSpec};
 use llr_ops::ctl::CtlError;
 use serde_json::{json, Value};
@@ -56,20 +57,25 @@ impl RouterCtl {
         // Layout and wake-up mode in one worker step; then the rules; a failure undoes what
         // went before.
         let old_layout = super::sched_layout(&st.cfg)?;
-        let to_new = Change::Batch(vec![
+        let (flows_do, flows_undo) = flow_changes(&st.cfg.flows, &r.cfg.flows);
+        let mut to_new = vec![
             Change::Sched(r.layout.clone()),
             Change::Wake {
                 wake: r.cfg.wake,
                 spin_us: r.cfg.spin_us,
             },
-        ]);
-        let to_old = Change::Batch(vec![
+        ];
+        to_new.extend(flows_do);
+        let to_new = Change::Batch(to_new);
+        let mut to_old = vec![
             Change::Sched(old_layout.clone()),
             Change::Wake {
                 wake: st.cfg.wake,
                 spin_us: st.cfg.spin_us,
             },
-        ]);
+        ];
+        to_old.extend(flows_undo);
+        let to_old = Change::Batch(to_old);
         self.to_workers(to_new, to_old.clone())?;
         let undo_workers = || {
             let _ = self.to_workers(to_old.clone(), to_old.clone());
@@ -110,4 +116,30 @@ impl RouterCtl {
         self.changed();
         Ok(json!({ "changed": d.changed }))
     }
+}
+
+/// The flow changes from `old` to `new` (by name), and their undo. A changed flow is torn down
+/// and set up again (its queued packets are dropped, counted): a `set` would keep fields the
+/// new spec leaves at their defaults. `new` as a whole was checked when it was resolved.
+fn flow_changes(old: &[FlowSpec], new: &[FlowSpec]) -> (Vec<Change>, Vec<Change>) {
+    let gone = |a: &[FlowSpec], b: &[FlowSpec]| -> Vec<FlowSpec> {
+        a.iter()
+            .filter(|f| b.iter().find(|g| g.name == f.name) != Some(f))
+            .cloned()
+            .collect()
+    };
+    let (removed, added) = (gone(old, new), gone(new, old));
+    fn del(v: &[FlowSpec]) -> Vec<Change> {
+        v.iter()
+            .map(|f| Change::Flow(FlowChange::Del(f.name.clone())))
+            .collect()
+    }
+    fn add(v: &[FlowSpec]) -> Vec<Change> {
+        v.iter()
+            .map(|f| Change::Flow(FlowChange::Add(Box::new(f.clone()))))
+            .collect()
+    }
+    let forward = [del(&removed), add(&added)].concat();
+    let back = [del(&added), add(&removed)].concat();
+    (forward, back)
 }
