@@ -51,9 +51,13 @@ fn ring_class(layout: &Layout, ring: RingId) -> usize {
 }
 
 impl Worker<'_> {
-    /// Frames wait in some socket: the input flow is eligible.
+    /// The input flow is eligible: the poll engine has a device on its poll list (the
+    /// "interrupts" put every device with frames there), or a socket outside the running layout
+    /// still holds frames. No ring index is read here: those reads are cache misses on lines
+    /// the kernel writes, and `take_interrupts` has just done them.
     fn input_ready(&self) -> bool {
-        (0..self.xsk.num_rings()).any(|r| self.xsk.backlog(r) > 0)
+        !self.engine.is_idle()
+            || (self.layout.rings.len()..self.xsk.num_rings()).any(|r| self.xsk.backlog(r) > 0)
     }
 
     /// One scheduling decision. False when nothing is eligible.
