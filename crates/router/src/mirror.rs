@@ -18,13 +18,15 @@ pub(crate) struct Mirror {
 }
 
 impl Mirror {
-    /// Starts the mirror on `cpus`. It sets its affinity itself: it is restarted from control
+    /// Starts the mirror on `cpus` (from `seed`'s dump, if given: `fwd` must hold what it
+    /// built). It sets its affinity itself: it is restarted from control
     /// connection threads as well as from the worker's thread before the worker pins itself.
     pub(crate) fn start(
         spec: MirrorSpec,
         fwd: Arc<RwLock<Forwarder>>,
         period: Duration,
         cpus: BTreeSet<usize>,
+        seed: Option<kernel::Seed>,
     ) -> Result<Mirror, RouterError> {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
@@ -34,7 +36,7 @@ impl Mirror {
                 if let Err(e) = llr_ops::cpus::set_affinity(&cpus) {
                     tracing::warn!("route mirror: helper cores: {e}");
                 }
-                kernel::refresh_loop(spec, fwd, period, s)
+                kernel::refresh_loop(spec, fwd, period, s, seed)
             })
             .step("spawn the route mirror")?;
         Ok(Mirror {

@@ -86,6 +86,8 @@ struct Plant {
     classifiers: Arc<Mutex<Classifiers>>,
     ntuple: Option<NtupleFilters>,
     flags: u32,
+    /// The dump `fwd` was built from, for the mirror to start from (taken when it starts).
+    seed: Option<kernel::Seed>,
 }
 
 impl Router {
@@ -280,7 +282,7 @@ fn supervise(
         let _ = started.send(Err(()));
         Err(e)
     };
-    let plant = match set_up(r, queues, opts.config_path, helpers) {
+    let mut plant = match set_up(r, queues, opts.config_path, helpers) {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
@@ -314,7 +316,7 @@ fn supervise(
     }
     let summary = summary(&plant, &zerocopy);
     tracing::info!("{summary}");
-    if let Err(e) = plant.ctl.start_mirror() {
+    if let Err(e) = plant.ctl.start_mirror(plant.seed.take()) {
         stop.store(true, Ordering::Relaxed);
         let _ = tear_down(plant, workers, done_rx);
         return fail(e);
@@ -476,7 +478,7 @@ fn set_up(
         routes: r.routes.clone(),
         neighbors: r.neighbors.clone(),
     };
-    let fwd0 = kernel::build(&spec).map_err(RouterError::setup)?;
+    let (fwd0, seed) = kernel::build_seeded(&spec).map_err(RouterError::setup)?;
     let local: Vec<IpAddr> = (fwd0.interfaces.iter())
         .flat_map(|i| i.addrs.iter().map(|a| a.addr))
         .collect();
@@ -529,6 +531,7 @@ fn set_up(
         classifiers,
         ntuple,
         flags,
+        seed: Some(seed),
     })
 }
 

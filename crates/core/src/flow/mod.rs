@@ -134,6 +134,16 @@ impl AclSpec {
     }
 }
 
+/// The weight of class `i`'s default global flow among `n` classes: 3 for the highest class, 1
+/// for the others — the default class weight of the `wfq` strategies.
+pub fn default_class_weight(i: usize, n: usize) -> u32 {
+    if i == 0 && n > 1 {
+        3
+    } else {
+        1
+    }
+}
+
 /// One flow, as `ctl flow list`, `ctl counters` and the metrics show it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FlowInfo {
@@ -170,7 +180,7 @@ pub struct Flows<P> {
 
 impl<P> Flows<P> {
     /// Builds the flows of a configuration: the input flow, one default global flow per class
-    /// (`class:<name>`, weight 1, `forward` only), then `specs` in order. Errors name the flow:
+    /// (`class:<name>`, `forward` only, weight [`default_class_weight`]), then `specs` in order. Errors name the flow:
     /// `flows[video].weight`.
     pub fn new(
         cfg: &FlowSchedConfig,
@@ -203,9 +213,11 @@ impl<P> Flows<P> {
             );
         }
         let mut class_defaults = Vec::new();
-        for c in class_names {
+        for (i, c) in class_names.iter().enumerate() {
+            // The classes' own default weight (as `wfq` uses it): turning flows on must not
+            // take the highest class's precedence away.
             let p = FlowParams {
-                share: Share::Weight(1),
+                share: Share::Weight(default_class_weight(i, class_names.len())),
                 quantum_ns: defaults.quantum_ns,
                 queue_limit: defaults.queue_limit,
             };
@@ -226,6 +238,18 @@ impl<P> Flows<P> {
                 .map_err(|e| e.within(&format!("flows[{}]", s.name)))?;
         }
         Ok(flows)
+    }
+
+    /// Sets the weight of class `class`'s default global flow (`class:<name>`).
+    pub fn set_class_weight(&mut self, class: ClassId, weight: u32) -> Result<(), FieldError> {
+        let id = *self
+            .class_defaults
+            .get(class)
+            .ok_or_else(|| FieldError::new("class", format!("no class {class}")))?;
+        let mut p = self.sched.view(id).expect("class flows stay").params;
+        p.share = Share::Weight(weight);
+        // An unchanged queue limit drops nothing.
+        self.sched.set(id, p).map(drop)
     }
 
     /// Installs a flow; nothing changes if it is refused.

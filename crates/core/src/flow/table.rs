@@ -3,7 +3,7 @@
 //! A flow is matched by a 5-tuple with prefixes and port ranges (the classifier rule's fields,
 //! `match`), optionally within one ingress class (`class`); a flow with a `class` and no
 //! `match` *is* that class's global flow. Traffic of a class no flow matches goes to the class's
-//! global flow: the one configured, or a default one (weight 1, `forward` only) named after the
+//! global flow: the one configured, or a default one (`forward` only) named after the
 //! class.
 //!
 //! Lookup order: exact 5-tuples first (a hash lookup: this is the shape of the thousands of

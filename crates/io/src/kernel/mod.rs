@@ -346,6 +346,46 @@ pub fn build(spec: &MirrorSpec) -> Result<Forwarder> {
     Ok(f)
 }
 
+/// What [`run_mirror`] needs to carry on from a [`build_seeded`] forwarder without dumping the
+/// kernel's tables again: the event socket (subscribed before that dump) and the mirror's view.
+pub struct Seed {
+    events: NlSocket,
+    dumper: NlSocket,
+    mirror: KernelMirror,
+}
+
+/// [`build`], keeping what the mirror thread needs to start from it: with a full Internet table
+/// a second dump at start costs seconds and a second copy of the table in memory. Events from
+/// the moment of the dump on queue in the seed's socket, so nothing between the two is missed.
+pub fn build_seeded(spec: &MirrorSpec) -> Result<(Forwarder, Seed)> {
+    let events = NlSocket::new(event_groups(spec))?;
+    let mut dumper = NlSocket::new(0)?;
+    let mut mirror = KernelMirror::new(spec);
+    let view = dump_view(&mut dumper, spec)?;
+    let mut f = Forwarder::new();
+    mirror.sync_all(&mut f, view);
+    Ok((
+        f,
+        Seed {
+            events,
+            dumper,
+            mirror,
+        },
+    ))
+}
+
+/// The netlink groups the mirror listens to.
+fn event_groups(spec: &MirrorSpec) -> u32 {
+    RTMGRP_LINK
+        | RTMGRP_IPV4_IFADDR
+        | RTMGRP_IPV6_IFADDR
+        | if spec.kernel_routes {
+            RTMGRP_NEIGH | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE
+        } else {
+            0
+        }
+}
+
 /// Counters of the route mirror.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MirrorStats {
@@ -368,45 +408,45 @@ pub fn refresh_loop(
     fwd: Arc<RwLock<Forwarder>>,
     period: Duration,
     stop: Arc<AtomicBool>,
+    seed: Option<Seed>,
 ) {
-    let stats = run_mirror(&spec, &fwd, period, &stop, None);
+    let stats = run_mirror(&spec, &fwd, period, &stop, None, seed);
     tracing::debug!("route mirror stopped: {stats:?}");
 }
 
 /// [`refresh_loop`] with its counters, published to `progress` after every batch if given.
+/// With a `seed` (from [`build_seeded`], whose forwarder `fwd` holds) it starts from that dump;
+/// without, or after a netlink error, it dumps first.
 pub fn run_mirror(
     spec: &MirrorSpec,
     fwd: &RwLock<Forwarder>,
     period: Duration,
     stop: &AtomicBool,
     progress: Option<&std::sync::Mutex<MirrorStats>>,
+    mut seed: Option<Seed>,
 ) -> MirrorStats {
     let mut st = MirrorStats::default();
     let period = period.max(Duration::from_millis(100));
     'outer: while !stop.load(Ordering::Relaxed) {
+        let seeded = seed.take();
+        let from_seed = seeded.is_some();
         // Subscribe first, dump second: a change between the two is seen as an event and
         // re-applied idempotently.
-        let groups = RTMGRP_LINK
-            | RTMGRP_IPV4_IFADDR
-            | RTMGRP_IPV6_IFADDR
-            | if spec.kernel_routes {
-                RTMGRP_NEIGH | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE
-            } else {
-                0
-            };
-        let (mut events, mut dumper) = match (NlSocket::new(groups), NlSocket::new(0)) {
-            (Ok(e), Ok(d)) => (e, d),
-            (Err(e), _) | (_, Err(e)) => {
-                tracing::warn!("route mirror: {e:#}; retrying in 1 s");
-                sleep_unless(stop, Duration::from_secs(1));
-                continue;
-            }
+        let (mut events, mut dumper, mut mirror) = match seeded {
+            Some(s) => (s.events, s.dumper, s.mirror),
+            None => match (NlSocket::new(event_groups(spec)), NlSocket::new(0)) {
+                (Ok(e), Ok(d)) => (e, d, KernelMirror::new(spec)),
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::warn!("route mirror: {e:#}; retrying in 1 s");
+                    sleep_unless(stop, Duration::from_secs(1));
+                    continue;
+                }
+            },
         };
-        let mut mirror = KernelMirror::new(spec);
         // A new mirror knows nothing of what is in the forwarder: its first dump replaces the
-        // forwarder's tables wholesale; later ones are diffs.
-        let mut fresh_start = true;
-        let mut need_resync = true;
+        // forwarder's tables wholesale; later ones are diffs. A seeded one already matches it.
+        let mut fresh_start = !from_seed;
+        let mut need_resync = !from_seed;
         let mut last_resync = Instant::now();
         let mut batch: Vec<KernelEvent> = Vec::new();
         while !stop.load(Ordering::Relaxed) {

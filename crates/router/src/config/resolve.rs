@@ -33,6 +33,8 @@ pub struct FlowSetup {
     pub acls: Vec<AclSpec>,
     /// Interface names a match may use (`ifname`), with their index.
     pub ifnames: Vec<(String, u32)>,
+    /// The classes' configured `weight`s: those of their default global flows.
+    pub class_weights: Vec<Option<u32>>,
 }
 
 impl FlowSetup {
@@ -45,9 +47,16 @@ impl FlowSetup {
 
     /// A worker's flows.
     pub fn build<P>(&self) -> Result<Flows<P>, FieldError> {
-        Flows::new(&self.cfg, &self.classes, &self.specs, &self.acls, &|n| {
+        let mut f = Flows::new(&self.cfg, &self.classes, &self.specs, &self.acls, &|n| {
             self.ifindex_of(n)
-        })
+        })?;
+        for (c, w) in self.class_weights.iter().enumerate() {
+            if let Some(w) = *w {
+                f.set_class_weight(c, w)
+                    .map_err(|e| FieldError::new(format!("classes[{c}].weight"), e.reason))?;
+            }
+        }
+        Ok(f)
     }
 }
 
@@ -228,10 +237,14 @@ impl RouterConfig {
                     .cloned()
                     .zip(ifindexes.iter().copied())
                     .collect(),
+                class_weights: self.classes.iter().map(|c| c.weight).collect(),
             };
             // Checked here, once: every worker builds the same flows from it.
             setup.build::<()>().map_err(|e| {
-                let field = if e.field.starts_with("flows[") || e.field.starts_with("acls[") {
+                let field = if ["flows[", "acls[", "classes["]
+                    .iter()
+                    .any(|p| e.field.starts_with(p))
+                {
                     e.field
                 } else {
                     format!("flow-scheduler.{}", e.field)

@@ -39,6 +39,7 @@ impl State {
                 .cloned()
                 .zip(self.ifindexes.iter().copied())
                 .collect(),
+            class_weights: self.cfg.classes.iter().map(|c| c.weight).collect(),
         })
     }
 

@@ -200,8 +200,8 @@ impl RouterCtl {
         *self.metrics_addr.lock().unwrap_or_else(|e| e.into_inner()) = addr;
     }
 
-    /// Starts the kernel route mirror.
-    pub(crate) fn start_mirror(&self) -> Result<(), RouterError> {
+    /// Starts the kernel route mirror from `seed`, the dump the forwarder was built from.
+    pub(crate) fn start_mirror(&self, seed: Option<kernel::Seed>) -> Result<(), RouterError> {
         let mut st = self.lock();
         let period = Duration::from_millis(st.cfg.route_refresh_ms);
         st.mirror = Some(Mirror::start(
@@ -209,6 +209,7 @@ impl RouterCtl {
             self.fwd.clone(),
             period,
             self.helper_cpus.clone(),
+            seed,
         )?);
         Ok(())
     }
@@ -339,7 +340,8 @@ impl RouterCtl {
     /// Rebuilds the forwarder for `spec` (static routes override the kernel's) and swaps it in,
     /// restarting the mirror with the new overrides.
     fn set_routes(&self, st: &mut State, spec: MirrorSpec) -> Result<(), CtlError> {
-        let mut f = kernel::build(&spec).map_err(|e| err("route", format!("{e:#}")))?;
+        let (mut f, seed) =
+            kernel::build_seeded(&spec).map_err(|e| err("route", format!("{e:#}")))?;
         drop(st.mirror.take()); // the old mirror must not overwrite the new table
         {
             let mut w = self.fwd.write().unwrap_or_else(|e| e.into_inner());
@@ -354,6 +356,7 @@ impl RouterCtl {
                 self.fwd.clone(),
                 period,
                 self.helper_cpus.clone(),
+                Some(seed),
             )
             .map_err(|e| err("route", e.to_string()))?,
         );
