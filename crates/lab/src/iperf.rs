@@ -14,7 +14,7 @@ use std::time::Duration;
 use llr_io::netns::{addr, Topology};
 use serde::{Deserialize, Serialize};
 
-use crate::measure::measure;
+use crate::measure::measure_once;
 use crate::options::Options;
 use crate::report::{self, Fixed};
 use crate::router_proc::RT_TCP_PORT;
@@ -175,7 +175,7 @@ impl IperfStudy {
         };
         let done = AtomicBool::new(false);
         std::thread::scope(|s| -> Result<(f64, u64, f64)> {
-            let gen = s.spawn(|| measure(topo, act, &oc, self.overload, 0.0, &done));
+            let gen = s.spawn(|| measure_once(topo, act, &oc, self.overload, 0.0, &done));
             // Let the overload build up before the TCP flow starts.
             std::thread::sleep(Duration::from_millis(500));
             let r = iperf3(topo, self.secs, rt, c.ipv6);

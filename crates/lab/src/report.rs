@@ -60,6 +60,9 @@ pub struct CsvRow<'a> {
     router_ns_per_pkt: Fixed<1>,
     round: u32,
     wakeups_per_s: Fixed<0>,
+    steal_pct: Fixed<1>,
+    router_softirq_pct: Fixed<1>,
+    attempts: u32,
 }
 
 impl<'a> From<&'a Row> for CsvRow<'a> {
@@ -90,6 +93,9 @@ impl<'a> From<&'a Row> for CsvRow<'a> {
             router_ns_per_pkt: Fixed(r.router_ns_per_pkt),
             round: r.round,
             wakeups_per_s: Fixed(r.wakeups_per_s),
+            steal_pct: Fixed(r.steal_pct),
+            router_softirq_pct: Fixed(r.router_softirq_pct),
+            attempts: r.attempts,
         }
     }
 }
@@ -144,7 +150,7 @@ pub fn write_csv<T: Serialize>(path: &Path, rows: &[T], empty_header: &str) -> R
 }
 
 /// The header of `results.csv`.
-pub const RESULTS_HEADER: &str = "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt,round,wakeups_per_s";
+pub const RESULTS_HEADER: &str = "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt,round,wakeups_per_s,steal_pct,router_softirq_pct,attempts";
 
 /// The header of `mlffr.csv`.
 pub const MLFFR_HEADER: &str = "target,round,mlffr_pps,loss_tolerance,generator_limited";
@@ -427,8 +433,13 @@ fn workers_md(c: &Options) -> String {
 
 /// One finding per target: RT and BE p99 from its lowest to its highest load, loss there.
 fn findings_md(s: &mut String, rows: &[Row]) {
-    let mut targets: Vec<&str> = rows.iter().map(|r| r.target.as_str()).collect();
-    targets.dedup();
+    // Each target once, in order of first appearance (rounds interleave the targets).
+    let mut targets: Vec<&str> = Vec::new();
+    for r in rows {
+        if !targets.contains(&r.target.as_str()) {
+            targets.push(&r.target);
+        }
+    }
     for t in targets {
         let tr: Vec<&Row> = rows.iter().filter(|r| r.target == t).collect();
         let (Some(lo), Some(hi)) = (
@@ -452,6 +463,26 @@ fn findings_md(s: &mut String, rows: &[Row]) {
             limit_note(hi)
         );
     }
+    noise_md(s, rows);
+}
+
+/// How noisy the machine was: steal time during the points (the hypervisor running others).
+fn noise_md(s: &mut String, rows: &[Row]) {
+    let max = rows.iter().map(|r| r.steal_pct).fold(f64::NAN, f64::max);
+    if max.is_nan() {
+        return;
+    }
+    let retried = rows.iter().filter(|r| r.attempts > 1).count();
+    let still = rows
+        .iter()
+        .filter(|r| r.steal_pct > crate::measure::STEAL_LIMIT_PCT)
+        .count();
+    let _ = writeln!(
+        s,
+        "- noise: the most steal any CPU had during a point was {max:.1} %; {retried} of {} points were measured twice (steal above {} %), {still} of them still above it (flagged in the `steal_pct` column).",
+        rows.len(),
+        crate::measure::STEAL_LIMIT_PCT
+    );
 }
 
 /// `report.md` of a sweep: setup, the rows, findings, targets not measured, plots.
@@ -459,14 +490,15 @@ pub fn report_md(c: &Options, rows: &[Row], plots: &[String], errors: &[String])
     let mut s = String::from("# llrouter testbed run\n\n## Setup\n\n");
     s.push_str(&setup_md(c));
     s.push('\n');
-    s.push_str("## Results\n\n| target | RT share | offered pps | sent pps | fwd pps | RT loss | BE loss | RT p50 µs | RT p99 µs | BE p50 µs | BE p99 µs | backlog drops | router ns/pkt | wake-ups/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("## Results\n\n| target | RT share | offered pps | sent pps | fwd pps | RT loss | BE loss | RT p50 µs | RT p99 µs | BE p50 µs | BE p99 µs | backlog drops | router ns/pkt | wake-ups/s | steal % |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in rows {
         let _ = writeln!(
             s,
-            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.4} | {:.4} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {:.0} | {:.0} |",
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.4} | {:.4} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {:.0} | {:.0} | {:.1}{} |",
             r.target, r.rt_share, r.offered_pps, r.sent_pps, r.throughput_pps, r.loss_rt, r.loss_be,
             r.rt_p50_us, r.rt_p99_us, r.be_p50_us, r.be_p99_us, r.backlog_drops, r.router_ns_per_pkt,
-            r.wakeups_per_s
+            r.wakeups_per_s, r.steal_pct,
+            if r.steal_pct > crate::measure::STEAL_LIMIT_PCT { " (noisy)" } else { "" }
         );
     }
     s.push_str("\n## Findings (computed from the rows above)\n\n");
@@ -523,6 +555,9 @@ mod tests {
             router_cpu_s: 0.1234,
             router_ns_per_pkt: 812.34,
             wakeups_per_s: f64::NAN,
+            steal_pct: 7.25,
+            router_softirq_pct: 41.0,
+            attempts: 2,
             ..Default::default()
         };
         let text = csv_text(&[CsvRow::from(&r)], "").unwrap();
@@ -531,7 +566,7 @@ mod tests {
         assert_eq!(lines.next(), Some(RESULTS_HEADER));
         assert_eq!(
             lines.next(),
-            Some("llrouter:ll-wfq,0.3,20000,0,0,0,0,0,0.500000,0.000000,0,0,0.00,0.00,12.35,0.00,0.00,0.00,0.00,0.00,0,0.123,812.3,2,NaN")
+            Some("llrouter:ll-wfq,0.3,20000,0,0,0,0,0,0.500000,0.000000,0,0,0.00,0.00,12.35,0.00,0.00,0.00,0.00,0.00,0,0.123,812.3,2,NaN,7.2,41.0,2")
         );
         assert_eq!(
             csv_text::<CsvRow<'_>>(&[], RESULTS_HEADER).unwrap(),
