@@ -140,6 +140,8 @@ fn rings(w: &WorkerPart<'_>, class_names: &[String]) -> Vec<RingMetrics> {
             drops: c.drops,
             served: c.served,
             budget_hits: c.budget_hits,
+            grants: c.grants,
+            grant_seconds: c.grant_ns as f64 * 1e-9,
             latency: Histogram {
                 bounds: LATENCY_BOUNDS.to_vec(),
                 counts: c.latency_counts.clone(),

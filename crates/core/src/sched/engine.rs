@@ -43,6 +43,10 @@ pub struct RingStats {
     pub served: u64,
     /// Times the ring still had packets when its ring budget (or time slice) ran out.
     pub budget_hits: u64,
+    /// Grants completed, and the CPU time they cost as reported to [`PollEngine::complete`]:
+    /// cost per grant and per packet are the price of the strategy's grant sizes.
+    pub grants: u64,
+    pub cost_ns: u64,
 }
 
 /// Counters of one device.
@@ -229,7 +233,10 @@ impl PollEngine {
         d.left = d.left.saturating_sub(served);
         d.ring_left = d.ring_left.saturating_sub(served);
         d.slice_left_ns -= cost_ns as i64;
-        self.ring_stats[grant.ring].served += served as u64;
+        let rs = &mut self.ring_stats[grant.ring];
+        rs.served += served as u64;
+        rs.grants += 1;
+        rs.cost_ns += cost_ns;
     }
 
     pub fn ring_stats(&self) -> &[RingStats] {
@@ -428,6 +435,27 @@ mod tests {
     fn engine(kind: StrategyKind, budgets: &[u32]) -> PollEngine {
         let cfg = SchedConfig::new(kind, &["rt", "be"]).with_budgets(budgets);
         PollEngine::new(&cfg.layout().unwrap())
+    }
+
+    #[test]
+    fn grants_and_their_cost_are_counted_per_ring() {
+        let mut e = engine(StrategyKind::LlWfq, &[8, 4]);
+        let mut backlog = vec![10usize, 10];
+        let mut n = [0u64; 2];
+        assert!(e.wake(0));
+        while let Some(g) = e.pick(&*backlog) {
+            let k = (g.max as usize).min(backlog[g.ring]) as u32;
+            backlog[g.ring] -= k as usize;
+            n[g.ring] += 1;
+            e.complete(g, k, 100 * u64::from(k) + 1000);
+        }
+        for r in 0..2 {
+            let s = &e.ring_stats()[r];
+            assert_eq!(s.grants, n[r]);
+            assert_eq!(s.served, 10);
+            assert_eq!(s.cost_ns, 100 * 10 + 1000 * n[r], "ring {r}");
+        }
+        assert!(n[1] >= 3, "BE in 4-frame grants: {n:?}");
     }
 
     /// Serves every grant fully from `backlog`, returns the sequence of (ring, n).

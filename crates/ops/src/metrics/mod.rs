@@ -23,6 +23,8 @@
 //! | `llrouter_ring_dropped_packets_total` | counter | same | frames dropped because the ring was full |
 //! | `llrouter_ring_served_packets_total` | counter | same | frames the poll engine took from the ring |
 //! | `llrouter_ring_budget_hits_total` | counter | same | grants that ended with the ring budget spent and frames left |
+//! | `llrouter_ring_grants_total` | counter | same | grants the poll engine gave the ring |
+//! | `llrouter_ring_grant_seconds_total` | counter | same | worker CPU time in those grants (÷ grants: cost per grant; ÷ served: per frame) |
 //! | `llrouter_ring_latency_seconds` | histogram | same | time from XDP receive to processing |
 //! | `llrouter_engine_device_wakeups_total` | counter | `worker`,`engine_device` | wake-ups (interrupts taken) |
 //! | `llrouter_engine_device_rearms_total` | counter | same | left the poll list, wake-up re-armed |
@@ -150,6 +152,12 @@ pub struct RingMetrics {
     pub drops: u64,
     pub served: u64,
     pub budget_hits: u64,
+    /// Grants served from the ring and the worker's CPU time in them, seconds (per grant and
+    /// per frame: the fixed and the per-frame cost of serving this ring).
+    #[serde(default)]
+    pub grants: u64,
+    #[serde(default)]
+    pub grant_seconds: f64,
     /// Time spent in the ring, seconds.
     pub latency: Histogram,
 }

@@ -203,6 +203,24 @@ pub fn render(snap: &MetricsSnapshot) -> String {
             (ring_labels(r), f(r) as f64)
         });
     }
+    o.each(
+        (
+            "llrouter_ring_grants_total",
+            "counter",
+            "Grants the poll engine gave the ring (served by the worker).",
+        ),
+        &snap.rings,
+        |r| (ring_labels(r), r.grants as f64),
+    );
+    o.each(
+        (
+            "llrouter_ring_grant_seconds_total",
+            "counter",
+            "Worker CPU time spent in the ring's grants; divided by grants: the cost of a grant, by served packets: the cost of a frame.",
+        ),
+        &snap.rings,
+        |r| (ring_labels(r), r.grant_seconds),
+    );
 
     o.family(
         "llrouter_ring_latency_seconds",

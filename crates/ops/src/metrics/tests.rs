@@ -147,6 +147,8 @@ fn snap() -> MetricsSnapshot {
                 drops: 0,
                 served: 998,
                 budget_hits: 3,
+                grants: 40,
+                grant_seconds: 0.0025,
                 latency: lat,
             },
             RingMetrics {
@@ -159,6 +161,8 @@ fn snap() -> MetricsSnapshot {
                 drops: 1234,
                 served: 3766,
                 budget_hits: 900,
+                grants: 950,
+                grant_seconds: 0.125,
                 latency: Histogram::new(Histogram::latency_bounds()),
             },
         ],
@@ -248,6 +252,14 @@ fn check(samples: &[Sample], snap: &MetricsSnapshot) {
         assert_eq!(
             find(samples, "llrouter_ring_budget_hits_total", &l).value,
             r.budget_hits as f64
+        );
+        assert_eq!(
+            find(samples, "llrouter_ring_grants_total", &l).value,
+            r.grants as f64
+        );
+        assert_eq!(
+            find(samples, "llrouter_ring_grant_seconds_total", &l).value,
+            r.grant_seconds
         );
         assert_eq!(
             find(samples, "llrouter_ring_latency_seconds_count", &l).value,
@@ -457,6 +469,7 @@ fn names_follow_prometheus_conventions() {
         "_rounds_total",
         "_waits_total",
         "_preemptions_total",
+        "_grants_total",
     ];
     let mut families = 0;
     for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {

@@ -87,6 +87,9 @@ pub struct RingCounters {
     pub bytes: u64,
     /// Grants that ended with the ring budget spent and frames left.
     pub budget_hits: u64,
+    /// Grants served and their CPU time, ns (the worker's clock around each grant).
+    pub grants: u64,
+    pub grant_ns: u64,
     /// Frames forwarded (queued for Tx).
     pub forwarded: u64,
     /// Frames waiting in the ring now.

@@ -27,6 +27,9 @@ pub struct WorkerStats {
     pub served: Vec<u64>,
     /// Frames forwarded (queued for Tx) per ring.
     pub forwarded: Vec<u64>,
+    /// Grants per ring and the worker's CPU time in them, ns (cost per grant and per frame).
+    pub grants: Vec<u64>,
+    pub grant_ns: Vec<u64>,
     /// User-space Pass verdicts by reason (dropped here, see the module doc).
     pub pass: Vec<(String, u64)>,
     /// Drops by reason.
@@ -52,6 +55,8 @@ impl WorkerStats {
         for w in all.iter().skip(1) {
             add_each(&mut t.served, &w.served);
             add_each(&mut t.forwarded, &w.forwarded);
+            add_each(&mut t.grants, &w.grants);
+            add_each(&mut t.grant_ns, &w.grant_ns);
             add_named(&mut t.pass, &w.pass);
             add_named(&mut t.drop, &w.drop);
             add_named(&mut t.events, &w.events);
@@ -205,6 +210,8 @@ fn add_engine(rings: &mut [RingCounters], devices: &mut Vec<DeviceCounters>, eng
     for (r, s) in engine.ring_stats().iter().enumerate() {
         rings[r].served += s.served;
         rings[r].budget_hits += s.budget_hits;
+        rings[r].grants += s.grants;
+        rings[r].grant_ns += s.cost_ns;
     }
     for (d, s) in engine.device_stats().iter().enumerate() {
         if devices.len() <= d {
@@ -304,6 +311,8 @@ impl Worker<'_> {
             rings: ring_names(&self.layout, xsk.num_rings()),
             served: rings.iter().map(|r| r.served).collect(),
             forwarded: rings.iter().map(|r| r.forwarded).collect(),
+            grants: rings.iter().map(|r| r.grants).collect(),
+            grant_ns: rings.iter().map(|r| r.grant_ns).collect(),
             pass: self.pass_counts(),
             drop: self.slow.drops.clone(),
             events: self.slow.events(),
