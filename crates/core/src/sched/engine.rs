@@ -449,11 +449,10 @@ mod tests {
             n[g.ring] += 1;
             e.complete(g, k, 100 * u64::from(k) + 1000);
         }
-        for r in 0..2 {
-            let s = &e.ring_stats()[r];
-            assert_eq!(s.grants, n[r]);
+        for (r, (s, &grants)) in e.ring_stats().iter().zip(&n).enumerate() {
+            assert_eq!(s.grants, grants);
             assert_eq!(s.served, 10);
-            assert_eq!(s.cost_ns, 100 * 10 + 1000 * n[r], "ring {r}");
+            assert_eq!(s.cost_ns, 100 * 10 + 1000 * grants, "ring {r}");
         }
         assert!(n[1] >= 3, "BE in 4-frame grants: {n:?}");
     }
