@@ -38,6 +38,29 @@ pub struct FlowSetup {
 }
 
 impl FlowSetup {
+    /// The flows of `cfg` on interfaces `ifindexes` (in `cfg.interfaces` order); `None` when
+    /// flows are off (no `[flow-scheduler]` and no `[[flows]]`). Not checked: see [`build`].
+    ///
+    /// [`build`]: FlowSetup::build
+    pub fn of(cfg: &RouterConfig, ifindexes: &[u32]) -> Option<FlowSetup> {
+        if cfg.flow_scheduler.is_none() && cfg.flows.is_empty() {
+            return None;
+        }
+        Some(FlowSetup {
+            cfg: cfg.flow_scheduler.clone().unwrap_or_default(),
+            classes: cfg.classes.iter().map(|c| c.name.clone()).collect(),
+            specs: cfg.flows.clone(),
+            acls: cfg.acls.clone(),
+            ifnames: cfg
+                .interfaces
+                .iter()
+                .cloned()
+                .zip(ifindexes.iter().copied())
+                .collect(),
+            class_weights: cfg.classes.iter().map(|c| c.weight).collect(),
+        })
+    }
+
     pub fn ifindex_of(&self, name: &str) -> Option<u32> {
         self.ifnames
             .iter()
@@ -225,20 +248,7 @@ impl RouterConfig {
                 mac,
             });
         }
-        let flows = if self.flow_scheduler.is_some() || !self.flows.is_empty() {
-            let setup = FlowSetup {
-                cfg: self.flow_scheduler.clone().unwrap_or_default(),
-                classes: names.clone(),
-                specs: self.flows.clone(),
-                acls: self.acls.clone(),
-                ifnames: self
-                    .interfaces
-                    .iter()
-                    .cloned()
-                    .zip(ifindexes.iter().copied())
-                    .collect(),
-                class_weights: self.classes.iter().map(|c| c.weight).collect(),
-            };
+        let flows = if let Some(setup) = FlowSetup::of(&self, &ifindexes) {
             // Checked here, once: every worker builds the same flows from it.
             setup.build::<()>().map_err(|e| {
                 let field = if ["flows[", "acls[", "classes["]

@@ -21,25 +21,11 @@ const LIST_WAIT: Duration = Duration::from_millis(200);
 
 impl State {
     fn flow_setup(&self) -> Result<FlowSetup, CtlError> {
-        if self.cfg.flow_scheduler.is_none() && self.cfg.flows.is_empty() {
-            return Err(err(
+        FlowSetup::of(&self.cfg, &self.ifindexes).ok_or_else(|| {
+            err(
                 "flow",
                 "flows are off: add a [flow-scheduler] section to the configuration and restart",
-            ));
-        }
-        Ok(FlowSetup {
-            cfg: self.cfg.flow_scheduler.clone().unwrap_or_default(),
-            classes: self.cfg.classes.iter().map(|c| c.name.clone()).collect(),
-            specs: self.cfg.flows.clone(),
-            acls: self.cfg.acls.clone(),
-            ifnames: self
-                .cfg
-                .interfaces
-                .iter()
-                .cloned()
-                .zip(self.ifindexes.iter().copied())
-                .collect(),
-            class_weights: self.cfg.classes.iter().map(|c| c.weight).collect(),
+            )
         })
     }
 
