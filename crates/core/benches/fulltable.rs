@@ -10,6 +10,7 @@ use std::net::IpAddr;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use llr_core::fixture::{Fixture, FixtureSpec};
+use llr_core::fwd::lpm::{Lpm6, Readers, V6_STRIDES};
 use llr_core::fwd::{Forwarder, Interface, NextHop, Verdict};
 use llr_core::wire::build::{frame, FrameSpec};
 use llr_core::wire::parse_frame;
@@ -134,9 +135,90 @@ fn fulltable(c: &mut Criterion) {
     g.finish();
 }
 
+/// IPv6 candidates at full-table size: the prefix trie llrouter used first and multibit tries
+/// with several stride plans. Each is built from the fixture's 200 k prefixes; its memory is
+/// printed before it is timed.
+fn v6_structures(c: &mut Criterion) {
+    const S16_8: &[u8] = &[16, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8];
+    const S24_8: &[u8] = &[24, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8];
+    const S16_8_4_AT40: &[u8] = &[
+        16, 8, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+    ];
+    let fx = Fixture::generate(FixtureSpec::full(1)).expect("fixture");
+    let dsts: Vec<u128> = fx
+        .destinations(4 * DESTS, 7)
+        .into_iter()
+        .filter_map(|a| match a {
+            IpAddr::V6(a) => Some(u128::from(a)),
+            IpAddr::V4(_) => None,
+        })
+        .take(DESTS)
+        .collect();
+    let mut g = c.benchmark_group("v6_structure");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    {
+        let mut trie: prefix_trie::PrefixMap<(u128, u8), u32> = prefix_trie::PrefixMap::new();
+        for r in &fx.v6 {
+            if let IpAddr::V6(a) = r.prefix().addr() {
+                trie.insert((u128::from(a), r.prefix().len()), u32::from(r.next_hop));
+            }
+        }
+        let mut at = 0usize;
+        g.bench_function("prefix_trie", |b| {
+            b.iter(|| {
+                let mut s = 0u32;
+                for _ in 0..BATCH {
+                    let a = dsts[at];
+                    at = (at + 1) % dsts.len();
+                    s = s.wrapping_add(trie.get_lpm(&(black_box(a), 128)).map_or(0, |(_, v)| *v));
+                }
+                s
+            })
+        });
+    }
+    for (name, strides) in [
+        ("multibit_16_8_8_4", V6_STRIDES),
+        ("multibit_16_8_8_8_4", S16_8_4_AT40),
+        ("multibit_16_8", S16_8),
+        ("multibit_24_8", S24_8),
+    ] {
+        let t = Lpm6::with_strides(strides, std::sync::Arc::<Readers>::default());
+        let t0 = std::time::Instant::now();
+        for r in &fx.v6 {
+            if let IpAddr::V6(a) = r.prefix().addr() {
+                t.insert(u128::from(a), r.prefix().len(), u32::from(r.next_hop))
+                    .unwrap();
+            }
+        }
+        let m = t.memory();
+        eprintln!(
+            "{name}: {} prefixes in {:.2} s; first level {:.1} MB, groups {:.1} MB allocated / {:.1} MB used, shadow {:.1} MB",
+            t.len(),
+            t0.elapsed().as_secs_f64(),
+            m.first_level as f64 / 1e6,
+            m.groups as f64 / 1e6,
+            m.groups_used as f64 / 1e6,
+            m.shadow as f64 / 1e6
+        );
+        let mut at = 0usize;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let mut s = 0u32;
+                for _ in 0..BATCH {
+                    let a = dsts[at];
+                    at = (at + 1) % dsts.len();
+                    s = s.wrapping_add(t.lookup(black_box(a)).unwrap_or(0));
+                }
+                s
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30);
-    targets = fulltable
+    targets = fulltable, v6_structures
 }
 criterion_main!(benches);

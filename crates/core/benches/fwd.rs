@@ -1,11 +1,11 @@
-//! Per-packet path (parse → classify → LPM → rewrite) and IPv4 LPM: DIR-24-8 vs prefix-trie.
+//! Per-packet path (parse → classify → LPM → rewrite) and IPv4 LPM: DIR-24-8 vs prefix-trie (a dev-dependency kept for this comparison).
 
 use std::hint::black_box;
 use std::net::IpAddr;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use llr_core::classify::{RuleSet, RuleSpec};
-use llr_core::fwd::{Dir24_8, Forwarder, Interface, NextHop, Verdict};
+use llr_core::fwd::{Forwarder, Interface, Lpm4, NextHop, Verdict};
 use llr_core::wire::build::{frame, FrameSpec};
 use llr_core::wire::parse_frame;
 use prefix_trie::PrefixMap;
@@ -39,7 +39,7 @@ fn lpm(c: &mut Criterion) {
     for n in [1_000usize, 100_000] {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(n as u64);
         let rs = routes(n, &mut rng);
-        let mut dir = Dir24_8::new();
+        let dir = Lpm4::new();
         let mut trie: PrefixMap<(u32, u8), u32> = PrefixMap::new();
         for (i, &(a, l)) in rs.iter().enumerate() {
             dir.insert(a, l, i as u32).unwrap();

@@ -1,8 +1,8 @@
-//! DIR-24-8 and the IPv6 trie agree with a naive linear longest-prefix match.
+//! The IPv4 (DIR-24-8) and IPv6 tables agree with a naive linear longest-prefix match.
 
 use std::collections::HashMap;
 
-use llr_core::fwd::{Dir24_8, Lpm6};
+use llr_core::fwd::{Lpm4, Lpm6};
 use proptest::prelude::*;
 
 fn mask32(len: u8) -> u32 {
@@ -52,7 +52,7 @@ proptest! {
 
     #[test]
     fn dir24_8_matches_naive(ops in prop::collection::vec(op(), 1..40), probes in prop::collection::vec(any::<u32>(), 32)) {
-        let mut t = Dir24_8::new();
+        let t = Lpm4::new();
         let mut naive: HashMap<(u32, u8), u32> = HashMap::new();
         let mut interesting = probes.clone();
         for op in ops {
@@ -83,14 +83,19 @@ proptest! {
     #[test]
     fn lpm6_matches_naive(ops in prop::collection::vec((any::<u128>(), 0u8..=128, 0u32..100, any::<bool>()), 1..40), probes in prop::collection::vec(any::<u128>(), 16)) {
         let m = |l: u8| u128::MAX.checked_shl(128 - u32::from(l)).unwrap_or(0);
-        let mut t = Lpm6::default();
+        let t = Lpm6::default();
         let mut naive: HashMap<(u128, u8), u32> = HashMap::new();
         let mut interesting = probes;
         for (a, l, v, ins) in ops {
-            // Share the top 16 bits so prefixes nest.
-            let a = (0x2001u128 << 112) | (a >> 16);
+            // Share the top 16 bits so prefixes nest; half share 44, so that groups of the
+            // deeper (4-bit) levels fill, overlap and fold back too.
+            let a = if v % 2 == 0 {
+                (0x2001u128 << 112) | (a >> 16)
+            } else {
+                (0x2001_0db8_0123u128 << 80) | (a >> 44)
+            };
             if ins {
-                prop_assert_eq!(t.insert(a, l, v), naive.insert((a & m(l), l), v));
+                prop_assert_eq!(t.insert(a, l, v).unwrap(), naive.insert((a & m(l), l), v));
             } else {
                 prop_assert_eq!(t.remove(a, l), naive.remove(&(a & m(l), l)));
             }

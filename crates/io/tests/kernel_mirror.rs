@@ -4,10 +4,10 @@
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use llr_core::fwd::{Forwarder, NextHop, RouteKind};
+use llr_core::fwd::{Forwarder, NextHop, RouteKind, SharedForwarder};
 use llr_io::kernel::{self, MirrorSpec, MirrorStats, StaticNeighbor, StaticRoute};
 use llr_io::netns::Netns;
 
@@ -15,10 +15,10 @@ use llr_io::netns::Netns;
 const BOUND: Duration = Duration::from_secs(1);
 
 /// Polls `cond` on the forwarder until it holds; returns the time it took, or panics with `what`.
-fn within(fwd: &RwLock<Forwarder>, what: &str, cond: impl Fn(&Forwarder) -> bool) -> Duration {
+fn within(fwd: &SharedForwarder, what: &str, cond: impl Fn(&Forwarder) -> bool) -> Duration {
     let t0 = Instant::now();
     loop {
-        if cond(&fwd.read().unwrap()) {
+        if cond(&fwd.load()) {
             return t0.elapsed();
         }
         assert!(
@@ -99,7 +99,7 @@ fn kernel_changes_reach_the_forwarder_quickly() {
         Some([2, 0, 0, 0, 0, 7])
     );
 
-    let fwd = Arc::new(RwLock::new(f0));
+    let fwd = Arc::new(SharedForwarder::new(f0));
     let stop = Arc::new(AtomicBool::new(false));
     let _guard = StopOnDrop(stop.clone());
     let progress = Arc::new(Mutex::new(MirrorStats::default()));
@@ -144,7 +144,7 @@ fn kernel_changes_reach_the_forwarder_quickly() {
     .unwrap();
     took.push(within(&fwd, "ip route add", |f| {
         f.routes.lookup(ip("10.50.3.4"))
-            == Some(&NextHop {
+            == Some(NextHop {
                 ifindex: a,
                 gateway: Some(ip("10.80.0.2")),
             })
@@ -153,7 +153,7 @@ fn kernel_changes_reach_the_forwarder_quickly() {
         .unwrap();
     took.push(within(&fwd, "ip route replace", |f| {
         f.routes.lookup(ip("10.50.3.4"))
-            == Some(&NextHop {
+            == Some(NextHop {
                 ifindex: b,
                 gateway: None,
             })
@@ -241,7 +241,7 @@ fn kernel_changes_reach_the_forwarder_quickly() {
         f.routes.lookup(ip("10.52.0.1")).is_some()
     });
     {
-        let f = fwd.read().unwrap();
+        let f = fwd.load();
         assert_eq!(
             f.routes.lookup(ip("10.99.1.1")).map(|n| n.ifindex),
             Some(b),

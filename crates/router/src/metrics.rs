@@ -78,9 +78,7 @@ pub fn to_metrics(
                 poll_rounds: w.snap.poll_rounds,
                 busy_ratio: w.snap.busy_ratio,
                 busy_seconds: w.snap.busy_s,
-                table_waits: w.snap.table_waits,
-                table_wait_seconds: w.snap.table_wait_ns as f64 * 1e-9,
-                table_wait_max_seconds: w.snap.table_wait_max_ns as f64 * 1e-9,
+                stall_max_seconds: w.snap.stall_max_ns as f64 * 1e-9,
             })
             .collect(),
         drops,

@@ -2,11 +2,11 @@
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use llr_core::fwd::Forwarder;
+use llr_core::fwd::SharedForwarder;
 use llr_io::kernel::{self, MirrorSpec};
 
 use crate::error::{RouterError, Step};
@@ -23,7 +23,7 @@ impl Mirror {
     /// connection threads as well as from the worker's thread before the worker pins itself.
     pub(crate) fn start(
         spec: MirrorSpec,
-        fwd: Arc<RwLock<Forwarder>>,
+        fwd: Arc<SharedForwarder>,
         period: Duration,
         cpus: BTreeSet<usize>,
         seed: Option<kernel::Seed>,

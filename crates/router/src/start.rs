@@ -5,13 +5,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::worker::ctl::{fresh_all, WorkerLink, WorkerSnapshot};
 use crate::worker::{self, WorkerCtl, WorkerOptions, WorkerStats};
-use llr_core::fwd::Forwarder;
+use llr_core::fwd::SharedForwarder;
 use llr_io::ebpf::{ClassifierStats, FLAG_TIMESTAMP};
 use llr_io::kernel::{self, MirrorSpec};
 use llr_io::xsk::{Device, SocketSlot};
@@ -78,7 +78,7 @@ struct Started {
 struct Plant {
     r: Resolved,
     queues: QueueLayout,
-    fwd: Arc<RwLock<Forwarder>>,
+    fwd: Arc<SharedForwarder>,
     links: Vec<Arc<WorkerLink>>,
     ctl: Arc<RouterCtl>,
     ctl_server: CtlServer,
@@ -482,7 +482,7 @@ fn set_up(
     let local: Vec<IpAddr> = (fwd0.interfaces.iter())
         .flat_map(|i| i.addrs.iter().map(|a| a.addr))
         .collect();
-    let fwd = Arc::new(RwLock::new(fwd0));
+    let fwd = Arc::new(SharedForwarder::new(fwd0));
     let flags = if r.cfg.timestamp_meta {
         FLAG_TIMESTAMP
     } else {

@@ -4,17 +4,19 @@
 //! place: TTL/hop limit, IPv4 checksum, MACs), hand it to the kernel ([`PassReason`]: everything the
 //! host itself must see or answer), or drop it ([`DropReason`]: malformed). It allocates nothing.
 
-mod dir24_8;
 pub(crate) mod hash;
 pub mod icmp;
+pub mod lpm;
+mod shared;
 mod tables;
 
 use core::fmt;
 
-pub use dir24_8::{Dir24_8, LpmError, MAX_VALUE};
 pub use icmp::{IcmpKind, IcmpLimiter, IcmpLimits};
+pub use lpm::{Lpm4, Lpm6, LpmError, LpmMemory, Reader, Readers, MAX_VALUE};
+pub use shared::{ForwarderGuard, SharedForwarder};
 pub use tables::{
-    Interface, Interfaces, IpPrefixAddr, Lpm6, Neighbors, NextHop, RouteError, RouteKind,
+    Interface, Interfaces, IpPrefixAddr, Neighbors, NextHop, RouteError, RouteKind, RouteMemory,
     RouteTable,
 };
 
@@ -234,10 +236,14 @@ pub enum FragmentPolicy {
 }
 
 /// The per-packet forwarding engine: tables plus policy; [`process`](Forwarder::process) is `&self`.
-#[derive(Debug, Default)]
+///
+/// Cloning is cheap and shares the route table (`Arc`): the neighbour and interface tables are
+/// small and replaced as a whole (clone, change, publish), the route table is updated in place
+/// without stopping lookups.
+#[derive(Debug, Default, Clone)]
 pub struct Forwarder {
     /// Routes.
-    pub routes: RouteTable,
+    pub routes: std::sync::Arc<RouteTable>,
     /// Neighbour MACs.
     pub neighbors: Neighbors,
     /// The router's interfaces.
@@ -390,7 +396,7 @@ impl Forwarder {
     /// The route of the packet's destination and its egress interface; `Err`: the verdict of a
     /// packet without a usable unicast route.
     #[inline(always)]
-    fn route(&self, frame: &[u8], meta: &PacketMeta) -> Result<(&NextHop, &Interface), Verdict> {
+    fn route(&self, frame: &[u8], meta: &PacketMeta) -> Result<(NextHop, &Interface), Verdict> {
         use DropReason as D;
         let nh = match meta.version {
             IpVersion::V4 => self.routes.lookup_v4(meta.dst_v4()),

@@ -3,12 +3,14 @@
 use core::fmt;
 use core::net::IpAddr;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use prefix_trie::PrefixMap;
-
-use super::dir24_8::{Dir24_8, MAX_VALUE};
 use super::hash::FxBuild;
-use crate::classify::{mask128, IpPrefix};
+use super::lpm::{
+    Lpm4, Lpm6, LpmError, LpmMemory, Reader, Readers, MAX_VALUE, V4_STRIDES, V6_STRIDES,
+};
+use crate::classify::IpPrefix;
 use crate::wire::Mac;
 
 /// Where a route sends packets: an interface and, unless the destination is on-link, a gateway.
@@ -74,171 +76,254 @@ impl NextHop {
 /// A route table update that could not be applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RouteError {
-    /// More distinct next hops than the 24-bit DIR-24-8 value can index.
+    /// More distinct next hops than an entry's value can index.
     TooManyNextHops,
+    /// The table refused the prefix (a level ran out of groups).
+    Table(LpmError),
 }
 
 impl fmt::Display for RouteError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RouteError::TooManyNextHops => write!(f, "more than {MAX_VALUE} distinct next hops"),
+            RouteError::Table(e) => write!(f, "{e}"),
         }
     }
 }
 
 impl std::error::Error for RouteError {}
 
-/// IPv6 longest-prefix match over `prefix-trie`, mapping prefixes to next-hop ids.
-#[derive(Clone, Default)]
-pub struct Lpm6 {
-    map: PrefixMap<(u128, u8), u32>,
+/// Interned next hops, readable without a lock: written once before the id that names them is
+/// published in a table entry (`Release`), never changed, never moved.
+struct NextHops {
+    /// Three words per next hop: ifindex | family << 32, then the gateway's high and low halves.
+    chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
+    ids: Mutex<HashMap<NextHop, u32>>,
 }
 
-impl fmt::Debug for Lpm6 {
+const NH_CHUNK_LOG: u32 = 12;
+
+impl Default for NextHops {
+    fn default() -> Self {
+        NextHops {
+            chunks: (0..=(MAX_VALUE >> NH_CHUNK_LOG))
+                .map(|_| OnceLock::new())
+                .collect(),
+            ids: Mutex::default(),
+        }
+    }
+}
+
+impl NextHops {
+    fn intern(&self, nh: NextHop) -> Result<u32, RouteError> {
+        let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&id) = ids.get(&nh) {
+            return Ok(id);
+        }
+        let id = u32::try_from(ids.len())
+            .ok()
+            .filter(|&i| i <= MAX_VALUE)
+            .ok_or(RouteError::TooManyNextHops)?;
+        let Some(chunk) = self.chunks.get((id >> NH_CHUNK_LOG) as usize) else {
+            return Err(RouteError::TooManyNextHops);
+        };
+        let chunk = chunk.get_or_init(|| bytemuck::zeroed_slice_box(3 << NH_CHUNK_LOG));
+        let at = ((id & ((1 << NH_CHUNK_LOG) - 1)) * 3) as usize;
+        let (fam, gw) = match nh.gateway {
+            None => (0u64, 0u128),
+            Some(IpAddr::V4(a)) => (4, u128::from(u32::from(a))),
+            Some(IpAddr::V6(a)) => (6, u128::from(a)),
+        };
+        chunk[at].store(u64::from(nh.ifindex) | fam << 32, Ordering::Relaxed);
+        chunk[at + 1].store((gw >> 64) as u64, Ordering::Relaxed);
+        chunk[at + 2].store(gw as u64, Ordering::Relaxed);
+        ids.insert(nh, id);
+        Ok(id)
+    }
+
+    #[inline(always)]
+    fn get(&self, id: u32) -> Option<NextHop> {
+        let chunk = self.chunks.get((id >> NH_CHUNK_LOG) as usize)?.get()?;
+        let at = ((id & ((1 << NH_CHUNK_LOG) - 1)) * 3) as usize;
+        let w0 = chunk.get(at)?.load(Ordering::Relaxed);
+        let gateway = match w0 >> 32 {
+            0 => None,
+            fam => {
+                let hi = chunk.get(at + 1)?.load(Ordering::Relaxed);
+                let lo = chunk.get(at + 2)?.load(Ordering::Relaxed);
+                let gw = u128::from(hi) << 64 | u128::from(lo);
+                Some(if fam == 4 {
+                    IpAddr::V4((gw as u32).into())
+                } else {
+                    IpAddr::V6(gw.into())
+                })
+            }
+        };
+        Some(NextHop {
+            ifindex: w0 as u32,
+            gateway,
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.ids.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    fn bytes(&self) -> usize {
+        let chunks = self.chunks.iter().filter(|c| c.get().is_some()).count();
+        let map = self
+            .ids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .capacity();
+        chunks * (24 << NH_CHUNK_LOG) + map * (core::mem::size_of::<(NextHop, u32)>() + 1)
+    }
+}
+
+/// Memory held by a [`RouteTable`], by structure (see [`RouteTable::memory`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouteMemory {
+    /// IPv4 (DIR-24-8).
+    pub v4: LpmMemory,
+    /// IPv6.
+    pub v6: LpmMemory,
+    /// Interned next hops and their index.
+    pub nexthops: usize,
+}
+
+impl RouteMemory {
+    /// All of it.
+    pub fn total(&self) -> usize {
+        let f = |m: &LpmMemory| m.first_level + m.groups + m.shadow;
+        f(&self.v4) + f(&self.v6) + self.nexthops
+    }
+}
+
+/// IPv4 (DIR-24-8) and IPv6 routes to interned next hops.
+///
+/// Lookups take no lock and never wait for an update; updates (`&self`) serialise among
+/// themselves. Next hops are stored once and referenced by id; ids are not reclaimed when their
+/// last route goes, which bounds memory by the number of distinct next hops ever seen.
+pub struct RouteTable {
+    v4: Lpm4,
+    v6: Lpm6,
+    nexthops: NextHops,
+    readers: Arc<Readers>,
+}
+
+impl Default for RouteTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for RouteTable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lpm6")
-            .field("routes", &self.map.len())
+        f.debug_struct("RouteTable")
+            .field("v4", &self.v4)
+            .field("v6", &self.v6)
+            .field("nexthops", &self.nexthops.len())
             .finish()
     }
 }
 
-impl Lpm6 {
-    /// Installs or replaces a prefix; returns the previous value.
-    pub fn insert(&mut self, addr: u128, len: u8, value: u32) -> Option<u32> {
-        let len = len.min(128);
-        self.map.insert((addr & mask128(len), len), value)
-    }
-
-    /// Removes a prefix.
-    pub fn remove(&mut self, addr: u128, len: u8) -> Option<u32> {
-        let len = len.min(128);
-        self.map.remove(&(addr & mask128(len), len))
-    }
-
-    /// The value of the longest prefix containing `addr`.
-    #[inline]
-    pub fn lookup(&self, addr: u128) -> Option<u32> {
-        self.map.get_lpm(&(addr, 128)).map(|(_, v)| *v)
-    }
-
-    /// Number of prefixes.
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    /// Every prefix as `(network, len, value)`.
-    pub fn iter(&self) -> impl Iterator<Item = (u128, u8, u32)> + '_ {
-        self.map.iter().map(|((a, l), &v)| (a, l, v))
-    }
-
-    /// True if empty.
-    pub fn is_empty(&self) -> bool {
-        self.map.len() == 0
-    }
-}
-
-/// IPv4 (DIR-24-8) and IPv6 (trie) routes to interned next hops.
-///
-/// Next hops are stored once and referenced by id; ids are not reclaimed when their last route
-/// goes, which bounds memory by the number of distinct next hops ever seen (2^24).
-#[derive(Debug, Default)]
-pub struct RouteTable {
-    v4: Option<Box<Dir24_8>>,
-    v6: Lpm6,
-    nexthops: Vec<NextHop>,
-    ids: HashMap<NextHop, u32>,
-}
-
 impl RouteTable {
-    /// An empty table (the 64 MiB IPv4 first level is allocated at the first IPv4 route).
+    /// An empty table (the IPv4 first level is 64 MiB of zero pages, committed as routes land).
     pub fn new() -> Self {
-        Self::default()
-    }
-
-    fn intern(&mut self, nh: NextHop) -> Result<u32, RouteError> {
-        if let Some(&id) = self.ids.get(&nh) {
-            return Ok(id);
+        let readers = Arc::<Readers>::default();
+        RouteTable {
+            v4: Lpm4::with_strides(V4_STRIDES, readers.clone()),
+            v6: Lpm6::with_strides(V6_STRIDES, readers.clone()),
+            nexthops: NextHops::default(),
+            readers,
         }
-        let id = u32::try_from(self.nexthops.len())
-            .ok()
-            .filter(|&i| i <= MAX_VALUE)
-            .ok_or(RouteError::TooManyNextHops)?;
-        self.nexthops.push(nh);
-        self.ids.insert(nh, id);
-        Ok(id)
     }
 
-    fn nh(&self, id: Option<u32>) -> Option<&NextHop> {
-        self.nexthops.get(id? as usize)
+    /// Registers a reader (a worker): see [`Reader`]. Threads that only look up now and then
+    /// (operator views) register for the duration of their lookups.
+    pub fn reader(&self) -> Reader {
+        self.readers.register()
+    }
+
+    /// True if `r` was registered with this table.
+    pub fn is_reader(&self, r: &Reader) -> bool {
+        r.belongs_to(&self.readers)
     }
 
     /// Installs or replaces the route for `prefix`; returns the previous next hop.
-    pub fn insert(&mut self, prefix: IpPrefix, nh: NextHop) -> Result<Option<NextHop>, RouteError> {
-        let id = self.intern(nh)?;
+    pub fn insert(&self, prefix: IpPrefix, nh: NextHop) -> Result<Option<NextHop>, RouteError> {
+        let id = self.nexthops.intern(nh)?;
         let old = match prefix.addr() {
-            IpAddr::V4(a) => self
-                .v4
-                .get_or_insert_with(|| Box::new(Dir24_8::new()))
-                .insert(u32::from(a), prefix.len(), id)
-                .ok()
-                .flatten(),
+            IpAddr::V4(a) => self.v4.insert(u32::from(a), prefix.len(), id),
             IpAddr::V6(a) => self.v6.insert(u128::from(a), prefix.len(), id),
-        };
-        Ok(self.nh(old).copied())
+        }
+        .map_err(RouteError::Table)?;
+        Ok(old.and_then(|id| self.nexthops.get(id)))
     }
 
     /// Removes the route for exactly `prefix`.
-    pub fn remove(&mut self, prefix: IpPrefix) -> Option<NextHop> {
+    pub fn remove(&self, prefix: IpPrefix) -> Option<NextHop> {
         let old = match prefix.addr() {
-            IpAddr::V4(a) => self.v4.as_mut()?.remove(u32::from(a), prefix.len()),
+            IpAddr::V4(a) => self.v4.remove(u32::from(a), prefix.len()),
             IpAddr::V6(a) => self.v6.remove(u128::from(a), prefix.len()),
         };
-        self.nh(old).copied()
+        self.nexthops.get(old?)
     }
 
     /// Longest-prefix match for an IPv4 address (host order).
     #[inline]
-    pub fn lookup_v4(&self, addr: u32) -> Option<&NextHop> {
-        self.nh(self.v4.as_ref()?.lookup(addr))
+    pub fn lookup_v4(&self, addr: u32) -> Option<NextHop> {
+        self.nexthops.get(self.v4.lookup(addr)?)
     }
 
     /// Longest-prefix match for an IPv6 address (host order).
     #[inline]
-    pub fn lookup_v6(&self, addr: u128) -> Option<&NextHop> {
-        self.nh(self.v6.lookup(addr))
+    pub fn lookup_v6(&self, addr: u128) -> Option<NextHop> {
+        self.nexthops.get(self.v6.lookup(addr)?)
     }
 
     /// Longest-prefix match for any address.
-    pub fn lookup(&self, addr: IpAddr) -> Option<&NextHop> {
+    pub fn lookup(&self, addr: IpAddr) -> Option<NextHop> {
         match addr {
             IpAddr::V4(a) => self.lookup_v4(u32::from(a)),
             IpAddr::V6(a) => self.lookup_v6(u128::from(a)),
         }
     }
 
-    /// Every route (IPv4 first, then IPv6; unordered within a family), for operator views.
+    /// Every route (IPv4 first, then IPv6; unordered within a family), for operator views: a
+    /// copy taken under the writers' lock.
     pub fn iter(&self) -> impl Iterator<Item = (IpPrefix, NextHop)> + '_ {
         let v4 = self
             .v4
-            .iter()
-            .flat_map(|t| t.iter())
+            .to_vec()
+            .into_iter()
             .map(|(net, len, id)| (IpAddr::V4(net.into()), len, id));
         let v6 = self
             .v6
-            .iter()
+            .to_vec()
+            .into_iter()
             .map(|(net, len, id)| (IpAddr::V6(net.into()), len, id));
         v4.chain(v6)
-            .filter_map(|(a, len, id)| Some((IpPrefix::new(a, len).ok()?, *self.nh(Some(id))?)))
+            .filter_map(|(a, len, id)| Some((IpPrefix::new(a, len).ok()?, self.nexthops.get(id)?)))
     }
 
     /// Number of routes (both families).
     pub fn len(&self) -> usize {
-        self.v4.as_ref().map_or(0, |t| t.len()) + self.v6.len()
+        self.v4.len() + self.v6.len()
     }
 
     /// True if there are no routes.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Memory by structure (scans the tables: for reports, not the hot path).
+    pub fn memory(&self) -> RouteMemory {
+        RouteMemory {
+            v4: self.v4.memory(),
+            v6: self.v6.memory(),
+            nexthops: self.nexthops.bytes(),
+        }
     }
 }
 
@@ -456,7 +541,7 @@ mod dump_tests {
 
     #[test]
     fn routes_and_neighbours_iterate_as_inserted() {
-        let mut t = RouteTable::new();
+        let t = RouteTable::new();
         let p4 = IpPrefix::new("10.1.0.0".parse().unwrap(), 16).unwrap();
         let p6 = IpPrefix::new("fd00::".parse().unwrap(), 64).unwrap();
         let nh = NextHop {

@@ -203,7 +203,7 @@ fn pass_drop_and_icmp_reasons() {
 
 #[test]
 fn route_kinds() {
-    let mut f = forwarder();
+    let f = forwarder();
     for (prefix, kind) in [
         ("10.20.0.0/16", RouteKind::Blackhole),
         ("10.21.0.0/16", RouteKind::Unreachable),
@@ -234,7 +234,7 @@ fn route_kinds() {
 
 #[test]
 fn icmp_error_goes_back_out_of_the_ingress_from_its_address() {
-    let mut f = forwarder();
+    let f = forwarder();
     f.routes
         .insert(
             p("10.0.0.0/24"),
@@ -403,7 +403,7 @@ fn ip_options_go_to_the_kernel() {
 
 #[test]
 fn route_table_replace_and_remove() {
-    let mut f = forwarder();
+    let f = forwarder();
     let old = f
         .routes
         .insert(

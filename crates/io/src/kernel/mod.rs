@@ -12,9 +12,10 @@
 //!   changes reach the forwarder. (IPv4 removes the routes of a downed link or a deleted
 //!   address without notifications; the re-dump catches that.) Idle, the thread sleeps in
 //!   poll(). Dumps are decoded as they arrive, never held as messages.
-//! - The forwarder is write-locked for at most [`CHUNK`] updates at a time (the first dump is
-//!   built aside and swapped in), so a worker's read lock waits for one chunk at most, whatever
-//!   the size of a batch or re-dump.
+//! - Nothing the workers read is locked: routes are written in place into the lock-free table
+//!   ([`llr_core::fwd::lpm`]), neighbour and interface changes are published as a new copy of
+//!   those small tables ([`SharedForwarder::update`]), and a first dump is built aside and
+//!   published whole.
 //!
 //! What reaches the forwarder, per prefix: the static route if the configuration has one, else
 //! the kernel's route of lowest metric in table main. Kernel routes that llrouter must not
@@ -30,12 +31,12 @@ use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use llr_core::classify::IpPrefix;
-use llr_core::fwd::{Forwarder, Interface, Interfaces, NextHop};
+use llr_core::fwd::{Forwarder, Interface, Interfaces, NextHop, RouteTable, SharedForwarder};
 
 /// A static route from the configuration (overrides the kernel's).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -257,15 +258,7 @@ impl KernelMirror {
     /// applied, so the next re-dump tries it again; the error names the prefix.
     fn apply_update(&mut self, f: &mut Forwarder, u: Update) -> Result<()> {
         match u {
-            Update::Route(p, Some(nh)) => {
-                if let Err(e) = f.routes.insert(p, nh) {
-                    self.failed.insert(p);
-                    anyhow::bail!("routes: {p}: {e}");
-                }
-            }
-            Update::Route(p, None) => {
-                f.routes.remove(p);
-            }
+            Update::Route(p, nh) => self.apply_route(&f.routes, p, nh)?,
             Update::Neigh((i, ip), Some(mac)) => {
                 f.neighbors.insert(i, ip, mac);
             }
@@ -277,27 +270,48 @@ impl KernelMirror {
         Ok(())
     }
 
-    /// Applies `updates` to `f` under its write lock, [`CHUNK`] at a time, so a worker waits
-    /// for at most one chunk (tens of µs), never for a whole batch or re-dump. Returns how many
-    /// were applied.
-    fn apply_chunked(&mut self, fwd: &RwLock<Forwarder>, updates: Vec<Update>) -> usize {
-        let mut n = 0;
-        let mut it = updates.into_iter().peekable();
-        while it.peek().is_some() {
-            // Not preempted while it holds the lock (the helper cores are shared with other
-            // work): a worker waits for one chunk's CPU time, not for a time slice.
-            let boost = crate::sys::FifoSection::enter();
-            let mut f = fwd.write().unwrap_or_else(|e| e.into_inner());
-            for u in it.by_ref().take(CHUNK) {
-                match self.apply_update(&mut f, u) {
-                    Ok(()) => n += 1,
-                    Err(e) => tracing::warn!("route mirror: {e:#}"),
+    fn apply_route(&mut self, routes: &RouteTable, p: IpPrefix, nh: Option<NextHop>) -> Result<()> {
+        match nh {
+            Some(nh) => {
+                if let Err(e) = routes.insert(p, nh) {
+                    self.failed.insert(p);
+                    anyhow::bail!("routes: {p}: {e}");
                 }
             }
-            drop(f);
-            drop(boost);
-            // Let a worker waiting for the read lock in before the next chunk.
-            std::thread::yield_now();
+            None => {
+                routes.remove(p);
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies `updates` to the running forwarder: routes in place, one at a time, in the table
+    /// the workers read (no lock: they never wait); neighbour and interface changes on one copy
+    /// of the small tables, published once at the end. Returns how many were applied.
+    fn apply_live(&mut self, fwd: &SharedForwarder, updates: Vec<Update>) -> usize {
+        let routes = fwd.routes();
+        let mut n = 0;
+        let mut small = Vec::new();
+        for u in updates {
+            match u {
+                Update::Route(p, nh) => match self.apply_route(&routes, p, nh) {
+                    Ok(()) => n += 1,
+                    Err(e) => tracing::warn!("route mirror: {e:#}"),
+                },
+                other => small.push(other),
+            }
+        }
+        if !small.is_empty() {
+            n += fwd.update(|f| {
+                let mut n = 0;
+                for u in small {
+                    match self.apply_update(f, u) {
+                        Ok(()) => n += 1,
+                        Err(e) => tracing::warn!("route mirror: {e:#}"),
+                    }
+                }
+                n
+            });
         }
         n
     }
@@ -324,9 +338,6 @@ impl KernelMirror {
         n
     }
 }
-
-/// Updates applied under one write lock of the forwarder, at most.
-const CHUNK: usize = 256;
 
 /// One change to the forwarder.
 #[derive(Debug)]
@@ -405,7 +416,7 @@ pub struct MirrorStats {
 /// overrun. Errors are logged and the previous tables kept; the loop retries.
 pub fn refresh_loop(
     spec: MirrorSpec,
-    fwd: Arc<RwLock<Forwarder>>,
+    fwd: Arc<SharedForwarder>,
     period: Duration,
     stop: Arc<AtomicBool>,
     seed: Option<Seed>,
@@ -419,7 +430,7 @@ pub fn refresh_loop(
 /// without, or after a netlink error, it dumps first.
 pub fn run_mirror(
     spec: &MirrorSpec,
-    fwd: &RwLock<Forwarder>,
+    fwd: &SharedForwarder,
     period: Duration,
     stop: &AtomicBool,
     progress: Option<&std::sync::Mutex<MirrorStats>>,
@@ -458,20 +469,17 @@ pub fn run_mirror(
                     Ok(v) => {
                         if fresh_start {
                             fresh_start = false;
-                            // Built aside and swapped in: the lock is held for the swap only.
+                            // Built aside and published: workers move to it at their next grant.
                             let mut fresh = Forwarder::new();
                             st.updates += mirror.sync_all(&mut fresh, v) as u64;
-                            let boost = crate::sys::FifoSection::enter();
-                            let mut f = fwd.write().unwrap_or_else(|e| e.into_inner());
-                            fresh.fragments = f.fragments;
-                            fresh.max_frame = f.max_frame;
-                            let old = std::mem::replace(&mut *f, fresh);
-                            drop(f);
-                            drop(boost);
-                            drop(old); // freed outside the lock
+                            let cur = fwd.load_full();
+                            fresh.fragments = cur.fragments;
+                            fresh.max_frame = cur.max_frame;
+                            drop(cur);
+                            fwd.replace(fresh);
                         } else {
                             let plan = mirror.resync(v);
-                            st.updates += mirror.apply_chunked(fwd, plan) as u64;
+                            st.updates += mirror.apply_live(fwd, plan) as u64;
                         }
                     }
                     Err(e) => {
@@ -518,7 +526,7 @@ pub fn run_mirror(
                 match dump_interfaces(&mut dumper, spec, &mut mirror.kernel) {
                     Ok(()) => {
                         let plan: Vec<Update> = mirror.ifaces_update().into_iter().collect();
-                        st.updates += mirror.apply_chunked(fwd, plan) as u64;
+                        st.updates += mirror.apply_live(fwd, plan) as u64;
                     }
                     Err(e) => {
                         tracing::warn!("route mirror: {e:#}");
@@ -528,7 +536,7 @@ pub fn run_mirror(
             }
             if !need_resync && !batch.is_empty() {
                 let plan: Vec<Update> = batch.iter().filter_map(|c| mirror.plan_event(c)).collect();
-                st.updates += mirror.apply_chunked(fwd, plan) as u64;
+                st.updates += mirror.apply_live(fwd, plan) as u64;
             }
             batch.clear();
             if let Some(p) = progress {
@@ -577,25 +585,25 @@ mod tests {
         let mut f = Forwarder::new();
         m.sync_all(&mut f, KernelView::default());
         let a: IpAddr = "10.9.1.1".parse().unwrap();
-        assert_eq!(f.routes.lookup(a), Some(&nh(3)));
+        assert_eq!(f.routes.lookup(a), Some(nh(3)));
         // The kernel's route for the same prefix changes nothing, before or after deletion.
         assert!(!m
             .apply(&mut f, &KernelEvent::RouteSet(p("10.9.0.0/16"), 0, nh(2)))
             .unwrap());
-        assert_eq!(f.routes.lookup(a), Some(&nh(3)));
+        assert_eq!(f.routes.lookup(a), Some(nh(3)));
         m.apply(&mut f, &KernelEvent::RouteDel(p("10.9.0.0/16"), 0))
             .unwrap();
-        assert_eq!(f.routes.lookup(a), Some(&nh(3)));
+        assert_eq!(f.routes.lookup(a), Some(nh(3)));
         // Two metrics: the lower wins; deleting it falls back to the other.
         let b: IpAddr = "10.8.0.1".parse().unwrap();
         m.apply(&mut f, &KernelEvent::RouteSet(p("10.8.0.0/16"), 100, nh(2)))
             .unwrap();
         m.apply(&mut f, &KernelEvent::RouteSet(p("10.8.0.0/16"), 10, nh(3)))
             .unwrap();
-        assert_eq!(f.routes.lookup(b), Some(&nh(3)));
+        assert_eq!(f.routes.lookup(b), Some(nh(3)));
         m.apply(&mut f, &KernelEvent::RouteDel(p("10.8.0.0/16"), 10))
             .unwrap();
-        assert_eq!(f.routes.lookup(b), Some(&nh(2)));
+        assert_eq!(f.routes.lookup(b), Some(nh(2)));
         m.apply(&mut f, &KernelEvent::RouteDel(p("10.8.0.0/16"), 100))
             .unwrap();
         assert_eq!(f.routes.lookup(b), None);

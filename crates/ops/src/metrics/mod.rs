@@ -184,15 +184,10 @@ pub struct WorkerMetrics {
     /// Time the worker was not idle since it started, seconds.
     #[serde(default)]
     pub busy_seconds: f64,
-    /// Grants that found the forwarding table write-locked (the route mirror applying a chunk)
-    /// and waited for it.
+    /// The worker's longest grant or flow turn since it started, seconds: its longest stall
+    /// (route updates never make it wait; a long one is the CPU taken away).
     #[serde(default)]
-    pub table_waits: u64,
-    /// Their total and their longest wait, seconds.
-    #[serde(default)]
-    pub table_wait_seconds: f64,
-    #[serde(default)]
-    pub table_wait_max_seconds: f64,
+    pub stall_max_seconds: f64,
 }
 
 /// Counters of one of the router's interfaces.

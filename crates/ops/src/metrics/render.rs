@@ -306,30 +306,12 @@ pub fn render(snap: &MetricsSnapshot) -> String {
     );
     o.each(
         (
-            "llrouter_worker_table_waits_total",
-            "counter",
-            "Grants that waited for the forwarding table (write-locked by the route mirror).",
-        ),
-        &snap.workers,
-        |w| (wl(w), w.table_waits as f64),
-    );
-    o.each(
-        (
-            "llrouter_worker_table_wait_seconds_total",
-            "counter",
-            "Time the worker waited for the forwarding table.",
-        ),
-        &snap.workers,
-        |w| (wl(w), w.table_wait_seconds),
-    );
-    o.each(
-        (
-            "llrouter_worker_table_wait_max_seconds",
+            "llrouter_worker_stall_max_seconds",
             "gauge",
-            "The worker's longest wait for the forwarding table since it started.",
+            "The worker's longest grant or flow turn since it started (its longest stall).",
         ),
         &snap.workers,
-        |w| (wl(w), w.table_wait_max_seconds),
+        |w| (wl(w), w.stall_max_seconds),
     );
     let fl = |f: &FlowMetrics| -> Labels { vec![("flow", f.flow.clone())] };
     let flow_series: [FlowSeries; 6] = [

@@ -16,13 +16,13 @@ mod views;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::steer::{Classifiers, RuleImages};
 use crate::worker::ctl::{Change, WorkerLink, WorkerSnapshot};
 use llr_core::classify::{RuleError, RuleSet, RuleSpec};
-use llr_core::fwd::Forwarder;
+use llr_core::fwd::SharedForwarder;
 use llr_core::sched::{Layout, StrategyKind};
 use llr_io::kernel::{self, MirrorSpec, StaticRoute};
 use llr_io::xsk::WakeMode;
@@ -82,7 +82,7 @@ pub struct RouterCtl {
     started: Instant,
     links: Vec<Arc<WorkerLink>>,
     classifiers: Arc<Mutex<Classifiers>>,
-    fwd: Arc<RwLock<Forwarder>>,
+    fwd: Arc<SharedForwarder>,
     flags: u32,
     /// Where helper threads run.
     helper_cpus: BTreeSet<usize>,
@@ -151,7 +151,7 @@ impl RouterCtl {
         config_path: Option<PathBuf>,
         r: &Resolved,
         spec: MirrorSpec,
-        fwd: Arc<RwLock<Forwarder>>,
+        fwd: Arc<SharedForwarder>,
         links: Vec<Arc<WorkerLink>>,
         classifiers: Arc<Mutex<Classifiers>>,
         flags: u32,
@@ -344,10 +344,11 @@ impl RouterCtl {
             kernel::build_seeded(&spec).map_err(|e| err("route", format!("{e:#}")))?;
         drop(st.mirror.take()); // the old mirror must not overwrite the new table
         {
-            let mut w = self.fwd.write().unwrap_or_else(|e| e.into_inner());
-            f.fragments = w.fragments;
-            f.max_frame = w.max_frame;
-            *w = f;
+            let cur = self.fwd.load_full();
+            f.fragments = cur.fragments;
+            f.max_frame = cur.max_frame;
+            drop(cur);
+            self.fwd.replace(f);
         }
         let period = Duration::from_millis(st.cfg.route_refresh_ms);
         st.mirror = Some(

@@ -107,7 +107,7 @@ impl RouterCtl {
     pub fn interfaces(&self) -> Vec<InterfaceView> {
         let counters = self.metrics(Duration::from_millis(50)).interfaces;
         let names = self.lock().interface_names();
-        let fwd = self.fwd.read().unwrap_or_else(|e| e.into_inner());
+        let fwd = self.fwd.load();
         names
             .into_iter()
             .map(|(i, name)| {
@@ -137,7 +137,7 @@ impl RouterCtl {
     /// how many there are.
     pub fn fib(&self, limit: usize) -> (Vec<RouteView>, usize) {
         let names = self.lock().interface_names();
-        let fwd = self.fwd.read().unwrap_or_else(|e| e.into_inner());
+        let fwd = self.fwd.load();
         let mut all: Vec<_> = fwd.routes.iter().collect();
         drop(fwd);
         all.sort_by_key(|(p, _)| (p.addr().is_ipv6(), p.addr(), p.len()));
@@ -159,17 +159,15 @@ impl RouterCtl {
     /// workers would use it (`None`: no route). The in-process counterpart of `ip route get`,
     /// for tests that compare llrouter's table with the kernel's.
     pub fn route_get(&self, dst: IpAddr) -> Option<NextHop> {
-        let fwd = self.fwd.read().unwrap_or_else(|e| e.into_inner());
-        fwd.routes.lookup(dst).copied()
+        let routes = self.fwd.routes();
+        // Registered for the lookup, so no group it walks is reused under it.
+        let _reader = routes.reader();
+        routes.lookup(dst)
     }
 
     /// How many routes the forwarder holds (both families), without building the `fib` view.
     pub fn route_count(&self) -> usize {
-        self.fwd
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .routes
-            .len()
+        self.fwd.routes().len()
     }
 
     /// The name of interface `ifindex` as the router knows it (`ifindex N` if unknown).
@@ -180,7 +178,7 @@ impl RouterCtl {
     /// The first `limit` neighbour entries (by interface, then address), and how many there are.
     pub fn neighbours(&self, limit: usize) -> (Vec<NeighbourView>, usize) {
         let names = self.lock().interface_names();
-        let fwd = self.fwd.read().unwrap_or_else(|e| e.into_inner());
+        let fwd = self.fwd.load();
         let mut all: Vec<_> = fwd.neighbors.iter().collect();
         drop(fwd);
         all.sort_by_key(|(i, a, _)| (*i, a.is_ipv6(), *a));

@@ -146,11 +146,9 @@ pub struct WorkerSnapshot {
     /// Per engine device id, accumulated.
     pub devices: Vec<DeviceCounters>,
     pub poll_rounds: u64,
-    /// Grants that waited for the forwarding table (the route mirror held its write lock),
-    /// the total wait and the longest, ns.
-    pub table_waits: u64,
-    pub table_wait_ns: u64,
-    pub table_wait_max_ns: u64,
+    /// The longest grant or flow turn since start, ns: the worker's longest stall (route
+    /// updates never make it wait: the table is lock-free).
+    pub stall_max_ns: u64,
     /// CPU busy fraction over the last window (about 0.5 s).
     pub busy_ratio: f64,
     /// Time the worker was not idle since it started, seconds (a counter: `rate()` of it is

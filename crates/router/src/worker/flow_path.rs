@@ -13,7 +13,6 @@
 //! `hold-frames` reserve. The CPU time of each element is read from the clock around it and
 //! charged to the flow; `work` elements spin for their time like the global `cost-ns`.
 
-use std::sync::TryLockError;
 use std::time::Instant;
 
 use llr_core::flow::{Cx, FlowId, Flows, Next, Pkt, Progress, Step, INPUT};
@@ -22,7 +21,7 @@ use llr_core::sched::{Grant, Layout, RingId, RingView};
 use llr_io::sys::mono_ns;
 use llr_io::xsk::{Action, Held};
 
-use super::poll_loop::{spin_ns, wait_read};
+use super::poll_loop::spin_ns;
 use super::Worker;
 
 /// A worker's flows and its scratch list of frames just held.
@@ -136,27 +135,19 @@ impl Worker<'_> {
                 self.xsk.free_held(h);
             }
         }
+        let ns = start.elapsed().as_nanos() as u64;
+        self.counters.stall(ns);
         match grant {
-            Some(g) => self
-                .engine
-                .complete(g, n, start.elapsed().as_nanos() as u64),
-            None => rc.served += n as u64,
+            Some(g) => self.engine.complete(g, n, ns),
+            None => self.counters.rings[ring].served += n as u64,
         }
     }
 
     /// A turn of flow `id`: its packets through their elements, each timed, the last step the
     /// forwarder (and slow path) as on the plain path.
     fn flow_turn(&mut self, id: FlowId) {
-        let table = match self.fwd.try_read() {
-            Ok(t) => t,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => {
-                let t0 = Instant::now();
-                let t = wait_read(self.fwd, t0);
-                self.counters.table_wait(t0.elapsed().as_nanos() as u64);
-                t
-            }
-        };
+        let start = Instant::now();
+        let table = self.table();
         let fwd: &Forwarder = &table;
         let Some(fp) = self.flow_path.as_mut() else {
             return;
@@ -224,6 +215,7 @@ impl Worker<'_> {
         if urgent || self.xsk.egress_len() >= self.tx_batch {
             self.xsk.flush();
         }
+        self.counters.stall(start.elapsed().as_nanos() as u64);
     }
 
     /// On stop: every frame still in a flow queue is freed.

@@ -39,11 +39,11 @@ pub(crate) mod stats;
 
 use std::net::IpAddr;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use llr_core::classify::{self, IpPrefix, PortRange, Rule};
-use llr_core::fwd::{Forwarder, IcmpLimits};
+use llr_core::fwd::{IcmpLimits, SharedForwarder};
 use llr_core::sched::Layout;
 
 use ctl::WorkerLink;
@@ -111,7 +111,7 @@ pub struct WorkerCtl {
 pub fn run_worker(
     xsk: &mut Device,
     layout: &Layout,
-    fwd: &RwLock<Forwarder>,
+    fwd: &SharedForwarder,
     opts: &WorkerOptions,
     stop: &AtomicBool,
 ) -> WorkerStats {
@@ -128,7 +128,7 @@ pub fn run_worker(
 pub fn run_worker_ctl(
     xsk: &mut Device,
     layout: &Layout,
-    fwd: &RwLock<Forwarder>,
+    fwd: &SharedForwarder,
     opts: &WorkerOptions,
     stop: &AtomicBool,
     ctl: Option<WorkerCtl>,

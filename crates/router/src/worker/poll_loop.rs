@@ -1,11 +1,10 @@
 //! The [`Worker`]: one core's poll loop over the AF_XDP sockets of every port.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{RwLock, TryLockError};
 use std::time::{Duration, Instant};
 
 use llr_core::classify;
-use llr_core::fwd::{Forwarder, Verdict};
+use llr_core::fwd::{Forwarder, ForwarderGuard, Reader, SharedForwarder, Verdict};
 use llr_core::sched::{Grant, Layout, PollEngine, RingId, RingView};
 
 use super::changes::Control;
@@ -29,7 +28,9 @@ pub(super) const MAX_STAMP_AGE_NS: u64 = 10_000_000_000;
 pub struct Worker<'a> {
     /// The AF_XDP sockets of every port: the rings the engine schedules.
     pub(super) xsk: &'a mut Device,
-    pub(super) fwd: &'a RwLock<Forwarder>,
+    pub(super) fwd: &'a SharedForwarder,
+    /// This worker's registration with the route table it reads (see [`Worker::table`]).
+    reader: Option<Reader>,
     pub(super) opts: &'a WorkerOptions,
     pub(super) layout: Layout,
     pub(super) engine: PollEngine,
@@ -56,7 +57,7 @@ impl<'a> Worker<'a> {
     pub fn new(
         xsk: &'a mut Device,
         layout: &Layout,
-        fwd: &'a RwLock<Forwarder>,
+        fwd: &'a SharedForwarder,
         opts: &'a WorkerOptions,
         ctl: Option<WorkerCtl>,
     ) -> Worker<'a> {
@@ -74,6 +75,7 @@ impl<'a> Worker<'a> {
         Worker {
             xsk,
             fwd,
+            reader: None,
             opts,
             layout: layout.clone(),
             engine: PollEngine::new(layout),
@@ -165,19 +167,8 @@ impl<'a> Worker<'a> {
         // Read once per grant: a frame that arrived during the grant is stamped after it and
         // counts as ~0 in the ring.
         let now_ns = if timestamps { mono_ns() } else { 0 };
+        let table = self.table();
         let (cost_ns, acl_rules, acl) = (self.opts.cost_ns, self.opts.acl_rules, &self.acl);
-        // The route mirror write-locks the table for one chunk of updates at a time; a grant
-        // that meets it waits, and the wait is counted (`llrouter_worker_table_wait_*`).
-        let table = match self.fwd.try_read() {
-            Ok(t) => t,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => {
-                let t0 = Instant::now();
-                let t = wait_read(self.fwd, t0);
-                self.counters.table_wait(t0.elapsed().as_nanos() as u64);
-                t
-            }
-        };
         let slow = &mut self.slow;
         let rc = &mut self.counters.rings[ring];
         let (mut forwarded, mut bytes) = (0u64, 0u64);
@@ -215,12 +206,26 @@ impl<'a> Worker<'a> {
         if !lowest || self.xsk.egress_len() >= self.tx_batch {
             self.xsk.flush();
         }
+        let ns = start.elapsed().as_nanos() as u64;
+        self.counters.stall(ns);
         match grant {
-            Some(g) => self
-                .engine
-                .complete(g, n, start.elapsed().as_nanos() as u64),
-            None => rc.served += n as u64,
+            Some(g) => self.engine.complete(g, n, ns),
+            None => self.counters.rings[ring].served += n as u64,
         }
+    }
+
+    /// The forwarder for one grant or flow turn. Getting here is the worker's quiescent point
+    /// for the route table (it holds nothing of it between grants), so the table may reuse the
+    /// memory of prefixes removed before now; a table the worker has not read yet (a new one
+    /// published by the mirror) registers it first.
+    #[inline]
+    pub(super) fn table(&mut self) -> ForwarderGuard {
+        let t = self.fwd.load();
+        match &self.reader {
+            Some(r) if t.routes.is_reader(r) => r.quiescent(),
+            _ => self.reader = Some(t.routes.reader()),
+        }
+        t
     }
 
     /// Whether the control plane needs the worker before it sleeps. Clears the eventfd first,
@@ -272,10 +277,17 @@ impl<'a> Worker<'a> {
 
     /// Blocks in poll() on the sockets (and the control eventfd) for at most [`SLEEP_MS`].
     fn sleep(&mut self) {
+        // Asleep, the worker holds nothing of the route table: updates may reclaim freely.
+        if let Some(r) = &self.reader {
+            r.offline();
+        }
         match self.control.as_ref().map(|c| c.ctl.link.fd()) {
             Some(fd) => self.xsk.wait_with(SLEEP_MS, fd),
             None => self.xsk.wait(SLEEP_MS),
         };
+        if let Some(r) = &self.reader {
+            r.online();
+        }
     }
 
     /// After the loop: requests not applied are refused; what is queued for Tx is transmitted
@@ -314,26 +326,6 @@ impl<'a> Worker<'a> {
         }
     }
 }
-
-/// Spins for the table's read lock (a chunk of route updates takes microseconds), so that the
-/// worker keeps its CPU instead of sleeping on the lock and waiting for a time slice to get it
-/// back; after [`TABLE_SPIN`] it blocks.
-pub(super) fn wait_read(
-    fwd: &RwLock<Forwarder>,
-    t0: Instant,
-) -> std::sync::RwLockReadGuard<'_, Forwarder> {
-    while t0.elapsed() < TABLE_SPIN {
-        match fwd.try_read() {
-            Ok(t) => return t,
-            Err(TryLockError::Poisoned(p)) => return p.into_inner(),
-            Err(TryLockError::WouldBlock) => std::hint::spin_loop(),
-        }
-    }
-    fwd.read().unwrap_or_else(|e| e.into_inner())
-}
-
-/// How long a worker spins for the table before it blocks.
-const TABLE_SPIN: Duration = Duration::from_micros(500);
 
 /// Busy-waits `ns` (the artificial per-frame cost).
 #[inline]

@@ -143,10 +143,9 @@ pub(super) struct Counters {
     pub(super) changes: u64,
     /// Time spent waiting for work.
     pub(super) idle_ns: u64,
-    /// Waits for the forwarding table: count, total and longest, ns.
-    pub(super) table_waits: u64,
-    pub(super) table_wait_ns: u64,
-    pub(super) table_wait_max_ns: u64,
+    /// The longest grant or flow turn, ns: the worker's longest stall (it does nothing else
+    /// meanwhile, and takes no lock; a long one is the CPU taken away).
+    pub(super) stall_max_ns: u64,
     /// Start of the current busy-ratio window and `idle_ns` then; the last window's ratio.
     busy_window: (Instant, u64),
     busy_ratio: f64,
@@ -162,20 +161,17 @@ impl Counters {
             poll_rounds: 0,
             changes: 0,
             idle_ns: 0,
-            table_waits: 0,
-            table_wait_ns: 0,
-            table_wait_max_ns: 0,
+            stall_max_ns: 0,
             busy_window: (now, 0),
             busy_ratio: 0.0,
             started: now,
         }
     }
 
-    /// Records a wait for the forwarding table.
-    pub(super) fn table_wait(&mut self, ns: u64) {
-        self.table_waits += 1;
-        self.table_wait_ns += ns;
-        self.table_wait_max_ns = self.table_wait_max_ns.max(ns);
+    /// Records the duration of a grant or flow turn.
+    #[inline]
+    pub(super) fn stall(&mut self, ns: u64) {
+        self.stall_max_ns = self.stall_max_ns.max(ns);
     }
 
     pub(super) fn started(&self) -> Instant {
@@ -287,9 +283,7 @@ impl Worker<'_> {
             rings,
             devices,
             poll_rounds: c.poll_rounds,
-            table_waits: c.table_waits,
-            table_wait_ns: c.table_wait_ns,
-            table_wait_max_ns: c.table_wait_max_ns,
+            stall_max_ns: c.stall_max_ns,
             busy_ratio: c.busy_ratio,
             busy_s: (elapsed_s - c.idle_ns as f64 * 1e-9).max(0.0),
             sleeps: xsk.sleeps,

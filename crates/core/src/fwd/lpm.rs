@@ -1,0 +1,775 @@
+//! Longest-prefix match in a leaf-pushed multibit trie of atomic entries: lookups never wait for
+//! an update and take no lock.
+//!
+//! IPv4 is DIR-24-8 (Gupta, Lin, McKeown, INFOCOM 1998; DPDK's `rte_lpm`): a 2^24-entry table
+//! indexed by the top 24 bits and 256-entry groups for the /24s that hold longer prefixes, so a
+//! lookup is one or two memory reads. IPv6 uses the same machinery with more levels (strides in
+//! [`V6_STRIDES`], chosen by `cargo bench -p llr-core --bench fulltable`, see
+//! docs/measurements.md). Every entry records the length of the prefix that wrote it, so an
+//! insert only overwrites entries of shorter prefixes and a removal restores the next-shorter
+//! covering prefix, found in the writer's per-length shadow of every prefix.
+//!
+//! Concurrency (one writer at a time, any number of readers):
+//! - Entries are `AtomicU32`; a reader sees each entry either before or after an update, and a
+//!   prefix spanning many entries may be half-written for an instant (each packet then follows
+//!   either the old or the new route, as with `rte_lpm`).
+//! - A new group is filled completely before the parent entry that points to it is stored with
+//!   `Release`; readers load entries with `Acquire` (a plain load on x86).
+//! - Groups are never moved: the pool grows by whole chunks reached through `OnceLock`s.
+//! - A group folded back into its parent is only reused once every registered [`Reader`] has
+//!   passed a quiescent point after the fold (quiescent-state-based reclamation, as
+//!   `rte_lpm_rcu_qsbr_add`), so a reader preempted between two levels never follows a pointer
+//!   into a group that now belongs to another prefix.
+
+use core::hash::Hash;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use super::hash::FxBuild;
+
+/// Largest value a route can carry (22 bits: the rest of an entry is flags and the depth).
+pub const MAX_VALUE: u32 = (1 << 22) - 1;
+
+// Entry layout: bit 31 valid, bit 30 group pointer, bits 22..30 prefix length (0..=128), bits
+// 0..22 value (or group index when bit 30 is set).
+const VALID: u32 = 1 << 31;
+const EXT: u32 = 1 << 30;
+const DEPTH_SHIFT: u32 = 22;
+const VALUE_MASK: u32 = MAX_VALUE;
+/// Groups per level: indices must fit the value bits.
+const MAX_GROUPS: u32 = MAX_VALUE + 1;
+
+/// IPv4: DIR-24-8.
+pub const V4_STRIDES: &[u8] = &[24, 8];
+/// IPv6: a 2^16 first level, 8-bit strides to /32 (where the RIRs allocate), then 4-bit strides,
+/// so the many /48s of a full table share small groups (see the module docs).
+pub const V6_STRIDES: &[u8] = &[
+    16, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+];
+
+fn leaf(value: u32, depth: u8) -> u32 {
+    VALID | (u32::from(depth) << DEPTH_SHIFT) | value
+}
+
+fn depth_of(e: u32) -> u8 {
+    ((e >> DEPTH_SHIFT) & 0xff) as u8
+}
+
+fn is_valid(e: u32) -> bool {
+    e & VALID != 0
+}
+
+/// Left-aligned mask of `len` bits.
+fn mask(len: u8) -> u128 {
+    u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0)
+}
+
+/// The `s` bits of `key` (left-aligned) after the first `o`.
+#[inline(always)]
+fn bits(key: u128, o: u8, s: u8) -> usize {
+    ((key << o) >> (128 - u32::from(s))) as usize
+}
+
+/// Errors of [`Lpm`] updates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LpmError {
+    /// Prefix length above the address width.
+    BadLength,
+    /// Value above [`MAX_VALUE`].
+    ValueTooLarge,
+    /// Every group of a level is in use.
+    Full,
+}
+
+impl core::fmt::Display for LpmError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            LpmError::BadLength => f.write_str("prefix length above the address width"),
+            LpmError::ValueTooLarge => write!(f, "value above {MAX_VALUE}"),
+            LpmError::Full => write!(f, "more than {MAX_GROUPS} groups at one level"),
+        }
+    }
+}
+
+impl std::error::Error for LpmError {}
+
+/// An address type the trie can hold.
+pub trait LpmKey: Copy + Eq + Hash + Send + Sync + 'static {
+    /// Address width.
+    const BITS: u8;
+    /// The address left-aligned in 128 bits.
+    fn to_bits(self) -> u128;
+    /// The inverse of [`to_bits`](LpmKey::to_bits).
+    fn from_bits(b: u128) -> Self;
+}
+
+impl LpmKey for u32 {
+    const BITS: u8 = 32;
+    #[inline(always)]
+    fn to_bits(self) -> u128 {
+        u128::from(self) << 96
+    }
+    fn from_bits(b: u128) -> Self {
+        (b >> 96) as u32
+    }
+}
+
+impl LpmKey for u128 {
+    const BITS: u8 = 128;
+    #[inline(always)]
+    fn to_bits(self) -> u128 {
+        self
+    }
+    fn from_bits(b: u128) -> Self {
+        b
+    }
+}
+
+/// Zeroed atomics straight from the allocator, so untouched pages of a large first level cost
+/// no memory.
+fn zeroed(n: usize) -> Box<[AtomicU32]> {
+    bytemuck::zeroed_slice_box(n)
+}
+
+/// The groups of one level: chunks of about 256 KiB, allocated once and never moved.
+struct Pool {
+    stride: u8,
+    /// log2 of the groups per chunk.
+    chunk_log: u32,
+    chunks: Box<[OnceLock<Box<[AtomicU32]>>]>,
+}
+
+impl Pool {
+    fn new(stride: u8) -> Pool {
+        let chunk_log = 16u32.saturating_sub(u32::from(stride));
+        let n = (MAX_GROUPS >> chunk_log) as usize;
+        Pool {
+            stride,
+            chunk_log,
+            chunks: (0..n).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    #[inline(always)]
+    fn group(&self, g: u32) -> Option<&[AtomicU32]> {
+        let chunk = self.chunks.get((g >> self.chunk_log) as usize)?.get()?;
+        let size = 1usize << self.stride;
+        let off = ((g & ((1 << self.chunk_log) - 1)) as usize) << self.stride;
+        chunk.get(off..off + size)
+    }
+
+    /// Makes group `g`'s chunk exist (the writer's only allocation).
+    fn ensure(&self, g: u32) {
+        let entries = 1usize << (self.chunk_log + u32::from(self.stride));
+        if let Some(c) = self.chunks.get((g >> self.chunk_log) as usize) {
+            c.get_or_init(|| zeroed(entries));
+        }
+    }
+
+    fn chunk_bytes(&self) -> usize {
+        let per = 4usize << (self.chunk_log + u32::from(self.stride));
+        self.chunks.iter().filter(|c| c.get().is_some()).count() * per
+    }
+}
+
+/// Quiescent-state tracking for the readers of one or more tables.
+#[derive(Debug, Default)]
+pub struct Readers {
+    epoch: AtomicU64,
+    slots: Mutex<Vec<Arc<AtomicU64>>>,
+}
+
+/// A registered reader (a worker thread). It holds back the reuse of groups retired after its
+/// last quiescent point; dropping it (or [`offline`](Reader::offline)) releases them.
+#[derive(Debug)]
+pub struct Reader {
+    readers: Arc<Readers>,
+    slot: Arc<AtomicU64>,
+}
+
+const OFFLINE: u64 = u64::MAX;
+
+impl Readers {
+    fn lock(&self) -> MutexGuard<'_, Vec<Arc<AtomicU64>>> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a reader, online from now on.
+    pub fn register(self: &Arc<Self>) -> Reader {
+        let mut slots = self.lock();
+        slots.retain(|s| Arc::strong_count(s) > 1);
+        let slot = Arc::new(AtomicU64::new(self.epoch.load(Ordering::SeqCst)));
+        slots.push(slot.clone());
+        drop(slots);
+        // Pairs with the writer's fence before it scans: either it sees this slot, or this
+        // reader sees every entry stored before the writer's retirement.
+        fence(Ordering::SeqCst);
+        Reader {
+            readers: self.clone(),
+            slot,
+        }
+    }
+
+    /// Starts a grace period: groups retired before this call are reusable once
+    /// [`min_seen`](Readers::min_seen) exceeds the returned epoch.
+    fn retire(&self) -> u64 {
+        self.epoch.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// The oldest epoch an online reader may still be reading under.
+    fn min_seen(&self) -> u64 {
+        fence(Ordering::SeqCst);
+        let slots = self.lock();
+        slots
+            .iter()
+            .filter(|s| Arc::strong_count(s) > 1)
+            .map(|s| s.load(Ordering::SeqCst))
+            .min()
+            .unwrap_or(OFFLINE)
+    }
+}
+
+impl Reader {
+    /// Declares that this reader holds no reference into any table (between grants).
+    #[inline]
+    pub fn quiescent(&self) {
+        let e = self.readers.epoch.load(Ordering::Acquire);
+        self.slot.store(e, Ordering::Release);
+    }
+
+    /// Before blocking (an idle worker sleeping): retired groups need not wait for this reader.
+    pub fn offline(&self) {
+        self.slot.store(OFFLINE, Ordering::Release);
+    }
+
+    /// After [`offline`](Reader::offline), before the next lookup.
+    pub fn online(&self) {
+        let e = self.readers.epoch.load(Ordering::SeqCst);
+        self.slot.store(e, Ordering::SeqCst);
+        // As in `register`: the writer's scan and this reader's next loads cannot both miss.
+        fence(Ordering::SeqCst);
+    }
+
+    /// True if this reader is registered with `readers`.
+    pub fn belongs_to(&self, readers: &Arc<Readers>) -> bool {
+        Arc::ptr_eq(&self.readers, readers)
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.slot.store(OFFLINE, Ordering::Release);
+    }
+}
+
+/// The writer's side: every prefix per length, and group bookkeeping.
+struct Writer<K> {
+    shadow: Vec<HashMap<K, u32, FxBuild>>,
+    free: Vec<Vec<u32>>,
+    next: Vec<u32>,
+    /// Retired groups: (level, group, epoch of retirement), oldest first.
+    pending: VecDeque<(u8, u32, u64)>,
+}
+
+/// Memory held by a table, by structure.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LpmMemory {
+    /// Pages of the first level that hold a route (the rest was never touched: zero pages the
+    /// kernel has not committed).
+    pub first_level: usize,
+    /// Allocated group chunks, all levels.
+    pub groups: usize,
+    /// Groups in use.
+    pub groups_used: usize,
+    /// The writer's per-length maps of every prefix (capacity × entry size, an estimate of the
+    /// allocator's share).
+    pub shadow: usize,
+}
+
+/// A longest-prefix-match table of `K` addresses mapping prefixes to values ≤ [`MAX_VALUE`].
+///
+/// Updates take `&self` and serialise on an internal lock; [`lookup`](Lpm::lookup) never locks.
+pub struct Lpm<K: LpmKey> {
+    strides: &'static [u8],
+    top: Box<[AtomicU32]>,
+    /// `pools[l]` holds level `l`'s groups (`pools[0]` is unused: level 0 is `top`).
+    pools: Box<[Pool]>,
+    readers: Arc<Readers>,
+    w: Mutex<Writer<K>>,
+}
+
+impl<K: LpmKey> core::fmt::Debug for Lpm<K> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Lpm")
+            .field("bits", &K::BITS)
+            .field("strides", &self.strides)
+            .field("routes", &self.len())
+            .finish()
+    }
+}
+
+/// IPv4 table (DIR-24-8).
+pub type Lpm4 = Lpm<u32>;
+/// IPv6 table.
+pub type Lpm6 = Lpm<u128>;
+
+impl Default for Lpm<u32> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Default for Lpm<u128> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Lpm<u32> {
+    /// An empty IPv4 table (64 MiB of zeroed, lazily committed memory for the first level).
+    pub fn new() -> Self {
+        Self::with_strides(V4_STRIDES, Arc::default())
+    }
+
+    /// IPv4 lookup with DIR-24-8's two levels unrolled.
+    #[inline(always)]
+    pub fn lookup(&self, addr: u32) -> Option<u32> {
+        let mut e = self.top.get((addr >> 8) as usize)?.load(Ordering::Acquire);
+        if e & EXT != 0 {
+            let g = self.pools.get(1)?.group(e & VALUE_MASK)?;
+            e = g.get((addr & 0xff) as usize)?.load(Ordering::Acquire);
+        }
+        (e & VALID != 0).then_some(e & VALUE_MASK)
+    }
+}
+
+impl Lpm<u128> {
+    /// An empty IPv6 table with the default strides.
+    pub fn new() -> Self {
+        Self::with_strides(V6_STRIDES, Arc::default())
+    }
+
+    /// IPv6 lookup.
+    #[inline]
+    pub fn lookup(&self, addr: u128) -> Option<u32> {
+        self.lookup_bits(addr)
+    }
+}
+
+impl<K: LpmKey> Lpm<K> {
+    /// An empty table with these strides (summing to the address width, each after the first at
+    /// most 8 bits), whose groups are reclaimed as `readers` allow.
+    ///
+    /// # Panics
+    /// On strides that do not fit the address width: a programming error, not input.
+    pub fn with_strides(strides: &'static [u8], readers: Arc<Readers>) -> Self {
+        let total: u32 = strides.iter().map(|&s| u32::from(s)).sum();
+        assert!(
+            total == u32::from(K::BITS) && strides.iter().skip(1).all(|&s| (1..=8).contains(&s)),
+            "strides {strides:?} do not cover {} bits in steps of at most 8",
+            K::BITS
+        );
+        let levels = strides.len();
+        Lpm {
+            strides,
+            top: zeroed(1 << strides[0]),
+            pools: (0..levels)
+                .map(|l| Pool::new(if l == 0 { 1 } else { strides[l] }))
+                .collect(),
+            readers,
+            w: Mutex::new(Writer {
+                shadow: (0..=K::BITS).map(|_| HashMap::default()).collect(),
+                free: vec![Vec::new(); levels],
+                next: vec![0; levels],
+                pending: VecDeque::new(),
+            }),
+        }
+    }
+
+    /// The reader registry this table reclaims groups against.
+    pub fn readers(&self) -> &Arc<Readers> {
+        &self.readers
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Writer<K>> {
+        self.w.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The value of the longest prefix containing `key`.
+    #[inline]
+    pub fn lookup_bits(&self, key: K) -> Option<u32> {
+        let key = key.to_bits();
+        let s0 = self.strides[0];
+        let mut e = self.top.get(bits(key, 0, s0))?.load(Ordering::Acquire);
+        let mut o = s0;
+        let mut l = 1;
+        while e & EXT != 0 {
+            let s = *self.strides.get(l)?;
+            let g = self.pools.get(l)?.group(e & VALUE_MASK)?;
+            e = g.get(bits(key, o, s))?.load(Ordering::Acquire);
+            o += s;
+            l += 1;
+        }
+        (e & VALID != 0).then_some(e & VALUE_MASK)
+    }
+
+    /// Number of installed prefixes.
+    pub fn len(&self) -> usize {
+        self.lock().shadow.iter().map(HashMap::len).sum()
+    }
+
+    /// True if no prefix is installed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every installed prefix as `(network, len, value)`, in no particular order.
+    pub fn to_vec(&self) -> Vec<(K, u8, u32)> {
+        let w = self.lock();
+        let mut v = Vec::with_capacity(w.shadow.iter().map(HashMap::len).sum());
+        for (len, m) in w.shadow.iter().enumerate() {
+            v.extend(m.iter().map(|(&net, &val)| (net, len as u8, val)));
+        }
+        v
+    }
+
+    /// The value stored for exactly this prefix.
+    pub fn get(&self, prefix: K, len: u8) -> Option<u32> {
+        let w = self.lock();
+        let m = w.shadow.get(usize::from(len))?;
+        m.get(&K::from_bits(prefix.to_bits() & mask(len))).copied()
+    }
+
+    /// Memory by structure (computed by scanning: for reports, not the hot path).
+    pub fn memory(&self) -> LpmMemory {
+        let w = self.lock();
+        const PAGE: usize = 4096;
+        let per_page = PAGE / 4;
+        let first_level = self
+            .top
+            .chunks(per_page)
+            .filter(|p| p.iter().any(|e| e.load(Ordering::Relaxed) != 0))
+            .count()
+            * PAGE;
+        let groups = self.pools.iter().skip(1).map(Pool::chunk_bytes).sum();
+        let groups_used = (1..self.strides.len())
+            .map(|l| {
+                let n = w.next[l] as usize - w.free[l].len();
+                let pend = w.pending.iter().filter(|p| usize::from(p.0) == l).count();
+                (n - pend.min(n)) * (4usize << self.strides[l])
+            })
+            .sum();
+        let entry = core::mem::size_of::<(K, u32)>() + 1;
+        let shadow = w.shadow.iter().map(|m| m.capacity() * entry).sum();
+        LpmMemory {
+            first_level,
+            groups,
+            groups_used,
+            shadow,
+        }
+    }
+
+    /// Installs or replaces `prefix/len` (host bits ignored); returns the previous value.
+    pub fn insert(&self, prefix: K, len: u8, value: u32) -> Result<Option<u32>, LpmError> {
+        if len > K::BITS {
+            return Err(LpmError::BadLength);
+        }
+        if value > MAX_VALUE {
+            return Err(LpmError::ValueTooLarge);
+        }
+        let net = prefix.to_bits() & mask(len);
+        let mut w = self.lock();
+        // Overwrite entries from shorter (or equal: a replacement) prefixes; longer ones stay.
+        let pred = |e: u32| !is_valid(e) || depth_of(e) <= len;
+        self.write(&mut w, 0, 0, 0, net, len, leaf(value, len), &pred)?;
+        Ok(w.shadow[usize::from(len)].insert(K::from_bits(net), value))
+    }
+
+    /// Removes `prefix/len`; its addresses fall back to the next-shorter covering prefix.
+    pub fn remove(&self, prefix: K, len: u8) -> Option<u32> {
+        if len > K::BITS {
+            return None;
+        }
+        let net = prefix.to_bits() & mask(len);
+        let mut w = self.lock();
+        let old = w.shadow[usize::from(len)].remove(&K::from_bits(net))?;
+        let repl = (0..len)
+            .rev()
+            .find_map(|l| {
+                let n = K::from_bits(net & mask(l));
+                w.shadow[usize::from(l)].get(&n).map(|&v| leaf(v, l))
+            })
+            .unwrap_or(0);
+        // Only entries written by this very prefix carry its length inside its range. A removal
+        // allocates no group, so it cannot fail.
+        let pred = |e: u32| is_valid(e) && depth_of(e) == len;
+        let _ = self.write(&mut w, 0, 0, 0, net, len, repl, &pred);
+        Some(old)
+    }
+
+    fn node(&self, level: usize, g: u32) -> &[AtomicU32] {
+        if level == 0 {
+            &self.top
+        } else {
+            // Only indices of allocated groups are ever stored or passed here.
+            self.pools[level].group(g).unwrap_or(&[])
+        }
+    }
+
+    /// Writes `new` into every leaf entry of `net/len` below node (`level`, `g`), whose entries
+    /// start at bit `o`, that satisfies `pred`.
+    #[allow(clippy::too_many_arguments)]
+    fn write(
+        &self,
+        w: &mut Writer<K>,
+        level: usize,
+        g: u32,
+        o: u8,
+        net: u128,
+        len: u8,
+        new: u32,
+        pred: &dyn Fn(u32) -> bool,
+    ) -> Result<(), LpmError> {
+        let s = self.strides[level];
+        if len <= o + s {
+            // The prefix covers a range of this node's entries (all of them if len <= o).
+            let first = bits(net, o, s);
+            let count = 1usize << (o + s - len.max(o));
+            for i in first..first + count {
+                let e = self.node(level, g)[i].load(Ordering::Relaxed);
+                if e & EXT != 0 {
+                    self.write(w, level + 1, e & VALUE_MASK, o + s, net, len, new, pred)?;
+                    self.try_collapse(w, level, g, i, o + s);
+                } else if pred(e) {
+                    self.node(level, g)[i].store(new, Ordering::Release);
+                }
+            }
+        } else {
+            let i = bits(net, o, s);
+            let e = self.node(level, g)[i].load(Ordering::Relaxed);
+            if e & EXT != 0 {
+                self.write(w, level + 1, e & VALUE_MASK, o + s, net, len, new, pred)?;
+                self.try_collapse(w, level, g, i, o + s);
+            } else if pred(e) {
+                // Only an insert gets here (a removal refuses the shorter prefix's entry): fill a
+                // new group with the entry it replaces, write into it, then publish it.
+                let child = self.alloc(w, level + 1, e)?;
+                self.write(w, level + 1, child, o + s, net, len, new, pred)?;
+                self.node(level, g)[i].store(VALID | EXT | child, Ordering::Release);
+            }
+        }
+        Ok(())
+    }
+
+    /// Folds the group under entry `i` of node (`level`, `g`) back into that entry once no
+    /// prefix longer than the group's start (`child_o`) is left in it.
+    fn try_collapse(&self, w: &mut Writer<K>, level: usize, g: u32, i: usize, child_o: u8) {
+        let e = self.node(level, g)[i].load(Ordering::Relaxed);
+        if e & EXT == 0 {
+            return;
+        }
+        let child = e & VALUE_MASK;
+        let entries = self.node(level + 1, child);
+        // Entries of depth <= child_o all come from the one longest prefix covering the whole
+        // group, so they are identical and the group can be replaced by any of them.
+        let foldable = entries.iter().all(|x| {
+            let x = x.load(Ordering::Relaxed);
+            x & EXT == 0 && (!is_valid(x) || depth_of(x) <= child_o)
+        });
+        if foldable {
+            let first = entries.first().map_or(0, |x| x.load(Ordering::Relaxed));
+            self.node(level, g)[i].store(first, Ordering::Release);
+            let epoch = self.readers.retire();
+            w.pending.push_back((level as u8 + 1, child, epoch));
+        }
+    }
+
+    fn alloc(&self, w: &mut Writer<K>, level: usize, fill: u32) -> Result<u32, LpmError> {
+        if w.free[level].is_empty() && !w.pending.is_empty() {
+            let min = self.readers.min_seen();
+            while let Some(&(l, g, epoch)) = w.pending.front() {
+                if epoch >= min {
+                    break;
+                }
+                w.pending.pop_front();
+                w.free[usize::from(l)].push(g);
+            }
+        }
+        let g = match w.free[level].pop() {
+            Some(g) => g,
+            None => {
+                let g = w.next[level];
+                if g >= MAX_GROUPS {
+                    return Err(LpmError::Full);
+                }
+                self.pools[level].ensure(g);
+                w.next[level] += 1;
+                g
+            }
+        };
+        for x in self.node(level, g) {
+            x.store(fill, Ordering::Relaxed);
+        }
+        Ok(g)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> u32 {
+        u32::from(s.parse::<std::net::Ipv4Addr>().unwrap())
+    }
+
+    fn ip6(s: &str) -> u128 {
+        u128::from(s.parse::<std::net::Ipv6Addr>().unwrap())
+    }
+
+    #[test]
+    fn overlapping_prefixes_insert_and_remove() {
+        let t = Lpm4::new();
+        t.insert(ip("10.0.0.0"), 8, 1).unwrap();
+        t.insert(ip("10.1.0.0"), 16, 2).unwrap();
+        t.insert(ip("10.1.2.0"), 24, 3).unwrap();
+        t.insert(ip("10.1.2.128"), 25, 4).unwrap();
+        t.insert(ip("10.1.2.200"), 32, 5).unwrap();
+        assert_eq!(t.lookup(ip("10.9.9.9")), Some(1));
+        assert_eq!(t.lookup(ip("10.1.9.9")), Some(2));
+        assert_eq!(t.lookup(ip("10.1.2.1")), Some(3));
+        assert_eq!(t.lookup(ip("10.1.2.129")), Some(4));
+        assert_eq!(t.lookup(ip("10.1.2.200")), Some(5));
+        assert_eq!(t.lookup(ip("11.0.0.0")), None);
+        // A shorter prefix inserted later must not shadow longer ones.
+        t.insert(ip("0.0.0.0"), 0, 9).unwrap();
+        assert_eq!(t.lookup(ip("10.1.2.200")), Some(5));
+        assert_eq!(t.lookup(ip("11.0.0.0")), Some(9));
+        assert_eq!(t.remove(ip("10.1.2.128"), 25), Some(4));
+        assert_eq!(t.lookup(ip("10.1.2.129")), Some(3));
+        assert_eq!(t.lookup(ip("10.1.2.200")), Some(5));
+        assert_eq!(t.remove(ip("10.1.2.200"), 32), Some(5));
+        assert_eq!(t.lookup(ip("10.1.2.200")), Some(3));
+        // The group has been folded back; with no registered reader it is reused at once.
+        assert_eq!(t.lock().pending.len(), 1);
+        t.insert(ip("10.1.3.7"), 32, 6).unwrap();
+        assert!(t.lock().pending.is_empty());
+        assert_eq!(t.lock().next[1], 1, "the folded group was reused");
+        assert_eq!(t.remove(ip("10.1.0.0"), 16), Some(2));
+        assert_eq!(t.lookup(ip("10.1.9.9")), Some(1));
+        assert_eq!(t.lookup(ip("10.1.2.1")), Some(3));
+        assert_eq!(t.remove(ip("0.0.0.0"), 0), Some(9));
+        assert_eq!(t.lookup(ip("11.0.0.0")), None);
+        assert_eq!(t.remove(ip("0.0.0.0"), 0), None);
+        assert_eq!(t.len(), 3);
+    }
+
+    #[test]
+    fn replace_and_errors() {
+        let t = Lpm4::new();
+        assert_eq!(t.insert(ip("192.168.1.0"), 24, 1), Ok(None));
+        assert_eq!(t.insert(ip("192.168.1.77"), 24, 2), Ok(Some(1)));
+        assert_eq!(t.lookup(ip("192.168.1.5")), Some(2));
+        assert_eq!(t.get(ip("192.168.1.0"), 24), Some(2));
+        assert_eq!(t.insert(0, 33, 1), Err(LpmError::BadLength));
+        assert_eq!(t.insert(0, 8, MAX_VALUE + 1), Err(LpmError::ValueTooLarge));
+        assert_eq!(t.remove(ip("192.168.2.0"), 30), None);
+    }
+
+    #[test]
+    fn a_registered_reader_holds_back_group_reuse_until_quiescent() {
+        let t = Lpm4::new();
+        let r = t.readers().register();
+        t.insert(ip("10.1.2.3"), 32, 1).unwrap();
+        t.remove(ip("10.1.2.3"), 32);
+        // The reader has not passed a quiescent point since the fold: a new group is taken.
+        t.insert(ip("10.9.9.9"), 32, 2).unwrap();
+        assert_eq!(t.lock().next[1], 2);
+        assert_eq!(t.lock().pending.len(), 1);
+        r.quiescent();
+        t.remove(ip("10.9.9.9"), 32);
+        t.insert(ip("10.7.7.7"), 32, 3).unwrap();
+        assert_eq!(t.lock().next[1], 2, "the first folded group was reused");
+        assert_eq!(t.lock().pending.len(), 1, "the second waits for the reader");
+        r.offline();
+        t.insert(ip("10.8.8.8"), 32, 4).unwrap();
+        assert!(
+            t.lock().pending.is_empty(),
+            "an offline reader holds nothing back"
+        );
+        r.online();
+        drop(r);
+        assert_eq!(t.lookup(ip("10.7.7.7")), Some(3));
+        assert_eq!(t.lookup(ip("10.8.8.8")), Some(4));
+    }
+
+    #[test]
+    fn ipv6_nested_prefixes() {
+        let t = Lpm6::new();
+        t.insert(ip6("2001:db8::"), 32, 1).unwrap();
+        t.insert(ip6("2001:db8:1::"), 48, 2).unwrap();
+        t.insert(ip6("2001:db8:1:2::"), 64, 3).unwrap();
+        t.insert(ip6("2001:db8:1:2::1"), 128, 4).unwrap();
+        t.insert(ip6("2001:db8:1:2::1"), 127, 5).unwrap();
+        assert_eq!(t.lookup(ip6("2001:db8:ffff::1")), Some(1));
+        assert_eq!(t.lookup(ip6("2001:db8:1:ffff::1")), Some(2));
+        assert_eq!(t.lookup(ip6("2001:db8:1:2::5")), Some(3));
+        assert_eq!(t.lookup(ip6("2001:db8:1:2::1")), Some(4));
+        assert_eq!(t.lookup(ip6("2001:db8:1:2::0")), Some(5));
+        assert_eq!(t.lookup(ip6("2001:db9::")), None);
+        assert_eq!(t.remove(ip6("2001:db8:1:2::1"), 128), Some(4));
+        assert_eq!(t.lookup(ip6("2001:db8:1:2::1")), Some(5));
+        assert_eq!(t.remove(ip6("2001:db8:1::"), 48), Some(2));
+        assert_eq!(t.lookup(ip6("2001:db8:1:ffff::1")), Some(1));
+        assert_eq!(t.lookup(ip6("2001:db8:1:2::1")), Some(5));
+        t.remove(ip6("2001:db8:1:2::1"), 127);
+        t.remove(ip6("2001:db8:1:2::"), 64);
+        t.remove(ip6("2001:db8::"), 32);
+        assert!(t.is_empty());
+        // Every group was folded back: only the first level holds anything, and it is empty.
+        let w = t.lock();
+        let used: u32 = (1..w.next.len())
+            .map(|l| w.next[l] - w.free[l].len() as u32)
+            .sum();
+        assert_eq!(used as usize, w.pending.len());
+    }
+
+    #[test]
+    fn lookups_race_updates_without_wrong_answers() {
+        // A reader thread looks up two addresses while the writer flips nested prefixes: each
+        // answer must be one the table held at some point (never a value of another prefix).
+        let t = Arc::new(Lpm4::new());
+        t.insert(ip("10.0.0.0"), 8, 1).unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (t, stop) = (t.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let r = t.readers().register();
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    for x in 0..64u32 {
+                        let a = ip("10.1.2.0") | x;
+                        let v = t.lookup(a);
+                        assert!(matches!(v, Some(1) | Some(2) | Some(3)), "{a:#x}: {v:?}");
+                        let b = ip("10.200.0.0") | x;
+                        let v = t.lookup(b);
+                        assert!(matches!(v, Some(1) | Some(4)), "{b:#x}: {v:?}");
+                    }
+                    r.quiescent();
+                    n += 1;
+                }
+                n
+            })
+        };
+        for _ in 0..20_000 {
+            t.insert(ip("10.1.2.0"), 24, 2).unwrap();
+            t.insert(ip("10.1.2.0"), 27, 3).unwrap();
+            t.insert(ip("10.200.0.0"), 26, 4).unwrap();
+            t.remove(ip("10.1.2.0"), 27);
+            t.remove(ip("10.200.0.0"), 26);
+            t.remove(ip("10.1.2.0"), 24);
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(reader.join().unwrap() > 0);
+    }
+}
