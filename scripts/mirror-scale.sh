@@ -32,8 +32,8 @@ TOML
 t0=$(date +%s.%N)
 ip netns exec "$NAME-rtr" "$BIN" run --config "$DIR/r.toml" >"$DIR/log" 2>&1 &
 PID=$!
-total() { "$BIN" ctl --socket "$DIR/ctl.sock" -j show fib --limit 1 2>/dev/null \
-  | python3 -c 'import sys,json; print(json.load(sys.stdin).get("total",0))' 2>/dev/null || echo 0; }
+total() { "$BIN" ctl --socket "$DIR/ctl.sock" -j status 2>/dev/null \
+  | python3 -c 'import sys,json; print(json.load(sys.stdin).get("routes",0))' 2>/dev/null || echo 0; }
 until [ "$(total)" -ge $((N4 + N6)) ]; do sleep 0.2; done
 echo "llrouter: start until the forwarder holds every route: $(echo "$(date +%s.%N) - $t0" | bc) s"
 sleep "${SETTLE:-2}"
@@ -41,3 +41,11 @@ mirror_ticks() { for t in /proc/$PID/task/*; do grep -q llr-mirror "$t/comm" && 
 c0=$(mirror_ticks); sleep 30; c1=$(mirror_ticks)
 echo "mirror CPU over 30 s idle: $(echo "scale=3; ($c1 - $c0) * 100 / $(getconf CLK_TCK) / 30" | bc) % of a core"
 grep -E "VmRSS|VmHWM" "/proc/$PID/status"
+# The forwarding table's own structures (llrouter_fib_memory_bytes).
+"$BIN" ctl --socket "$DIR/ctl.sock" -j counters | python3 -c '
+import sys, json
+m = json.load(sys.stdin)
+parts = m.get("fib_memory", [])
+for name, b in parts: print("  fib %-16s %7.1f MB" % (name, b / 1e6))
+print("  fib %-16s %7.1f MB" % ("total", sum(b for _, b in parts) / 1e6))'
+grep -E "^(Rss|Pss|Anonymous|Private_Dirty)" "/proc/$PID/smaps_rollup" || true

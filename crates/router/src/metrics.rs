@@ -89,6 +89,8 @@ pub fn to_metrics(
         interfaces: ifs,
         process: ProcessMetrics::read(),
         flows: flows(workers),
+        fib_routes: Vec::new(),
+        fib_memory: Vec::new(),
     }
 }
 

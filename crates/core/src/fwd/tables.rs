@@ -192,6 +192,19 @@ pub struct RouteMemory {
 }
 
 impl RouteMemory {
+    /// `(structure, bytes)`, as the metrics name them.
+    pub fn parts(&self) -> Vec<(&'static str, usize)> {
+        vec![
+            ("v4_tbl24", self.v4.first_level),
+            ("v4_tbl8", self.v4.groups),
+            ("v4_prefixes", self.v4.shadow),
+            ("v6_first_level", self.v6.first_level),
+            ("v6_groups", self.v6.groups),
+            ("v6_prefixes", self.v6.shadow),
+            ("nexthops", self.nexthops),
+        ]
+    }
+
     /// All of it.
     pub fn total(&self) -> usize {
         let f = |m: &LpmMemory| m.first_level + m.groups + m.shadow;
@@ -305,6 +318,11 @@ impl RouteTable {
             .map(|(net, len, id)| (IpAddr::V6(net.into()), len, id));
         v4.chain(v6)
             .filter_map(|(a, len, id)| Some((IpPrefix::new(a, len).ok()?, self.nexthops.get(id)?)))
+    }
+
+    /// Number of IPv4 and IPv6 routes.
+    pub fn len_by_family(&self) -> (usize, usize) {
+        (self.v4.len(), self.v6.len())
     }
 
     /// Number of routes (both families).

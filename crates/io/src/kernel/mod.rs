@@ -196,16 +196,20 @@ impl KernelMirror {
 
     /// Takes a new dump and returns everything that differs: every prefix of the old or the new
     /// view, the configuration, or refused before; every neighbour. Computed without the
-    /// forwarder, so the forwarder is locked only to apply the result, a chunk at a time.
+    /// forwarder.
     fn resync(&mut self, view: KernelView) -> Vec<Update> {
         let old = std::mem::replace(&mut self.kernel, view);
         let mut out: Vec<Update> = self.ifaces_update().into_iter().collect();
-        let prefixes: HashSet<IpPrefix> = (old.routes.prefixes())
-            .chain(self.kernel.routes.prefixes())
-            .chain(self.static_routes.keys())
-            .chain(self.failed.iter())
+        // Each prefix once, without collecting a set of a million prefixes: the new view's,
+        // then the old view's that are gone, then configured or refused ones in neither.
+        let new_view = std::mem::take(&mut self.kernel.routes);
+        let gone = old.routes.prefixes().filter(|p| !new_view.contains(p));
+        let rest: Vec<IpPrefix> = (self.static_routes.keys().chain(self.failed.iter()))
+            .filter(|p| !new_view.contains(p) && !old.routes.contains(p))
             .copied()
             .collect();
+        let prefixes: Vec<IpPrefix> = new_view.prefixes().chain(gone).chain(rest).collect();
+        self.kernel.routes = new_view;
         let first = !self.synced;
         self.synced = true;
         for p in prefixes {

@@ -465,25 +465,44 @@ fn dump_tables(sock: &mut NlSocket, spec: &MirrorSpec, v: &mut KernelView) -> Re
     Ok(())
 }
 
-/// Table main as the mirror keeps it, compact: a full table is a million prefixes but only
-/// thousands of next hops, so next hops are interned and a prefix with one route (nearly all)
-/// holds `(metric, next-hop id)` inline — 16 bytes beside its key instead of a `Vec` and a
-/// 24-byte next hop per entry. Interned next hops are not freed (they are few).
+/// The kernel's routes (table main), keyed compactly per family: a full table is a million
+/// keys, so each entry is a packed key and `(metric << 32 | next-hop id)`, 16 bytes (IPv4) or
+/// 32 (IPv6) beside hashbrown's control byte, instead of an `IpPrefix` and an enum (40 bytes).
+/// A prefix with several metrics (rare) keeps its list aside. Interned next hops are not freed
+/// (they are few).
 #[derive(Debug, Clone, Default)]
 pub(super) struct Routes {
-    map: HashMap<IpPrefix, Entries>,
+    v4: HashMap<u64, u64>,
+    v6: HashMap<(u64, u64, u8), u64>,
+    many: HashMap<IpPrefix, Vec<(u32, u32)>>,
     hops: Vec<NextHop>,
     ids: HashMap<NextHop, u32>,
 }
 
-/// The kernel's routes of one prefix: `(metric, next-hop id)`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Entries {
-    One(u32, u32),
-    // Boxed: a thin pointer keeps `Entries` at 16 bytes beside a million keys; `Many` (two
-    // metrics for one prefix) is rare, so its extra allocation costs nothing that matters.
-    #[allow(clippy::box_collection)]
-    Many(Box<Vec<(u32, u32)>>),
+/// The packed value of a prefix whose entries are in `Routes::many`.
+const MANY: u64 = u64::MAX;
+
+enum Key {
+    V4(u64),
+    V6((u64, u64, u8)),
+}
+
+fn key(p: &IpPrefix) -> Key {
+    match p.addr() {
+        IpAddr::V4(a) => Key::V4(u64::from(u32::from(a)) << 8 | u64::from(p.len())),
+        IpAddr::V6(a) => {
+            let a = u128::from(a);
+            Key::V6(((a >> 64) as u64, a as u64, p.len()))
+        }
+    }
+}
+
+fn pack(metric: u32, id: u32) -> u64 {
+    u64::from(metric) << 32 | u64::from(id)
+}
+
+fn unpack(v: u64) -> (u32, u32) {
+    ((v >> 32) as u32, v as u32)
 }
 
 impl Routes {
@@ -497,76 +516,126 @@ impl Routes {
         i
     }
 
+    fn get(&self, p: &IpPrefix) -> Option<u64> {
+        match key(p) {
+            Key::V4(k) => self.v4.get(&k).copied(),
+            Key::V6(k) => self.v6.get(&k).copied(),
+        }
+    }
+
+    fn put(&mut self, p: &IpPrefix, v: Option<u64>) {
+        match (key(p), v) {
+            (Key::V4(k), Some(v)) => {
+                self.v4.insert(k, v);
+            }
+            (Key::V4(k), None) => {
+                self.v4.remove(&k);
+            }
+            (Key::V6(k), Some(v)) => {
+                self.v6.insert(k, v);
+            }
+            (Key::V6(k), None) => {
+                self.v6.remove(&k);
+            }
+        }
+    }
+
     /// Adds or replaces the route (`p`, `metric`).
     pub(super) fn set(&mut self, p: IpPrefix, metric: u32, nh: NextHop) {
         let id = self.intern(nh);
-        match self.map.get_mut(&p) {
-            None => {
-                self.map.insert(p, Entries::One(metric, id));
+        match self.get(&p) {
+            None => self.put(&p, Some(pack(metric, id))),
+            Some(MANY) => {
+                let v = self.many.entry(p).or_default();
+                match v.iter_mut().find(|(m, _)| *m == metric) {
+                    Some(slot) => slot.1 = id,
+                    None => v.push((metric, id)),
+                }
             }
-            Some(Entries::One(m, h)) if *m == metric => *h = id,
-            Some(e @ Entries::One(..)) => {
-                let Entries::One(m, h) = *e else {
-                    unreachable!()
-                };
-                *e = Entries::Many(Box::new(vec![(m, h), (metric, id)]));
+            Some(one) => {
+                let (m, h) = unpack(one);
+                if m == metric {
+                    self.put(&p, Some(pack(metric, id)));
+                } else {
+                    self.many.insert(p, vec![(m, h), (metric, id)]);
+                    self.put(&p, Some(MANY));
+                }
             }
-            Some(Entries::Many(v)) => match v.iter_mut().find(|(m, _)| *m == metric) {
-                Some(slot) => slot.1 = id,
-                None => v.push((metric, id)),
-            },
         }
     }
 
     /// Removes the route (`p`, `metric`).
     pub(super) fn del(&mut self, p: &IpPrefix, metric: u32) {
-        let gone = match self.map.get_mut(p) {
-            None => false,
-            Some(Entries::One(m, _)) => *m == metric,
-            Some(e @ Entries::Many(_)) => {
-                let Entries::Many(v) = e else { unreachable!() };
+        match self.get(p) {
+            None => {}
+            Some(MANY) => {
+                let Some(v) = self.many.get_mut(p) else {
+                    return;
+                };
                 v.retain(|(m, _)| *m != metric);
                 match v.as_slice() {
-                    [] => true,
-                    [(m, h)] => {
-                        *e = Entries::One(*m, *h);
-                        false
+                    [] => {
+                        self.many.remove(p);
+                        self.put(p, None);
                     }
-                    _ => false,
+                    &[(m, h)] => {
+                        self.many.remove(p);
+                        self.put(p, Some(pack(m, h)));
+                    }
+                    _ => {}
                 }
             }
-        };
-        if gone {
-            self.map.remove(p);
+            Some(one) => {
+                if unpack(one).0 == metric {
+                    self.put(p, None);
+                }
+            }
         }
     }
 
     /// Removes every route of `p`.
     #[cfg(test)]
     pub(super) fn remove(&mut self, p: &IpPrefix) {
-        self.map.remove(p);
+        self.many.remove(p);
+        self.put(p, None);
     }
 
     /// The next hop of `p`'s lowest metric.
     pub(super) fn best(&self, p: &IpPrefix) -> Option<NextHop> {
-        let id = match self.map.get(p)? {
-            Entries::One(_, h) => *h,
-            Entries::Many(v) => v.iter().min_by_key(|(m, _)| *m)?.1,
+        let id = match self.get(p)? {
+            MANY => self.many.get(p)?.iter().min_by_key(|(m, _)| *m)?.1,
+            one => unpack(one).1,
         };
         self.hops.get(id as usize).copied()
     }
 
-    pub(super) fn prefixes(&self) -> impl Iterator<Item = &IpPrefix> + '_ {
-        self.map.keys()
+    /// True if the kernel has a route for `p`.
+    pub(super) fn contains(&self, p: &IpPrefix) -> bool {
+        self.get(p).is_some()
+    }
+
+    /// Every prefix with a route.
+    pub(super) fn prefixes(&self) -> impl Iterator<Item = IpPrefix> + '_ {
+        let v4 = self
+            .v4
+            .keys()
+            .filter_map(|&k| IpPrefix::new(IpAddr::V4(((k >> 8) as u32).into()), k as u8).ok());
+        let v6 = self.v6.keys().filter_map(|&(hi, lo, len)| {
+            let a = u128::from(hi) << 64 | u128::from(lo);
+            IpPrefix::new(IpAddr::V6(a.into()), len).ok()
+        });
+        v4.chain(v6)
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.map.len()
+        self.v4.len() + self.v6.len()
     }
 
     pub(super) fn clear(&mut self) {
-        self.map.clear();
+        self.v4.clear();
+        self.v6.clear();
+        self.many.clear();
     }
 }
 
@@ -594,7 +663,8 @@ mod routes_tests {
         r.del(&p, 10);
         assert_eq!(r.best(&p), Some(nh(3)));
         r.del(&p, 50);
-        assert_eq!(r.map.get(&p), Some(&Entries::One(100, 0)), "back to inline");
+        assert_eq!(r.get(&p), Some(pack(100, 0)), "back to inline");
+        assert!(r.many.is_empty());
         r.del(&p, 7);
         assert_eq!(r.best(&p), Some(nh(1)), "an unknown metric removes nothing");
         r.del(&p, 100);

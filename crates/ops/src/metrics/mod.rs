@@ -246,6 +246,14 @@ pub struct MetricsSnapshot {
     /// The flow scheduler's flows (flows on), summed over workers.
     #[serde(default)]
     pub flows: Vec<FlowMetrics>,
+    /// `(family, routes)` in the forwarding table (`ipv4`, `ipv6`).
+    #[serde(default)]
+    pub fib_routes: Vec<(String, u64)>,
+    /// `(structure, bytes)` of the forwarding table: `v4_tbl24` (first-level pages holding a
+    /// route), `v4_tbl8` (extension groups), `v4_prefixes` (the per-length prefix maps updates
+    /// work from), the same for `v6_`, and `nexthops`.
+    #[serde(default)]
+    pub fib_memory: Vec<(String, u64)>,
 }
 
 /// One flow of the flow scheduler.

@@ -375,6 +375,24 @@ pub fn render(snap: &MetricsSnapshot) -> String {
     );
     o.each(
         (
+            "llrouter_fib_routes",
+            "gauge",
+            "Routes in the forwarding table, by address family.",
+        ),
+        &snap.fib_routes,
+        |(f, n)| (vec![("family", f.clone())], *n as f64),
+    );
+    o.each(
+        (
+            "llrouter_fib_memory_bytes",
+            "gauge",
+            "Memory of the forwarding table by structure (tbl24 pages in use, groups, prefix maps, next hops).",
+        ),
+        &snap.fib_memory,
+        |(s, n)| (vec![("structure", s.clone())], *n as f64),
+    );
+    o.each(
+        (
             "llrouter_kernel_pass_packets_total",
             "counter",
             "Frames the XDP classifier handed to the kernel stack, by reason (not drops).",

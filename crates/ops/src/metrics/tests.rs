@@ -213,6 +213,8 @@ fn snap() -> MetricsSnapshot {
             preemptions: 7,
             queue_len: 4,
         }],
+        fib_routes: vec![("ipv4".into(), 1_000_000), ("ipv6".into(), 200_000)],
+        fib_memory: vec![("v4_tbl24".into(), 67_108_864), ("nexthops".into(), 98_304)],
     }
 }
 
@@ -493,6 +495,13 @@ fn names_follow_prometheus_conventions() {
     assert_eq!(flow("llrouter_flow_cpu_seconds_total"), 0.5);
     assert_eq!(flow("llrouter_flow_preemptions_total"), 7.0);
     assert_eq!(flow("llrouter_flow_queue_packets"), 4.0);
+    let samples = parse(&text).unwrap();
+    let fib = |name, l: (&str, &str)| find(&samples, name, &[l]).value;
+    assert_eq!(fib("llrouter_fib_routes", ("family", "ipv6")), 200_000.0);
+    assert_eq!(
+        fib("llrouter_fib_memory_bytes", ("structure", "v4_tbl24")),
+        67_108_864.0
+    );
     // no bare `device` label: an index where operators expect an interface name
     assert!(!text.contains("{device=") && !text.contains(",device="));
     assert!(families > 20, "{families} families");

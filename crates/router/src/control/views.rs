@@ -55,6 +55,7 @@ impl RouterCtl {
             "workers": snaps.iter().enumerate().map(|(w, s)| json!({"worker": w, "core": st.cfg.cores.get(w), "busy_ratio": s.busy_ratio})).collect::<Vec<_>>(),
             "helper_cores": llr_ops::cpus::format_cpu_list(&self.helper_cpus),
             "rules": st.rules.len(),
+            "routes": self.fwd.routes().len(),
             "static_routes": routes,
             "changes_applied": self.changes_applied(),
             // every worker loop runs (each has published from inside it)
@@ -88,7 +89,14 @@ impl RouterCtl {
                 snap: s,
             })
             .collect();
-        to_metrics(&parts, &classifier, &names, &ifs)
+        let mut m = to_metrics(&parts, &classifier, &names, &ifs);
+        let routes = self.fwd.routes();
+        let (v4, v6) = routes.len_by_family();
+        m.fib_routes = vec![("ipv4".into(), v4 as u64), ("ipv6".into(), v6 as u64)];
+        m.fib_memory = (routes.memory().parts().into_iter())
+            .map(|(s, b)| (s.to_string(), b as u64))
+            .collect();
+        m
     }
 
     /// The rules in first-match order, with their ids.
