@@ -217,3 +217,120 @@ name = "be"
     );
     assert_eq!(rep.worker.forwarded.iter().sum::<u64>(), 3 * N);
 }
+
+/// With more kernel routes than `max-routes`, the forwarder never serves a partial table: it is
+/// marked incomplete (status says so) and every routed packet goes to the kernel, which holds
+/// every route and forwards it; once routes are deleted below the limit, llrouter forwards
+/// again.
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn beyond_max_routes_routed_packets_go_to_the_kernel() {
+    use llr_ops::ctl::{Command, CtlClient};
+    llr_io::sys::require_root();
+    let topo = topology("llrmx");
+    let tmp = TempDir::new("maxroutes");
+    // The connected routes are a handful; 40 more exceed 30.
+    let cfg = tmp.router_config(
+        r#"
+interfaces = ["veth-rin", "veth-rout"]
+max-routes = 30
+[control]
+socket = "CTL"
+[[classes]]
+name = "rt"
+[[classes]]
+name = "be"
+"#,
+    );
+    let router = RouterThread::start(&topo, cfg);
+    let sock = tmp.join("ctl.sock");
+    let status = || {
+        let mut c = CtlClient::connect(&sock, Duration::from_secs(2)).expect("connect");
+        c.call(&Command::Status {})
+            .expect("status")
+            .into_result()
+            .expect("status reply")
+    };
+    let wait_for = |what: &str, cond: &dyn Fn(&serde_json::Value) -> bool| {
+        let t0 = Instant::now();
+        loop {
+            let v = status();
+            if cond(&v) {
+                return v;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "{what}: {v}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let v = wait_for("complete at start", &|v| v["routes_incomplete"] == false);
+    assert_eq!(v["max_routes"], 30, "{v}");
+    let batch: String = (0..40)
+        .map(|i| {
+            format!(
+                "route add 10.200.{i}.0/24 via {} dev veth-rout\n",
+                addr::SINK_V4
+            )
+        })
+        .collect();
+    let file = tmp.join("routes.batch");
+    std::fs::write(&file, &batch).unwrap();
+    topo.router
+        .ip(&["-batch", &file.display().to_string()])
+        .unwrap();
+    let v = wait_for("incomplete", &|v| v["routes_incomplete"] == true);
+    assert_eq!(
+        v["routes"], 30,
+        "the forwarder holds exactly the limit: {v}"
+    );
+
+    let gen = topo
+        .gen
+        .run(|| UdpSocket::bind("0.0.0.0:0"))
+        .unwrap()
+        .unwrap();
+    let sink = topo
+        .sink
+        .run(|| UdpSocket::bind("0.0.0.0:9000"))
+        .unwrap()
+        .unwrap();
+    sink.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let dst = SocketAddr::new(addr::SINK_V4.parse().unwrap(), 9000);
+    const N: usize = 20;
+    let probe = || {
+        for i in 0..N {
+            gen.send_to(&(i as u64).to_be_bytes(), dst).unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut b = [0u8; 64];
+        (0..N).filter(|_| sink.recv(&mut b).is_ok()).count()
+    };
+    // Incomplete: the kernel forwards them (all arrive), llrouter forwards none.
+    assert_eq!(probe(), N, "the kernel forwards what llrouter hands it");
+
+    let del: String = (0..35)
+        .map(|i| format!("route del 10.200.{i}.0/24\n"))
+        .collect();
+    std::fs::write(&file, &del).unwrap();
+    topo.router
+        .ip(&["-batch", &file.display().to_string()])
+        .unwrap();
+    let v = wait_for("complete again", &|v| v["routes_incomplete"] == false);
+    let kept = v["routes"].as_u64().unwrap();
+    assert!(kept < 30, "{v}");
+    // Complete: llrouter forwards them itself.
+    assert_eq!(probe(), N, "llrouter forwards again");
+
+    let rep = router.finish().unwrap().expect("report");
+    let passed = common::count(&rep.worker.pass, "kernel_route");
+    let forwarded: u64 = rep.worker.forwarded.iter().sum();
+    eprintln!("kernel_route passes {passed}, forwarded {forwarded}");
+    assert_eq!(
+        passed, N as u64,
+        "while incomplete, every probe went to the kernel"
+    );
+    assert_eq!(
+        forwarded, N as u64,
+        "once complete, llrouter forwarded every probe"
+    );
+}

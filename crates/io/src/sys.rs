@@ -360,6 +360,23 @@ pub fn release_free_memory() {
     }
 }
 
+/// The memory limit (`memory.max`, bytes) of the calling process's cgroup v2 or of the nearest
+/// ancestor that has one, the smallest along the path; `None` without cgroup v2 or a limit.
+pub fn cgroup_memory_max() -> Option<u64> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = own.lines().find_map(|l| l.strip_prefix("0::"))?.trim();
+    let mut dir = std::path::PathBuf::from("/sys/fs/cgroup");
+    let mut min: Option<u64> = None;
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        dir.push(part);
+        let limit = std::fs::read_to_string(dir.join("memory.max")).ok();
+        if let Some(v) = limit.and_then(|s| s.trim().parse::<u64>().ok()) {
+            min = Some(min.map_or(v, |m| m.min(v)));
+        }
+    }
+    min
+}
+
 /// The memory page size in bytes (`sysconf(_SC_PAGESIZE)`); `None` when unknown.
 pub fn page_size() -> Option<u64> {
     sysconf_positive(libc::_SC_PAGESIZE)

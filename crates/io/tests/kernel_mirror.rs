@@ -74,6 +74,7 @@ fn kernel_changes_reach_the_forwarder_quickly() {
             addr: "10.80.0.7".parse().unwrap(),
             mac: [2, 0, 0, 0, 0, 7],
         }],
+        max_routes: 0,
     };
     // Built and seeded: the mirror carries on from this one dump, no second one at start.
     let (f0, seed) = ns

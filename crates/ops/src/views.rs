@@ -347,6 +347,18 @@ pub fn status_text(v: &Value) -> String {
             str_of(&v["changes_applied"])
         ),
     );
+    if let Some(n) = v["routes"].as_u64() {
+        let limit = match v["max_routes"].as_u64() {
+            Some(0) | None => "no limit".to_string(),
+            Some(m) => format!("max-routes {m}"),
+        };
+        let state = if v["routes_incomplete"] == Value::Bool(true) {
+            "INCOMPLETE: more routes than the limit, routed packets go to the kernel"
+        } else {
+            "complete"
+        };
+        kv("fib", format!("{n} routes ({limit}); {state}"));
+    }
     kv(
         "timestamps",
         if v["timestamps"] == Value::Bool(true) {
@@ -431,7 +443,7 @@ mod tests {
             "classes": [{"name": "rt", "ring": 0, "budget": 60, "configured_budget": 60},
                         {"name": "be", "ring": 1, "budget": 4, "configured_budget": null}],
             "rules": 2, "static_routes": [], "changes_applied": 3, "timestamps": true,
-            "metrics": null
+            "metrics": null, "routes": 12, "routes_incomplete": true, "max_routes": 10
         });
         let s = status_text(&st);
         assert!(
@@ -442,6 +454,10 @@ mod tests {
         assert!(s.contains("wake-up      adaptive, spin 50 µs"), "{s}");
         assert!(s.contains("worker       0 on core 1, busy 25.0%"), "{s}");
         assert!(s.contains("helpers      on cores 0"), "{s}");
+        assert!(
+            s.contains("fib          12 routes (max-routes 10); INCOMPLETE"),
+            "{s}"
+        );
         let mut lat = Histogram::new(vec![10e-6, 100e-6]);
         lat.observe(5e-6);
         let m = MetricsSnapshot {

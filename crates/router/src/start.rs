@@ -477,6 +477,10 @@ fn set_up(
         kernel_routes: r.cfg.kernel_routes,
         routes: r.routes.clone(),
         neighbors: r.neighbors.clone(),
+        max_routes: crate::config::effective_max_routes(
+            r.cfg.max_routes,
+            llr_io::sys::cgroup_memory_max(),
+        ) as usize,
     };
     let (fwd0, seed) = kernel::build_seeded(&spec).map_err(RouterError::setup)?;
     let local: Vec<IpAddr> = (fwd0.interfaces.iter())

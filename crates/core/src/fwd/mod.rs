@@ -250,6 +250,10 @@ pub struct Forwarder {
     pub interfaces: Interfaces,
     /// Fragment handling.
     pub fragments: FragmentPolicy,
+    /// The route table does not hold every route it should (more than the router's route limit):
+    /// every packet that would be routed goes to the kernel, which has them all, rather than
+    /// follow a shorter prefix of an incomplete table.
+    pub routes_incomplete: bool,
     /// Largest accepted frame (see [`wire::DEFAULT_MAX_FRAME`]).
     pub max_frame: usize,
 }
@@ -398,6 +402,9 @@ impl Forwarder {
     #[inline(always)]
     fn route(&self, frame: &[u8], meta: &PacketMeta) -> Result<(NextHop, &Interface), Verdict> {
         use DropReason as D;
+        if self.routes_incomplete {
+            return Err(Verdict::Pass(PassReason::KernelRoute));
+        }
         let nh = match meta.version {
             IpVersion::V4 => self.routes.lookup_v4(meta.dst_v4()),
             IpVersion::V6 => self.routes.lookup_v6(meta.dst_v6()),

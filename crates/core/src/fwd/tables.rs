@@ -3,7 +3,7 @@
 use core::fmt;
 use core::net::IpAddr;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::hash::FxBuild;
@@ -222,6 +222,7 @@ pub struct RouteTable {
     v6: Lpm6,
     nexthops: NextHops,
     readers: Arc<Readers>,
+    count: AtomicUsize,
 }
 
 impl Default for RouteTable {
@@ -249,6 +250,7 @@ impl RouteTable {
             v6: Lpm6::with_strides(V6_STRIDES, readers.clone()),
             nexthops: NextHops::default(),
             readers,
+            count: AtomicUsize::new(0),
         }
     }
 
@@ -271,6 +273,9 @@ impl RouteTable {
             IpAddr::V6(a) => self.v6.insert(u128::from(a), prefix.len(), id),
         }
         .map_err(RouteError::Table)?;
+        if old.is_none() {
+            self.count.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(old.and_then(|id| self.nexthops.get(id)))
     }
 
@@ -279,8 +284,17 @@ impl RouteTable {
         let old = match prefix.addr() {
             IpAddr::V4(a) => self.v4.remove(u32::from(a), prefix.len()),
             IpAddr::V6(a) => self.v6.remove(u128::from(a), prefix.len()),
-        };
-        self.nexthops.get(old?)
+        }?;
+        self.count.fetch_sub(1, Ordering::Relaxed);
+        self.nexthops.get(old)
+    }
+
+    /// True if there is a route for exactly `prefix`.
+    pub fn contains(&self, prefix: IpPrefix) -> bool {
+        match prefix.addr() {
+            IpAddr::V4(a) => self.v4.get(u32::from(a), prefix.len()).is_some(),
+            IpAddr::V6(a) => self.v6.get(u128::from(a), prefix.len()).is_some(),
+        }
     }
 
     /// Longest-prefix match for an IPv4 address (host order).
@@ -327,7 +341,7 @@ impl RouteTable {
 
     /// Number of routes (both families).
     pub fn len(&self) -> usize {
-        self.v4.len() + self.v6.len()
+        self.count.load(Ordering::Relaxed)
     }
 
     /// True if there are no routes.

@@ -63,6 +63,10 @@ pub struct MirrorSpec {
     pub kernel_routes: bool,
     pub routes: Vec<StaticRoute>,
     pub neighbors: Vec<StaticNeighbor>,
+    /// Most routes the forwarder takes (0: no limit). Beyond it the forwarder is marked
+    /// incomplete (`Forwarder::routes_incomplete`: routed packets go to the kernel) until the
+    /// table fits again; routes are never silently missing.
+    pub max_routes: usize,
 }
 
 /// Parses `aa:bb:cc:dd:ee:ff`.
@@ -106,6 +110,10 @@ struct KernelMirror {
     failed: HashSet<IpPrefix>,
     applied_neigh: HashMap<(u32, IpAddr), [u8; 6]>,
     applied_ifaces: Option<(Links, Addrs)>,
+    max_routes: usize,
+    /// Prefixes left out because the table was at `max_routes`: while any is, the forwarder
+    /// is incomplete; they go in as soon as there is room.
+    limited: HashSet<IpPrefix>,
 }
 
 impl KernelMirror {
@@ -134,6 +142,49 @@ impl KernelMirror {
             failed: HashSet::new(),
             applied_neigh: HashMap::new(),
             applied_ifaces: None,
+            max_routes: spec.max_routes,
+            limited: HashSet::new(),
+        }
+    }
+
+    /// Whether the forwarder lacks routes it should hold (see [`MirrorSpec::max_routes`]).
+    fn incomplete(&self) -> bool {
+        !self.limited.is_empty()
+    }
+
+    /// Installs what the limit left out, as far as there is room now.
+    fn retry_limited(&mut self, routes: &RouteTable) -> usize {
+        if self.limited.is_empty() || routes.len() >= self.max_routes {
+            return 0;
+        }
+        let mut n = 0;
+        let waiting: Vec<IpPrefix> = self.limited.drain().collect();
+        for p in waiting {
+            let want = self.desired_route(&p);
+            match self.apply_route(routes, p, want) {
+                Ok(()) => n += 1,
+                Err(e) => tracing::warn!("route mirror: {e:#}"),
+            }
+        }
+        n
+    }
+
+    /// Logs a change of completeness once, and says what to do about it.
+    fn report_limit(&self, was: bool, routes: &RouteTable) {
+        match (was, self.incomplete()) {
+            (false, true) => tracing::error!(
+                "routes: the kernel's table has more routes than max-routes = {} ({} left out): \
+                 every routed packet goes to the kernel until the table fits (raise max-routes, \
+                 or the memory limit it was derived from)",
+                self.max_routes,
+                self.limited.len()
+            ),
+            (true, false) => tracing::warn!(
+                "routes: the table fits max-routes = {} again ({} routes): forwarding resumes",
+                self.max_routes,
+                routes.len()
+            ),
+            _ => {}
         }
     }
 
@@ -276,13 +327,22 @@ impl KernelMirror {
 
     fn apply_route(&mut self, routes: &RouteTable, p: IpPrefix, nh: Option<NextHop>) -> Result<()> {
         match nh {
+            Some(_)
+                if self.max_routes > 0
+                    && routes.len() >= self.max_routes
+                    && !routes.contains(p) =>
+            {
+                self.limited.insert(p);
+            }
             Some(nh) => {
+                self.limited.remove(&p);
                 if let Err(e) = routes.insert(p, nh) {
                     self.failed.insert(p);
                     anyhow::bail!("routes: {p}: {e}");
                 }
             }
             None => {
+                self.limited.remove(&p);
                 routes.remove(p);
             }
         }
@@ -294,6 +354,7 @@ impl KernelMirror {
     /// of the small tables, published once at the end. Returns how many were applied.
     fn apply_live(&mut self, fwd: &SharedForwarder, updates: Vec<Update>) -> usize {
         let routes = fwd.routes();
+        let was = self.incomplete();
         let mut n = 0;
         let mut small = Vec::new();
         for u in updates {
@@ -304,6 +365,12 @@ impl KernelMirror {
                 },
                 other => small.push(other),
             }
+        }
+        n += self.retry_limited(&routes);
+        self.report_limit(was, &routes);
+        if fwd.load().routes_incomplete != self.incomplete() {
+            let inc = self.incomplete();
+            fwd.update(|f| f.routes_incomplete = inc);
         }
         if !small.is_empty() {
             n += fwd.update(|f| {
@@ -332,6 +399,7 @@ impl KernelMirror {
     /// [`KernelMirror::resync`] applied to a forwarder nobody else sees yet. A route the
     /// forwarder refuses is logged and retried at the next re-dump (the rest goes in).
     fn sync_all(&mut self, f: &mut Forwarder, view: KernelView) -> usize {
+        let was = self.incomplete();
         let mut n = 0;
         for u in self.resync(view) {
             match self.apply_update(f, u) {
@@ -339,6 +407,8 @@ impl KernelMirror {
                 Err(e) => tracing::warn!("route mirror: {e:#}"),
             }
         }
+        self.report_limit(was, &f.routes);
+        f.routes_incomplete = self.incomplete();
         n
     }
 }
@@ -584,6 +654,7 @@ mod tests {
                 gateway: None,
             }],
             neighbors: vec![],
+            max_routes: 0,
         };
         let mut m = KernelMirror::new(&spec);
         let mut f = Forwarder::new();
@@ -625,6 +696,7 @@ mod tests {
                 addr: ip,
                 mac: [2, 0, 0, 0, 0, 9],
             }],
+            max_routes: 0,
         };
         let mut m = KernelMirror::new(&spec);
         let mut f = Forwarder::new();
@@ -659,6 +731,64 @@ mod tests {
         assert_eq!(m.sync_all(&mut f, view), 1);
         assert_eq!(f.routes.lookup("10.1.2.3".parse().unwrap()), None);
         assert!(f.routes.lookup("fd00::1".parse().unwrap()).is_some());
+    }
+
+    #[test]
+    fn beyond_max_routes_the_forwarder_is_incomplete_until_the_table_fits() {
+        let spec = MirrorSpec {
+            ifindexes: vec![2],
+            kernel_routes: true,
+            max_routes: 2,
+            ..Default::default()
+        };
+        let mut m = KernelMirror::new(&spec);
+        let f = SharedForwarder::default();
+        let mut view = KernelView::default();
+        for s in ["10.1.0.0/16", "10.2.0.0/16", "10.3.0.0/16"] {
+            view.routes.set(p(s), 0, nh(2));
+        }
+        let plan = m.resync(view.clone());
+        m.apply_live(&f, plan);
+        let cur = f.load();
+        assert_eq!(cur.routes.len(), 2, "the limit holds");
+        assert!(
+            cur.routes_incomplete,
+            "and the forwarder knows it lacks a route"
+        );
+        // Every routed packet of an incomplete forwarder goes to the kernel, even to a prefix
+        // it holds (a held shorter prefix could be wrong for a left-out longer one).
+        let mut fr = crate::kernel::tests::udp_to("10.1.0.9");
+        let mut fwd = Forwarder::clone(&cur);
+        fwd.interfaces
+            .upsert(Interface::new(2, [2, 0, 0, 0, 0, 2], 1500));
+        fwd.interfaces
+            .upsert(Interface::new(1, [2, 0, 0, 0, 0, 1], 1500));
+        assert_eq!(
+            fwd.process(&mut fr, 1),
+            llr_core::fwd::Verdict::Pass(llr_core::fwd::PassReason::KernelRoute)
+        );
+        drop(cur);
+        // A route goes away in the kernel: the left-out one takes its place.
+        assert_eq!(m.limited.len(), 1);
+        let events = [KernelEvent::RouteDel(p("10.1.0.0/16"), 0)];
+        let plan: Vec<Update> = events.iter().filter_map(|e| m.plan_event(e)).collect();
+        m.apply_live(&f, plan);
+        let cur = f.load();
+        assert_eq!(cur.routes.len(), 2);
+        assert!(!cur.routes_incomplete);
+        for s in ["10.2.0.1", "10.3.0.1"] {
+            assert!(cur.routes.lookup(s.parse().unwrap()).is_some(), "{s}");
+        }
+    }
+
+    /// An Ethernet/IPv4/UDP frame to `dst` from 10.9.9.9, for the router's MAC 02:..:01.
+    pub(super) fn udp_to(dst: &str) -> Vec<u8> {
+        llr_core::wire::build::frame(&llr_core::wire::build::FrameSpec {
+            dst_mac: [2, 0, 0, 0, 0, 1],
+            src: "10.9.9.9".parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            ..Default::default()
+        })
     }
 
     #[test]

@@ -585,11 +585,8 @@ impl Routes {
                     _ => {}
                 }
             }
-            Some(one) => {
-                if unpack(one).0 == metric {
-                    self.put(p, None);
-                }
-            }
+            Some(one) if unpack(one).0 == metric => self.put(p, None),
+            Some(_) => {}
         }
     }
 

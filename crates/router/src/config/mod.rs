@@ -112,6 +112,29 @@ fn default_tx_batch() -> u32 {
 }
 /// Kernel routes and neighbours arrive as netlink events; the periodic re-dump is only a
 /// safety net (a full table takes a second of CPU to dump and diff), so it is rare.
+/// Memory per route assumed when `max-routes` comes from a memory limit: the full-table
+/// fixture measured ~160 bytes per route in all (tables, prefix maps, the mirror's view;
+/// docs/measurements.md), rounded up for allocator slack and re-dumps.
+pub const BYTES_PER_ROUTE: u64 = 256;
+/// Memory kept for everything but routes (rings, UMEM, maps, threads): measured 55 MB
+/// resident with no routes, rounded up.
+pub const BASE_BYTES: u64 = 96 << 20;
+
+/// The route limit a memory limit allows (at least 1: a limit that leaves no room for routes
+/// still means "limited").
+pub fn auto_max_routes(memory_limit: u64) -> u64 {
+    (memory_limit.saturating_sub(BASE_BYTES) / BYTES_PER_ROUTE).max(1)
+}
+
+/// `max-routes` as it applies: the configured one, or one derived from `memory_limit` (the
+/// cgroup's), or none (0).
+pub fn effective_max_routes(configured: u64, memory_limit: Option<u64>) -> u64 {
+    match (configured, memory_limit) {
+        (0, Some(m)) => auto_max_routes(m),
+        (c, _) => c,
+    }
+}
+
 fn default_refresh() -> u64 {
     300_000
 }
@@ -311,6 +334,11 @@ pub struct RouterConfig {
     /// Safety re-dump of the kernel's tables every this many ms (events do the real work).
     #[serde(default = "default_refresh")]
     pub route_refresh_ms: u64,
+    /// Most routes the forwarder takes; beyond it llrouter hands routed packets to the kernel
+    /// until the table fits (never a partial table). 0: derived from the memory limit of the
+    /// router's cgroup, if it has one ([`crate::config::auto_max_routes`]), else no limit.
+    #[serde(default)]
+    pub max_routes: u64,
     #[serde(default)]
     pub wake: WakeMode,
     #[serde(default = "default_spin")]
@@ -387,6 +415,7 @@ impl Default for RouterConfig {
             neighbors: Vec::new(),
             kernel_routes: true,
             route_refresh_ms: default_refresh(),
+            max_routes: 0,
             wake: WakeMode::default(),
             spin_us: default_spin(),
             batch: default_batch(),
@@ -434,6 +463,17 @@ impl RouterConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn max_routes_from_the_memory_limit() {
+        // configured wins; without a memory limit, no limit
+        assert_eq!(effective_max_routes(500, Some(1 << 30)), 500);
+        assert_eq!(effective_max_routes(0, None), 0);
+        // 1 GiB: (1024 - 96) MiB / 256 B
+        assert_eq!(effective_max_routes(0, Some(1 << 30)), 3_801_088);
+        // a limit below the base still limits (to one route)
+        assert_eq!(effective_max_routes(0, Some(64 << 20)), 1);
+    }
 
     const GOOD: &str = r#"
 interfaces = ["a", "b"]

@@ -49,6 +49,8 @@ impl RouterCtl {
             kernel_routes: r.cfg.kernel_routes,
             routes: r.routes.clone(),
             neighbors: r.neighbors.clone(),
+            // A change of max-routes needs a restart (the diff says so): the running one stays.
+            max_routes: st.spec.max_routes,
         };
         let routes_changed = spec.routes != st.spec.routes || spec.neighbors != st.spec.neighbors;
         if routes_changed {

@@ -56,6 +56,9 @@ impl RouterCtl {
             "helper_cores": llr_ops::cpus::format_cpu_list(&self.helper_cpus),
             "rules": st.rules.len(),
             "routes": self.fwd.routes().len(),
+            // routed packets go to the kernel: more routes than max-routes (the log says more)
+            "routes_incomplete": self.fwd.load().routes_incomplete,
+            "max_routes": st.spec.max_routes,
             "static_routes": routes,
             "changes_applied": self.changes_applied(),
             // every worker loop runs (each has published from inside it)
