@@ -1,7 +1,8 @@
 #!/bin/bash
 # The route mirror under churn (docs/measurements.md): N /24 routes, then CHURN route replaces
 # (alternating two gateways) while the xsk generator sends 50 kpps through one worker; prints
-# the worker's waits for the forwarding table. Root; removes what it creates.
+# the worker's longest stall (its longest grant: route updates take no lock the worker waits
+# for). Root; removes what it creates. CHURN=0 gives the same run without churn.
 #   usage: scripts/mirror-churn.sh N CHURN LLROUTER
 
 set -euo pipefail
@@ -35,16 +36,16 @@ dscp = 46
 TOML
 ip netns exec $NAME-rtr $BIN run --config /tmp/$NAME/r.toml 2>/tmp/$NAME/log &
 PID=$!
-until [ "$($BIN ctl --socket /tmp/$NAME/ctl.sock -j show fib --limit 1 2>/dev/null | python3 -c 'import sys,json; print(json.load(sys.stdin).get("total",0))' 2>/dev/null || echo 0)" -ge "$N" ]; do sleep 0.2; done
+until [ "$($BIN ctl --socket /tmp/$NAME/ctl.sock -j status 2>/dev/null | python3 -c 'import sys,json; print(json.load(sys.stdin).get("routes",0))' 2>/dev/null || echo 0)" -ge "$N" ]; do sleep 0.2; done
 ip netns exec $NAME-gen $BIN gen --dst 10.71.2.1 --rate 50000 --duration 12 --backend xsk --cpu 0 > /tmp/$NAME/gen.log 2>&1 &
 GP=$!
 sleep 1
-t0=$(date +%s.%N); ip -n $NAME-rtr -batch /tmp/$NAME/churn; t1=$(date +%s.%N)
+t0=$(date +%s.%N); [ "$C" -gt 0 ] && ip -n $NAME-rtr -batch /tmp/$NAME/churn; t1=$(date +%s.%N)
 echo "churn: $C route replaces in $(echo "$t1 - $t0" | bc) s"
 wait $GP
 $BIN ctl --socket /tmp/$NAME/ctl.sock -j counters | python3 -c '
 import sys,json
 d=json.load(sys.stdin)
-for w in d.get("workers",[]): print("worker", w["worker"], "table waits", w.get("table_waits"), "total ms %.3f" % (w.get("table_wait_seconds",0)*1e3), "max us %.1f" % (w.get("table_wait_max_seconds",0)*1e6))
+for w in d.get("workers",[]): print("worker", w["worker"], "longest stall (grant) us %.1f" % (w.get("stall_max_seconds",0)*1e6))
 '
 tail -3 /tmp/$NAME/gen.log
