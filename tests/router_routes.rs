@@ -73,25 +73,30 @@ impl Drop for RawRx {
     }
 }
 
-#[test]
-#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
-fn ip_route_changes_steer_live_traffic() {
-    llr_io::sys::require_root();
-    let topo = topology("llrrt");
-    let tmp = TempDir::new("routes");
-    let cfg = tmp.router_config(
+/// The router's configuration: ll-wfq over two classes, with `extra` top-level settings.
+fn config(extra: &str) -> String {
+    format!(
         r#"
 interfaces = ["veth-rin", "veth-rout"]
 strategy = "ll-wfq"
-route-refresh-ms = 100
+{extra}
 [control]
 socket = "CTL"
 [[classes]]
 name = "rt"
 [[classes]]
 name = "be"
-"#,
-    );
+"#
+    )
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn ip_route_changes_steer_live_traffic() {
+    llr_io::sys::require_root();
+    let topo = topology("llrrt");
+    let tmp = TempDir::new("routes");
+    let cfg = tmp.router_config(&config("route-refresh-ms = 100"));
     let router = RouterThread::start(&topo, cfg);
 
     // counters: probes at the sink, forwarded probes (TTL 63) seen back on the gen veth
@@ -230,18 +235,7 @@ fn beyond_max_routes_routed_packets_go_to_the_kernel() {
     let topo = topology("llrmx");
     let tmp = TempDir::new("maxroutes");
     // The connected routes are a handful; 40 more exceed 30.
-    let cfg = tmp.router_config(
-        r#"
-interfaces = ["veth-rin", "veth-rout"]
-max-routes = 30
-[control]
-socket = "CTL"
-[[classes]]
-name = "rt"
-[[classes]]
-name = "be"
-"#,
-    );
+    let cfg = tmp.router_config(&config("max-routes = 30"));
     let router = RouterThread::start(&topo, cfg);
     let sock = tmp.join("ctl.sock");
     let status = || {
@@ -283,18 +277,8 @@ name = "be"
         "the forwarder holds exactly the limit: {v}"
     );
 
-    let gen = topo
-        .gen
-        .run(|| UdpSocket::bind("0.0.0.0:0"))
-        .unwrap()
-        .unwrap();
-    let sink = topo
-        .sink
-        .run(|| UdpSocket::bind("0.0.0.0:9000"))
-        .unwrap()
-        .unwrap();
-    sink.set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
+    let gen = common::udp_in(&topo.gen, "0.0.0.0:0", 300);
+    let sink = common::udp_in(&topo.sink, "0.0.0.0:9000", 300);
     let dst = SocketAddr::new(addr::SINK_V4.parse().unwrap(), 9000);
     const N: usize = 20;
     let probe = || {

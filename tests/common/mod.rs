@@ -15,6 +15,18 @@ pub fn topology(prefix: &str) -> Topology {
     Topology::new(prefix).expect("topology")
 }
 
+/// A UDP socket bound to `bind` inside namespace `ns`, with a read timeout of `timeout_ms`.
+pub fn udp_in(ns: &llr_io::netns::Netns, bind: &str, timeout_ms: u64) -> std::net::UdpSocket {
+    let bind = bind.to_string();
+    let s = ns
+        .run(move || std::net::UdpSocket::bind(bind))
+        .expect("enter namespace")
+        .expect("bind");
+    s.set_read_timeout(Some(Duration::from_millis(timeout_ms)))
+        .expect("read timeout");
+    s
+}
+
 /// The count of `name` in a worker's `(name, count)` list (0 if absent).
 pub fn count(list: &[(String, u64)], name: &str) -> u64 {
     list.iter().find(|(k, _)| k == name).map_or(0, |(_, c)| *c)
