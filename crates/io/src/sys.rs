@@ -360,18 +360,32 @@ pub fn release_free_memory() {
     }
 }
 
-/// The memory limit (`memory.max`, bytes) of the calling process's cgroup v2 or of the nearest
-/// ancestor that has one, the smallest along the path; `None` without cgroup v2 or a limit.
+/// The memory limit of the calling process's cgroup, bytes: the smallest `memory.max`
+/// (cgroup v2) or `memory.limit_in_bytes` (v1) along its path; `None` without a limit.
 pub fn cgroup_memory_max() -> Option<u64> {
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let path = own.lines().find_map(|l| l.strip_prefix("0::"))?.trim();
-    let mut dir = std::path::PathBuf::from("/sys/fs/cgroup");
     let mut min: Option<u64> = None;
-    for part in path.split('/').filter(|p| !p.is_empty()) {
-        dir.push(part);
-        let limit = std::fs::read_to_string(dir.join("memory.max")).ok();
-        if let Some(v) = limit.and_then(|s| s.trim().parse::<u64>().ok()) {
-            min = Some(min.map_or(v, |m| m.min(v)));
+    let mut take = |root: &str, path: &str, file: &str| {
+        let mut dir = std::path::PathBuf::from(root);
+        for part in path.split('/').filter(|p| !p.is_empty()) {
+            dir.push(part);
+            let v = std::fs::read_to_string(dir.join(file)).ok();
+            // "max" (v2) does not parse; v1 says "no limit" with a number near 2^63.
+            if let Some(v) = v.and_then(|s| s.trim().parse::<u64>().ok()) {
+                if v < 1 << 60 {
+                    min = Some(min.map_or(v, |m| m.min(v)));
+                }
+            }
+        }
+    };
+    for line in own.lines() {
+        let mut f = line.splitn(3, ':');
+        let (_, controllers, path) = (f.next(), f.next().unwrap_or(""), f.next().unwrap_or(""));
+        if controllers.is_empty() {
+            take("/sys/fs/cgroup", path, "memory.max");
+            take("/sys/fs/cgroup/unified", path, "memory.max");
+        } else if controllers.split(',').any(|c| c == "memory") {
+            take("/sys/fs/cgroup/memory", path, "memory.limit_in_bytes");
         }
     }
     min

@@ -113,12 +113,13 @@ fn default_tx_batch() -> u32 {
 /// Kernel routes and neighbours arrive as netlink events; the periodic re-dump is only a
 /// safety net (a full table takes a second of CPU to dump and diff), so it is rare.
 /// Memory per route assumed when `max-routes` comes from a memory limit: the full-table
-/// fixture measured ~160 bytes per route in all (tables, prefix maps, the mirror's view;
-/// docs/measurements.md), rounded up for allocator slack and re-dumps.
-pub const BYTES_PER_ROUTE: u64 = 256;
-/// Memory kept for everything but routes (rings, UMEM, maps, threads): measured 55 MB
-/// resident with no routes, rounded up.
-pub const BASE_BYTES: u64 = 96 << 20;
+/// fixture measured ~110 bytes per route beyond the fixed parts below (prefix maps, IPv6
+/// groups, the mirror's view; docs/measurements.md), rounded up for re-dumps and slack.
+pub const BYTES_PER_ROUTE: u64 = 160;
+/// Memory kept for everything but per-route state: rings, UMEM, maps and threads (55 MB
+/// resident measured with no routes) and the IPv4 first level (64 MiB, most of it touched once
+/// the table is large).
+pub const BASE_BYTES: u64 = 160 << 20;
 
 /// The route limit a memory limit allows (at least 1: a limit that leaves no room for routes
 /// still means "limited").
@@ -469,10 +470,10 @@ mod tests {
         // configured wins; without a memory limit, no limit
         assert_eq!(effective_max_routes(500, Some(1 << 30)), 500);
         assert_eq!(effective_max_routes(0, None), 0);
-        // 1 GiB: (1024 - 96) MiB / 256 B
-        assert_eq!(effective_max_routes(0, Some(1 << 30)), 3_801_088);
+        // 1 GiB: (1024 - 160) MiB / 160 B
+        assert_eq!(effective_max_routes(0, Some(1 << 30)), 5_662_310);
         // a limit below the base still limits (to one route)
-        assert_eq!(effective_max_routes(0, Some(64 << 20)), 1);
+        assert_eq!(effective_max_routes(0, Some(128 << 20)), 1);
     }
 
     const GOOD: &str = r#"
