@@ -24,7 +24,7 @@ TARGETS=${TARGETS:-frame forward rules ctl config bpf_diff}
 NICE=${NICE:-0}
 TIMEOUT_MS=${TIMEOUT_MS:-1000}
 target_dir=${FUZZ_TARGET_DIR:-$repo/fuzz/target/afl}
-case $SECS in '' | *[!0-9]*) echo "fuzz: SECS must be a number of seconds, not '$SECS'" >&2; exit 2 ;; esac
+case $SECS in '' | *[!0-9]* | 0) echo "fuzz: SECS must be a number of seconds (at least 1), not '$SECS'" >&2; exit 2 ;; esac
 
 bash scripts/install-deps.sh --fuzz
 export PATH="$HOME/.cargo/bin:$PATH"
