@@ -109,19 +109,30 @@ for t in $TARGETS; do
         "$t" "$(afl_stat execs_done "$stats")" "$(afl_stat execs_per_sec "$stats" | cut -d. -f1)" \
         "$(afl_stat run_time "$stats")" "$(afl_stat corpus_count "$stats")" "$(afl_stat corpus_found "$stats")" \
         "$(afl_stat edges_found "$stats")" "$(afl_stat bitmap_cvg "$stats")" "$c" "$h"
+    # Every crashing/hanging input is kept; the first three are shown with their panic.
+    shown=0
     for kind in crash hang; do
         for f in "$out/default/${kind}s"/id:* "$out/default/${kind}es"/id:*; do
             [ -e "$f" ] || continue
             mkdir -p "fuzz/artifacts/$t"
             keep=fuzz/artifacts/$t/$kind-$(sha1sum "$f" | cut -c1-12)
             cp "$f" "$keep"
-            echo "fuzz $t: $kind input: $keep (reproduce: $bindir/$t < $keep)" >&2
-            timeout 10 "$bindir/$t" <"$keep" 2>&1 | grep -v '^note: run with' | tail -6 | sed 's/^/    /' >&2 || true
+            shown=$((shown + 1))
+            [ "$shown" -le 3 ] || continue
+            echo "fuzz $t: $kind input: $keep" >&2
+            echo "    reproduce: $bindir/$t < $keep" >&2
+            # (…; true): the subshell, not this shell, reports the target's abort, into the file.
+            (RUST_BACKTRACE=0 timeout 10 "$bindir/$t" <"$keep"; true) >"$work/replay" 2>&1
+            grep -a -A2 'panicked at' "$work/replay" | grep -av '^note: run with' | head -2 |
+                cut -c1-500 | sed 's/^/    /' >&2 || true
             if [ "$(wc -c <"$keep")" -le 4096 ]; then
                 echo "    base64: $(base64 -w0 "$keep")" >&2
             fi
         done
     done
+    if [ "$shown" -gt 3 ]; then
+        echo "fuzz $t: $((shown - 3)) more crash/hang inputs in fuzz/artifacts/$t/" >&2
+    fi
     if [ -n "${KEEP:-}" ]; then
         mkdir -p "$KEEP"
         rm -rf "${KEEP:?}/$t"
