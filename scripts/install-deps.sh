@@ -10,7 +10,11 @@ need_pkgs=()
 # tools the tests send through the router (TCP goodput, path-MTU discovery). bird2 is the
 # routing daemon the full-table test runs in the namespaces (BGP into the router's kernel
 # table, which llrouter mirrors); the tests start their own instances, never the host's service.
-for p in clang llvm libbpf-dev iproute2 ethtool iputils-ping iputils-tracepath iperf3 fonts-dejavu-core pkg-config ca-certificates bird2; do
+pkgs=(clang llvm libbpf-dev iproute2 ethtool iputils-ping iputils-tracepath iperf3 fonts-dejavu-core pkg-config ca-certificates bird2)
+# --fuzz (scripts/fuzz.sh): AFL++ too, whose afl-fuzz runs the fuzz targets and whose
+# afl-compiler-rt.o instruments them (fuzz/, built on the stable toolchain).
+[ "${1:-}" = "--fuzz" ] && pkgs+=(afl++)
+for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 

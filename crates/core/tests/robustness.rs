@@ -1,5 +1,7 @@
-//! Stable stand-in for the fuzz targets: random and mutated-valid frames through the parser, the
-//! classifier and the forwarder must never panic, and every verdict must leave a sane frame.
+//! Random and mutated-valid frames through the parser, the classifier and the forwarder must
+//! never panic, and every verdict must leave a sane frame. Runs with every `cargo test`; the
+//! AFL++ targets `frame` and `forward` of fuzz/ (`scripts/fuzz.sh`, docs/fuzzing.md) check the
+//! same properties with coverage feedback.
 
 use std::net::IpAddr;
 use std::sync::OnceLock;

@@ -75,8 +75,24 @@ impl FlexSpec {
 }
 
 impl fmt::Display for FlexSpec {
+    /// `OFFSET:VALUE/MASK`, value and mask in hex; a negative number (parsed, not yet rejected
+    /// by [`resolve`](FlexSpec::resolve)) in decimal, as `{:#x}` would print its two's
+    /// complement, which does not parse back.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{:#x}/{:#x}", self.offset, self.value, self.mask)
+        let word = |n: i64| {
+            if n < 0 {
+                n.to_string()
+            } else {
+                format!("{n:#x}")
+            }
+        };
+        write!(
+            f,
+            "{}:{}/{}",
+            self.offset,
+            word(self.value),
+            word(self.mask)
+        )
     }
 }
 

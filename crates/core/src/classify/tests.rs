@@ -153,6 +153,27 @@ fn text_round_trip() {
         "dport=53 class=rt".parse::<RuleSpec>().unwrap().to_string(),
         "class=rt dport=53"
     );
+    // Found by fuzzing (fuzz/, target `rules`): negative flex numbers parse (resolve rejects
+    // them later) and printed as 64-bit two's complement hex, which did not parse back.
+    for s in [
+        "class=rt flex=0:-1",
+        "class=rt flex=1:0x10/-5",
+        "class=rt flex=-3:0x1/0x1",
+    ] {
+        let spec: RuleSpec = s.parse().unwrap();
+        let shown = spec.to_string();
+        let again: RuleSpec = shown
+            .parse()
+            .unwrap_or_else(|e| panic!("{s} -> {shown}: {e}"));
+        assert_eq!(spec, again, "{s} -> {shown}");
+    }
+    assert_eq!(
+        "class=rt flex=2:-1/0xff"
+            .parse::<RuleSpec>()
+            .unwrap()
+            .to_string(),
+        "class=rt flex=2:-1/0xff"
+    );
 }
 
 #[test]

@@ -137,6 +137,38 @@ fn command_json_shape() {
     }
 }
 
+/// The id a client reads back from a reply is the id it sent, for any JSON number. Found by
+/// fuzzing (fuzz/, target `ctl`): serde_json's default best-effort float parsing read
+/// `1844674407370955407370955161611` as 1.8446744073709554e30, which the reply wrote and the
+/// client read back as 1.8446744073709552e30.
+#[test]
+fn reply_echoes_numeric_ids_exactly() {
+    for id in [
+        "1844674407370955407370955161611",
+        "18446744073709551616",
+        "-9223372036854775809",
+        "0.30000000000000004",
+        "2.2250738585072014e-308",
+        "1.7976931348623157e308",
+        "9007199254740993",
+        "123456789012345678901234567890e-10",
+    ] {
+        let sent: Value = serde_json::from_str(id).unwrap();
+        let line = format!(r#"{{"version":1,"id":{id},"cmd":"status"}}"#);
+        let (got, cmd) = parse_request(line.as_bytes());
+        assert!(cmd.is_ok(), "{line}");
+        assert_eq!(got, sent, "{id}");
+        let reply = serde_json::to_vec(&Reply::ok(got, Value::Null)).unwrap();
+        let back: Reply = serde_json::from_slice(&reply).unwrap();
+        assert_eq!(
+            back.id,
+            sent,
+            "{id}: reply {}",
+            String::from_utf8_lossy(&reply)
+        );
+    }
+}
+
 #[test]
 fn round_trip_and_rejected_change() {
     let (srv, m, p) = server("rt", Duration::from_secs(5));
