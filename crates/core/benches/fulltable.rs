@@ -73,17 +73,8 @@ fn fulltable(c: &mut Criterion) {
     let mut g = c.benchmark_group("fulltable");
     g.throughput(Throughput::Elements(BATCH as u64));
     for (name, set) in [("lookup_v4", &v4), ("lookup_v6", &v6)] {
-        let mut at = 0usize;
-        g.bench_function(name, |b| {
-            b.iter(|| {
-                let mut s = 0u32;
-                for _ in 0..BATCH {
-                    let a = set[at];
-                    at = (at + 1) % set.len();
-                    s = s.wrapping_add(fwd.routes.lookup(black_box(a)).map_or(0, |n| n.ifindex));
-                }
-                s
-            })
+        lookups(&mut g, name, set, |a| {
+            fwd.routes.lookup(a).map_or(0, |n| n.ifindex)
         });
     }
     // The whole forwarding step (parse, LPM, neighbour, TTL and checksum, rewrite) on 32
@@ -163,17 +154,8 @@ fn v6_structures(c: &mut Criterion) {
                 trie.insert((u128::from(a), r.prefix().len()), u32::from(r.next_hop));
             }
         }
-        let mut at = 0usize;
-        g.bench_function("prefix_trie", |b| {
-            b.iter(|| {
-                let mut s = 0u32;
-                for _ in 0..BATCH {
-                    let a = dsts[at];
-                    at = (at + 1) % dsts.len();
-                    s = s.wrapping_add(trie.get_lpm(&(black_box(a), 128)).map_or(0, |(_, v)| *v));
-                }
-                s
-            })
+        lookups(&mut g, "prefix_trie", &dsts, |a| {
+            trie.get_lpm(&(a, 128)).map_or(0, |(_, v)| *v)
         });
     }
     for (name, strides) in [
@@ -200,20 +182,30 @@ fn v6_structures(c: &mut Criterion) {
             m.groups_used as f64 / 1e6,
             m.shadow as f64 / 1e6
         );
-        let mut at = 0usize;
-        g.bench_function(name, |b| {
-            b.iter(|| {
-                let mut s = 0u32;
-                for _ in 0..BATCH {
-                    let a = dsts[at];
-                    at = (at + 1) % dsts.len();
-                    s = s.wrapping_add(t.lookup(black_box(a)).unwrap_or(0));
-                }
-                s
-            })
-        });
+        lookups(&mut g, name, &dsts, |a| t.lookup(a).unwrap_or(0));
     }
     g.finish();
+}
+
+/// Times `lookup` over batches of [`BATCH`] destinations, cycling through `dests`.
+fn lookups<A: Copy>(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    dests: &[A],
+    lookup: impl Fn(A) -> u32,
+) {
+    let mut at = 0usize;
+    g.bench_function(name, |b| {
+        b.iter(|| {
+            let mut s = 0u32;
+            for _ in 0..BATCH {
+                let a = dests[at];
+                at = (at + 1) % dests.len();
+                s = s.wrapping_add(lookup(black_box(a)));
+            }
+            s
+        })
+    });
 }
 
 criterion_group! {
