@@ -109,20 +109,33 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The live comparison's rows as a table under a line saying what was measured.
+/// The live comparison's rows as a table under a line saying what was measured, and a note
+/// per overload point where paper 000's bound cannot protect RT (ρRT ≥ 0.5).
 fn live_table(rows: &[llr_lab::Row], secs: f64) -> String {
-    use llr_lab::demo::{point_secs, LIGHT_PPS, RT_SHARE};
+    use llr_lab::demo::{point_secs, LIGHT_PPS, OVERLOAD, RT_SHARE};
     let pct = |x: f64| format!("{:.2}", 100.0 * x);
+    let load = |r: &llr_lab::Row| {
+        if r.offered_pps == 0.0 {
+            "flat out".to_string()
+        } else if r.offered_pps == LIGHT_PPS {
+            "light".to_string()
+        } else {
+            format!("{OVERLOAD}× fwd")
+        }
+    };
+    let num = |x: f64, d: usize| {
+        if x.is_nan() {
+            "-".to_string()
+        } else {
+            format!("{x:.d$}")
+        }
+    };
     let body: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
             vec![
                 r.target.clone(),
-                if r.offered_pps == 0.0 {
-                    "overload".into()
-                } else {
-                    "light".into()
-                },
+                load(r),
                 format!("{:.0}", r.sent_pps / 1000.0),
                 format!("{:.0}", r.throughput_pps / 1000.0),
                 format!("{:.1}", r.rt_p50_us),
@@ -131,18 +144,62 @@ fn live_table(rows: &[llr_lab::Row], secs: f64) -> String {
                 format!("{:.1}", r.be_p50_us),
                 format!("{:.1}", r.be_p99_us),
                 pct(r.loss_be),
+                num(r.rho_rt, 2),
+                if r.within_tmax.is_empty() {
+                    "-".into()
+                } else if r.tmax_us.is_nan() {
+                    "∞".into()
+                } else {
+                    num(r.tmax_us, 1)
+                },
+                if r.within_tmax.is_empty() {
+                    "-".into()
+                } else {
+                    format!(
+                        "{:.0}–{:.0} ({})",
+                        r.rt_ring_p99_lo_us, r.rt_ring_p99_us, r.within_tmax
+                    )
+                },
             ]
         })
         .collect();
+    let mut notes = String::new();
+    for r in rows
+        .iter()
+        .filter(|r| r.rho_rt >= 0.5 && r.offered_pps != LIGHT_PPS)
+    {
+        notes.push_str(&format!(
+            "  {} {}: ρRT = {:.2} — RT alone needs {:.0} % of the router, so Tmax = b·x/(1−ρRT) is {} \
+             and the RT ring's own queue grows with RT's burstiness; RT is protected while ρRT stays below ~0.5 (paper 000, Eq. 1), as at {OVERLOAD}× fwd.\n",
+            r.target,
+            load(r),
+            r.rho_rt,
+            r.rho_rt * 100.0,
+            if r.tmax_us.is_nan() {
+                "unbounded".to_string()
+            } else {
+                format!("{:.1} µs", r.tmax_us)
+            }
+        ));
+    }
     format!(
         "live testbed: gen ns → router ns → sink ns (veth), 64 B UDP, {} % RT (DSCP EF), bpf-live generator, XDP sink; \
-         light = {:.0} kpps, overload = generator flat out; router on CPU 1 (llrouter worker busy-polling); {} s per point\n{}",
+         light = {:.0} kpps, flat out = generator as fast as it goes, {OVERLOAD}× fwd = {OVERLOAD}× what the target forwarded flat out; \
+         router on CPU 1 (llrouter worker busy-polling); {} s per point\n\
+         ρRT = RT packets/s × x (x: worker CPU per frame), Tmax = b·x/(1−ρRT) with b = the BE ring budget (paper 000, Eq. 1), \
+         RT ring p99 = time in the RT ring (XDP receive → served) as its histogram bucket, (yes/no/bucket) = within Tmax\n{}{}",
         RT_SHARE * 100.0,
         LIGHT_PPS / 1000.0,
         point_secs(secs),
         table(
-            &[&["target", "load", "sent kpps", "fwd kpps"][..], &CLASS_COLUMNS].concat(),
+            &[
+                &["target", "load", "sent kpps", "fwd kpps"][..],
+                &CLASS_COLUMNS,
+                &["ρRT", "Tmax µs", "RT ring p99 µs"],
+            ]
+            .concat(),
             &body,
-        )
+        ),
+        notes
     )
 }

@@ -28,6 +28,20 @@ pub enum SimSub {
     /// Flow-based element pipelines (paper 003): the flow scheduler and its elements on
     /// simulated traffic, per flow CPU share, latency and drops.
     Flows(FlowsArgs),
+    /// One run whose RT share moves phase by phase (classes rt and be): how the scheduler,
+    /// and `--budgets be=auto` with its target, follow a changing mix.
+    Ramp(Box<RampArgs>),
+}
+
+/// `llrouter sim ramp`.
+#[derive(Args, Debug, Clone)]
+pub struct RampArgs {
+    /// The RT share of each phase, in order (each phase offers --packets packets).
+    #[arg(long, value_delimiter = ',', default_value = "0.1,0.2,0.3,0.4,0.5,0.6")]
+    pub rt_shares: Vec<f64>,
+    /// The simulation parameters (without --rt-share or --classes).
+    #[command(flatten)]
+    pub base: SimArgs,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -147,9 +161,20 @@ pub struct SimArgs {
     /// Device budget (NAPI weight), packets per turn on the poll list.
     #[arg(long, default_value_t = 64)]
     pub device_budget: u32,
-    /// Ring budgets per class in packets, e.g. rt=60,be=4.
+    /// Ring budgets per class in packets, e.g. rt=60,be=4; `auto` (be=auto, ll-wfq) lets
+    /// paper 000's Eq. 2 set the class's budget from the measured RT load, towards
+    /// --auto-target-us or --auto-service-times.
     #[arg(long)]
     pub budgets: Option<String>,
+    /// `budget = "auto"`: the RT class's time in its ring within this many µs.
+    #[arg(long, conflicts_with = "auto_service_times")]
+    pub auto_target_us: Option<f64>,
+    /// `budget = "auto"`: the RT class's time in its ring within m service times (T* = m·x).
+    #[arg(long)]
+    pub auto_service_times: Option<u32>,
+    /// `budget = "auto"`: how long each measurement of ρRT and x runs, ms of simulated time.
+    #[arg(long, default_value_t = 100)]
+    pub auto_window_ms: u64,
     /// Weights per class for wfq / ll-wfq-slice, e.g. rt=3,be=1.
     #[arg(long)]
     pub weights: Option<String>,
@@ -301,11 +326,28 @@ impl SimArgs {
             })
         };
         if let Some(b) = &self.budgets {
-            let pairs: Vec<(String, u32)> = parse_pairs("budgets", b)?;
+            let pairs: Vec<(String, String)> = parse_pairs("budgets", b)?;
             for (name, v) in pairs {
-                classes[lookup("budgets", &name)?].budget = Some(v);
+                let c = &mut classes[lookup("budgets", &name)?];
+                if v == "auto" {
+                    c.auto_budget = true;
+                } else {
+                    c.budget = Some(v.parse::<u32>().map_err(|e| {
+                        usage(
+                            "budgets",
+                            format!("`{name}`: `{v}`: {e} (a number of packets or auto)"),
+                        )
+                    })?);
+                }
             }
         }
+        let auto_budget = match (self.auto_target_us, self.auto_service_times) {
+            (None, None) => None,
+            (us, m) => Some(
+                llr_core::sched::AutoBudgetSpec::new(us, m, self.auto_window_ms)
+                    .map_err(|e| usage(&format!("auto-{}", e.field), e.reason))?,
+            ),
+        };
         if let Some(w) = &self.weights {
             let pairs: Vec<(String, u32)> = parse_pairs("weights", w)?;
             for (name, v) in pairs {
@@ -323,6 +365,7 @@ impl SimArgs {
             classes,
             device_budget: self.device_budget,
             time_slice_ns: (self.time_slice_us * 1000.0).round() as u64,
+            auto_budget,
         };
         let rate = match (self.utilization, self.rate_pps) {
             (Some(u), _) => {
@@ -540,6 +583,7 @@ pub fn run(cmd: SimCmd) -> anyhow::Result<()> {
     match cmd.sub {
         Some(SimSub::Sweep(s)) => sweep(*s),
         Some(SimSub::Flows(f)) => flows(f),
+        Some(SimSub::Ramp(r)) => ramp(*r),
         None => {
             let cfg = cmd.args.to_config()?;
             let t0 = Instant::now();
@@ -578,6 +622,105 @@ pub fn run(cmd: SimCmd) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `llrouter sim ramp`: one run, a phase per RT share, a row per phase.
+fn ramp(a: RampArgs) -> anyhow::Result<()> {
+    if a.base.classes.is_some() || a.base.rt_share.is_some() {
+        return Err(usage(
+            "rt-shares",
+            "the phases set the RT share; drop --classes / --rt-share",
+        ));
+    }
+    if a.rt_shares.is_empty() {
+        return Err(usage("rt-shares", "give at least one share"));
+    }
+    for &v in &a.rt_shares {
+        if !(0.0..=1.0).contains(&v) {
+            return Err(usage("rt-shares", format!("{v} is outside 0–1")));
+        }
+    }
+    let mut base = a.base.clone();
+    base.rt_share = Some(a.rt_shares[0]);
+    let cfg = base.to_config()?;
+    let phases: Vec<Vec<f64>> = a.rt_shares.iter().map(|&v| vec![v, 1.0 - v]).collect();
+    let results = llr_sim::run_phases(&cfg, &phases)
+        .map_err(|llr_sim::SimError::Config(e)| UsageError::from(e))?;
+    let be_budget = |r: &SimResult| {
+        r.auto_budget.map(|a| a.budget).or_else(|| {
+            cfg.sched
+                .layout()
+                .ok()
+                .and_then(|l| l.rings.last().map(|x| x.budget))
+        })
+    };
+    if a.base.json {
+        let rows: Vec<Value> = (a.rt_shares.iter().zip(&results))
+            .map(|(share, r)| {
+                json!({ "rt_share": share, "be_budget": be_budget(r), "auto": r.auto_budget, "result": result_json(r, None) })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    let target = match cfg.sched.auto_budget.map(|s| s.target) {
+        Some(llr_core::sched::AutoTarget::Ns(n)) => format!("target {:.1} µs", n as f64 / 1000.0),
+        Some(llr_core::sched::AutoTarget::ServiceTimes(m)) => format!("target {m} service times"),
+        None => "fixed budgets".into(),
+    };
+    println!(
+        "strategy {}  offered {:.3} Mpps = {:.2} × capacity  service {:.0} ns  {} packets per phase  ({target})",
+        cfg.sched.strategy,
+        results[0].offered_pps / 1e6,
+        offered_load(&results[0], cfg.cores),
+        results[0].service_ns,
+        cfg.packets
+    );
+    let rows: Vec<Vec<String>> = (a.rt_shares.iter().zip(&results))
+        .map(|(share, r)| {
+            let (rt, be) = (&r.classes[0], &r.classes[1]);
+            let loss = |c: &llr_sim::ClassResult| {
+                format!("{:.2}", 100.0 * c.dropped as f64 / c.sent.max(1) as f64)
+            };
+            let b = be_budget(r);
+            let (rho, x) = r
+                .auto_budget
+                .map_or((*share * offered_load(r, cfg.cores), r.service_ns), |a| {
+                    (a.rho_rt, a.x_ns)
+                });
+            let tmax = b.and_then(|b| llr_core::sched::bound::tmax_ns(b, x, rho));
+            vec![
+                format!("{share:.2}"),
+                format!("{rho:.3}"),
+                b.map_or("-".into(), |b| b.to_string()),
+                tmax.map_or("∞".into(), us),
+                us(rt.p99_ns as f64),
+                us(rt.max_wait_ns),
+                loss(rt),
+                us(be.p99_ns as f64),
+                loss(be),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table(
+            &[
+                "RT share",
+                "ρRT",
+                "BE budget",
+                "Tmax µs",
+                "RT p99 µs",
+                "RT max wait µs",
+                "RT loss%",
+                "BE p99 µs",
+                "BE loss%",
+            ],
+            &rows
+        )
+    );
+    println!("(ρRT, x and the budget: the auto controller's last window in the phase, else share × load; Tmax = b·x/(1−ρRT))");
+    Ok(())
 }
 
 fn apply_param(args: &mut SimArgs, param: SweepParam, v: f64) -> anyhow::Result<()> {

@@ -169,6 +169,10 @@ pub struct Common {
     /// llrouter targets: ring budgets of rt and be, `RT,BE`.
     #[arg(long, default_value = "60,4")]
     pub budgets: Budgets,
+    /// llrouter:ll-wfq targets: `budget = "auto"` for be, towards an RT time in ring of this
+    /// many µs (paper 000's Eq. 2 with the measured ρRT and x; replaces the BE budget).
+    #[arg(long)]
+    pub auto_budget_us: Option<f64>,
     /// llrouter targets: device budget.
     #[arg(long, default_value_t = 64)]
     pub device_budget: u32,
@@ -233,6 +237,7 @@ impl Common {
             sink_backend: self.sink_backend,
             wake: self.wake.into(),
             budgets: self.budgets,
+            auto_budget_us: self.auto_budget_us,
             device_budget: self.device_budget,
             cost_ns: self.cost_ns,
             gen_batch: self.gen_batch,

@@ -34,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bird;
+pub mod bound;
 pub mod demo;
 pub mod fulltable;
 pub mod host;

@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use crate::options::{Options, Target};
 use crate::target::Active;
 use crate::traffic;
-use crate::{host, LabError, Result, StepContext};
+use crate::{bound, host, LabError, Result, StepContext};
+use llr_ops::metrics::MetricsSnapshot;
 use llr_ops::tune::StatSnapshot;
 
 /// One measurement point.
@@ -56,6 +57,25 @@ pub struct Row {
     pub router_softirq_pct: f64,
     /// Times the point was measured: more than 1 when steal exceeded [`STEAL_LIMIT_PCT`].
     pub attempts: u32,
+    /// Paper 000's model at this point ([`crate::bound`]; llrouter `ll-wfq`/`ll-rr` only, NaN
+    /// or empty otherwise): the worker's CPU ns per frame served (x), the RT utilisation ρRT,
+    /// the BE ring budget b, `Tmax = b·x/(1−ρRT)` in µs (NaN when ρRT ≥ 1), the RT ring's
+    /// time-in-ring p99 as its histogram bucket (low, high] in µs, and whether that p99 is within
+    /// Tmax (`yes`, `no`, or `bucket` when Tmax falls inside it).
+    #[serde(default)]
+    pub x_ns: f64,
+    #[serde(default)]
+    pub rho_rt: f64,
+    #[serde(default)]
+    pub be_budget: u32,
+    #[serde(default)]
+    pub tmax_us: f64,
+    #[serde(default)]
+    pub rt_ring_p99_lo_us: f64,
+    #[serde(default)]
+    pub rt_ring_p99_us: f64,
+    #[serde(default)]
+    pub within_tmax: String,
 }
 
 /// A point during which some CPU lost more than this share (%) to steal is measured once more
@@ -63,7 +83,7 @@ pub struct Row {
 pub const STEAL_LIMIT_PCT: f64 = 5.0;
 
 /// What one point measured besides the generator and sink reports.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct PointExtra {
     /// Backlog drops on the router CPU (kernel targets).
     pub drops: u64,
@@ -76,6 +96,8 @@ pub struct PointExtra {
     pub router_softirq_pct: f64,
     /// Times measured.
     pub attempts: u32,
+    /// The router's counters before and after the point (llrouter targets).
+    pub counters: Option<(MetricsSnapshot, MetricsSnapshot)>,
 }
 
 /// The reports of one point.
@@ -89,7 +111,7 @@ pub struct Point {
 impl Point {
     /// The point as a row of round 1.
     pub fn row(&self, target: &Target, rt_share: f64) -> Row {
-        row(target, rt_share, &self.gen, &self.sink, self.extra)
+        row(target, rt_share, &self.gen, &self.sink, &self.extra)
     }
 }
 
@@ -99,6 +121,7 @@ struct Before {
     cpu_ns: u64,
     wakeups: Option<u64>,
     stat: Option<StatSnapshot>,
+    counters: Option<MetricsSnapshot>,
 }
 
 fn read_stat() -> Option<StatSnapshot> {
@@ -127,6 +150,7 @@ impl Before {
             cpu_ns: act.router_cpu_ns(),
             wakeups: act.wakeups(),
             stat: read_stat(),
+            counters: act.counters(),
         }
     }
 
@@ -141,6 +165,7 @@ impl Before {
             steal_pct: f64::NAN,
             router_softirq_pct: f64::NAN,
             attempts: 1,
+            counters: self.counters.clone().zip(act.counters()),
         }
         .with_noise(self.stat.as_ref(), read_stat().as_ref(), router_cpu)
     }
@@ -251,7 +276,7 @@ pub fn measure_once(
 }
 
 /// The row of a point (round 1).
-pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: PointExtra) -> Row {
+pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: &PointExtra) -> Row {
     let class = |k: u8| {
         s.classes
             .iter()
@@ -270,6 +295,10 @@ pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: Poi
     let u = |ns: u64| ns as f64 / 1000.0;
     let received = rt.seq.unique + be.seq.unique;
     let secs = g.duration_s.max(1e-9);
+    let m = (x.counters.as_ref()).and_then(|(a, b)| bound::at_point(a, b, g.sent_rt, g.duration_s));
+    let (p99_lo, p99_hi) = m
+        .and_then(|m| m.rt_ring_p99_us)
+        .unwrap_or((f64::NAN, f64::NAN));
     Row {
         round: 1,
         target: target.label(),
@@ -303,6 +332,13 @@ pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: Poi
         steal_pct: x.steal_pct,
         router_softirq_pct: x.router_softirq_pct,
         attempts: x.attempts,
+        x_ns: m.map_or(f64::NAN, |m| m.x_ns),
+        rho_rt: m.map_or(f64::NAN, |m| m.rho_rt),
+        be_budget: m.map_or(0, |m| m.be_budget),
+        tmax_us: m.and_then(|m| m.tmax_us).unwrap_or(f64::NAN),
+        rt_ring_p99_lo_us: p99_lo,
+        rt_ring_p99_us: p99_hi,
+        within_tmax: (m.and_then(|m| m.verdict())).map_or(String::new(), |v| v.name().into()),
     }
 }
 

@@ -135,6 +135,9 @@ pub struct Options {
     pub wake: WakeMode,
     /// llrouter targets: ring budgets of rt and be.
     pub budgets: Budgets,
+    /// `llrouter:ll-wfq` targets: the BE budget set by the worker (`budget = "auto"`) towards
+    /// an RT time in ring of this many µs, instead of `budgets.be`.
+    pub auto_budget_us: Option<f64>,
     /// llrouter targets: device budget.
     pub device_budget: u32,
     /// llrouter targets: artificial per-packet cost in ns (busy wait).
@@ -181,6 +184,7 @@ impl Options {
             sink_backend: SinkBackend::Xdp,
             wake: WakeMode::Interrupt,
             budgets: Budgets { rt: 60, be: 4 },
+            auto_budget_us: None,
             device_budget: 64,
             cost_ns: 0,
             tx_batch: 16,
@@ -235,6 +239,19 @@ impl Options {
         }
         if self.targets.is_empty() {
             return Err(LabError::invalid("targets", "is empty"));
+        }
+        if let Some(us) = self.auto_budget_us {
+            llr_core::sched::AutoBudgetSpec::new(Some(us), None, 100)
+                .map_err(|e| LabError::invalid("auto-budget-us", e.reason))?;
+            if !self
+                .targets
+                .contains(&Target::Llrouter(StrategyKind::LlWfq))
+            {
+                return Err(LabError::invalid(
+                    "auto-budget-us",
+                    "only llrouter:ll-wfq targets set their BE budget automatically; none is listed",
+                ));
+            }
         }
         let flow_targets = self
             .targets

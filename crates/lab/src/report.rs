@@ -63,6 +63,13 @@ pub struct CsvRow<'a> {
     steal_pct: Fixed<1>,
     router_softirq_pct: Fixed<1>,
     attempts: u32,
+    x_ns: Fixed<1>,
+    rho_rt: Fixed<4>,
+    be_budget: u32,
+    tmax_us: Fixed<2>,
+    rt_ring_p99_lo_us: Fixed<0>,
+    rt_ring_p99_us: Fixed<0>,
+    within_tmax: &'a str,
 }
 
 impl<'a> From<&'a Row> for CsvRow<'a> {
@@ -96,6 +103,13 @@ impl<'a> From<&'a Row> for CsvRow<'a> {
             steal_pct: Fixed(r.steal_pct),
             router_softirq_pct: Fixed(r.router_softirq_pct),
             attempts: r.attempts,
+            x_ns: Fixed(r.x_ns),
+            rho_rt: Fixed(r.rho_rt),
+            be_budget: r.be_budget,
+            tmax_us: Fixed(r.tmax_us),
+            rt_ring_p99_lo_us: Fixed(r.rt_ring_p99_lo_us),
+            rt_ring_p99_us: Fixed(r.rt_ring_p99_us),
+            within_tmax: &r.within_tmax,
         }
     }
 }
@@ -150,7 +164,7 @@ pub fn write_csv<T: Serialize>(path: &Path, rows: &[T], empty_header: &str) -> R
 }
 
 /// The header of `results.csv`.
-pub const RESULTS_HEADER: &str = "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt,round,wakeups_per_s,steal_pct,router_softirq_pct,attempts";
+pub const RESULTS_HEADER: &str = "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt,round,wakeups_per_s,steal_pct,router_softirq_pct,attempts,x_ns,rho_rt,be_budget,tmax_us,rt_ring_p99_lo_us,rt_ring_p99_us,within_tmax";
 
 /// The header of `mlffr.csv`.
 pub const MLFFR_HEADER: &str = "target,round,mlffr_pps,loss_tolerance,generator_limited";
@@ -395,7 +409,11 @@ fn setup_md(c: &Options) -> String {
          Loss: 1 − unique received / sent per class. Noisy 2-core VM: repeat runs before trusting small differences.\n",
         if c.ipv6 { "IPv6" } else { "IPv4" },
         c.size, c.flows, choice_name(&c.gaps), c.point_secs, choice_name(&c.gen_backend),
-        choice_name(&c.sink_backend), c.gen_cpu, cpus_md(c), workers_md(c), choice_name(&c.wake), c.budgets,
+        choice_name(&c.sink_backend), c.gen_cpu, cpus_md(c), workers_md(c), choice_name(&c.wake),
+        match c.auto_budget_us {
+            Some(us) => format!("{},auto (ll-wfq: target {us} µs, Eq. 2)", c.budgets.rt),
+            None => c.budgets.to_string(),
+        },
         c.device_budget, c.cost_ns, c.tx_batch, c.rx_size, c.gen_batch
     )
 }
@@ -485,6 +503,38 @@ fn noise_md(s: &mut String, rows: &[Row]) {
     );
 }
 
+/// The model section: per llrouter point with a budget-limited BE ring, paper 000's Eq. 1 with
+/// the measured x and ρRT against the RT ring's measured time-in-ring p99.
+fn model_md(s: &mut String, rows: &[Row]) {
+    let with: Vec<&Row> = rows.iter().filter(|r| !r.within_tmax.is_empty()).collect();
+    if with.is_empty() {
+        return;
+    }
+    s.push_str("\n## Paper 000's bound (Eq. 1) at each point\n\n\
+        x: the worker's CPU time per frame served (all rings); ρRT: RT packets sent per second × x; \
+        b: the BE ring budget; Tmax = b·x/(1−ρRT), the longest an RT frame should wait in its ring \
+        when RT arrivals are smooth; RT ring p99: the worker's time-in-ring histogram (XDP receive → \
+        served; its 1-2-5 µs buckets make it a range). The sink's RT p99 also holds the path \
+        outside the router (veth, generator and sink batching). With ρRT at 0.5 or more, the \
+        bound grows without limit as ρRT → 1 and RT is protected only as far as RT alone fits.\n\n\
+        | target | RT share | offered pps | fwd pps | x ns | ρRT | b | Tmax µs | RT ring p99 µs | within Tmax | sink RT p99 µs |\n\
+        |---|---|---|---|---|---|---|---|---|---|---|\n");
+    for r in with {
+        let tmax = if r.tmax_us.is_nan() {
+            "∞ (ρRT ≥ 1)".to_string()
+        } else {
+            format!("{:.2}", r.tmax_us)
+        };
+        let _ =
+            writeln!(
+            s,
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.3} | {} | {tmax} | {:.0}–{:.0} | {} | {:.1} |",
+            r.target, r.rt_share, r.offered_pps, r.throughput_pps, r.x_ns, r.rho_rt, r.be_budget,
+            r.rt_ring_p99_lo_us, r.rt_ring_p99_us, r.within_tmax, r.rt_p99_us
+        );
+    }
+}
+
 /// `report.md` of a sweep: setup, the rows, findings, targets not measured, plots.
 pub fn report_md(c: &Options, rows: &[Row], plots: &[String], errors: &[String]) -> String {
     let mut s = String::from("# llrouter testbed run\n\n## Setup\n\n");
@@ -501,6 +551,7 @@ pub fn report_md(c: &Options, rows: &[Row], plots: &[String], errors: &[String])
             if r.steal_pct > crate::measure::STEAL_LIMIT_PCT { " (noisy)" } else { "" }
         );
     }
+    model_md(&mut s, rows);
     s.push_str("\n## Findings (computed from the rows above)\n\n");
     findings_md(&mut s, rows);
     for e in errors {
@@ -566,7 +617,7 @@ mod tests {
         assert_eq!(lines.next(), Some(RESULTS_HEADER));
         assert_eq!(
             lines.next(),
-            Some("llrouter:ll-wfq,0.3,20000,0,0,0,0,0,0.500000,0.000000,0,0,0.00,0.00,12.35,0.00,0.00,0.00,0.00,0.00,0,0.123,812.3,2,NaN,7.2,41.0,2")
+            Some("llrouter:ll-wfq,0.3,20000,0,0,0,0,0,0.500000,0.000000,0,0,0.00,0.00,12.35,0.00,0.00,0.00,0.00,0.00,0,0.123,812.3,2,NaN,7.2,41.0,2,0.0,0.0000,0,0.00,0,0,")
         );
         assert_eq!(
             csv_text::<CsvRow<'_>>(&[], RESULTS_HEADER).unwrap(),

@@ -94,6 +94,15 @@ fn plain_config(c: &Options, strategy: StrategyKind, flows: bool) -> Result<Rout
         budget: Some(budget),
         ..ClassSpec::named(name)
     };
+    // Paper 000's Eq. 2 for the BE ring, where the strategy has one (ll-wfq).
+    let auto = c.auto_budget_us.filter(|_| strategy == StrategyKind::LlWfq);
+    let be = match auto {
+        Some(_) => ClassSpec {
+            auto_budget: true,
+            ..ClassSpec::named("be")
+        },
+        None => class("be", c.budgets.be),
+    };
     let rt_tcp = |src: bool| {
         let port = Some(NumOrText::Num(RT_TCP_PORT.into()));
         RuleSpec {
@@ -114,7 +123,12 @@ fn plain_config(c: &Options, strategy: StrategyKind, flows: bool) -> Result<Rout
         cost_ns: c.cost_ns,
         tx_batch: c.tx_batch,
         kernel_routes: true,
-        classes: vec![class("rt", c.budgets.rt), class("be", c.budgets.be)],
+        classes: vec![class("rt", c.budgets.rt), be],
+        auto_budget: auto.map(|us| llr_router::config::AutoBudgetConfig {
+            target_us: Some(us),
+            service_times: None,
+            window_ms: 100,
+        }),
         // With queue steering the generator already sorted the classes into queues.
         rules: if c.steering == Steering::Queues {
             Vec::new()
@@ -255,10 +269,14 @@ impl RouterProc {
     /// Worker wake-ups so far: the engine's device wake-ups (a device put on the poll list
     /// after it went idle — NAPI's `napi_schedule`), from the control socket.
     pub fn wakeups(&self) -> Option<u64> {
+        Some(self.counters()?.devices.iter().map(|d| d.wakeups).sum())
+    }
+
+    /// The router's counters (`ctl counters`).
+    pub fn counters(&self) -> Option<llr_ops::metrics::MetricsSnapshot> {
         let mut c = CtlClient::connect(&self.ctl, Duration::from_secs(1)).ok()?;
         let v = c.call(&Command::Counters {}).ok()?.into_result().ok()?;
-        let m: llr_ops::metrics::MetricsSnapshot = serde_json::from_value(v).ok()?;
-        Some(m.devices.iter().map(|d| d.wakeups).sum())
+        serde_json::from_value(v).ok()
     }
 
     /// SIGINT, wait (then SIGKILL), keep the JSON counters; returns them.

@@ -303,12 +303,24 @@ impl SweepStudy {
 /// goes) with `rt_share`, on a temporary topology (or `c.name`); returns the rows. No files
 /// besides the generated router configs and logs in `c.out`.
 pub fn compare(c: &Options, loads: &[f64], rt_share: f64, stop: &AtomicBool) -> Result<Vec<Row>> {
+    compare_planned(c, rt_share, stop, &|done| loads.get(done.len()).copied())
+}
+
+/// [`compare`] with the loads chosen as it goes: `next` gets the rows of the current target so
+/// far and returns the next offered load, or `None` to go on to the next target.
+pub fn compare_planned(
+    c: &Options,
+    rt_share: f64,
+    stop: &AtomicBool,
+    next: &dyn Fn(&[Row]) -> Option<f64>,
+) -> Result<Vec<Row>> {
     c.check()?;
     let topo = prepare(c)?;
     let mut rows = Vec::new();
     for t in &c.targets {
         let mut act = Active::start(&topo, t, c)?;
-        for &l in loads {
+        let first = rows.len();
+        while let Some(l) = next(&rows[first..]) {
             if stop.load(Ordering::Relaxed) {
                 return Err(LabError::Interrupted);
             }

@@ -80,6 +80,12 @@ impl<'a> Active<'a> {
         }
     }
 
+    /// The llrouter target's counters now (`None` for the kernel targets, or when the control
+    /// socket does not answer).
+    pub fn counters(&self) -> Option<llr_ops::metrics::MetricsSnapshot> {
+        self.router.as_ref()?.counters()
+    }
+
     /// Router CPU time so far, ns: llrouter's process time, or the router CPUs' softirq time.
     pub fn router_cpu_ns(&self) -> u64 {
         match &self.router {

@@ -4,14 +4,15 @@ use serde_json::Value;
 
 use crate::config::RouterConfig;
 
-/// Top-level fields the running router applies without a restart: the scheduler (layout and
-/// budgets), the rules, the static routes and neighbours, and the wake-up mode. `classes` is
+/// Top-level fields the running router applies without a restart: the scheduler (layout,
+/// budgets and the automatic budget's target), the rules, the static routes and neighbours, and the wake-up mode. `classes` is
 /// live only while the class names stay, `flows` while flows are on before and after (see
 /// [`diff`]).
 const LIVE: &[&str] = &[
     "strategy",
     "device-budget",
     "time-slice-ns",
+    "auto-budget",
     "classes",
     "rules",
     "routes",

@@ -22,6 +22,7 @@ mod sim;
 pub mod sweep;
 
 pub use sim::{
-    class_flows, core_shares, flow_core, flow_cores, hash_bound, run, Arrivals, ClassResult,
-    CoreResult, Rate, ServiceDist, ServiceModel, SimConfig, SimError, SimResult, Steering,
+    class_flows, core_shares, flow_core, flow_cores, hash_bound, run, run_phases, Arrivals,
+    ClassResult, CoreResult, Rate, ServiceDist, ServiceModel, SimConfig, SimError, SimResult,
+    Steering,
 };

@@ -25,23 +25,7 @@ pub fn extra_latency_ns(service_ns: f64) -> f64 {
     4.0 * T_DMA_NS + 2.0 * 8.0 * service_ns
 }
 
-/// Eq. 1: the RT latency bound for BE ring budget `budget`, service time `service_ns` and RT
-/// utilisation `rho_rt`. `None` when `rho_rt ≥ 1` (the series diverges).
-pub fn tmax_ns(budget: u32, service_ns: f64, rho_rt: f64) -> Option<f64> {
-    (rho_rt < 1.0).then(|| budget as f64 * service_ns / (1.0 - rho_rt))
-}
-
-/// Eq. 2: the largest BE ring budget keeping the RT latency within `m` service times;
-/// 0 when even a budget of 1 would exceed it.
-pub fn max_budget(m: f64, rho_rt: f64) -> u32 {
-    let b = m * (1.0 - rho_rt);
-    if b.is_finite() && b >= 1.0 {
-        // The small epsilon keeps 6·(1−0.5)=3.0 at 3 despite rounding in 1−ρ.
-        (b + 1e-9).floor() as u32
-    } else {
-        0
-    }
-}
+pub use llr_core::sched::bound::{max_budget, tmax_ns};
 
 /// A model query's answer, as printed by `llrouter model --json`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -63,14 +47,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn paper_examples() {
-        // Paper 000: m = 6, ρRT ≤ 0.3 → b = 4; ρRT ≤ 0.5 → b = 3.
-        assert_eq!(max_budget(6.0, 0.3), 4);
-        assert_eq!(max_budget(6.0, 0.5), 3);
-        assert_eq!(max_budget(1.0, 0.5), 0);
-        let t = tmax_ns(4, 600.0, 0.3).unwrap();
-        assert!((t - 4.0 * 600.0 / 0.7).abs() < 1e-9);
-        assert_eq!(tmax_ns(4, 600.0, 1.0), None);
+    fn paper001_service_time() {
         // Paper 001: 1518 B frames take about 4.05 µs.
         assert!((service_time_ns(1518) - 4049.77).abs() < 0.01);
     }

@@ -29,7 +29,9 @@
 
 use crate::model;
 use hdrhistogram::Histogram;
-use llr_core::sched::{ConfigError, Grant, Layout, PollEngine, Ring, SchedConfig};
+use llr_core::sched::{
+    AutoBudget, AutoReading, ConfigError, Grant, Layout, PollEngine, Ring, SchedConfig,
+};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
@@ -371,6 +373,10 @@ pub struct SimResult {
     pub service_ns: f64,
     /// Times a device budget ran out with packets left, over all cores.
     pub budget_exhaustions: u64,
+    /// `budget = "auto"`: core 0's controller's last reading while packets still arrived (ρRT,
+    /// x, the budget it set); the drain after the last arrival is not a load to tune for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto_budget: Option<AutoReading>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -393,6 +399,8 @@ struct Core {
     t_done: f64,
     cur: Option<(Grant, Pkt, f64)>,
     busy_ns: f64,
+    /// `budget = "auto"`: the controller of this core's engine.
+    auto: Option<AutoBudget>,
 }
 
 struct Stream {
@@ -432,20 +440,13 @@ pub fn flow_core(flow: usize, cores: usize) -> usize {
 /// next arrivals and the cores' next completions (ties go to the arrival).
 pub fn run(cfg: &SimConfig) -> Result<SimResult, SimError> {
     let mut sim = Sim::new(cfg)?;
-    loop {
-        let (ac, ta) = sim.next_arrival();
-        let (cc, tc) = sim.next_completion();
-        if ac == usize::MAX && cc == usize::MAX {
-            break;
-        }
-        sim.events += 1;
-        if ta <= tc {
-            sim.arrive(ac, ta);
-        } else {
-            sim.complete(cc, tc);
-        }
-    }
-    Ok(sim.result())
+    sim.run_until(false);
+    let reading = sim.auto_reading();
+    sim.run_until(true);
+    Ok(SimResult {
+        auto_budget: reading,
+        ..sim.result()
+    })
 }
 
 /// The state of one simulation run.
@@ -470,9 +471,13 @@ struct Sim<'a> {
     core_dropped: Vec<u64>,
     core_delivered: Vec<u64>,
     total_sent: u64,
+    /// Arrivals stop when `total_sent` reaches it (`cfg.packets`, or the end of a phase).
+    limit: u64,
     events: u64,
     wakeups: u64,
     now: f64,
+    /// When the current phase began ([`run_phases`]).
+    phase_start: f64,
 }
 
 impl<'a> Sim<'a> {
@@ -500,6 +505,7 @@ impl<'a> Sim<'a> {
                 t_done: f64::INFINITY,
                 cur: None,
                 busy_ns: 0.0,
+                auto: AutoBudget::new(&layout),
             })
             .collect();
         let streams = streams(cfg, &mut rng);
@@ -533,9 +539,11 @@ impl<'a> Sim<'a> {
             core_dropped: vec![0; n * cfg.cores],
             core_delivered: vec![0; n * cfg.cores],
             total_sent: 0,
+            limit: cfg.packets,
             events: 0,
             wakeups: 0,
             now: 0.0,
+            phase_start: 0.0,
         })
     }
 
@@ -544,7 +552,7 @@ impl<'a> Sim<'a> {
     #[inline]
     fn next_arrival(&self) -> (usize, f64) {
         let (mut ac, mut ta) = (usize::MAX, f64::INFINITY);
-        if self.total_sent < self.cfg.packets {
+        if self.total_sent < self.limit {
             for (i, s) in self.streams.iter().enumerate() {
                 if s.next < ta {
                     ta = s.next;
@@ -639,13 +647,20 @@ impl<'a> Sim<'a> {
             a.delivered += 1;
             self.core_delivered[cc * self.sent.len() + pkt.class as usize] += 1;
             core.engine.complete(g, 1, x as u64);
+            if let Some(a) = core.auto.as_mut() {
+                if let Some(b) = a.tick(tc as u64, core.engine.ring_stats()) {
+                    for &r in a.rings() {
+                        core.engine.set_ring_budget(r, b);
+                    }
+                }
+            }
         }
         start_next(core, tc, self.x_mean, self.exp_service, &mut self.rng);
     }
 
-    fn result(self) -> SimResult {
+    fn result(&self) -> SimResult {
         let cfg = self.cfg;
-        let sim_time = self.now.max(1.0);
+        let sim_time = (self.now - self.phase_start).max(1.0);
         let classes = (0..cfg.shares.len())
             .map(|i| {
                 let a = &self.acc[i];
@@ -696,14 +711,107 @@ impl<'a> Sim<'a> {
             budget_exhaustions: (self.cores.iter())
                 .flat_map(|c| c.engine.device_stats().iter().map(|d| d.budget_exhaustions))
                 .sum(),
+            auto_budget: self.auto_reading(),
         }
     }
+
+    /// Core 0's `budget = "auto"` reading now.
+    fn auto_reading(&self) -> Option<AutoReading> {
+        self.cores.first().and_then(|c| c.auto.as_ref()?.last())
+    }
+
+    /// Runs events until arrivals stop (`limit`) and, with `drain`, every core is idle.
+    fn run_until(&mut self, drain: bool) {
+        loop {
+            let (ac, ta) = self.next_arrival();
+            if ac == usize::MAX && !drain {
+                break;
+            }
+            let (cc, tc) = self.next_completion();
+            if ac == usize::MAX && cc == usize::MAX {
+                break;
+            }
+            self.events += 1;
+            if ta <= tc {
+                self.arrive(ac, ta);
+            } else {
+                self.complete(cc, tc);
+            }
+        }
+    }
+
+    /// Starts a phase: new class streams with `shares` from now on, `packets` more arrivals,
+    /// the per-phase counters zeroed (rings, engines and controllers carry on).
+    fn start_phase(&mut self, shares: &[f64], packets: u64) {
+        let cfg = self.cfg;
+        self.streams = streams_from(cfg, shares, self.now, &mut self.rng);
+        let flows = self.streams.last().map_or(0, |s| s.flow_base + s.flows);
+        self.core_of_flow = (0..flows).map(|f| flow_core(f, cfg.cores)).collect();
+        self.limit = self.total_sent + packets;
+        self.phase_start = self.now;
+        for a in &mut self.acc {
+            a.hist.reset();
+            (a.sum_lat, a.sum_wait, a.max_wait, a.delivered) = (0.0, 0.0, 0.0, 0);
+        }
+        for v in [
+            &mut self.sent,
+            &mut self.dropped,
+            &mut self.core_sent,
+            &mut self.core_dropped,
+            &mut self.core_delivered,
+        ] {
+            v.iter_mut().for_each(|x| *x = 0);
+        }
+        for c in &mut self.cores {
+            c.busy_ns = 0.0;
+        }
+        self.wakeups = 0;
+    }
+}
+
+/// One run through several phases, each `cfg.packets` arrivals with its own class shares
+/// (`phases[i]`, in class order, each summing to 1) at `cfg`'s rate: rings, engines and
+/// `budget = "auto"` controllers carry over from phase to phase, so the result shows how the
+/// scheduler follows a changing mix. One result per phase; a packet counts in the phase in
+/// which it finished (the few in the rings at a boundary count in the next).
+pub fn run_phases(cfg: &SimConfig, phases: &[Vec<f64>]) -> Result<Vec<SimResult>, SimError> {
+    for (i, p) in phases.iter().enumerate() {
+        SimConfig {
+            shares: p.clone(),
+            ..cfg.clone()
+        }
+        .validate()
+        .map_err(|e| match e {
+            SimError::Config(c) => {
+                SimError::Config(ConfigError::new(format!("phases[{i}]"), c.to_string()))
+            }
+        })?;
+    }
+    let mut sim = Sim::new(cfg)?;
+    let mut out = Vec::with_capacity(phases.len());
+    for (i, p) in phases.iter().enumerate() {
+        sim.start_phase(p, cfg.packets);
+        sim.run_until(false);
+        let reading = sim.auto_reading();
+        if i + 1 == phases.len() {
+            sim.run_until(true);
+        }
+        out.push(SimResult {
+            auto_budget: reading,
+            ..sim.result()
+        });
+    }
+    Ok(out)
 }
 
 /// Flows of each class: `flows` split by share, at least one per class.
 pub fn class_flows(cfg: &SimConfig) -> Vec<usize> {
-    (cfg.shares.iter())
-        .map(|s| ((cfg.flows as f64 * s).round() as usize).max(1))
+    flows_by_share(cfg.flows, &cfg.shares)
+}
+
+fn flows_by_share(flows: usize, shares: &[f64]) -> Vec<usize> {
+    (shares.iter())
+        .map(|s| ((flows as f64 * s).round() as usize).max(1))
         .collect()
 }
 
@@ -750,10 +858,20 @@ pub fn hash_bound(cfg: &SimConfig) -> f64 {
 /// One arrival stream per class: its flows split by share (at least one per active class), the
 /// first arrival drawn in the order the classes are listed.
 fn streams(cfg: &SimConfig, rng: &mut Xoshiro256PlusPlus) -> Vec<Stream> {
+    streams_from(cfg, &cfg.shares, 0.0, rng)
+}
+
+/// The class streams of `cfg` with the shares `shares`, starting at `t0`.
+fn streams_from(
+    cfg: &SimConfig,
+    shares: &[f64],
+    t0: f64,
+    rng: &mut Xoshiro256PlusPlus,
+) -> Vec<Stream> {
     let lambda_per_ns = cfg.offered_pps() / 1e9;
-    let mut streams = Vec::with_capacity(cfg.shares.len());
+    let mut streams = Vec::with_capacity(shares.len());
     let mut flow_base = 0;
-    for (&share, flows) in cfg.shares.iter().zip(class_flows(cfg)) {
+    for (&share, flows) in shares.iter().zip(flows_by_share(cfg.flows, shares)) {
         let rate = lambda_per_ns * share;
         let gap = if rate > 0.0 {
             1.0 / rate
@@ -763,7 +881,7 @@ fn streams(cfg: &SimConfig, rng: &mut Xoshiro256PlusPlus) -> Vec<Stream> {
         let next = if rate <= 0.0 {
             f64::INFINITY
         } else {
-            match cfg.arrivals {
+            t0 + match cfg.arrivals {
                 Arrivals::Poisson => exp_sample(rng, gap),
                 Arrivals::Cbr => rng.random::<f64>() * gap,
                 Arrivals::OnOff { .. } => 0.0,
@@ -782,9 +900,9 @@ fn streams(cfg: &SimConfig, rng: &mut Xoshiro256PlusPlus) -> Vec<Stream> {
     }
     if let Arrivals::OnOff { on_ns, off_ns } = cfg.arrivals {
         for s in streams.iter_mut().filter(|s| s.rate_per_ns > 0.0) {
-            s.on_end = exp_sample(rng, on_ns);
+            s.on_end = t0 + exp_sample(rng, on_ns);
             let on_gap = s.gap * on_ns / (on_ns + off_ns);
-            s.next = next_onoff(rng, 0.0, s, on_gap, on_ns, off_ns);
+            s.next = next_onoff(rng, t0, s, on_gap, on_ns, off_ns);
         }
     }
     streams

@@ -1,8 +1,8 @@
 //! The simulator against queueing theory (pure model: no wake-up cost, rings large enough).
 
-use llr_core::sched::{SchedConfig, StrategyKind};
+use llr_core::sched::{AutoBudgetSpec, AutoTarget, SchedConfig, StrategyKind};
 use llr_sim::model;
-use llr_sim::{run, Arrivals, Rate, ServiceDist, ServiceModel, SimConfig, Steering};
+use llr_sim::{run, run_phases, Arrivals, Rate, ServiceDist, ServiceModel, SimConfig, Steering};
 
 const X: f64 = 1_000.0;
 
@@ -221,6 +221,64 @@ fn ll_wfq_rt_wait_never_exceeds_tmax_with_cbr() {
                 rt.max_wait_ns
             );
         }
+    }
+}
+
+/// `budget = "auto"` in one run whose RT share climbs: each phase's BE budget is Eq. 2 for the
+/// ρRT it measured, it falls as ρRT rises, and the RT p99 stays within the target (CBR RT
+/// arrivals: smooth, as Eq. 1 assumes) while a budget of at least 1 can meet it. A fixed
+/// budget of 16 in the same run does not.
+#[test]
+fn auto_budget_keeps_rt_within_its_target_as_the_rt_share_climbs() {
+    let shares = [0.1, 0.2, 0.3, 0.4];
+    let target_ns = 10_000u64;
+    let mut c = cfg(
+        StrategyKind::LlWfq,
+        &["rt", "be"],
+        &[shares[0], 1.0 - shares[0]],
+        1.5,
+        ServiceDist::Deterministic,
+    );
+    c.arrivals = Arrivals::Cbr;
+    c.packets = 200_000;
+    let phases: Vec<Vec<f64>> = shares.iter().map(|&s| vec![s, 1.0 - s]).collect();
+    let mut fixed = c.clone();
+    fixed.sched = fixed.sched.with_budgets(&[60, 16]);
+    c.sched.classes[1].auto_budget = true;
+    c.sched.auto_budget = Some(AutoBudgetSpec {
+        target: AutoTarget::Ns(target_ns),
+        window_ns: 200_000,
+    });
+    let auto = run_phases(&c, &phases).unwrap();
+    let fixed = run_phases(&fixed, &phases).unwrap();
+    let mut last = u32::MAX;
+    for ((share, a), f) in shares.iter().zip(&auto).zip(&fixed) {
+        let reading = a.auto_budget.expect("a reading per phase");
+        // ρRT is the RT share of 1.5 × capacity.
+        assert!(
+            (reading.rho_rt - 1.5 * share).abs() < 0.05,
+            "{share}: {reading:?}"
+        );
+        let m = target_ns as f64 / reading.x_ns;
+        assert_eq!(reading.budget, model::max_budget(m, reading.rho_rt).max(1));
+        assert!(
+            reading.budget <= last,
+            "{share}: the budget rose: {reading:?}"
+        );
+        last = reading.budget;
+        let (rt, rt_fixed) = (&a.classes[0], &f.classes[0]);
+        assert_eq!(rt.dropped, 0, "{share}: RT lost packets");
+        assert!(
+            (rt.p99_ns as f64) <= target_ns as f64,
+            "{share}: RT p99 {} ns over the {target_ns} ns target (b = {})",
+            rt.p99_ns,
+            reading.budget
+        );
+        assert!(
+            rt_fixed.p99_ns as f64 > target_ns as f64,
+            "{share}: a BE budget of 16 should miss the target: RT p99 {} ns",
+            rt_fixed.p99_ns
+        );
     }
 }
 

@@ -122,13 +122,21 @@ impl StrategyKind {
 pub type ConfigError = crate::FieldError;
 
 /// One traffic class. Classes are listed highest priority first.
+///
+/// In a file: `name`, `budget` (packets, or `"auto"`: see [`AutoBudgetSpec`]) and `weight`;
+/// other keys are refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "ClassFile", into = "ClassFile")]
 pub struct ClassSpec {
     pub name: String,
-    /// Ring budget in packets (packet-budget strategies). `None`: the strategy's default.
+    /// Ring budget in packets (packet-budget strategies). `None`: the strategy's default (the
+    /// starting budget under `auto_budget`).
     pub budget: Option<u32>,
     /// Weight for `wfq`/`ll-wfq-slice`. `None`: the default (3 for the highest class, 1 otherwise).
     pub weight: Option<u32>,
+    /// `budget = "auto"`: the worker sets this ring's budget by paper 000's Eq. 2 from the
+    /// measured RT load (ll-wfq, not the highest class).
+    pub auto_budget: bool,
 }
 
 impl ClassSpec {
@@ -137,8 +145,138 @@ impl ClassSpec {
             name: name.into(),
             budget: None,
             weight: None,
+            auto_budget: false,
         }
     }
+}
+
+/// A budget as written: a number or a word (only `"auto"` is one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+enum BudgetValue {
+    Count(u32),
+    Word(String),
+}
+
+/// [`ClassSpec`] as written in a file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClassFile {
+    name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    budget: Option<BudgetValue>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    weight: Option<u32>,
+}
+
+impl TryFrom<ClassFile> for ClassSpec {
+    type Error = String;
+    fn try_from(f: ClassFile) -> Result<Self, String> {
+        let (budget, auto_budget) = match f.budget {
+            None => (None, false),
+            Some(BudgetValue::Count(b)) => (Some(b), false),
+            Some(BudgetValue::Word(w)) if w == "auto" => (None, true),
+            Some(BudgetValue::Word(w)) => {
+                return Err(format!(
+                    "class `{}`: budget `{w}`: expected a number of packets or \"auto\"",
+                    f.name
+                ))
+            }
+        };
+        Ok(ClassSpec {
+            name: f.name,
+            budget,
+            weight: f.weight,
+            auto_budget,
+        })
+    }
+}
+
+impl From<ClassSpec> for ClassFile {
+    fn from(c: ClassSpec) -> ClassFile {
+        ClassFile {
+            name: c.name,
+            budget: if c.auto_budget {
+                Some(BudgetValue::Word("auto".into()))
+            } else {
+                c.budget.map(BudgetValue::Count)
+            },
+            weight: c.weight,
+        }
+    }
+}
+
+/// What `budget = "auto"` aims for: the highest class's time in its ring within `target`, by
+/// paper 000's Eq. 2, `b ≤ m·(1 − ρRT)`, with `ρRT` and the per-frame cost `x` measured over
+/// each `window_ns`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AutoBudgetSpec {
+    pub target: AutoTarget,
+    pub window_ns: u64,
+}
+
+impl AutoBudgetSpec {
+    pub const DEFAULT_WINDOW_NS: u64 = 100_000_000;
+
+    /// A target of `target_us` microseconds or `service_times` (exactly one), measured over
+    /// windows of `window_ms`. Errors name the field as `target-us`, `service-times` or
+    /// `window-ms` (callers prefix their section).
+    pub fn new(
+        target_us: Option<f64>,
+        service_times: Option<u32>,
+        window_ms: u64,
+    ) -> Result<AutoBudgetSpec, ConfigError> {
+        let target = match (target_us, service_times) {
+            (Some(us), None) if us.is_finite() && us > 0.0 && us <= 1e6 => {
+                AutoTarget::Ns((us * 1000.0).round().max(1.0) as u64)
+            }
+            (Some(us), None) => {
+                return Err(ConfigError::new(
+                    "target-us",
+                    format!("{us}: must be greater than 0 and at most 1000000 (1 s)"),
+                ))
+            }
+            (None, Some(m)) if (1..=1_000_000).contains(&m) => AutoTarget::ServiceTimes(m),
+            (None, Some(m)) => {
+                return Err(ConfigError::new(
+                    "service-times",
+                    format!("{m}: must be within 1..=1000000"),
+                ))
+            }
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::new(
+                    "target-us",
+                    "give target-us or service-times, not both",
+                ))
+            }
+            (None, None) => {
+                return Err(ConfigError::new(
+                    "target-us",
+                    "needs target-us (µs) or service-times (m of paper 000's T* = m·x)",
+                ))
+            }
+        };
+        if !(1..=60_000).contains(&window_ms) {
+            return Err(ConfigError::new(
+                "window-ms",
+                format!("{window_ms}: must be within 1..=60000"),
+            ));
+        }
+        Ok(AutoBudgetSpec {
+            target,
+            window_ns: window_ms * 1_000_000,
+        })
+    }
+}
+
+/// The latency target of [`AutoBudgetSpec`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AutoTarget {
+    /// Nanoseconds: `m = target / x` with the measured `x`.
+    Ns(u64),
+    /// `m` service times (paper 000's `T* = m·x`).
+    ServiceTimes(u32),
 }
 
 /// The scheduler configuration of one core.
@@ -151,6 +289,9 @@ pub struct SchedConfig {
     pub device_budget: u32,
     /// Δt for the time-slice strategies, in ns.
     pub time_slice_ns: u64,
+    /// The target of the classes with `budget = "auto"` (required when there are any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_budget: Option<AutoBudgetSpec>,
 }
 
 impl SchedConfig {
@@ -168,6 +309,7 @@ impl SchedConfig {
             classes: names.iter().map(|n| ClassSpec::named(*n)).collect(),
             device_budget: Self::DEFAULT_DEVICE_BUDGET,
             time_slice_ns: Self::DEFAULT_TIME_SLICE_NS,
+            auto_budget: None,
         }
     }
 
@@ -212,6 +354,29 @@ impl SchedConfig {
                     "budgets",
                     format!("class `{}` has ring budget 0; a ring budget must be at least 1 packet or it starves", c.name),
                 ));
+            }
+            if c.auto_budget {
+                let reason = if self.strategy != StrategyKind::LlWfq {
+                    Some(format!(
+                        "class `{}`: budget = \"auto\" needs strategy ll-wfq (the BE budget between RT visits that paper 000's Eq. 2 sets), not {}",
+                        c.name, self.strategy
+                    ))
+                } else if i == 0 {
+                    Some(format!(
+                        "class `{}` is the highest class, whose latency the automatic budget bounds; make a lower class's budget \"auto\"",
+                        c.name
+                    ))
+                } else if self.auto_budget.is_none() {
+                    Some(format!(
+                        "class `{}` has budget = \"auto\" but no target is set (auto-budget.target-us or auto-budget.service-times)",
+                        c.name
+                    ))
+                } else {
+                    None
+                };
+                if let Some(reason) = reason {
+                    return Err(ConfigError::new("budgets", reason));
+                }
             }
             if c.weight == Some(0) {
                 return Err(ConfigError::new(
@@ -268,12 +433,27 @@ impl SchedConfig {
             }
         };
 
+        if let Some(a) = &self.auto_budget {
+            if a.window_ns == 0 {
+                return Err(ConfigError::new(
+                    "auto-budget.window-ms",
+                    "must be at least 1",
+                ));
+            }
+            if matches!(a.target, AutoTarget::Ns(0) | AutoTarget::ServiceTimes(0)) {
+                return Err(ConfigError::new(
+                    "auto-budget",
+                    "the target must be greater than 0",
+                ));
+            }
+        }
         let mut layout = Layout {
             strategy: self.strategy,
             device_budget: self.device_budget,
             rings: Vec::new(),
             devices: Vec::new(),
             class_to_ring: vec![0; n],
+            auto_budget: None,
         };
         match self.strategy {
             StrategyKind::Sq => {
@@ -317,6 +497,13 @@ impl SchedConfig {
                 layout.devices.push((0..n).collect());
             }
         }
+        let auto: Vec<RingId> = (0..n)
+            .filter(|&i| self.classes[i].auto_budget)
+            .map(|i| layout.class_to_ring[i])
+            .collect();
+        if let (Some(spec), false) = (self.auto_budget, auto.is_empty()) {
+            layout.auto_budget = Some(AutoRings { spec, rings: auto });
+        }
         Ok(layout)
     }
 }
@@ -345,6 +532,17 @@ pub struct Layout {
     pub devices: Vec<Vec<RingId>>,
     /// Where each class is steered.
     pub class_to_ring: Vec<RingId>,
+    /// The rings whose budget the worker sets (`budget = "auto"`), and its target.
+    #[serde(default)]
+    pub auto_budget: Option<AutoRings>,
+}
+
+/// The rings under `budget = "auto"` and what they aim for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AutoRings {
+    pub spec: AutoBudgetSpec,
+    /// In priority order; never ring 0.
+    pub rings: Vec<RingId>,
 }
 
 #[cfg(test)]

@@ -239,6 +239,17 @@ impl PollEngine {
         rs.cost_ns += cost_ns;
     }
 
+    /// The rings' budgets now (packets; ns for the time-slice strategies).
+    pub fn ring_budgets(&self) -> &[u32] {
+        &self.ring_budget
+    }
+
+    /// Sets `ring`'s packet budget from its next turn on (the turn under way keeps what it
+    /// has left).
+    pub fn set_ring_budget(&mut self, ring: RingId, budget: u32) {
+        self.ring_budget[ring] = budget.max(1);
+    }
+
     pub fn ring_stats(&self) -> &[RingStats] {
         &self.ring_stats
     }

@@ -12,11 +12,17 @@
 //! packet at a time in simulated time, the live loop a batch from an AF_XDP socket), and reports
 //! what it did with [`PollEngine::complete`]: a BESS-style *pick, then account* cycle.
 
+mod auto;
+pub mod bound;
 mod config;
 mod engine;
 mod ring;
 
-pub use config::{ClassSpec, ConfigError, Layout, RingSpec, SchedConfig, StrategyKind};
+pub use auto::{AutoBudget, AutoReading};
+pub use config::{
+    AutoBudgetSpec, AutoRings, AutoTarget, ClassSpec, ConfigError, Layout, RingSpec, SchedConfig,
+    StrategyKind,
+};
 pub use engine::{DeviceStats, Grant, PollEngine, RingStats, RingView};
 pub use ring::Ring;
 

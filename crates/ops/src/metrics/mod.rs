@@ -25,6 +25,7 @@
 //! | `llrouter_ring_budget_hits_total` | counter | same | grants that ended with the ring budget spent and frames left |
 //! | `llrouter_ring_grants_total` | counter | same | grants the poll engine gave the ring |
 //! | `llrouter_ring_grant_seconds_total` | counter | same | worker CPU time in those grants (÷ grants: cost per grant; ÷ served: per frame) |
+//! | `llrouter_ring_budget` | gauge | same | the ring's budget now (packets per grant; ns for time-slice strategies); moves under `budget = "auto"` |
 //! | `llrouter_ring_latency_seconds` | histogram | same | time from XDP receive to processing |
 //! | `llrouter_engine_device_wakeups_total` | counter | `worker`,`engine_device` | wake-ups (interrupts taken) |
 //! | `llrouter_engine_device_rearms_total` | counter | same | left the poll list, wake-up re-armed |
@@ -158,6 +159,10 @@ pub struct RingMetrics {
     pub grants: u64,
     #[serde(default)]
     pub grant_seconds: f64,
+    /// The ring's budget now (packets per grant, or ns for the time-slice strategies): the
+    /// configured one, or what `budget = "auto"` set last.
+    #[serde(default)]
+    pub budget: u32,
     /// Time spent in the ring, seconds.
     pub latency: Histogram,
 }

@@ -221,6 +221,15 @@ pub fn render(snap: &MetricsSnapshot) -> String {
         &snap.rings,
         |r| (ring_labels(r), r.grant_seconds),
     );
+    o.each(
+        (
+            "llrouter_ring_budget",
+            "gauge",
+            "The ring's budget now: packets per grant (ns for the time-slice strategies); set by the worker under budget = \"auto\".",
+        ),
+        &snap.rings,
+        |r| (ring_labels(r), r.budget as f64),
+    );
 
     o.family(
         "llrouter_ring_latency_seconds",

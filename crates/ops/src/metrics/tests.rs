@@ -149,6 +149,7 @@ fn snap() -> MetricsSnapshot {
                 budget_hits: 3,
                 grants: 40,
                 grant_seconds: 0.0025,
+                budget: 60,
                 latency: lat,
             },
             RingMetrics {
@@ -163,6 +164,7 @@ fn snap() -> MetricsSnapshot {
                 budget_hits: 900,
                 grants: 950,
                 grant_seconds: 0.125,
+                budget: 4,
                 latency: Histogram::new(Histogram::latency_bounds()),
             },
         ],

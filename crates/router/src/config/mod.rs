@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use llr_core::classify::RuleSpec;
 use llr_core::flow::{AclSpec, FlowSchedConfig, FlowSpec};
-use llr_core::sched::{ClassSpec, SchedConfig};
+use llr_core::sched::{AutoBudgetSpec, ClassSpec, SchedConfig};
 use llr_io::ebpf::AttachMode;
 use llr_io::xsk::{WakeMode, XskOptions};
 use serde::{Deserialize, Serialize};
@@ -299,6 +299,42 @@ pub struct NeighborConfig {
     pub dev: String,
 }
 
+/// `[auto-budget]`: what the worker aims for when it sets the budgets of the classes with
+/// `budget = "auto"` (paper 000's Eq. 2, `b ≤ m·(1 − ρRT)`): the highest class's time in its
+/// ring within `target-us` microseconds, or within `service-times` times the measured cost of a
+/// frame (paper 000's `T* = m·x`); exactly one of the two. `window-ms`: how long each
+/// measurement of ρRT and x runs (default 100).
+///
+/// ```toml
+/// [[classes]]
+/// name = "be"
+/// budget = "auto"
+/// [auto-budget]
+/// target-us = 20
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct AutoBudgetConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_times: Option<u32>,
+    #[serde(default = "default_auto_window_ms")]
+    pub window_ms: u64,
+}
+
+fn default_auto_window_ms() -> u64 {
+    AutoBudgetSpec::DEFAULT_WINDOW_NS / 1_000_000
+}
+
+impl AutoBudgetConfig {
+    /// The scheduler's form; errors name the field (`auto-budget.target-us`).
+    pub fn spec(&self) -> Result<AutoBudgetSpec, ConfigError> {
+        AutoBudgetSpec::new(self.target_us, self.service_times, self.window_ms)
+            .map_err(|e| ConfigError::field(format!("auto-budget.{}", e.field), e.reason))
+    }
+}
+
 /// The whole file. `Default` gives every optional field its default and no interfaces or
 /// classes (both required).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -349,6 +385,9 @@ pub struct RouterConfig {
     /// Frames of the lowest-priority ring held back before a transmit kick (1: kick per grant).
     #[serde(default = "default_tx_batch")]
     pub tx_batch: u32,
+    /// The target of the classes with `budget = "auto"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_budget: Option<AutoBudgetConfig>,
     /// Artificial per-packet cost, ns of busy waiting.
     #[serde(default)]
     pub cost_ns: u64,
@@ -421,6 +460,7 @@ impl Default for RouterConfig {
             spin_us: default_spin(),
             batch: default_batch(),
             tx_batch: default_tx_batch(),
+            auto_budget: None,
             cost_ns: 0,
             acl_rules: 0,
             attach: AttachMode::default(),

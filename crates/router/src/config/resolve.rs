@@ -92,6 +92,7 @@ impl RouterConfig {
             classes: self.classes.clone(),
             device_budget: self.device_budget,
             time_slice_ns: self.time_slice_ns,
+            auto_budget: self.auto_budget.as_ref().map(|a| a.spec()).transpose()?,
         })
     }
 

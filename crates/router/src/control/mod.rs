@@ -404,6 +404,8 @@ impl RouterCtl {
         let previous = (snap.class_to_ring.get(i)).and_then(|&r| snap.ring_budgets.get(r).copied());
         let mut cfg = st.cfg.clone();
         cfg.classes[i].budget = Some(budget);
+        // A budget set by hand replaces "auto" for the class.
+        cfg.classes[i].auto_budget = false;
         self.apply_sched(&mut st, cfg)?;
         Ok(json!({ "class": class, "budget": budget, "previous": previous }))
     }

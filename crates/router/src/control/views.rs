@@ -30,7 +30,7 @@ impl RouterCtl {
                 json!({
                     "name": c.name,
                     "budget": ring.and_then(|r| snap.ring_budgets.get(r).copied()),
-                    "configured_budget": c.budget,
+                    "configured_budget": if c.auto_budget { json!("auto") } else { json!(c.budget) },
                     "ring": ring,
                 })
             })
@@ -50,6 +50,8 @@ impl RouterCtl {
             "device_budget": snap.device_budget,
             "classes": classes,
             "rings": snap.layout_rings.iter().zip(&snap.ring_budgets).map(|(n, b)| json!({"name": n, "budget": b})).collect::<Vec<_>>(),
+            // budget = "auto": worker 0's last window (ρRT, x ns, the budget it set)
+            "auto_budget": snap.auto_budget,
             "wakeup": snap.wake.map(WakeMode::name),
             "spin_us": snap.spin_us,
             "workers": snaps.iter().enumerate().map(|(w, s)| json!({"worker": w, "core": st.cfg.cores.get(w), "busy_ratio": s.busy_ratio})).collect::<Vec<_>>(),

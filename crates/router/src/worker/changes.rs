@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use llr_core::sched::{Layout, PollEngine};
+use llr_core::sched::{AutoBudget, Layout, PollEngine};
 
 use super::ctl::{Change, FlowChange, Request};
 use super::{Worker, WorkerCtl};
@@ -135,6 +135,7 @@ impl Worker<'_> {
         }
         self.counters.absorb(&self.engine);
         self.engine = PollEngine::new(&new);
+        self.auto = AutoBudget::new(&new);
         self.layout = new;
         Ok(())
     }

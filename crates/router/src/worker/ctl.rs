@@ -19,7 +19,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use llr_core::sched::{Layout, StrategyKind};
+use llr_core::sched::{AutoReading, Layout, StrategyKind};
 
 use llr_io::sys::EventFd;
 use llr_io::xsk::{PortStats, WakeMode};
@@ -139,6 +139,8 @@ pub struct WorkerSnapshot {
     pub class_to_ring: Vec<usize>,
     pub device_budget: u32,
     pub ring_budgets: Vec<u32>,
+    /// `budget = "auto"`: the last window's ρRT, x and the budget set.
+    pub auto_budget: Option<AutoReading>,
     pub wake: Option<WakeMode>,
     pub spin_us: u64,
     /// Per socket index (class k's socket), accumulated over strategy changes.

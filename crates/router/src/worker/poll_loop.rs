@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use llr_core::classify;
 use llr_core::fwd::{Forwarder, ForwarderGuard, Reader, SharedForwarder, Verdict};
-use llr_core::sched::{Grant, Layout, PollEngine, RingId, RingView};
+use llr_core::sched::{AutoBudget, Grant, Layout, PollEngine, RingId, RingView};
 
 use super::changes::Control;
 use super::flow_path::FlowPath;
@@ -20,6 +20,8 @@ use llr_io::xsk::{Action, Device, WakeMode};
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 /// Longest sleep in poll(), so that the stop flag and the deadline are seen.
 const SLEEP_MS: i32 = 50;
+/// `budget = "auto"` looks at the clock every this many poll rounds (its windows are ~100 ms).
+const AUTO_EVERY_ROUNDS: u64 = 64;
 /// Ring-latency samples further than this from the worker's clock are not timestamps.
 pub(super) const MAX_STAMP_AGE_NS: u64 = 10_000_000_000;
 
@@ -49,6 +51,8 @@ pub struct Worker<'a> {
     pub(super) control: Option<Control>,
     /// Flows on: the flow scheduler decides between the input (grants) and flow turns.
     pub(super) flow_path: Option<FlowPath>,
+    /// `budget = "auto"`: sets the engine's lower ring budgets from the measured RT load.
+    pub(super) auto: Option<AutoBudget>,
 }
 
 impl<'a> Worker<'a> {
@@ -90,6 +94,7 @@ impl<'a> Worker<'a> {
             counters,
             control: ctl.map(Control::new),
             flow_path: flows.map(FlowPath::new),
+            auto: AutoBudget::new(layout),
         }
     }
 
@@ -102,6 +107,9 @@ impl<'a> Worker<'a> {
                 break;
             }
             self.serve_control();
+            if self.auto.is_some() && self.counters.poll_rounds % AUTO_EVERY_ROUNDS == 0 {
+                self.tune_budgets();
+            }
             self.take_interrupts();
             if self.flow_path.is_some() {
                 if self.flow_round() {
@@ -120,6 +128,18 @@ impl<'a> Worker<'a> {
             self.idle();
         }
         self.shut_down();
+    }
+
+    /// `budget = "auto"`: a closed measurement window sets the budgets of the rings under it.
+    fn tune_budgets(&mut self) {
+        let Some(a) = self.auto.as_mut() else {
+            return;
+        };
+        if let Some(b) = a.tick(mono_ns(), self.engine.ring_stats()) {
+            for &r in a.rings() {
+                self.engine.set_ring_budget(r, b);
+            }
+        }
     }
 
     /// The stop flag and the deadline are checked every 1024 rounds and whenever idle.

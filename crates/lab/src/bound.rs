@@ -1,0 +1,242 @@
+//! Paper 000's model in the loop: for one measured point of an llrouter target, the RT
+//! utilisation ρRT and per-packet cost x the worker measured, the bound
+//! `Tmax = b·x/(1 − ρRT)` on an RT frame's time in its ring (Eq. 1, `b` the BE ring budget),
+//! and whether the RT ring's measured p99 stays within it.
+//!
+//! Everything comes from two counter snapshots of the router (before and after the point):
+//! `x` is the worker's CPU time in grants per frame served (all rings), `ρRT` the RT arrival
+//! rate the generator sent times `x`, and the RT ring's wait the worker's ring-latency histogram
+//! (XDP receive → served), whose 1-2-5 buckets give the p99 as a range.
+
+use llr_core::sched::bound::tmax_ns;
+use llr_ops::metrics::{Histogram, MetricsSnapshot, RingMetrics};
+
+/// The model's quantities at one point.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bound {
+    /// Mean worker CPU time per frame served, ns (all rings).
+    pub x_ns: f64,
+    /// RT arrival rate × x.
+    pub rho_rt: f64,
+    /// The BE ring budget b during the point (the lowest one when several lower rings).
+    pub be_budget: u32,
+    /// Eq. 1, µs; `None` when ρRT ≥ 1.
+    pub tmax_us: Option<f64>,
+    /// The RT rings' time-in-ring p99 as its histogram bucket `(low, high]`, µs (`high` is
+    /// infinite above the last bound); `None` without RT frames served.
+    pub rt_ring_p99_us: Option<(f64, f64)>,
+}
+
+/// Whether a measured p99 lies within the bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The whole p99 bucket lies at or below Tmax.
+    Within,
+    /// The whole bucket lies above Tmax (or ρRT ≥ 1: no bound).
+    Beyond,
+    /// Tmax falls inside the p99's bucket.
+    Undecided,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Within => "yes",
+            Verdict::Beyond => "no",
+            Verdict::Undecided => "bucket",
+        }
+    }
+}
+
+impl Bound {
+    /// How the RT ring's p99 compares with Tmax; `None` when no RT frame was served.
+    pub fn verdict(&self) -> Option<Verdict> {
+        let (lo, hi) = self.rt_ring_p99_us?;
+        Some(match self.tmax_us {
+            None => Verdict::Beyond,
+            Some(t) if hi <= t => Verdict::Within,
+            Some(t) if lo >= t => Verdict::Beyond,
+            Some(_) => Verdict::Undecided,
+        })
+    }
+}
+
+/// The highest class's name among the rings (ring 0 serves it).
+fn rt_class(s: &MetricsSnapshot) -> Option<&str> {
+    s.rings
+        .iter()
+        .find(|r| r.ring == 0)
+        .map(|r| r.class.as_str())
+}
+
+/// The bound at a point that sent `sent_rt` RT packets in `secs` seconds, between the counter
+/// snapshots `a` and `b` of the router. `None` when the strategy has no BE ring budget that
+/// Eq. 1 is about (only `ll-wfq` and `ll-rr` serve a budget-limited BE ring between RT visits),
+/// or no frame was served.
+pub fn at_point(
+    a: &MetricsSnapshot,
+    b: &MetricsSnapshot,
+    sent_rt: u64,
+    secs: f64,
+) -> Option<Bound> {
+    if !matches!(b.strategy.as_str(), "ll-wfq" | "ll-rr") || secs <= 0.0 {
+        return None;
+    }
+    let rt = rt_class(b)?;
+    let before = |r: &RingMetrics| {
+        a.rings
+            .iter()
+            .find(|p| p.worker == r.worker && p.device == r.device && p.ring == r.ring)
+    };
+    let (mut served, mut cost_s) = (0u64, 0.0f64);
+    let mut rt_wait: Option<Histogram> = None;
+    let mut be_budget = u32::MAX;
+    for r in &b.rings {
+        let p = before(r);
+        served += r.served - p.map_or(0, |p| p.served.min(r.served));
+        cost_s += (r.grant_seconds - p.map_or(0.0, |p| p.grant_seconds)).max(0.0);
+        if r.class == rt {
+            let d = match p {
+                Some(p) => r.latency.since(&p.latency),
+                None => r.latency.clone(),
+            };
+            rt_wait = Some(match rt_wait {
+                None => d,
+                Some(mut h) => {
+                    for (c, n) in h.counts.iter_mut().zip(&d.counts) {
+                        *c += n;
+                    }
+                    h
+                }
+            });
+        } else if r.budget > 0 {
+            be_budget = be_budget.min(r.budget);
+        }
+    }
+    if served == 0 || be_budget == u32::MAX {
+        return None;
+    }
+    let x_ns = cost_s * 1e9 / served as f64;
+    let rho_rt = sent_rt as f64 / secs * x_ns * 1e-9;
+    let rt_ring_p99_us = rt_wait.and_then(|h| p99_bucket_us(&h));
+    Some(Bound {
+        x_ns,
+        rho_rt,
+        be_budget,
+        tmax_us: tmax_ns(be_budget, x_ns, rho_rt).map(|t| t / 1000.0),
+        rt_ring_p99_us,
+    })
+}
+
+/// The bucket `(low, high]` of `h`'s 0.99-quantile, µs.
+fn p99_bucket_us(h: &Histogram) -> Option<(f64, f64)> {
+    let hi = h.quantile_bound(0.99)?;
+    let i = h.bounds.iter().position(|b| *b == hi);
+    let lo = match i {
+        Some(0) => 0.0,
+        Some(i) => h.bounds[i - 1],
+        None => h.bounds.last().copied().unwrap_or(0.0),
+    };
+    Some((lo * 1e6, hi * 1e6))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ring(
+        ring: u32,
+        class: &str,
+        served: u64,
+        grant_s: f64,
+        budget: u32,
+        waits_us: &[f64],
+    ) -> RingMetrics {
+        let mut latency = Histogram::new(Histogram::latency_bounds());
+        for w in waits_us {
+            latency.observe(w * 1e-6);
+        }
+        RingMetrics {
+            ring,
+            class: class.into(),
+            served,
+            grant_seconds: grant_s,
+            budget,
+            latency,
+            ..RingMetrics::default()
+        }
+    }
+
+    fn snap(strategy: &str, rings: Vec<RingMetrics>) -> MetricsSnapshot {
+        MetricsSnapshot {
+            strategy: strategy.into(),
+            rings,
+            ..MetricsSnapshot::default()
+        }
+    }
+
+    #[test]
+    fn the_bound_comes_from_the_counters_moved_during_the_point() {
+        let a = snap(
+            "ll-wfq",
+            vec![
+                ring(0, "rt", 1_000, 0.001, 60, &[3.0; 10]),
+                ring(1, "be", 9_000, 0.010, 4, &[]),
+            ],
+        );
+        // 1 s: 300 k RT and 700 k BE frames served for 0.5 s of grants → x = 500 ns;
+        // 300 k RT sent → ρRT = 0.15; Tmax = 4 · 500 / 0.85 ns = 2.35 µs.
+        let mut waits = vec![3.0; 10];
+        waits.extend(vec![1.5; 990]);
+        waits.extend(vec![15.0; 20]);
+        let b = snap(
+            "ll-wfq",
+            vec![
+                ring(0, "rt", 301_000, 0.151, 60, &waits),
+                ring(1, "be", 709_000, 0.360, 4, &[]),
+            ],
+        );
+        let m = at_point(&a, &b, 300_000, 1.0).unwrap();
+        assert!((m.x_ns - 500.0).abs() < 1e-6, "{m:?}");
+        assert!((m.rho_rt - 0.15).abs() < 1e-9, "{m:?}");
+        assert_eq!(m.be_budget, 4);
+        assert!((m.tmax_us.unwrap() - 2.0 / 0.85).abs() < 1e-9, "{m:?}");
+        // 1010 new waits, 20 of them 15 µs (2 %): the p99 is in (10, 20] µs, above Tmax. The
+        // ten 3 µs waits before the point do not count.
+        let (lo, hi) = m.rt_ring_p99_us.unwrap();
+        assert!(
+            (lo - 10.0).abs() < 1e-9 && (hi - 20.0).abs() < 1e-9,
+            "{m:?}"
+        );
+        assert_eq!(m.verdict(), Some(Verdict::Beyond));
+        let within = Bound {
+            rt_ring_p99_us: Some((1.0, 2.0)),
+            ..m
+        };
+        assert_eq!(within.verdict(), Some(Verdict::Within));
+        let straddles = Bound {
+            rt_ring_p99_us: Some((2.0, 5.0)),
+            ..m
+        };
+        assert_eq!(straddles.verdict(), Some(Verdict::Undecided));
+        let saturated = Bound {
+            tmax_us: None,
+            ..within
+        };
+        assert_eq!(saturated.verdict(), Some(Verdict::Beyond));
+    }
+
+    #[test]
+    fn no_bound_without_a_budget_limited_be_ring_or_traffic() {
+        let one = |s: &str| snap(s, vec![ring(0, "all", 1_000, 0.001, 64, &[])]);
+        assert_eq!(at_point(&one("sq"), &one("sq"), 10, 1.0), None);
+        let idle = snap(
+            "ll-wfq",
+            vec![
+                ring(0, "rt", 0, 0.0, 60, &[]),
+                ring(1, "be", 0, 0.0, 4, &[]),
+            ],
+        );
+        assert_eq!(at_point(&idle, &idle, 0, 1.0), None);
+    }
+}
