@@ -190,6 +190,12 @@ pub struct Common {
     /// worker (`--wake interrupt`): a busy-polling worker on the same CPU starves the thread.
     #[arg(long)]
     pub rx_napi_thread: bool,
+    /// Leave the sink veth's receive (its XDP program or UDP stack) in softirq on the router's
+    /// CPU, inside the router's transmit, as the testbed measured before. By default it runs
+    /// on the generator's CPU (threaded NAPI for the sink veth and RPS, pinned there), so the
+    /// router's CPU does only router work, for every target alike.
+    #[arg(long)]
+    pub sink_on_router_cpu: bool,
     /// llrouter targets: Rx ring entries per class socket (power of two; 512 as in paper 000).
     #[arg(long, default_value_t = 512)]
     pub rx_size: u32,
@@ -242,6 +248,7 @@ impl Common {
             cost_ns: self.cost_ns,
             gen_batch: self.gen_batch,
             rx_napi_thread: self.rx_napi_thread,
+            sink_on_router_cpu: self.sink_on_router_cpu,
             rx_size: self.rx_size,
             tx_batch: self.tx_batch,
             router_bin: self.router_bin.clone(),

@@ -238,6 +238,7 @@ pub fn measure_once(
         .run(|| OpenSink::open(sink_cfg, &c.sink_backend.on(addr::SINK_IF)))
         .and_then(|r| r)
         .step(|| "sink".into())?;
+    steer_sink_receive(topo, c, matches!(sink, OpenSink::Udp(_)))?;
     let before = Before::read(act, c.router_cpu);
     let sink_stop = AtomicBool::new(false);
     let (gen, sink_rep) = std::thread::scope(|sc| -> Result<(GenReport, SinkReport)> {
@@ -273,6 +274,46 @@ pub fn measure_once(
         sink: sink_rep,
         extra,
     })
+}
+
+/// Where the sink's receive runs. A veth transmit hands the frame to its peer on the sending
+/// CPU, so without this the sink veth's receive (its XDP program or the UDP stack) runs in
+/// softirq on the router's CPU, billed to whatever target transmitted. Here it runs on the
+/// generator's CPU instead: RPS to that CPU (the UDP sink's backlog) and, once the XDP sink has
+/// given the veth its NAPI, threaded NAPI with the thread pinned there. With
+/// `sink_on_router_cpu` both are turned off, which is how the testbed measured before.
+fn steer_sink_receive(topo: &Topology, c: &Options, udp: bool) -> Result<()> {
+    let net = format!("/sys/class/net/{}", addr::SINK_IF);
+    let sh = |cmd: String| topo.sink.exec(&["sh", "-c", &cmd]);
+    let mask = if c.sink_on_router_cpu {
+        "0".to_string()
+    } else {
+        format!("{:x}", 1u64 << c.gen_cpu)
+    };
+    sh(format!(
+        "for q in {net}/queues/rx-*/rps_cpus; do echo {mask} > $q; done"
+    ))
+    .step(|| "RPS for the sink veth".into())?;
+    if c.sink_on_router_cpu {
+        // Refused when the veth has no NAPI (UDP sink): then there is nothing threaded.
+        let _ = sh(format!("echo 0 > {net}/threaded"));
+        return Ok(());
+    }
+    if udp {
+        return Ok(());
+    }
+    sh(format!("echo 1 > {net}/threaded")).step(|| "threaded NAPI for the sink veth".into())?;
+    // It shares the generator's CPU and must not wait behind it (the veth's ring would
+    // overflow and count as loss): real-time priority, as the UDP sink's thread has.
+    let threads = host::napi_threads(addr::SINK_IF);
+    if threads.is_empty() {
+        return Err(LabError::Failed(
+            "no NAPI thread appeared for the sink veth".into(),
+        ));
+    }
+    host::pin_threads(&threads, c.gen_cpu)
+        .and_then(|()| host::fifo_threads(&threads, 50))
+        .map_err(|e| LabError::Failed(format!("sink NAPI thread: {e}")))
 }
 
 /// The row of a point (round 1).

@@ -146,6 +146,10 @@ pub struct Options {
     pub gen_batch: usize,
     /// Threaded NAPI for the router's ingress veth, its kernel thread pinned to `router_cpu`.
     pub rx_napi_thread: bool,
+    /// Leave the sink veth's receive where a veth puts it: in softirq on the CPU that
+    /// transmitted, i.e. the router's (how the testbed measured before). Default: it runs on
+    /// `gen_cpu` (threaded NAPI and RPS), so the router's CPU does only router work.
+    pub sink_on_router_cpu: bool,
     /// llrouter targets: Rx ring entries per class socket (power of two).
     pub rx_size: u32,
     /// llrouter targets: BE frames held back before a transmit kick.
@@ -191,6 +195,7 @@ impl Options {
             gen_batch: 32,
             rx_size: 512,
             rx_napi_thread: false,
+            sink_on_router_cpu: false,
             router_bin: None,
             be_ttl: 64,
             workers: 1,

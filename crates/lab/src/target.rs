@@ -148,19 +148,8 @@ fn pin_new_napi_threads(before: &[u32], router_cpu: usize) -> Result<()> {
             "rx-napi-thread: no NAPI thread appeared for the router's ingress veth".into(),
         ));
     }
-    for pid in ours {
-        let st = std::process::Command::new("taskset")
-            .args(["-pc", &router_cpu.to_string(), &pid.to_string()])
-            .stdout(std::process::Stdio::null())
-            .status()
-            .map_err(|e| LabError::io("taskset", e))?;
-        if !st.success() {
-            return Err(LabError::Failed(format!(
-                "rx-napi-thread: taskset -pc {router_cpu} {pid} failed"
-            )));
-        }
-    }
-    Ok(())
+    host::pin_threads(&ours, router_cpu)
+        .map_err(|e| LabError::Failed(format!("rx-napi-thread: {e}")))
 }
 
 impl Drop for Active<'_> {
