@@ -152,6 +152,14 @@ pub struct SimArgs {
     /// Service time distribution.
     #[arg(long, value_enum, default_value_t = DistKind::Det)]
     pub service_dist: DistKind,
+    /// Fixed CPU cost of a grant in ns, on top of each frame's service time (the live
+    /// worker's per-grant work; `llrouter_ring_grant_seconds_total` ÷ grants against frames
+    /// per grant calibrates it).
+    #[arg(long, default_value_t = 0.0)]
+    pub grant_ns: f64,
+    /// Frames per grant at most (the live worker's `batch`; 0: the engine's allowance only).
+    #[arg(long, default_value_t = 0)]
+    pub max_grant: u32,
     /// Add paper 001's extra latency T+ = 4·T_DMA + 2·8·x to every packet.
     #[arg(long, value_enum, default_value_t = OnOff::Off)]
     pub extra_latency: OnOff,
@@ -387,8 +395,16 @@ impl SimArgs {
                 DistKind::Det => ServiceDist::Deterministic,
                 DistKind::Exp => ServiceDist::Exponential,
             },
+            grant_ns: self.grant_ns,
+            max_grant: self.max_grant,
             ..ServiceModel::default()
         };
+        if !(self.grant_ns >= 0.0 && self.grant_ns.is_finite()) {
+            return Err(usage(
+                "grant-ns",
+                format!("{}: must be 0 or more ns", self.grant_ns),
+            ));
+        }
         if let Some(cal) = &self.calibration {
             let v = parse_values("calibration", cal)?;
             if v.len() != 3 || v.iter().any(|x| *x < 0.0) {

@@ -69,7 +69,10 @@ pub enum ServiceDist {
     Exponential,
 }
 
-/// Service time `x = a·S + b + c` (paper 001), or a fixed override.
+/// Service time `x = a·S + b + c` (paper 001), or a fixed override; and the live worker's
+/// grant shape: a fixed CPU cost `grant_ns` per grant (receive ring indices, fill-ring refill,
+/// transmit decision: work a grant costs whatever its size), grants of at most `max_grant`
+/// frames (the worker's `batch`; 0: the engine's allowance only).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ServiceModel {
     pub a_ns_per_byte: f64,
@@ -77,6 +80,8 @@ pub struct ServiceModel {
     pub c_ns: f64,
     pub override_ns: Option<f64>,
     pub dist: ServiceDist,
+    pub grant_ns: f64,
+    pub max_grant: u32,
 }
 
 impl Default for ServiceModel {
@@ -87,6 +92,8 @@ impl Default for ServiceModel {
             c_ns: model::CAL_C_NS,
             override_ns: None,
             dist: ServiceDist::Deterministic,
+            grant_ns: 0.0,
+            max_grant: 0,
         }
     }
 }
@@ -401,6 +408,9 @@ struct Core {
     busy_ns: f64,
     /// `budget = "auto"`: the controller of this core's engine.
     auto: Option<AutoBudget>,
+    /// The grant the last packet belonged to: ring, the engine's allowance at that pick, and
+    /// frames served in it (`None` after the core went idle).
+    grant: Option<(usize, u32, u32)>,
 }
 
 struct Stream {
@@ -506,6 +516,7 @@ impl<'a> Sim<'a> {
                 cur: None,
                 busy_ns: 0.0,
                 auto: AutoBudget::new(&layout),
+                grant: None,
             })
             .collect();
         let streams = streams(cfg, &mut rng);
@@ -623,7 +634,14 @@ impl<'a> Sim<'a> {
                     core.state = State::Waking;
                     core.t_done = ta + cost;
                 }
-                State::Idle => start_next(core, ta, self.x_mean, self.exp_service, &mut self.rng),
+                State::Idle => start_next(
+                    core,
+                    ta,
+                    self.x_mean,
+                    self.exp_service,
+                    &cfg.service,
+                    &mut self.rng,
+                ),
                 // An interrupt taken while busy delays the work in hand.
                 State::Waking | State::Serving => core.t_done += cost,
             }
@@ -655,7 +673,14 @@ impl<'a> Sim<'a> {
                 }
             }
         }
-        start_next(core, tc, self.x_mean, self.exp_service, &mut self.rng);
+        start_next(
+            core,
+            tc,
+            self.x_mean,
+            self.exp_service,
+            &self.cfg.service,
+            &mut self.rng,
+        );
     }
 
     fn result(&self) -> SimResult {
@@ -914,21 +939,40 @@ fn start_next(
     t: f64,
     x_mean: f64,
     exp_service: bool,
+    service: &ServiceModel,
     rng: &mut Xoshiro256PlusPlus,
 ) {
     match core.engine.pick(&core.rings[..]) {
         None => {
             core.state = State::Idle;
             core.t_done = f64::INFINITY;
+            core.grant = None;
         }
         Some(g) => {
             let pkt = core.rings[g.ring]
                 .pop()
                 .expect("the engine grants only non-empty rings");
-            let x = if exp_service {
+            let mut x = if exp_service {
                 exp_sample(rng, x_mean)
             } else {
                 x_mean
+            };
+            // The simulator takes one packet per pick; picks continue the live worker's grant
+            // while they stay on its ring within one allowance (each one less than the last)
+            // and under its frame cap. The first packet of a grant carries the grant's cost.
+            let cap = if service.max_grant == 0 {
+                u32::MAX
+            } else {
+                service.max_grant
+            };
+            core.grant = match core.grant {
+                Some((ring, max, n)) if ring == g.ring && g.max + 1 == max && n < cap => {
+                    Some((ring, g.max, n + 1))
+                }
+                _ => {
+                    x += service.grant_ns;
+                    Some((g.ring, g.max, 1))
+                }
             };
             core.state = State::Serving;
             core.t_done = t + x;

@@ -282,6 +282,50 @@ fn auto_budget_keeps_rt_within_its_target_as_the_rt_share_climbs() {
     }
 }
 
+/// A fixed cost per grant: under overload with both classes always waiting, SQ's 64-frame
+/// grants spread it over 64 frames, LL-WFQ's cycle of a 60-frame RT and a 4-frame BE grant
+/// over 32 — throughput 1/(x + c_g/64) and 1/(x + c_g/32); without it both forward 1/x.
+#[test]
+fn a_per_grant_cost_makes_small_grants_dearer() {
+    let forwarded = |strategy, grant_ns: f64| {
+        let mut c = cfg(
+            strategy,
+            &["rt", "be"],
+            &[0.5, 0.5],
+            3.0,
+            ServiceDist::Deterministic,
+        );
+        c.ring_size = 512;
+        c.packets = 600_000;
+        c.service.grant_ns = grant_ns;
+        let r = run(&c).unwrap();
+        let delivered: u64 = r.classes.iter().map(|k| k.delivered).sum();
+        delivered as f64 * 1e9 / r.sim_time_ns
+    };
+    let (sq0, wfq0) = (
+        forwarded(StrategyKind::Sq, 0.0),
+        forwarded(StrategyKind::LlWfq, 0.0),
+    );
+    for v in [sq0, wfq0] {
+        assert!((v * X / 1e9 - 1.0).abs() < 0.01, "no grant cost: {v} pps");
+    }
+    let c_g = 2_000.0;
+    let (sq, wfq) = (
+        forwarded(StrategyKind::Sq, c_g),
+        forwarded(StrategyKind::LlWfq, c_g),
+    );
+    let sq_model = 1e9 / (X + c_g / 64.0);
+    assert!(
+        (sq / sq_model - 1.0).abs() < 0.01,
+        "sq {sq} pps, model {sq_model}"
+    );
+    let wfq_model = 1e9 / (X + c_g / 32.0);
+    assert!(
+        (wfq / wfq_model - 1.0).abs() < 0.01,
+        "ll-wfq {wfq} pps, model {wfq_model}"
+    );
+}
+
 #[test]
 fn low_latency_strategies_protect_rt_under_overload() {
     let mut base = cfg(
