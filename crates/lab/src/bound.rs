@@ -128,6 +128,44 @@ pub fn at_point(
     })
 }
 
+/// One ring's grants during a point, summed over workers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GrantShape {
+    pub frames_per_grant: f64,
+    pub ns_per_grant: f64,
+}
+
+/// The grants of the highest ring (ring 0) and of the lowest (the last; under `sq` the only
+/// one, which then is reported as the lowest) between the snapshots `a` and `b`: the live
+/// figures that calibrate the simulator's per-grant cost (`c_g + frames·x`).
+pub fn grant_shapes(
+    a: &MetricsSnapshot,
+    b: &MetricsSnapshot,
+) -> (Option<GrantShape>, Option<GrantShape>) {
+    let last = b.rings.iter().map(|r| r.ring).max();
+    let shape = |ring: u32| -> Option<GrantShape> {
+        let (mut grants, mut served, mut secs) = (0u64, 0u64, 0.0f64);
+        for r in b.rings.iter().filter(|r| r.ring == ring) {
+            let p = a
+                .rings
+                .iter()
+                .find(|p| p.worker == r.worker && p.device == r.device && p.ring == r.ring);
+            grants += r.grants - p.map_or(0, |p| p.grants.min(r.grants));
+            served += r.served - p.map_or(0, |p| p.served.min(r.served));
+            secs += (r.grant_seconds - p.map_or(0.0, |p| p.grant_seconds)).max(0.0);
+        }
+        (grants > 0).then(|| GrantShape {
+            frames_per_grant: served as f64 / grants as f64,
+            ns_per_grant: secs * 1e9 / grants as f64,
+        })
+    };
+    match last {
+        Some(0) => (None, shape(0)),
+        Some(l) => (shape(0), shape(l)),
+        None => (None, None),
+    }
+}
+
 /// The bucket `(low, high]` of `h`'s 0.99-quantile, µs.
 fn p99_bucket_us(h: &Histogram) -> Option<(f64, f64)> {
     let hi = h.quantile_bound(0.99)?;
@@ -224,6 +262,40 @@ mod tests {
             ..within
         };
         assert_eq!(saturated.verdict(), Some(Verdict::Beyond));
+    }
+
+    #[test]
+    fn grant_shapes_per_ring_over_the_point() {
+        let mut r0 = ring(0, "rt", 100, 0.001, 60, &[]);
+        r0.grants = 10;
+        let mut r1 = ring(1, "be", 400, 0.004, 4, &[]);
+        r1.grants = 100;
+        let a = snap("ll-wfq", vec![r0.clone(), r1.clone()]);
+        // 20 RT grants of 11 frames for 0.002 s; 250 BE grants of 4 frames for 0.005 s.
+        r0.grants += 20;
+        r0.served += 220;
+        r0.grant_seconds += 0.002;
+        r1.grants += 250;
+        r1.served += 1_000;
+        r1.grant_seconds += 0.005;
+        let b = snap("ll-wfq", vec![r0, r1]);
+        let (hi, lo) = grant_shapes(&a, &b);
+        let (hi, lo) = (hi.unwrap(), lo.unwrap());
+        assert!(
+            (hi.frames_per_grant - 11.0).abs() < 1e-9 && (hi.ns_per_grant - 100_000.0).abs() < 1e-3
+        );
+        assert!(
+            (lo.frames_per_grant - 4.0).abs() < 1e-9 && (lo.ns_per_grant - 20_000.0).abs() < 1e-3
+        );
+        // sq: the one ring is the lowest.
+        let mut all = ring(0, "all", 0, 0.0, 64, &[]);
+        let a = snap("sq", vec![all.clone()]);
+        all.grants = 2;
+        all.served = 64;
+        all.grant_seconds = 0.0001;
+        let (hi, lo) = grant_shapes(&a, &snap("sq", vec![all]));
+        assert_eq!(hi, None);
+        assert!((lo.unwrap().frames_per_grant - 32.0).abs() < 1e-9);
     }
 
     #[test]

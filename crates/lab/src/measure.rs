@@ -76,6 +76,17 @@ pub struct Row {
     pub rt_ring_p99_us: f64,
     #[serde(default)]
     pub within_tmax: String,
+    /// llrouter targets: frames and worker CPU ns per grant of the highest ring (NaN under
+    /// `sq`) and of the lowest ring (`sq`: its only ring) — what calibrates the simulator's
+    /// per-grant cost.
+    #[serde(default)]
+    pub hi_frames_per_grant: f64,
+    #[serde(default)]
+    pub hi_ns_per_grant: f64,
+    #[serde(default)]
+    pub lo_frames_per_grant: f64,
+    #[serde(default)]
+    pub lo_ns_per_grant: f64,
 }
 
 /// A point during which some CPU lost more than this share (%) to steal is measured once more
@@ -337,6 +348,7 @@ pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: &Po
     let received = rt.seq.unique + be.seq.unique;
     let secs = g.duration_s.max(1e-9);
     let m = (x.counters.as_ref()).and_then(|(a, b)| bound::at_point(a, b, g.sent_rt, g.duration_s));
+    let (hi, lo) = (x.counters.as_ref()).map_or((None, None), |(a, b)| bound::grant_shapes(a, b));
     let (p99_lo, p99_hi) = m
         .and_then(|m| m.rt_ring_p99_us)
         .unwrap_or((f64::NAN, f64::NAN));
@@ -380,6 +392,10 @@ pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: &Po
         rt_ring_p99_lo_us: p99_lo,
         rt_ring_p99_us: p99_hi,
         within_tmax: (m.and_then(|m| m.verdict())).map_or(String::new(), |v| v.name().into()),
+        hi_frames_per_grant: hi.map_or(f64::NAN, |g| g.frames_per_grant),
+        hi_ns_per_grant: hi.map_or(f64::NAN, |g| g.ns_per_grant),
+        lo_frames_per_grant: lo.map_or(f64::NAN, |g| g.frames_per_grant),
+        lo_ns_per_grant: lo.map_or(f64::NAN, |g| g.ns_per_grant),
     }
 }
 

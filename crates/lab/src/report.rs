@@ -70,6 +70,10 @@ pub struct CsvRow<'a> {
     rt_ring_p99_lo_us: Fixed<0>,
     rt_ring_p99_us: Fixed<0>,
     within_tmax: &'a str,
+    hi_frames_per_grant: Fixed<2>,
+    hi_ns_per_grant: Fixed<0>,
+    lo_frames_per_grant: Fixed<2>,
+    lo_ns_per_grant: Fixed<0>,
 }
 
 impl<'a> From<&'a Row> for CsvRow<'a> {
@@ -110,6 +114,10 @@ impl<'a> From<&'a Row> for CsvRow<'a> {
             rt_ring_p99_lo_us: Fixed(r.rt_ring_p99_lo_us),
             rt_ring_p99_us: Fixed(r.rt_ring_p99_us),
             within_tmax: &r.within_tmax,
+            hi_frames_per_grant: Fixed(r.hi_frames_per_grant),
+            hi_ns_per_grant: Fixed(r.hi_ns_per_grant),
+            lo_frames_per_grant: Fixed(r.lo_frames_per_grant),
+            lo_ns_per_grant: Fixed(r.lo_ns_per_grant),
         }
     }
 }
@@ -164,7 +172,7 @@ pub fn write_csv<T: Serialize>(path: &Path, rows: &[T], empty_header: &str) -> R
 }
 
 /// The header of `results.csv`.
-pub const RESULTS_HEADER: &str = "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt,round,wakeups_per_s,steal_pct,router_softirq_pct,attempts,x_ns,rho_rt,be_budget,tmax_us,rt_ring_p99_lo_us,rt_ring_p99_us,within_tmax";
+pub const RESULTS_HEADER: &str = "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt,round,wakeups_per_s,steal_pct,router_softirq_pct,attempts,x_ns,rho_rt,be_budget,tmax_us,rt_ring_p99_lo_us,rt_ring_p99_us,within_tmax,hi_frames_per_grant,hi_ns_per_grant,lo_frames_per_grant,lo_ns_per_grant";
 
 /// The header of `mlffr.csv`.
 pub const MLFFR_HEADER: &str = "target,round,mlffr_pps,loss_tolerance,generator_limited";
@@ -617,7 +625,7 @@ mod tests {
         assert_eq!(lines.next(), Some(RESULTS_HEADER));
         assert_eq!(
             lines.next(),
-            Some("llrouter:ll-wfq,0.3,20000,0,0,0,0,0,0.500000,0.000000,0,0,0.00,0.00,12.35,0.00,0.00,0.00,0.00,0.00,0,0.123,812.3,2,NaN,7.2,41.0,2,0.0,0.0000,0,0.00,0,0,")
+            Some("llrouter:ll-wfq,0.3,20000,0,0,0,0,0,0.500000,0.000000,0,0,0.00,0.00,12.35,0.00,0.00,0.00,0.00,0.00,0,0.123,812.3,2,NaN,7.2,41.0,2,0.0,0.0000,0,0.00,0,0,,0.00,0,0.00,0")
         );
         assert_eq!(
             csv_text::<CsvRow<'_>>(&[], RESULTS_HEADER).unwrap(),
