@@ -11,6 +11,7 @@ use crate::options::{Options, Target};
 use crate::plot::{line_chart, Series};
 use crate::summary::Mlffr;
 use crate::{choice_name, LabError, Result};
+use llr_core::sched::StrategyKind;
 
 /// A number written with `D` decimals (`{:.D}`; NaN as `NaN`).
 #[derive(Debug, Clone, Copy)]
@@ -543,6 +544,98 @@ fn model_md(s: &mut String, rows: &[Row]) {
     }
 }
 
+/// The per-grant cost section: `ns per grant = c_g + frames · x` fitted over the overloaded
+/// llrouter points' highest and lowest rings, and what the simulator with that cost predicts for
+/// ll-wfq's forwarded rate against sq's at each RT share where both were measured.
+fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row]) {
+    let over: Vec<&Row> = (rows.iter())
+        .filter(|r| r.target.starts_with("llrouter:") && r.loss_be > 0.01)
+        .collect();
+    let pts: Vec<(f64, f64)> = (over.iter())
+        .flat_map(|r| {
+            [
+                (r.hi_frames_per_grant, r.hi_ns_per_grant),
+                (r.lo_frames_per_grant, r.lo_ns_per_grant),
+            ]
+        })
+        .collect();
+    let Some((c_g, x)) = llr_sim::model::fit_grant_cost(&pts) else {
+        return;
+    };
+    let _ = write!(
+        s,
+        "\n## The cost of a grant (issue 16)\n\nFitted over the {} ring figures of the {} overloaded llrouter points (BE loss > 1 %): \
+         ns per grant = c_g + frames · x with **c_g = {c_g:.0} ns, x = {x:.0} ns** (the worker caps a grant at 32 frames).\n\n\
+         | target | ring | frames per grant | ns per grant | fit |\n|---|---|---|---|---|\n",
+        pts.iter().filter(|(n, t)| n.is_finite() && t.is_finite()).count(),
+        over.len()
+    );
+    for r in &over {
+        for (ring, n, t) in [
+            ("highest", r.hi_frames_per_grant, r.hi_ns_per_grant),
+            ("lowest", r.lo_frames_per_grant, r.lo_ns_per_grant),
+        ] {
+            if n.is_finite() && t.is_finite() {
+                let _ = writeln!(
+                    s,
+                    "| {} (RT {}, {:.0} pps) | {ring} | {n:.1} | {t:.0} | {:.0} |",
+                    r.target,
+                    r.rt_share,
+                    r.offered_pps,
+                    c_g + n * x
+                );
+            }
+        }
+    }
+    let fwd = |label: &str, share: f64| -> Option<f64> {
+        let v: Vec<f64> = (over.iter())
+            .filter(|r| r.target == label && r.rt_share == share)
+            .map(|r| r.throughput_pps)
+            .collect();
+        crate::summary::spread(&v).map(|(m, _, _)| m)
+    };
+    let mut shares: Vec<f64> = over.iter().map(|r| r.rt_share).collect();
+    shares.sort_by(f64::total_cmp);
+    shares.dedup();
+    let mut lines = String::new();
+    for share in shares {
+        let (Some(sq), Some(wfq)) = (fwd("llrouter:sq", share), fwd("llrouter:ll-wfq", share))
+        else {
+            continue;
+        };
+        let sim = |kind: StrategyKind| -> Option<f64> {
+            let sched = llr_core::sched::SchedConfig::new(kind, &["rt", "be"])
+                .with_budgets(&[c.budgets.rt, c.budgets.be]);
+            let mut cfg = llr_sim::SimConfig::paper000(sched, share, 3.0, 300_000);
+            cfg.sched.device_budget = c.device_budget;
+            cfg.ring_size = c.rx_size as usize;
+            cfg.service.override_ns = Some(x.max(1.0));
+            cfg.service.grant_ns = c_g.max(0.0);
+            cfg.service.max_grant = 32;
+            let r = llr_sim::run(&cfg).ok()?;
+            let delivered: u64 = r.classes.iter().map(|k| k.delivered).sum();
+            Some(delivered as f64 * 1e9 / r.sim_time_ns)
+        };
+        if let (Some(p_sq), Some(p_wfq)) = (sim(StrategyKind::Sq), sim(StrategyKind::LlWfq)) {
+            let _ = writeln!(
+                lines,
+                "| {share} | {:.0} | {:.0} | **{:.3}** | {:.0} | {:.0} | **{:.3}** |",
+                sq,
+                wfq,
+                wfq / sq,
+                p_sq,
+                p_wfq,
+                p_wfq / p_sq
+            );
+        }
+    }
+    if !lines.is_empty() {
+        s.push_str("\nll-wfq against sq, forwarded pps (median over rounds) and the simulator at 3× overload with that c_g and x (c_g < 0 is taken as 0):\n\n\
+            | RT share | sq | ll-wfq | ratio | sim sq | sim ll-wfq | sim ratio |\n|---|---|---|---|---|---|---|\n");
+        s.push_str(&lines);
+    }
+}
+
 /// `report.md` of a sweep: setup, the rows, findings, targets not measured, plots.
 pub fn report_md(c: &Options, rows: &[Row], plots: &[String], errors: &[String]) -> String {
     let mut s = String::from("# llrouter testbed run\n\n## Setup\n\n");
@@ -560,6 +653,7 @@ pub fn report_md(c: &Options, rows: &[Row], plots: &[String], errors: &[String])
         );
     }
     model_md(&mut s, rows);
+    grant_cost_md(&mut s, c, rows);
     s.push_str("\n## Findings (computed from the rows above)\n\n");
     findings_md(&mut s, rows);
     for e in errors {
@@ -600,6 +694,60 @@ mod tests {
         // Rate reached and loss: the router.
         assert!(limit_note(&r(2e6, 2e6, 0.7)).contains("router was the limit"));
         assert_eq!(limit_note(&r(2e6, 2e6, 0.0)), "");
+    }
+
+    #[test]
+    fn the_grant_cost_is_fitted_over_overloaded_rows_and_simulated() {
+        let row = |target: &str, hi: (f64, f64), lo: (f64, f64), fwd: f64| Row {
+            target: target.into(),
+            rt_share: 0.3,
+            offered_pps: 3e6,
+            loss_be: 0.5,
+            throughput_pps: fwd,
+            hi_frames_per_grant: hi.0,
+            hi_ns_per_grant: hi.1,
+            lo_frames_per_grant: lo.0,
+            lo_ns_per_grant: lo.1,
+            ..Default::default()
+        };
+        // On the line 1000 + 2000·n exactly.
+        let rows = [
+            row(
+                "llrouter:sq",
+                (f64::NAN, f64::NAN),
+                (32.0, 65_000.0),
+                480_000.0,
+            ),
+            row(
+                "llrouter:ll-wfq",
+                (10.0, 21_000.0),
+                (4.0, 9_000.0),
+                440_000.0,
+            ),
+            row(
+                "kernel",
+                (f64::NAN, f64::NAN),
+                (f64::NAN, f64::NAN),
+                400_000.0,
+            ),
+        ];
+        let c = Options::new(&[Target::Kernel], "/tmp".into());
+        let mut s = String::new();
+        grant_cost_md(&mut s, &c, &rows);
+        assert!(s.contains("c_g = 1000 ns, x = 2000 ns"), "{s}");
+        assert!(s.contains("| 0.3 | 480000 | 440000 | **0.917** |"), "{s}");
+        assert!(s.contains("sim ratio"), "{s}");
+        // Not overloaded: nothing to fit.
+        let calm: Vec<Row> = rows
+            .iter()
+            .map(|r| Row {
+                loss_be: 0.0,
+                ..r.clone()
+            })
+            .collect();
+        let mut s = String::new();
+        grant_cost_md(&mut s, &c, &calm);
+        assert!(s.is_empty(), "{s}");
     }
 
     #[test]

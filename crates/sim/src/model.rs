@@ -27,6 +27,25 @@ pub fn extra_latency_ns(service_ns: f64) -> f64 {
 
 pub use llr_core::sched::bound::{max_budget, tmax_ns};
 
+/// Least-squares fit of `ns_per_grant = c_g + frames_per_grant · x` over `(frames, ns)`
+/// points (per ring and point, from the live worker's grant counters): `(c_g, x)`. `None` with
+/// fewer than two distinct grant sizes.
+pub fn fit_grant_cost(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let pts: Vec<(f64, f64)> = (points.iter().copied())
+        .filter(|(n, t)| n.is_finite() && t.is_finite() && *n > 0.0)
+        .collect();
+    let k = pts.len() as f64;
+    let (sx, sy) = pts.iter().fold((0.0, 0.0), |(a, b), (n, t)| (a + n, b + t));
+    let (mx, my) = (sx / k, sy / k);
+    let sxx: f64 = pts.iter().map(|(n, _)| (n - mx).powi(2)).sum();
+    let sxy: f64 = pts.iter().map(|(n, t)| (n - mx) * (t - my)).sum();
+    if pts.len() < 2 || sxx <= 1e-9 * k {
+        return None;
+    }
+    let x = sxy / sxx;
+    Some((my - x * mx, x))
+}
+
 /// A model query's answer, as printed by `llrouter model --json`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ModelReport {
@@ -45,6 +64,18 @@ pub struct ModelReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grant_cost_fit_recovers_a_line() {
+        let pts: Vec<(f64, f64)> = [4.0, 11.0, 32.0]
+            .iter()
+            .map(|&n| (n, 900.0 + 2000.0 * n))
+            .collect();
+        let (c, x) = fit_grant_cost(&pts).unwrap();
+        assert!((c - 900.0).abs() < 1e-6 && (x - 2000.0).abs() < 1e-9);
+        assert_eq!(fit_grant_cost(&[(4.0, 1.0), (4.0, 2.0)]), None);
+        assert_eq!(fit_grant_cost(&[(4.0, 1.0)]), None);
+    }
 
     #[test]
     fn paper001_service_time() {
