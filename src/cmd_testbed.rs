@@ -190,12 +190,13 @@ pub struct Common {
     /// worker (`--wake interrupt`): a busy-polling worker on the same CPU starves the thread.
     #[arg(long)]
     pub rx_napi_thread: bool,
-    /// Leave the sink veth's receive (its XDP program or UDP stack) in softirq on the router's
-    /// CPU, inside the router's transmit, as the testbed measured before. By default it runs
-    /// on the generator's CPU (threaded NAPI for the sink veth and RPS, pinned there), so the
-    /// router's CPU does only router work, for every target alike.
+    /// Run the sink veth's receive (its XDP program or UDP stack) on the generator's CPU
+    /// (threaded NAPI for the sink veth, pinned there at real-time priority, and RPS) instead
+    /// of in softirq on the router's CPU inside the router's transmit, for every target alike.
+    /// On a 2-core machine that CPU then also carries the generator and the router's ingress
+    /// receive (see docs/measurements.md before trusting loss figures with it).
     #[arg(long)]
-    pub sink_on_router_cpu: bool,
+    pub sink_on_gen_cpu: bool,
     /// llrouter targets: Rx ring entries per class socket (power of two; 512 as in paper 000).
     #[arg(long, default_value_t = 512)]
     pub rx_size: u32,
@@ -248,7 +249,7 @@ impl Common {
             cost_ns: self.cost_ns,
             gen_batch: self.gen_batch,
             rx_napi_thread: self.rx_napi_thread,
-            sink_on_router_cpu: self.sink_on_router_cpu,
+            sink_on_gen_cpu: self.sink_on_gen_cpu,
             rx_size: self.rx_size,
             tx_batch: self.tx_batch,
             router_bin: self.router_bin.clone(),

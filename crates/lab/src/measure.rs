@@ -290,13 +290,13 @@ pub fn measure_once(
 /// Where the sink's receive runs. A veth transmit hands the frame to its peer on the sending
 /// CPU, so without this the sink veth's receive (its XDP program or the UDP stack) runs in
 /// softirq on the router's CPU, billed to whatever target transmitted. Here it runs on the
-/// generator's CPU instead: RPS to that CPU (the UDP sink's backlog) and, once the XDP sink has
-/// given the veth its NAPI, threaded NAPI with the thread pinned there. With
-/// `sink_on_router_cpu` both are turned off, which is how the testbed measured before.
+/// generator's CPU instead when `sink_on_gen_cpu` asks: RPS to that CPU (the UDP sink's
+/// backlog) and, once the XDP sink has given the veth its NAPI, threaded NAPI with the thread
+/// pinned there. Otherwise both are turned off (the default placement).
 fn steer_sink_receive(topo: &Topology, c: &Options, udp: bool) -> Result<()> {
     let net = format!("/sys/class/net/{}", addr::SINK_IF);
     let sh = |cmd: String| topo.sink.exec(&["sh", "-c", &cmd]);
-    let mask = if c.sink_on_router_cpu {
+    let mask = if !c.sink_on_gen_cpu {
         "0".to_string()
     } else {
         format!("{:x}", 1u64 << c.gen_cpu)
@@ -305,7 +305,7 @@ fn steer_sink_receive(topo: &Topology, c: &Options, udp: bool) -> Result<()> {
         "for q in {net}/queues/rx-*/rps_cpus; do echo {mask} > $q; done"
     ))
     .step(|| "RPS for the sink veth".into())?;
-    if c.sink_on_router_cpu {
+    if !c.sink_on_gen_cpu {
         // Refused when the veth has no NAPI (UDP sink): then there is nothing threaded.
         let _ = sh(format!("echo 0 > {net}/threaded"));
         return Ok(());

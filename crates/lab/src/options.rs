@@ -146,10 +146,12 @@ pub struct Options {
     pub gen_batch: usize,
     /// Threaded NAPI for the router's ingress veth, its kernel thread pinned to `router_cpu`.
     pub rx_napi_thread: bool,
-    /// Leave the sink veth's receive where a veth puts it: in softirq on the CPU that
-    /// transmitted, i.e. the router's (how the testbed measured before). Default: it runs on
-    /// `gen_cpu` (threaded NAPI and RPS), so the router's CPU does only router work.
-    pub sink_on_router_cpu: bool,
+    /// Move the sink veth's receive off the router's CPU onto `gen_cpu` (threaded NAPI and
+    /// RPS). Off by default: a veth puts it in softirq on the CPU that transmitted, the
+    /// router's. On a 2-core machine `gen_cpu` then carries the generator, the router's
+    /// ingress receive and the sink, and class-blind losses upstream of the router appeared
+    /// (docs/measurements.md).
+    pub sink_on_gen_cpu: bool,
     /// llrouter targets: Rx ring entries per class socket (power of two).
     pub rx_size: u32,
     /// llrouter targets: BE frames held back before a transmit kick.
@@ -195,7 +197,7 @@ impl Options {
             gen_batch: 32,
             rx_size: 512,
             rx_napi_thread: false,
-            sink_on_router_cpu: false,
+            sink_on_gen_cpu: false,
             router_bin: None,
             be_ttl: 64,
             workers: 1,
