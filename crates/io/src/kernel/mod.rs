@@ -512,6 +512,9 @@ pub fn build_seeded(spec: &MirrorSpec) -> Result<(Forwarder, Seed)> {
     let view = dump_view(&mut dumper, spec)?;
     let mut f = Forwarder::new();
     mirror.sync_all(&mut f, view);
+    // The dump is gone now, but glibc keeps the freed heap pages of its maps resident until
+    // trimmed, and the mirror thread only trims after its own dumps (minutes away).
+    crate::sys::release_free_memory();
     Ok((
         f,
         Seed {
