@@ -58,7 +58,7 @@ proptest! {
         for op in ops {
             match op {
                 Op::Insert(a, l, v) => {
-                    let old = t.insert(a, l, v).unwrap();
+                    let old = t.insert_tagged(a, l, v, (v % 1024) as u16).unwrap();
                     prop_assert_eq!(old, naive.insert((a & mask32(l), l), v));
                     interesting.extend([a, a ^ 1, a | 0xff, a & !0xff, a.wrapping_add(1 << (32 - u32::from(l.max(1))))]);
                 }
@@ -78,6 +78,9 @@ proptest! {
             }
         }
         prop_assert_eq!(t.len(), naive.len());
+        for (&(net, l), &v) in &naive {
+            prop_assert_eq!(t.get_tagged(net, l), Some((v, (v % 1024) as u16)));
+        }
     }
 
     #[test]
@@ -95,15 +98,23 @@ proptest! {
                 (0x2001_0db8_0123u128 << 80) | (a >> 44)
             };
             if ins {
-                prop_assert_eq!(t.insert(a, l, v).unwrap(), naive.insert((a & m(l), l), v));
+                // The tag rides along with the value (checked by exact gets below).
+                prop_assert_eq!(t.insert_tagged(a, l, v, v as u16).unwrap(), naive.insert((a & m(l), l), v));
             } else {
                 prop_assert_eq!(t.remove(a, l), naive.remove(&(a & m(l), l)));
             }
+            prop_assert_eq!(t.get_tagged(a, l), naive.get(&(a & m(l), l)).map(|&v| (v, v as u16)));
             interesting.extend([a, a ^ 1]);
             for &x in &interesting {
                 let want = naive.iter().filter(|((n, l), _)| x & m(*l) == *n).max_by_key(|((_, l), _)| *l).map(|(_, v)| *v);
                 prop_assert_eq!(t.lookup(x), want);
             }
         }
+        // Every record comes back as it went in, whatever the width of its key.
+        let mut all = t.to_vec();
+        all.sort_unstable();
+        let mut want: Vec<(u128, u8, u32)> = naive.iter().map(|(&(n, l), &v)| (n, l, v)).collect();
+        want.sort_unstable();
+        prop_assert_eq!(all, want);
     }
 }

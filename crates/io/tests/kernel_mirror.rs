@@ -254,6 +254,46 @@ fn kernel_changes_reach_the_forwarder_quickly() {
             "static neighbour overrides the kernel's"
         );
     }
+    // Several metrics for one prefix: the lowest wins, deleting it reveals the next.
+    let via = |f: &Forwarder| f.routes.lookup(ip("10.53.0.1")).map(|n| n.ifindex);
+    ns.ip(&[
+        "route",
+        "add",
+        "10.53.0.0/16",
+        "dev",
+        "mir-a",
+        "metric",
+        "100",
+    ])
+    .unwrap();
+    ns.ip(&[
+        "route",
+        "add",
+        "10.53.0.0/16",
+        "dev",
+        "mir-b",
+        "metric",
+        "10",
+    ])
+    .unwrap();
+    took.push(within(&fwd, "a lower metric", |f| via(f) == Some(b)));
+    ns.ip(&["route", "del", "10.53.0.0/16", "metric", "10"])
+        .unwrap();
+    took.push(within(&fwd, "the lower metric deleted", |f| {
+        via(f) == Some(a)
+    }));
+    // The lower metric again, for the re-dump below.
+    ns.ip(&[
+        "route",
+        "add",
+        "10.53.0.0/16",
+        "dev",
+        "mir-b",
+        "metric",
+        "10",
+    ])
+    .unwrap();
+    took.push(within(&fwd, "a lower metric again", |f| via(f) == Some(b)));
     // Links and addresses: a re-dump.
     ns.ip(&["addr", "add", "10.81.0.1/24", "dev", "mir-b"])
         .unwrap();
@@ -272,6 +312,14 @@ fn kernel_changes_reach_the_forwarder_quickly() {
         f.routes.lookup(ip("10.81.0.5")).is_none()
             && !f.interfaces.is_local_v4(u32::from_be_bytes([10, 81, 0, 1]))
     }));
+    // That was mir-b's last address: the kernel dropped the routes through mir-b with it, also
+    // without an event, so the re-dump finds only the higher metric left.
+    took.push(within(
+        &fwd,
+        "the lower metric gone with the address",
+        |f| via(f) == Some(a),
+    ));
+    assert!(progress.lock().unwrap().resyncs > 0, "there was a re-dump");
 
     stop.store(true, Ordering::Relaxed);
     let st = mirror.join().unwrap().unwrap();

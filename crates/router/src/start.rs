@@ -97,6 +97,7 @@ impl Router {
     /// socket is bound, the classifiers are attached and the sockets are open; see
     /// [`Running::wait_ready`] for the worker loop. Installs no signal handlers.
     pub fn start(cfg: RouterConfig, opts: StartOptions) -> Result<Running, RouterError> {
+        llr_io::sys::map_large_allocations();
         let steering = opts.steering.unwrap_or(cfg.steering);
         let r = cfg.resolve(|n| llr_io::ebpf::ifindex(n).ok())?;
         check_steering(&r, steering)?;

@@ -30,6 +30,11 @@ use super::hash::FxBuild;
 
 /// Largest value a route can carry (22 bits: the rest of an entry is flags and the depth).
 pub const MAX_VALUE: u32 = (1 << 22) - 1;
+/// Largest tag a prefix can carry: the writer's record of a prefix is a `u32` of which the value
+/// takes 22 bits, so the other 10 hold something the table's owner keeps beside the route at no
+/// extra cost (the route mirror: the kernel route's metric). Lookups never see it.
+pub const MAX_TAG: u16 = (1 << 10) - 1;
+const TAG_SHIFT: u32 = 22;
 
 // Entry layout: bit 31 valid, bit 30 group pointer, bits 22..30 prefix length (0..=128), bits
 // 0..22 value (or group index when bit 30 is set).
@@ -80,6 +85,8 @@ pub enum LpmError {
     ValueTooLarge,
     /// Every group of a level is in use.
     Full,
+    /// Tag above [`MAX_TAG`].
+    TagTooLarge,
 }
 
 impl core::fmt::Display for LpmError {
@@ -88,6 +95,7 @@ impl core::fmt::Display for LpmError {
             LpmError::BadLength => f.write_str("prefix length above the address width"),
             LpmError::ValueTooLarge => write!(f, "value above {MAX_VALUE}"),
             LpmError::Full => write!(f, "more than {MAX_GROUPS} groups at one level"),
+            LpmError::TagTooLarge => write!(f, "tag above {MAX_TAG}"),
         }
     }
 }
@@ -263,9 +271,102 @@ impl Drop for Reader {
     }
 }
 
+/// The writer's record of every prefix: one map per length, each keyed by the network's top bits
+/// in the narrowest key that holds them (a /48 is 12 bytes a bucket instead of 32 as a `u128`
+/// with its alignment), each value the route's value and tag (`value | tag << 22`).
+#[derive(Default)]
+struct Shadow {
+    /// Lengths 0..=32.
+    short: Vec<HashMap<u32, u32, FxBuild>>,
+    /// Lengths 33..=64.
+    mid: Vec<HashMap<[u32; 2], u32, FxBuild>>,
+    /// Lengths 65..=128.
+    long: Vec<HashMap<[u32; 4], u32, FxBuild>>,
+}
+
+/// `net` (left-aligned) as the key words of a map: the top `n` 32-bit words.
+fn words<const N: usize>(net: u128) -> [u32; N] {
+    core::array::from_fn(|i| (net >> (96 - 32 * i)) as u32)
+}
+
+fn unwords(w: &[u32]) -> u128 {
+    w.iter()
+        .enumerate()
+        .fold(0, |a, (i, &x)| a | u128::from(x) << (96 - 32 * i))
+}
+
+impl Shadow {
+    fn new(bits: u8) -> Shadow {
+        // Lengths 0..=min(bits, hi).
+        let upto = |hi: u8| usize::from(bits.min(hi)) + 1;
+        Shadow {
+            short: (0..upto(32)).map(|_| HashMap::default()).collect(),
+            mid: (upto(32)..upto(64)).map(|_| HashMap::default()).collect(),
+            long: (upto(64)..upto(128)).map(|_| HashMap::default()).collect(),
+        }
+    }
+
+    fn get(&self, len: u8, net: u128) -> Option<u32> {
+        let l = usize::from(len);
+        match len {
+            0..=32 => self.short.get(l)?.get(&words::<1>(net)[0]),
+            33..=64 => self.mid.get(l - 33)?.get(&words::<2>(net)),
+            _ => self.long.get(l - 65)?.get(&words::<4>(net)),
+        }
+        .copied()
+    }
+
+    fn insert(&mut self, len: u8, net: u128, v: u32) -> Option<u32> {
+        let l = usize::from(len);
+        match len {
+            0..=32 => self.short.get_mut(l)?.insert(words::<1>(net)[0], v),
+            33..=64 => self.mid.get_mut(l - 33)?.insert(words::<2>(net), v),
+            _ => self.long.get_mut(l - 65)?.insert(words::<4>(net), v),
+        }
+    }
+
+    fn remove(&mut self, len: u8, net: u128) -> Option<u32> {
+        let l = usize::from(len);
+        match len {
+            0..=32 => self.short.get_mut(l)?.remove(&words::<1>(net)[0]),
+            33..=64 => self.mid.get_mut(l - 33)?.remove(&words::<2>(net)),
+            _ => self.long.get_mut(l - 65)?.remove(&words::<4>(net)),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.short.iter().map(HashMap::len).sum::<usize>()
+            + self.mid.iter().map(HashMap::len).sum::<usize>()
+            + self.long.iter().map(HashMap::len).sum::<usize>()
+    }
+
+    /// Every prefix as `(network, len, value | tag << 22)`.
+    fn for_each(&self, mut f: impl FnMut(u128, u8, u32)) {
+        for (l, m) in self.short.iter().enumerate() {
+            m.iter().for_each(|(k, &v)| f(unwords(&[*k]), l as u8, v));
+        }
+        for (l, m) in self.mid.iter().enumerate() {
+            m.iter().for_each(|(k, &v)| f(unwords(k), l as u8 + 33, v));
+        }
+        for (l, m) in self.long.iter().enumerate() {
+            m.iter().for_each(|(k, &v)| f(unwords(k), l as u8 + 65, v));
+        }
+    }
+
+    /// Buckets × bucket size (an estimate of the allocator's share).
+    fn bytes(&self) -> usize {
+        fn b<K, V>(m: &HashMap<K, V, FxBuild>) -> usize {
+            m.capacity() * (core::mem::size_of::<(K, V)>() + 1)
+        }
+        self.short.iter().map(b).sum::<usize>()
+            + self.mid.iter().map(b).sum::<usize>()
+            + self.long.iter().map(b).sum::<usize>()
+    }
+}
+
 /// The writer's side: every prefix per length, and group bookkeeping.
-struct Writer<K> {
-    shadow: Vec<HashMap<K, u32, FxBuild>>,
+struct Writer {
+    shadow: Shadow,
     free: Vec<Vec<u32>>,
     next: Vec<u32>,
     /// Retired groups: (level, group, epoch of retirement), oldest first.
@@ -296,7 +397,8 @@ pub struct Lpm<K: LpmKey> {
     /// `pools[l]` holds level `l`'s groups (`pools[0]` is unused: level 0 is `top`).
     pools: Box<[Pool]>,
     readers: Arc<Readers>,
-    w: Mutex<Writer<K>>,
+    w: Mutex<Writer>,
+    key: core::marker::PhantomData<K>,
 }
 
 impl<K: LpmKey> core::fmt::Debug for Lpm<K> {
@@ -379,11 +481,12 @@ impl<K: LpmKey> Lpm<K> {
                 .collect(),
             readers,
             w: Mutex::new(Writer {
-                shadow: (0..=K::BITS).map(|_| HashMap::default()).collect(),
+                shadow: Shadow::new(K::BITS),
                 free: vec![Vec::new(); levels],
                 next: vec![0; levels],
                 pending: VecDeque::new(),
             }),
+            key: core::marker::PhantomData,
         }
     }
 
@@ -392,7 +495,7 @@ impl<K: LpmKey> Lpm<K> {
         &self.readers
     }
 
-    fn lock(&self) -> MutexGuard<'_, Writer<K>> {
+    fn lock(&self) -> MutexGuard<'_, Writer> {
         self.w.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -416,7 +519,7 @@ impl<K: LpmKey> Lpm<K> {
 
     /// Number of installed prefixes.
     pub fn len(&self) -> usize {
-        self.lock().shadow.iter().map(HashMap::len).sum()
+        self.lock().shadow.len()
     }
 
     /// True if no prefix is installed.
@@ -427,18 +530,22 @@ impl<K: LpmKey> Lpm<K> {
     /// Every installed prefix as `(network, len, value)`, in no particular order.
     pub fn to_vec(&self) -> Vec<(K, u8, u32)> {
         let w = self.lock();
-        let mut v = Vec::with_capacity(w.shadow.iter().map(HashMap::len).sum());
-        for (len, m) in w.shadow.iter().enumerate() {
-            v.extend(m.iter().map(|(&net, &val)| (net, len as u8, val)));
-        }
+        let mut v = Vec::with_capacity(w.shadow.len());
+        w.shadow
+            .for_each(|net, len, x| v.push((K::from_bits(net), len, x & VALUE_MASK)));
         v
     }
 
     /// The value stored for exactly this prefix.
     pub fn get(&self, prefix: K, len: u8) -> Option<u32> {
+        self.get_tagged(prefix, len).map(|(v, _)| v)
+    }
+
+    /// The value and the tag stored for exactly this prefix.
+    pub fn get_tagged(&self, prefix: K, len: u8) -> Option<(u32, u16)> {
         let w = self.lock();
-        let m = w.shadow.get(usize::from(len))?;
-        m.get(&K::from_bits(prefix.to_bits() & mask(len))).copied()
+        let x = w.shadow.get(len, prefix.to_bits() & mask(len))?;
+        Some((x & VALUE_MASK, (x >> TAG_SHIFT) as u16))
     }
 
     /// Memory by structure (computed by scanning: for reports, not the hot path).
@@ -460,8 +567,7 @@ impl<K: LpmKey> Lpm<K> {
                 (n - pend.min(n)) * (4usize << self.strides[l])
             })
             .sum();
-        let entry = core::mem::size_of::<(K, u32)>() + 1;
-        let shadow = w.shadow.iter().map(|m| m.capacity() * entry).sum();
+        let shadow = w.shadow.bytes();
         LpmMemory {
             first_level,
             groups,
@@ -470,20 +576,44 @@ impl<K: LpmKey> Lpm<K> {
         }
     }
 
-    /// Installs or replaces `prefix/len` (host bits ignored); returns the previous value.
+    /// Installs or replaces `prefix/len` (host bits ignored) with tag 0; returns the previous
+    /// value.
     pub fn insert(&self, prefix: K, len: u8, value: u32) -> Result<Option<u32>, LpmError> {
+        self.insert_tagged(prefix, len, value, 0)
+    }
+
+    /// Installs or replaces `prefix/len` (host bits ignored), keeping `tag` (≤ [`MAX_TAG`])
+    /// beside it for [`get_tagged`](Lpm::get_tagged); returns the previous value.
+    pub fn insert_tagged(
+        &self,
+        prefix: K,
+        len: u8,
+        value: u32,
+        tag: u16,
+    ) -> Result<Option<u32>, LpmError> {
         if len > K::BITS {
             return Err(LpmError::BadLength);
         }
         if value > MAX_VALUE {
             return Err(LpmError::ValueTooLarge);
         }
+        if tag > MAX_TAG {
+            return Err(LpmError::TagTooLarge);
+        }
         let net = prefix.to_bits() & mask(len);
         let mut w = self.lock();
-        // Overwrite entries from shorter (or equal: a replacement) prefixes; longer ones stay.
-        let pred = |e: u32| !is_valid(e) || depth_of(e) <= len;
-        self.write(&mut w, 0, 0, 0, net, len, leaf(value, len), &pred)?;
-        Ok(w.shadow[usize::from(len)].insert(K::from_bits(net), value))
+        let old = w.shadow.get(len, net);
+        if old.is_some_and(|x| x & VALUE_MASK == value) {
+            // The same route: the entries already hold it, only the tag may change.
+        } else {
+            // Overwrite entries from shorter (or equal: a replacement) prefixes; longer ones stay.
+            let pred = |e: u32| !is_valid(e) || depth_of(e) <= len;
+            self.write(&mut w, 0, 0, 0, net, len, leaf(value, len), &pred)?;
+        }
+        let old = w
+            .shadow
+            .insert(len, net, value | u32::from(tag) << TAG_SHIFT);
+        Ok(old.map(|x| x & VALUE_MASK))
     }
 
     /// Removes `prefix/len`; its addresses fall back to the next-shorter covering prefix.
@@ -493,12 +623,12 @@ impl<K: LpmKey> Lpm<K> {
         }
         let net = prefix.to_bits() & mask(len);
         let mut w = self.lock();
-        let old = w.shadow[usize::from(len)].remove(&K::from_bits(net))?;
+        let old = w.shadow.remove(len, net)? & VALUE_MASK;
         let repl = (0..len)
             .rev()
             .find_map(|l| {
-                let n = K::from_bits(net & mask(l));
-                w.shadow[usize::from(l)].get(&n).map(|&v| leaf(v, l))
+                let v = w.shadow.get(l, net & mask(l))?;
+                Some(leaf(v & VALUE_MASK, l))
             })
             .unwrap_or(0);
         // Only entries written by this very prefix carry its length inside its range. A removal
@@ -522,7 +652,7 @@ impl<K: LpmKey> Lpm<K> {
     #[allow(clippy::too_many_arguments)]
     fn write(
         &self,
-        w: &mut Writer<K>,
+        w: &mut Writer,
         level: usize,
         g: u32,
         o: u8,
@@ -564,7 +694,7 @@ impl<K: LpmKey> Lpm<K> {
 
     /// Folds the group under entry `i` of node (`level`, `g`) back into that entry once no
     /// prefix longer than the group's start (`child_o`) is left in it.
-    fn try_collapse(&self, w: &mut Writer<K>, level: usize, g: u32, i: usize, child_o: u8) {
+    fn try_collapse(&self, w: &mut Writer, level: usize, g: u32, i: usize, child_o: u8) {
         let e = self.node(level, g)[i].load(Ordering::Relaxed);
         if e & EXT == 0 {
             return;
@@ -585,7 +715,7 @@ impl<K: LpmKey> Lpm<K> {
         }
     }
 
-    fn alloc(&self, w: &mut Writer<K>, level: usize, fill: u32) -> Result<u32, LpmError> {
+    fn alloc(&self, w: &mut Writer, level: usize, fill: u32) -> Result<u32, LpmError> {
         if w.free[level].is_empty() && !w.pending.is_empty() {
             let min = self.readers.min_seen();
             while let Some(&(l, g, epoch)) = w.pending.front() {
@@ -674,6 +804,77 @@ mod tests {
         assert_eq!(t.insert(0, 33, 1), Err(LpmError::BadLength));
         assert_eq!(t.insert(0, 8, MAX_VALUE + 1), Err(LpmError::ValueTooLarge));
         assert_eq!(t.remove(ip("192.168.2.0"), 30), None);
+    }
+
+    #[test]
+    fn tags_ride_beside_values_and_lookups_never_see_them() {
+        let t = Lpm4::new();
+        assert_eq!(t.insert_tagged(ip("10.0.0.0"), 8, 7, MAX_TAG), Ok(None));
+        assert_eq!(t.get_tagged(ip("10.0.0.0"), 8), Some((7, MAX_TAG)));
+        assert_eq!(t.lookup(ip("10.1.2.3")), Some(7));
+        assert_eq!(t.to_vec(), vec![(ip("10.0.0.0"), 8, 7)]);
+        // The same value with another tag: only the record changes, not one entry.
+        let entry = t.top[(ip("10.0.0.0") >> 8) as usize].load(Ordering::Relaxed);
+        t.top[(ip("10.0.0.0") >> 8) as usize].store(entry ^ 1, Ordering::Relaxed);
+        assert_eq!(t.insert_tagged(ip("10.0.0.0"), 8, 7, 3), Ok(Some(7)));
+        assert_eq!(
+            t.lookup(ip("10.0.0.1")),
+            Some(6),
+            "entries left as they were"
+        );
+        t.top[(ip("10.0.0.0") >> 8) as usize].store(entry, Ordering::Relaxed);
+        assert_eq!(t.get_tagged(ip("10.0.0.0"), 8), Some((7, 3)));
+        assert_eq!(t.insert(ip("10.0.0.0"), 8, 8), Ok(Some(7)));
+        assert_eq!(t.get_tagged(ip("10.0.0.0"), 8), Some((8, 0)));
+        assert_eq!(t.lookup(ip("10.1.2.3")), Some(8));
+        assert_eq!(
+            t.insert_tagged(ip("10.0.0.0"), 8, 8, MAX_TAG + 1),
+            Err(LpmError::TagTooLarge)
+        );
+        // A removal falls back to the covering prefix's value, not its tagged record.
+        t.insert_tagged(ip("10.1.0.0"), 16, 9, 5).unwrap();
+        t.insert_tagged(ip("0.0.0.0"), 0, 1, MAX_TAG).unwrap();
+        assert_eq!(t.remove(ip("10.0.0.0"), 8), Some(8));
+        assert_eq!(t.lookup(ip("10.2.0.0")), Some(1));
+        assert_eq!(t.remove(ip("10.1.0.0"), 16), Some(9));
+        assert_eq!(t.lookup(ip("10.1.0.0")), Some(1));
+    }
+
+    #[test]
+    fn ipv6_records_of_every_key_width() {
+        // Lengths 0..=32, 33..=64 and 65..=128 are kept in maps of different key widths.
+        let t = Lpm6::new();
+        let nets = [
+            (ip6("2001::"), 16),
+            (ip6("2001:db8::"), 32),
+            (ip6("2001:db8:8000::"), 33),
+            (ip6("2001:db8:1::"), 48),
+            (ip6("2001:db8:1:2::"), 64),
+            (ip6("2001:db8:1:2:8000::"), 65),
+            (ip6("2001:db8:1:2::1"), 128),
+            (0, 0),
+        ];
+        for (i, &(n, l)) in nets.iter().enumerate() {
+            t.insert_tagged(n, l, i as u32, i as u16 + 1).unwrap();
+        }
+        for (i, &(n, l)) in nets.iter().enumerate() {
+            assert_eq!(
+                t.get_tagged(n | 1, l),
+                Some((i as u32, i as u16 + 1)),
+                "/{l}"
+            );
+        }
+        let mut all = t.to_vec();
+        all.sort_by_key(|e| e.2);
+        let want: Vec<(u128, u8, u32)> = (nets.iter().enumerate())
+            .map(|(i, &(n, l))| (n, l, i as u32))
+            .collect();
+        assert_eq!(all, want);
+        assert_eq!(t.len(), nets.len());
+        assert_eq!(t.lookup(ip6("2001:db8:1:2:8000::5")), Some(5));
+        assert_eq!(t.remove(ip6("2001:db8:1:2:8000::"), 65), Some(5));
+        assert_eq!(t.lookup(ip6("2001:db8:1:2:8000::5")), Some(4));
+        assert_eq!(t.get(ip6("2001:db8:1:2:8000::"), 65), None);
     }
 
     #[test]

@@ -13,7 +13,7 @@ mod tables;
 use core::fmt;
 
 pub use icmp::{IcmpKind, IcmpLimiter, IcmpLimits};
-pub use lpm::{Lpm4, Lpm6, LpmError, LpmMemory, Reader, Readers, MAX_VALUE};
+pub use lpm::{Lpm4, Lpm6, LpmError, LpmMemory, Reader, Readers, MAX_TAG, MAX_VALUE};
 pub use shared::{ForwarderGuard, SharedForwarder};
 pub use tables::{
     Interface, Interfaces, IpPrefixAddr, Neighbors, NextHop, RouteError, RouteKind, RouteMemory,

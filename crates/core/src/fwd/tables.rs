@@ -265,12 +265,26 @@ impl RouteTable {
         r.belongs_to(&self.readers)
     }
 
-    /// Installs or replaces the route for `prefix`; returns the previous next hop.
+    /// Installs or replaces the route for `prefix` (with tag 0); returns the previous next hop.
     pub fn insert(&self, prefix: IpPrefix, nh: NextHop) -> Result<Option<NextHop>, RouteError> {
+        self.insert_tagged(prefix, nh, 0)
+    }
+
+    /// Installs or replaces the route for `prefix`, keeping `tag` (≤ [`MAX_TAG`](super::MAX_TAG)) beside
+    /// it: spare bits of the table's own record of the prefix, so whoever writes the table can
+    /// keep a little of its own state per route without a map of its own (the route mirror
+    /// keeps which metric the kernel gave the route). Replacing a route by the same next hop
+    /// only changes the tag. Returns the previous next hop.
+    pub fn insert_tagged(
+        &self,
+        prefix: IpPrefix,
+        nh: NextHop,
+        tag: u16,
+    ) -> Result<Option<NextHop>, RouteError> {
         let id = self.nexthops.intern(nh)?;
         let old = match prefix.addr() {
-            IpAddr::V4(a) => self.v4.insert(u32::from(a), prefix.len(), id),
-            IpAddr::V6(a) => self.v6.insert(u128::from(a), prefix.len(), id),
+            IpAddr::V4(a) => self.v4.insert_tagged(u32::from(a), prefix.len(), id, tag),
+            IpAddr::V6(a) => self.v6.insert_tagged(u128::from(a), prefix.len(), id, tag),
         }
         .map_err(RouteError::Table)?;
         if old.is_none() {
@@ -295,6 +309,16 @@ impl RouteTable {
             IpAddr::V4(a) => self.v4.get(u32::from(a), prefix.len()).is_some(),
             IpAddr::V6(a) => self.v6.get(u128::from(a), prefix.len()).is_some(),
         }
+    }
+
+    /// The route for exactly `prefix` (not a longest-prefix match) and its tag, from the
+    /// writers' side (takes the writers' lock: not for the packet path).
+    pub fn get(&self, prefix: IpPrefix) -> Option<(NextHop, u16)> {
+        let (id, tag) = match prefix.addr() {
+            IpAddr::V4(a) => self.v4.get_tagged(u32::from(a), prefix.len()),
+            IpAddr::V6(a) => self.v6.get_tagged(u128::from(a), prefix.len()),
+        }?;
+        Some((self.nexthops.get(id)?, tag))
     }
 
     /// Longest-prefix match for an IPv4 address (host order).
@@ -571,6 +595,43 @@ impl Interfaces {
 mod dump_tests {
     use super::*;
 
+    fn nh(i: u32) -> NextHop {
+        NextHop {
+            ifindex: i,
+            gateway: None,
+        }
+    }
+
+    #[test]
+    fn get_is_exact_and_carries_the_tag() {
+        let t = RouteTable::new();
+        let p8: IpPrefix = "10.0.0.0/8".parse().unwrap();
+        let p16: IpPrefix = "10.1.0.0/16".parse().unwrap();
+        let p6: IpPrefix = "2001:db8::/48".parse().unwrap();
+        t.insert_tagged(p8, nh(2), 5).unwrap();
+        t.insert_tagged(p6, nh(3), super::super::MAX_TAG).unwrap();
+        assert_eq!(t.get(p8), Some((nh(2), 5)));
+        assert_eq!(t.get(p16), None, "an exact match, not the covering /8");
+        assert_eq!(t.lookup("10.1.2.3".parse().unwrap()), Some(nh(2)));
+        assert_eq!(t.get(p6), Some((nh(3), super::super::MAX_TAG)));
+        // A new tag alone is a replacement that changes nothing the workers read.
+        assert_eq!(t.insert_tagged(p8, nh(2), 6), Ok(Some(nh(2))));
+        assert_eq!((t.get(p8), t.len()), (Some((nh(2), 6)), 2));
+        assert_eq!(t.insert(p8, nh(4)), Ok(Some(nh(2))));
+        assert_eq!(t.get(p8), Some((nh(4), 0)));
+        assert_eq!(
+            t.insert_tagged(p16, nh(2), super::super::MAX_TAG + 1),
+            Err(RouteError::Table(LpmError::TagTooLarge))
+        );
+        assert_eq!(
+            (t.get(p16), t.len()),
+            (None, 2),
+            "a refused route is not counted"
+        );
+        assert_eq!(t.remove(p8), Some(nh(4)));
+        assert_eq!(t.get(p8), None);
+    }
+
     #[test]
     fn routes_and_neighbours_iterate_as_inserted() {
         let t = RouteTable::new();
@@ -594,6 +655,7 @@ mod dump_tests {
         assert_eq!(all.len(), 2);
         assert_eq!(all[0], (p4, nh));
         assert_eq!(all[1].0, p6);
+        assert_eq!(t.get(p4), Some((nh, 0)));
         let mut n = Neighbors::new();
         n.insert(3, "10.0.0.1".parse().unwrap(), [2, 0, 0, 0, 0, 1]);
         n.insert(4, "fe80::1".parse().unwrap(), [2, 0, 0, 0, 0, 2]);

@@ -12,6 +12,11 @@
 //!   changes reach the forwarder. (IPv4 removes the routes of a downed link or a deleted
 //!   address without notifications; the re-dump catches that.) Idle, the thread sleeps in
 //!   poll(). Dumps are decoded as they arrive, never held as messages.
+//! - The kernel's table is not kept twice: a prefix with one kernel route is described by the
+//!   forwarding table's own record of it (the next hop, the metric as a tag beside it); the
+//!   mirror keeps aside only the prefixes the table does not describe (several metrics, a
+//!   static route in their place, left out by `max-routes` or refused). A re-dump is diffed
+//!   against the table itself.
 //! - Nothing the workers read is locked: routes are written in place into the lock-free table
 //!   ([`llr_core::fwd::lpm`]), neighbour and interface changes are published as a new copy of
 //!   those small tables ([`SharedForwarder::update`]), and a first dump is built aside and
@@ -36,7 +41,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use llr_core::classify::IpPrefix;
-use llr_core::fwd::{Forwarder, Interface, Interfaces, NextHop, RouteTable, SharedForwarder};
+use llr_core::fwd::{
+    Forwarder, Interface, Interfaces, NextHop, RouteTable, SharedForwarder, MAX_TAG,
+};
 
 /// A static route from the configuration (overrides the kernel's).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,14 +105,27 @@ pub fn queue_counts(ifindex: u32) -> Result<(u32, u32)> {
         .ok_or_else(|| anyhow::anyhow!("no interface with index {ifindex}"))
 }
 
+/// The kernel's routes for one prefix: (metric, next hop), in no particular order.
+type KernelRoutes = Vec<(u32, NextHop)>;
+
 /// The kernel's mirror, with what has been applied to the forwarder (so updates are diffs).
+///
+/// The kernel's routes are not kept beside the forwarding table: a prefix with one kernel route,
+/// installed as it is, is described by the table's own record of it (the next hop, and the
+/// metric as an interned tag: [`RouteTable::insert_tagged`]). Only the prefixes whose table
+/// entry does not tell their kernel routes are kept here, in `others`.
 struct KernelMirror {
+    /// Links, addresses and neighbours; a dump's routes are taken out as it is applied.
     kernel: KernelView,
+    /// The kernel's routes of every prefix the table does not describe: several metrics, a
+    /// static route in their place, left out by max-routes or refused by the table, or a metric
+    /// that got no tag. Never an empty list.
+    others: HashMap<IpPrefix, KernelRoutes>,
+    /// Metric by tag − 1 (tag 0: the entry is not a kernel route of its own, see `others`).
+    metrics: Vec<u32>,
+    tags: HashMap<u32, u16>,
     static_routes: HashMap<IpPrefix, NextHop>,
     static_neigh: HashMap<(u32, IpAddr), [u8; 6]>,
-    /// Whether the forwarder holds what `kernel` says (false until the first dump is applied:
-    /// routes are diffed against the previous view, not kept twice).
-    synced: bool,
     /// Prefixes the forwarder refused: tried again at the next re-dump.
     failed: HashSet<IpPrefix>,
     applied_neigh: HashMap<(u32, IpAddr), [u8; 6]>,
@@ -120,6 +140,9 @@ impl KernelMirror {
     fn new(spec: &MirrorSpec) -> KernelMirror {
         KernelMirror {
             kernel: KernelView::default(),
+            others: HashMap::new(),
+            metrics: Vec::new(),
+            tags: HashMap::new(),
             static_routes: spec
                 .routes
                 .iter()
@@ -138,7 +161,6 @@ impl KernelMirror {
                 .iter()
                 .map(|n| ((n.ifindex, n.addr), n.mac))
                 .collect(),
-            synced: false,
             failed: HashSet::new(),
             applied_neigh: HashMap::new(),
             applied_ifaces: None,
@@ -152,6 +174,66 @@ impl KernelMirror {
         !self.limited.is_empty()
     }
 
+    /// The tag that stands for `metric` in the table; 0 once every tag is taken (a table sees
+    /// a handful of metrics, so that is a daemon gone wild, and its routes go to `others`).
+    fn tag(&mut self, metric: u32) -> u16 {
+        if let Some(&t) = self.tags.get(&metric) {
+            return t;
+        }
+        if self.metrics.len() >= usize::from(MAX_TAG) {
+            return 0;
+        }
+        self.metrics.push(metric);
+        let t = self.metrics.len() as u16;
+        self.tags.insert(metric, t);
+        t
+    }
+
+    /// The kernel's routes for `p`, from `others` or else the table `t`'s record of it.
+    fn kernel_routes(&self, t: &RouteTable, p: &IpPrefix) -> KernelRoutes {
+        if let Some(k) = self.others.get(p) {
+            return k.clone();
+        }
+        match t.get(*p) {
+            Some((nh, tag)) if tag > 0 => (self.metrics.get(usize::from(tag) - 1))
+                .map(|&m| vec![(m, nh)])
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Makes table `t` hold for `p` what the configuration and the kernel's routes `k` call for
+    /// (the static route, else the route of lowest metric), and keeps `k` in `others` unless
+    /// the table's record tells it. Returns whether the forwarder's route for `p` changed (or a
+    /// refused one was tried again); an error names the prefix the table refused.
+    fn set(&mut self, t: &RouteTable, p: IpPrefix, k: KernelRoutes) -> Result<bool> {
+        let (want, tag) = match (self.static_routes.get(&p), k.as_slice()) {
+            (Some(nh), _) => (Some(*nh), 0),
+            (None, &[(metric, nh)]) => (Some(nh), self.tag(metric)),
+            (None, k) => (k.iter().min_by_key(|r| r.0).map(|r| r.1), 0),
+        };
+        let held = t.get(p);
+        let retry = self.failed.remove(&p);
+        let changed = held.map(|h| h.0) != want || retry;
+        let (result, holds) = if changed || held.map(|h| h.1) != want.map(|_| tag) {
+            match self.apply_route(t, p, want, tag) {
+                Ok(holds) => (Ok(changed), holds),
+                Err(e) => (Err(e), false),
+            }
+        } else {
+            if want.is_none() {
+                self.limited.remove(&p);
+            }
+            (Ok(false), true)
+        };
+        if (holds && tag > 0) || k.is_empty() {
+            self.others.remove(&p);
+        } else {
+            self.others.insert(p, k);
+        }
+        result
+    }
+
     /// Installs what the limit left out, as far as there is room now.
     fn retry_limited(&mut self, routes: &RouteTable) -> usize {
         if self.limited.is_empty() || routes.len() >= self.max_routes {
@@ -160,9 +242,9 @@ impl KernelMirror {
         let mut n = 0;
         let waiting: Vec<IpPrefix> = self.limited.drain().collect();
         for p in waiting {
-            let want = self.desired_route(&p);
-            match self.apply_route(routes, p, want) {
-                Ok(()) => n += 1,
+            let k = self.kernel_routes(routes, &p);
+            match self.set(routes, p, k) {
+                Ok(_) => n += 1,
                 Err(e) => tracing::warn!("route mirror: {e:#}"),
             }
         }
@@ -188,33 +270,11 @@ impl KernelMirror {
         }
     }
 
-    fn desired_route(&self, p: &IpPrefix) -> Option<NextHop> {
-        self.desired_in(&self.kernel, p)
-    }
-
-    /// What the forwarder should hold for `p` when the kernel's tables are `view`.
-    fn desired_in(&self, view: &KernelView, p: &IpPrefix) -> Option<NextHop> {
-        if let Some(nh) = self.static_routes.get(p) {
-            return Some(*nh);
-        }
-        view.routes.best(p)
-    }
-
     fn desired_neigh(&self, k: &(u32, IpAddr)) -> Option<[u8; 6]> {
         self.static_neigh
             .get(k)
             .or_else(|| self.kernel.neighbors.get(k))
             .copied()
-    }
-
-    /// The update that brings prefix `p` of the forwarder from `before` (what it holds) to the
-    /// desired state.
-    fn route_update(&mut self, p: IpPrefix, before: Option<NextHop>) -> Option<Update> {
-        let want = self.desired_route(&p);
-        if want == before && !self.failed.remove(&p) {
-            return None;
-        }
-        Some(Update::Route(p, want))
     }
 
     fn neigh_update(&mut self, k: (u32, IpAddr)) -> Option<Update> {
@@ -245,33 +305,33 @@ impl KernelMirror {
         Some(Update::Interfaces(Box::new(ifs)))
     }
 
-    /// Takes a new dump and returns everything that differs: every prefix of the old or the new
-    /// view, the configuration, or refused before; every neighbour. Computed without the
-    /// forwarder.
-    fn resync(&mut self, view: KernelView) -> Vec<Update> {
-        let old = std::mem::replace(&mut self.kernel, view);
-        let mut out: Vec<Update> = self.ifaces_update().into_iter().collect();
-        // Each prefix once, without collecting a set of a million prefixes: the new view's,
-        // then the old view's that are gone, then configured or refused ones in neither.
-        let new_view = std::mem::take(&mut self.kernel.routes);
-        let gone = old.routes.prefixes().filter(|p| !new_view.contains(p));
-        let rest: Vec<IpPrefix> = (self.static_routes.keys().chain(self.failed.iter()))
-            .filter(|p| !new_view.contains(p) && !old.routes.contains(p))
-            .copied()
+    /// Takes a new dump: its routes are diffed against table `t` and what differs is written
+    /// into it at once; interface and neighbour changes are left in `small`. Returns how many
+    /// of the forwarder's routes changed.
+    fn resync(&mut self, t: &RouteTable, mut view: KernelView, small: &mut Vec<Update>) -> usize {
+        let dump = std::mem::take(&mut view.routes);
+        self.kernel = view;
+        small.extend(self.ifaces_update());
+        let mut n = 0;
+        let mut one = |m: &mut Self, p: IpPrefix, k: KernelRoutes| match m.set(t, p, k) {
+            Ok(changed) => n += usize::from(changed),
+            Err(e) => tracing::warn!("route mirror: {e:#}"),
+        };
+        // Prefixes the dump lacks first (they make room under max-routes): the table's, then
+        // the rest of what the mirror knows; a prefix met twice is set twice to the same.
+        let gone: Vec<IpPrefix> = (t.iter().map(|(p, _)| p))
+            .chain(self.others.keys().copied())
+            .chain(self.static_routes.keys().copied())
+            .chain(self.failed.iter().copied())
+            .filter(|p| !dump.contains(p))
             .collect();
-        let prefixes: Vec<IpPrefix> = new_view.prefixes().chain(gone).chain(rest).collect();
-        self.kernel.routes = new_view;
-        let first = !self.synced;
-        self.synced = true;
-        for p in prefixes {
-            let before = if first {
-                None
-            } else {
-                self.desired_in(&old, &p)
-            };
-            out.extend(self.route_update(p, before));
+        for p in gone {
+            one(self, p, Vec::new());
         }
-        drop(old);
+        for (p, k) in dump.iter() {
+            one(self, p, k);
+        }
+        drop(dump);
         let neigh: HashSet<(u32, IpAddr)> = self
             .kernel
             .neighbors
@@ -280,52 +340,51 @@ impl KernelMirror {
             .chain(self.applied_neigh.keys())
             .copied()
             .collect();
-        out.extend(neigh.into_iter().filter_map(|k| self.neigh_update(k)));
-        out
+        small.extend(neigh.into_iter().filter_map(|k| self.neigh_update(k)));
+        n
     }
 
-    /// The update one event calls for, if any.
-    fn plan_event(&mut self, c: &KernelEvent) -> Option<Update> {
+    /// Applies one event: a route change at once into table `t`, a neighbour change as an
+    /// update left in `small`. Returns whether the forwarder's route changed.
+    fn event(&mut self, t: &RouteTable, c: &KernelEvent, small: &mut Vec<Update>) -> Result<bool> {
         match c {
             KernelEvent::RouteSet(p, metric, nh) => {
-                let before = self.desired_route(p);
-                self.kernel.routes.set(*p, *metric, *nh);
-                self.route_update(*p, before)
+                let mut k = self.kernel_routes(t, p);
+                match k.iter_mut().find(|r| r.0 == *metric) {
+                    Some(r) => r.1 = *nh,
+                    None => k.push((*metric, *nh)),
+                }
+                self.set(t, *p, k)
             }
             KernelEvent::RouteDel(p, metric) => {
-                let before = self.desired_route(p);
-                self.kernel.routes.del(p, *metric);
-                self.route_update(*p, before)
+                let mut k = self.kernel_routes(t, p);
+                k.retain(|r| r.0 != *metric);
+                self.set(t, *p, k)
             }
             KernelEvent::NeighSet(i, ip, mac) => {
                 self.kernel.neighbors.insert((*i, *ip), *mac);
-                self.neigh_update((*i, *ip))
+                small.extend(self.neigh_update((*i, *ip)));
+                Ok(false)
             }
             KernelEvent::NeighDel(i, ip) => {
                 self.kernel.neighbors.remove(&(*i, *ip));
-                self.neigh_update((*i, *ip))
+                small.extend(self.neigh_update((*i, *ip)));
+                Ok(false)
             }
-            KernelEvent::Resync | KernelEvent::Interfaces | KernelEvent::Ignore => None,
+            KernelEvent::Resync | KernelEvent::Interfaces | KernelEvent::Ignore => Ok(false),
         }
     }
 
-    /// Writes one update into `f`. A route the forwarder refuses is logged and forgotten as
-    /// applied, so the next re-dump tries it again; the error names the prefix.
-    fn apply_update(&mut self, f: &mut Forwarder, u: Update) -> Result<()> {
-        match u {
-            Update::Route(p, nh) => self.apply_route(&f.routes, p, nh)?,
-            Update::Neigh((i, ip), Some(mac)) => {
-                f.neighbors.insert(i, ip, mac);
-            }
-            Update::Neigh((i, ip), None) => {
-                f.neighbors.remove(i, ip);
-            }
-            Update::Interfaces(ifs) => f.interfaces = *ifs,
-        }
-        Ok(())
-    }
-
-    fn apply_route(&mut self, routes: &RouteTable, p: IpPrefix, nh: Option<NextHop>) -> Result<()> {
+    /// Writes route `nh` (or its absence) for `p` with `tag` into `routes`, unless max-routes
+    /// leaves it out. Returns whether the table now holds it. A route the table refuses is
+    /// remembered, so the next re-dump tries it again; the error names the prefix.
+    fn apply_route(
+        &mut self,
+        routes: &RouteTable,
+        p: IpPrefix,
+        nh: Option<NextHop>,
+        tag: u16,
+    ) -> Result<bool> {
         match nh {
             Some(_)
                 if self.max_routes > 0
@@ -333,39 +392,37 @@ impl KernelMirror {
                     && !routes.contains(p) =>
             {
                 self.limited.insert(p);
+                Ok(false)
             }
             Some(nh) => {
                 self.limited.remove(&p);
-                if let Err(e) = routes.insert(p, nh) {
+                if let Err(e) = routes.insert_tagged(p, nh, tag) {
                     self.failed.insert(p);
                     anyhow::bail!("routes: {p}: {e}");
                 }
+                Ok(true)
             }
             None => {
                 self.limited.remove(&p);
                 routes.remove(p);
+                Ok(true)
             }
         }
-        Ok(())
     }
 
-    /// Applies `updates` to the running forwarder: routes in place, one at a time, in the table
-    /// the workers read (no lock: they never wait); neighbour and interface changes on one copy
-    /// of the small tables, published once at the end. Returns how many were applied.
-    fn apply_live(&mut self, fwd: &SharedForwarder, updates: Vec<Update>) -> usize {
+    /// Applies a batch to the running forwarder: `batch` writes route changes in place, one at a
+    /// time, into the table the workers read (no lock: they never wait) and returns how many
+    /// changed; the neighbour and interface changes it leaves are made on one copy of the small
+    /// tables, published once at the end. Returns how many forwarder entries changed.
+    fn apply_live(
+        &mut self,
+        fwd: &SharedForwarder,
+        batch: impl FnOnce(&mut Self, &RouteTable, &mut Vec<Update>) -> usize,
+    ) -> usize {
         let routes = fwd.routes();
         let was = self.incomplete();
-        let mut n = 0;
         let mut small = Vec::new();
-        for u in updates {
-            match u {
-                Update::Route(p, nh) => match self.apply_route(&routes, p, nh) {
-                    Ok(()) => n += 1,
-                    Err(e) => tracing::warn!("route mirror: {e:#}"),
-                },
-                other => small.push(other),
-            }
-        }
+        let mut n = batch(self, &routes, &mut small);
         n += self.retry_limited(&routes);
         self.report_limit(was, &routes);
         if fwd.load().routes_incomplete != self.incomplete() {
@@ -374,13 +431,8 @@ impl KernelMirror {
         }
         if !small.is_empty() {
             n += fwd.update(|f| {
-                let mut n = 0;
-                for u in small {
-                    match self.apply_update(f, u) {
-                        Ok(()) => n += 1,
-                        Err(e) => tracing::warn!("route mirror: {e:#}"),
-                    }
-                }
+                let n = small.len();
+                small.into_iter().for_each(|u| apply_update(f, u));
                 n
             });
         }
@@ -390,35 +442,46 @@ impl KernelMirror {
     /// One event applied at once (tests).
     #[cfg(test)]
     fn apply(&mut self, f: &mut Forwarder, c: &KernelEvent) -> Result<bool> {
-        match self.plan_event(c) {
-            Some(u) => self.apply_update(f, u).map(|()| true),
-            None => Ok(false),
-        }
+        let routes = f.routes.clone();
+        let mut small = Vec::new();
+        let changed = self.event(&routes, c, &mut small)?;
+        let any = !small.is_empty();
+        small.into_iter().for_each(|u| apply_update(f, u));
+        Ok(changed || any)
     }
 
     /// [`KernelMirror::resync`] applied to a forwarder nobody else sees yet. A route the
     /// forwarder refuses is logged and retried at the next re-dump (the rest goes in).
     fn sync_all(&mut self, f: &mut Forwarder, view: KernelView) -> usize {
         let was = self.incomplete();
-        let mut n = 0;
-        for u in self.resync(view) {
-            match self.apply_update(f, u) {
-                Ok(()) => n += 1,
-                Err(e) => tracing::warn!("route mirror: {e:#}"),
-            }
-        }
-        self.report_limit(was, &f.routes);
+        let routes = f.routes.clone();
+        let mut small = Vec::new();
+        let mut n = self.resync(&routes, view, &mut small);
+        n += small.len();
+        small.into_iter().for_each(|u| apply_update(f, u));
+        self.report_limit(was, &routes);
         f.routes_incomplete = self.incomplete();
         n
     }
 }
 
-/// One change to the forwarder.
+/// A change to the forwarder's small tables (routes are written into the shared table).
 #[derive(Debug)]
 enum Update {
-    Route(IpPrefix, Option<NextHop>),
     Neigh((u32, IpAddr), Option<[u8; 6]>),
     Interfaces(Box<Interfaces>),
+}
+
+fn apply_update(f: &mut Forwarder, u: Update) {
+    match u {
+        Update::Neigh((i, ip), Some(mac)) => {
+            f.neighbors.insert(i, ip, mac);
+        }
+        Update::Neigh((i, ip), None) => {
+            f.neighbors.remove(i, ip);
+        }
+        Update::Interfaces(ifs) => f.interfaces = *ifs,
+    }
 }
 
 /// Builds a forwarder from the kernel's tables (calling thread's namespace) and the overrides.
@@ -449,6 +512,9 @@ pub fn build_seeded(spec: &MirrorSpec) -> Result<(Forwarder, Seed)> {
     let view = dump_view(&mut dumper, spec)?;
     let mut f = Forwarder::new();
     mirror.sync_all(&mut f, view);
+    // The dump is gone now, but glibc keeps the freed heap pages of its maps resident until
+    // trimmed, and the mirror thread only trims after its own dumps (minutes away).
+    crate::sys::release_free_memory();
     Ok((
         f,
         Seed {
@@ -552,8 +618,8 @@ pub fn run_mirror(
                             drop(cur);
                             fwd.replace(fresh);
                         } else {
-                            let plan = mirror.resync(v);
-                            st.updates += mirror.apply_live(fwd, plan) as u64;
+                            let n = mirror.apply_live(fwd, |m, t, small| m.resync(t, v, small));
+                            st.updates += n as u64;
                         }
                     }
                     Err(e) => {
@@ -599,8 +665,11 @@ pub fn run_mirror(
                 // Links and addresses only: cheap, whatever the size of the routing table.
                 match dump_interfaces(&mut dumper, spec, &mut mirror.kernel) {
                     Ok(()) => {
-                        let plan: Vec<Update> = mirror.ifaces_update().into_iter().collect();
-                        st.updates += mirror.apply_live(fwd, plan) as u64;
+                        let n = mirror.apply_live(fwd, |m, _, small| {
+                            small.extend(m.ifaces_update());
+                            0
+                        });
+                        st.updates += n as u64;
                     }
                     Err(e) => {
                         tracing::warn!("route mirror: {e:#}");
@@ -609,8 +678,17 @@ pub fn run_mirror(
                 }
             }
             if !need_resync && !batch.is_empty() {
-                let plan: Vec<Update> = batch.iter().filter_map(|c| mirror.plan_event(c)).collect();
-                st.updates += mirror.apply_live(fwd, plan) as u64;
+                let n = mirror.apply_live(fwd, |m, t, small| {
+                    let mut n = 0;
+                    for c in &batch {
+                        match m.event(t, c, small) {
+                            Ok(changed) => n += usize::from(changed),
+                            Err(e) => tracing::warn!("route mirror: {e:#}"),
+                        }
+                    }
+                    n
+                });
+                st.updates += n as u64;
             }
             batch.clear();
             if let Some(p) = progress {
@@ -682,6 +760,129 @@ mod tests {
         m.apply(&mut f, &KernelEvent::RouteDel(p("10.8.0.0/16"), 100))
             .unwrap();
         assert_eq!(f.routes.lookup(b), None);
+        assert!(
+            m.others.is_empty(),
+            "the kernel has no route left to remember"
+        );
+    }
+
+    fn one_family_spec() -> MirrorSpec {
+        MirrorSpec {
+            ifindexes: vec![2],
+            kernel_routes: true,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_prefix_with_one_route_is_kept_by_the_table_alone() {
+        let mut m = KernelMirror::new(&one_family_spec());
+        let mut f = Forwarder::new();
+        let (q, q6) = (p("10.1.0.0/16"), p("2001:db8::/48"));
+        let mut view = KernelView::default();
+        view.routes.set(q, 50, nh(2));
+        view.routes.set(q6, 1024, nh(3));
+        m.sync_all(&mut f, view);
+        assert!(m.others.is_empty());
+        assert_eq!(m.kernel_routes(&f.routes, &q), vec![(50, nh(2))]);
+        assert_eq!(m.kernel_routes(&f.routes, &q6), vec![(1024, nh(3))]);
+        // A second metric: the lower wins, and both are kept aside.
+        let a: IpAddr = "10.1.2.3".parse().unwrap();
+        assert!(m
+            .apply(&mut f, &KernelEvent::RouteSet(q, 5, nh(3)))
+            .unwrap());
+        assert_eq!(f.routes.lookup(a), Some(nh(3)));
+        assert_eq!(m.others.len(), 1);
+        // The higher metric's next hop changes: the forwarder does not, the mirror remembers.
+        assert!(!m
+            .apply(&mut f, &KernelEvent::RouteSet(q, 50, nh(4)))
+            .unwrap());
+        assert_eq!(f.routes.lookup(a), Some(nh(3)));
+        // Deleting the lower metric reveals it, and the table alone tells the prefix again.
+        assert!(m.apply(&mut f, &KernelEvent::RouteDel(q, 5)).unwrap());
+        assert_eq!(f.routes.lookup(a), Some(nh(4)));
+        assert!(m.others.is_empty());
+        assert_eq!(m.kernel_routes(&f.routes, &q), vec![(50, nh(4))]);
+        assert!(m
+            .apply(&mut f, &KernelEvent::RouteSet(q, 50, nh(2)))
+            .unwrap());
+        assert!(!m.apply(&mut f, &KernelEvent::RouteDel(q, 7)).unwrap());
+        assert_eq!(
+            f.routes.lookup(a),
+            Some(nh(2)),
+            "an unknown metric removes nothing"
+        );
+        assert!(m.apply(&mut f, &KernelEvent::RouteDel(q, 50)).unwrap());
+        assert_eq!(f.routes.lookup(a), None);
+        assert_eq!((m.others.len(), f.routes.len()), (0, 1));
+    }
+
+    #[test]
+    fn a_redump_diffs_every_metric_of_a_prefix() {
+        let mut m = KernelMirror::new(&one_family_spec());
+        let mut f = Forwarder::new();
+        let (q, gone) = (p("10.8.0.0/16"), p("10.9.0.0/16"));
+        let a: IpAddr = "10.8.0.1".parse().unwrap();
+        let mut view = KernelView::default();
+        view.routes.set(q, 10, nh(2));
+        view.routes.set(q, 20, nh(3));
+        view.routes.set(gone, 0, nh(2));
+        assert_eq!(m.sync_all(&mut f, view), 3, "two routes and the interfaces");
+        assert_eq!(f.routes.lookup(a), Some(nh(2)));
+        // The re-dump after an overrun: the higher metric moved, a prefix is gone.
+        let mut view = KernelView::default();
+        view.routes.set(q, 10, nh(2));
+        view.routes.set(q, 20, nh(4));
+        assert_eq!(
+            m.sync_all(&mut f, view),
+            1,
+            "only the gone prefix changes the forwarder"
+        );
+        assert_eq!(f.routes.lookup("10.9.0.1".parse().unwrap()), None);
+        let mut k = m.kernel_routes(&f.routes, &q);
+        k.sort_by_key(|r| r.0);
+        assert_eq!(k, vec![(10, nh(2)), (20, nh(4))]);
+        // The lower metric gone in the next dump: the dumped higher one takes over.
+        let mut view = KernelView::default();
+        view.routes.set(q, 20, nh(4));
+        assert_eq!(m.sync_all(&mut f, view), 1);
+        assert_eq!(f.routes.lookup(a), Some(nh(4)));
+        assert!(m.others.is_empty());
+        assert_eq!(m.sync_all(&mut f, KernelView::default()), 1);
+        assert!(f.routes.is_empty());
+        assert!(m.others.is_empty());
+    }
+
+    #[test]
+    fn metrics_beyond_the_tags_are_kept_aside() {
+        let mut m = KernelMirror::new(&one_family_spec());
+        let mut f = Forwarder::new();
+        let n = usize::from(MAX_TAG) + 3;
+        let q = |i: usize| p(&format!("10.{}.{}.0/24", i / 256, i % 256));
+        let mut view = KernelView::default();
+        for i in 0..n {
+            view.routes.set(q(i), i as u32, nh(2));
+        }
+        m.sync_all(&mut f, view);
+        assert_eq!(f.routes.len(), n);
+        assert_eq!(m.others.len(), 3, "three metrics got no tag");
+        for i in 0..n {
+            assert_eq!(m.kernel_routes(&f.routes, &q(i)), vec![(i as u32, nh(2))]);
+        }
+        // Which metrics got a tag depends on the dump's order: count those that did not.
+        let mut aside = 3;
+        for i in [0, n - 1] {
+            let untagged = m.others.contains_key(&q(i));
+            m.apply(&mut f, &KernelEvent::RouteDel(q(i), i as u32 + 1))
+                .unwrap();
+            assert!(f.routes.contains(q(i)), "another metric: nothing to delete");
+            assert_eq!(m.others.contains_key(&q(i)), untagged);
+            m.apply(&mut f, &KernelEvent::RouteDel(q(i), i as u32))
+                .unwrap();
+            assert!(!f.routes.contains(q(i)));
+            aside -= usize::from(untagged);
+        }
+        assert_eq!((f.routes.len(), m.others.len()), (n - 2, aside));
     }
 
     #[test]
@@ -747,10 +948,10 @@ mod tests {
         for s in ["10.1.0.0/16", "10.2.0.0/16", "10.3.0.0/16"] {
             view.routes.set(p(s), 0, nh(2));
         }
-        let plan = m.resync(view.clone());
-        m.apply_live(&f, plan);
+        m.apply_live(&f, |m, t, small| m.resync(t, view.clone(), small));
         let cur = f.load();
         assert_eq!(cur.routes.len(), 2, "the limit holds");
+        assert_eq!(m.others.len(), 1, "the route left out is remembered aside");
         assert!(
             cur.routes_incomplete,
             "and the forwarder knows it lacks a route"
@@ -771,13 +972,20 @@ mod tests {
         // A route goes away in the kernel: the left-out one takes its place.
         assert_eq!(m.limited.len(), 1);
         let events = [KernelEvent::RouteDel(p("10.1.0.0/16"), 0)];
-        let plan: Vec<Update> = events.iter().filter_map(|e| m.plan_event(e)).collect();
-        m.apply_live(&f, plan);
+        m.apply_live(&f, |m, t, small| {
+            (events.iter())
+                .map(|e| usize::from(m.event(t, e, small).unwrap()))
+                .sum()
+        });
         let cur = f.load();
         assert_eq!(cur.routes.len(), 2);
         assert!(!cur.routes_incomplete);
         for s in ["10.2.0.1", "10.3.0.1"] {
             assert!(cur.routes.lookup(s.parse().unwrap()).is_some(), "{s}");
+        }
+        assert!(m.others.is_empty(), "once in, the table tells it");
+        for s in ["10.2.0.0/16", "10.3.0.0/16"] {
+            assert_eq!(m.kernel_routes(&cur.routes, &p(s)), vec![(0, nh(2))]);
         }
     }
 

@@ -185,7 +185,7 @@ pub(super) struct KernelView {
     pub(super) links: BTreeMap<u32, ([u8; 6], u32)>,
     /// The router's addresses: ifindex → (address, prefix length), sorted.
     pub(super) addrs: BTreeMap<u32, Vec<(IpAddr, u8)>>,
-    /// Table main: prefix → entries (metric, next hop).
+    /// Table main as dumped: prefix → entries (metric, next hop); taken out when applied.
     pub(super) routes: Routes,
     /// Resolved neighbours of the router's interfaces.
     pub(super) neighbors: HashMap<(u32, IpAddr), [u8; 6]>,
@@ -465,11 +465,10 @@ fn dump_tables(sock: &mut NlSocket, spec: &MirrorSpec, v: &mut KernelView) -> Re
     Ok(())
 }
 
-/// The kernel's routes (table main), keyed compactly per family: a full table is a million
-/// keys, so each entry is a packed key and `(metric << 32 | next-hop id)`, 16 bytes (IPv4) or
-/// 32 (IPv6) beside hashbrown's control byte, instead of an `IpPrefix` and an enum (40 bytes).
-/// A prefix with several metrics (rare) keeps its list aside. Interned next hops are not freed
-/// (they are few).
+/// A dump of the kernel's routes (table main), held only while the mirror applies it (the mirror
+/// keeps no copy of its own). Keyed compactly per family, since a full table is a million keys:
+/// each entry is a packed key and `(metric << 32 | next-hop id)`, 16 bytes (IPv4) or 32 (IPv6)
+/// beside hashbrown's control byte. A prefix with several metrics (rare) keeps its list aside.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Routes {
     v4: HashMap<u64, u64>,
@@ -564,32 +563,6 @@ impl Routes {
         }
     }
 
-    /// Removes the route (`p`, `metric`).
-    pub(super) fn del(&mut self, p: &IpPrefix, metric: u32) {
-        match self.get(p) {
-            None => {}
-            Some(MANY) => {
-                let Some(v) = self.many.get_mut(p) else {
-                    return;
-                };
-                v.retain(|(m, _)| *m != metric);
-                match v.as_slice() {
-                    [] => {
-                        self.many.remove(p);
-                        self.put(p, None);
-                    }
-                    &[(m, h)] => {
-                        self.many.remove(p);
-                        self.put(p, Some(pack(m, h)));
-                    }
-                    _ => {}
-                }
-            }
-            Some(one) if unpack(one).0 == metric => self.put(p, None),
-            Some(_) => {}
-        }
-    }
-
     /// Removes every route of `p`.
     #[cfg(test)]
     pub(super) fn remove(&mut self, p: &IpPrefix) {
@@ -597,31 +570,49 @@ impl Routes {
         self.put(p, None);
     }
 
+    /// The routes of `p` as (metric, next hop) from a packed value.
+    fn entries(&self, p: &IpPrefix, v: u64) -> Vec<(u32, NextHop)> {
+        let hop = |(m, id): (u32, u32)| Some((m, *self.hops.get(id as usize)?));
+        match v {
+            MANY => (self.many.get(p).into_iter().flatten())
+                .filter_map(|&e| hop(e))
+                .collect(),
+            one => hop(unpack(one)).into_iter().collect(),
+        }
+    }
+
+    /// Every prefix with its routes (metric, next hop).
+    pub(super) fn iter(&self) -> impl Iterator<Item = (IpPrefix, Vec<(u32, NextHop)>)> + '_ {
+        let v4 = self.v4.iter().filter_map(|(&k, &v)| {
+            let p = IpPrefix::new(IpAddr::V4(((k >> 8) as u32).into()), k as u8).ok()?;
+            Some((p, self.entries(&p, v)))
+        });
+        let v6 = self.v6.iter().filter_map(|(&(hi, lo, len), &v)| {
+            let a = u128::from(hi) << 64 | u128::from(lo);
+            let p = IpPrefix::new(IpAddr::V6(a.into()), len).ok()?;
+            Some((p, self.entries(&p, v)))
+        });
+        v4.chain(v6)
+    }
+
+    /// The routes of `p` as (metric, next hop).
+    #[cfg(test)]
+    fn routes_of(&self, p: &IpPrefix) -> Vec<(u32, NextHop)> {
+        self.get(p).map(|v| self.entries(p, v)).unwrap_or_default()
+    }
+
     /// The next hop of `p`'s lowest metric.
-    pub(super) fn best(&self, p: &IpPrefix) -> Option<NextHop> {
-        let id = match self.get(p)? {
-            MANY => self.many.get(p)?.iter().min_by_key(|(m, _)| *m)?.1,
-            one => unpack(one).1,
-        };
-        self.hops.get(id as usize).copied()
+    #[cfg(test)]
+    fn best(&self, p: &IpPrefix) -> Option<NextHop> {
+        self.routes_of(p)
+            .into_iter()
+            .min_by_key(|r| r.0)
+            .map(|r| r.1)
     }
 
     /// True if the kernel has a route for `p`.
     pub(super) fn contains(&self, p: &IpPrefix) -> bool {
         self.get(p).is_some()
-    }
-
-    /// Every prefix with a route.
-    pub(super) fn prefixes(&self) -> impl Iterator<Item = IpPrefix> + '_ {
-        let v4 = self
-            .v4
-            .keys()
-            .filter_map(|&k| IpPrefix::new(IpAddr::V4(((k >> 8) as u32).into()), k as u8).ok());
-        let v6 = self.v6.keys().filter_map(|&(hi, lo, len)| {
-            let a = u128::from(hi) << 64 | u128::from(lo);
-            IpPrefix::new(IpAddr::V6(a.into()), len).ok()
-        });
-        v4.chain(v6)
     }
 
     #[cfg(test)]
@@ -648,24 +639,29 @@ mod routes_tests {
     }
 
     #[test]
-    fn lowest_metric_wins_and_entries_collapse() {
+    fn lowest_metric_wins_and_several_metrics_are_kept() {
         let mut r = Routes::default();
         let p: IpPrefix = "10.0.0.0/8".parse().unwrap();
+        let q: IpPrefix = "2001:db8::/48".parse().unwrap();
         r.set(p, 100, nh(1));
+        assert_eq!(r.get(&p), Some(pack(100, 0)), "one route inline");
         r.set(p, 10, nh(2));
         r.set(p, 50, nh(3));
         assert_eq!(r.best(&p), Some(nh(2)));
         r.set(p, 10, nh(4));
         assert_eq!(r.best(&p), Some(nh(4)), "a metric's next hop is replaced");
-        r.del(&p, 10);
-        assert_eq!(r.best(&p), Some(nh(3)));
-        r.del(&p, 50);
-        assert_eq!(r.get(&p), Some(pack(100, 0)), "back to inline");
+        let mut all = r.routes_of(&p);
+        all.sort_by_key(|e| e.0);
+        assert_eq!(all, vec![(10, nh(4)), (50, nh(3)), (100, nh(1))]);
+        r.set(q, 1024, nh(1));
+        let mut it: Vec<_> = r.iter().collect();
+        it.sort_by_key(|e| e.0.len());
+        assert_eq!(it.len(), 2);
+        assert_eq!((it[0].0, it[0].1.len()), (p, 3));
+        assert_eq!(it[1], (q, vec![(1024, nh(1))]));
+        r.remove(&p);
+        assert_eq!((r.best(&p), r.len()), (None, 1));
         assert!(r.many.is_empty());
-        r.del(&p, 7);
-        assert_eq!(r.best(&p), Some(nh(1)), "an unknown metric removes nothing");
-        r.del(&p, 100);
-        assert_eq!((r.best(&p), r.len()), (None, 0));
         assert_eq!(r.hops.len(), 4, "next hops interned once each");
     }
 }
