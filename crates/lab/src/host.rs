@@ -81,32 +81,27 @@ pub fn napi_threads(ifname: &str) -> Vec<u32> {
 
 /// Pins the threads `pids` to `cpu` (`taskset -pc`).
 pub fn pin_threads(pids: &[u32], cpu: usize) -> Result<(), String> {
-    for pid in pids {
-        let st = std::process::Command::new("taskset")
-            .args(["-pc", &cpu.to_string(), &pid.to_string()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .map_err(|e| format!("taskset: {e}"))?;
-        // A thread that ended meanwhile (its NAPI was deleted) is not an error.
-        if !st.success() && std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            return Err(format!("taskset -pc {cpu} {pid} failed"));
-        }
-    }
-    Ok(())
+    per_thread(pids, "taskset", &["-pc", &cpu.to_string()])
 }
 
 /// Gives the threads `pids` SCHED_FIFO priority `prio` (`chrt -f -p`).
 pub fn fifo_threads(pids: &[u32], prio: u8) -> Result<(), String> {
+    per_thread(pids, "chrt", &["-f", "-p", &prio.to_string()])
+}
+
+/// Runs `cmd args… PID` for each of `pids`; a thread that ended meanwhile (its NAPI was
+/// deleted) is not an error.
+fn per_thread(pids: &[u32], cmd: &str, args: &[&str]) -> Result<(), String> {
     for pid in pids {
-        let st = std::process::Command::new("chrt")
-            .args(["-f", "-p", &prio.to_string(), &pid.to_string()])
+        let st = std::process::Command::new(cmd)
+            .args(args)
+            .arg(pid.to_string())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .status()
-            .map_err(|e| format!("chrt: {e}"))?;
+            .map_err(|e| format!("{cmd}: {e}"))?;
         if !st.success() && std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            return Err(format!("chrt -f -p {prio} {pid} failed"));
+            return Err(format!("{cmd} {} {pid} failed", args.join(" ")));
         }
     }
     Ok(())
