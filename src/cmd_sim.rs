@@ -160,6 +160,14 @@ pub struct SimArgs {
     /// Frames per grant at most (the live worker's `batch`; 0: the engine's allowance only).
     #[arg(long, default_value_t = 0)]
     pub max_grant: u32,
+    /// Fixed CPU cost of a transmit flush in ns, charged after the grants the live worker
+    /// flushes after (every grant of a higher ring; the lowest ring's once --tx-batch frames
+    /// wait; when out of work). `llrouter_ring_tx_flushes_total` calibrates it.
+    #[arg(long, default_value_t = 0.0)]
+    pub flush_ns: f64,
+    /// Frames of the lowest ring that wait for one flush (the router's `tx-batch`).
+    #[arg(long, default_value_t = 16)]
+    pub tx_batch: u32,
     /// Add paper 001's extra latency T+ = 4·T_DMA + 2·8·x to every packet.
     #[arg(long, value_enum, default_value_t = OnOff::Off)]
     pub extra_latency: OnOff,
@@ -397,12 +405,19 @@ impl SimArgs {
             },
             grant_ns: self.grant_ns,
             max_grant: self.max_grant,
+            flush_ns: self.flush_ns,
+            tx_batch: self.tx_batch,
             ..ServiceModel::default()
         };
-        if !(self.grant_ns >= 0.0 && self.grant_ns.is_finite()) {
+        for (field, v) in [("grant-ns", self.grant_ns), ("flush-ns", self.flush_ns)] {
+            if !(v >= 0.0 && v.is_finite()) {
+                return Err(usage(field, format!("{v}: must be 0 or more ns")));
+            }
+        }
+        if self.tx_batch == 0 {
             return Err(usage(
-                "grant-ns",
-                format!("{}: must be 0 or more ns", self.grant_ns),
+                "tx-batch",
+                "0: must be at least 1 frame (as in the router's config)",
             ));
         }
         if let Some(cal) = &self.calibration {

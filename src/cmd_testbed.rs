@@ -166,7 +166,7 @@ pub struct Common {
     /// llrouter targets: wake-up mode.
     #[arg(long, value_enum, default_value_t = Wake::Interrupt)]
     pub wake: Wake,
-    /// llrouter targets: ring budgets of rt and be, `RT,BE`.
+    /// llrouter targets: ring budgets of rt and be, `RT,BE` (ll-rr: BE for both rings).
     #[arg(long, default_value = "60,4")]
     pub budgets: Budgets,
     /// llrouter:ll-wfq targets: `budget = "auto"` for be, towards an RT time in ring of this

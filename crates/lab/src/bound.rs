@@ -133,18 +133,20 @@ pub fn at_point(
 pub struct GrantShape {
     pub frames_per_grant: f64,
     pub ns_per_grant: f64,
+    /// The share of the grants that ended in a transmit flush (`TxPolicy`).
+    pub flushes_per_grant: f64,
 }
 
 /// The grants of the highest ring (ring 0) and of the lowest (the last; under `sq` the only
 /// one, which then is reported as the lowest) between the snapshots `a` and `b`: the live
-/// figures that calibrate the simulator's per-grant cost (`c_g + frames·x`).
+/// figures that calibrate the simulator's grant and flush costs (`c_g + flushes·c_f + frames·x`).
 pub fn grant_shapes(
     a: &MetricsSnapshot,
     b: &MetricsSnapshot,
 ) -> (Option<GrantShape>, Option<GrantShape>) {
     let last = b.rings.iter().map(|r| r.ring).max();
     let shape = |ring: u32| -> Option<GrantShape> {
-        let (mut grants, mut served, mut secs) = (0u64, 0u64, 0.0f64);
+        let (mut grants, mut served, mut secs, mut flushes) = (0u64, 0u64, 0.0f64, 0u64);
         for r in b.rings.iter().filter(|r| r.ring == ring) {
             let p = a
                 .rings
@@ -153,10 +155,12 @@ pub fn grant_shapes(
             grants += r.grants - p.map_or(0, |p| p.grants.min(r.grants));
             served += r.served - p.map_or(0, |p| p.served.min(r.served));
             secs += (r.grant_seconds - p.map_or(0.0, |p| p.grant_seconds)).max(0.0);
+            flushes += r.tx_flushes - p.map_or(0, |p| p.tx_flushes.min(r.tx_flushes));
         }
         (grants > 0).then(|| GrantShape {
             frames_per_grant: served as f64 / grants as f64,
             ns_per_grant: secs * 1e9 / grants as f64,
+            flushes_per_grant: flushes as f64 / grants as f64,
         })
     };
     match last {
@@ -275,9 +279,11 @@ mod tests {
         r0.grants += 20;
         r0.served += 220;
         r0.grant_seconds += 0.002;
+        r0.tx_flushes += 20;
         r1.grants += 250;
         r1.served += 1_000;
         r1.grant_seconds += 0.005;
+        r1.tx_flushes += 50;
         let b = snap("ll-wfq", vec![r0, r1]);
         let (hi, lo) = grant_shapes(&a, &b);
         let (hi, lo) = (hi.unwrap(), lo.unwrap());
@@ -287,6 +293,8 @@ mod tests {
         assert!(
             (lo.frames_per_grant - 4.0).abs() < 1e-9 && (lo.ns_per_grant - 20_000.0).abs() < 1e-3
         );
+        assert!((hi.flushes_per_grant - 1.0).abs() < 1e-9);
+        assert!((lo.flushes_per_grant - 0.2).abs() < 1e-9);
         // sq: the one ring is the lowest.
         let mut all = ring(0, "all", 0, 0.0, 64, &[]);
         let a = snap("sq", vec![all.clone()]);

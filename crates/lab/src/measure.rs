@@ -76,9 +76,9 @@ pub struct Row {
     pub rt_ring_p99_us: f64,
     #[serde(default)]
     pub within_tmax: String,
-    /// llrouter targets: frames and worker CPU ns per grant of the highest ring (NaN under
-    /// `sq`) and of the lowest ring (`sq`: its only ring) — what calibrates the simulator's
-    /// per-grant cost.
+    /// llrouter targets: frames, worker CPU ns and transmit flushes per grant of the highest
+    /// ring (NaN under `sq`) and of the lowest ring (`sq`: its only ring) — what calibrates the
+    /// simulator's grant and flush costs.
     #[serde(default)]
     pub hi_frames_per_grant: f64,
     #[serde(default)]
@@ -87,6 +87,10 @@ pub struct Row {
     pub lo_frames_per_grant: f64,
     #[serde(default)]
     pub lo_ns_per_grant: f64,
+    #[serde(default)]
+    pub hi_flushes_per_grant: f64,
+    #[serde(default)]
+    pub lo_flushes_per_grant: f64,
 }
 
 /// A point during which some CPU lost more than this share (%) to steal is measured once more
@@ -396,6 +400,8 @@ pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: &Po
         hi_ns_per_grant: hi.map_or(f64::NAN, |g| g.ns_per_grant),
         lo_frames_per_grant: lo.map_or(f64::NAN, |g| g.frames_per_grant),
         lo_ns_per_grant: lo.map_or(f64::NAN, |g| g.ns_per_grant),
+        hi_flushes_per_grant: hi.map_or(f64::NAN, |g| g.flushes_per_grant),
+        lo_flushes_per_grant: lo.map_or(f64::NAN, |g| g.flushes_per_grant),
     }
 }
 

@@ -133,7 +133,7 @@ pub struct Options {
     pub sink_backend: SinkBackend,
     /// llrouter targets: wake-up mode of the worker.
     pub wake: WakeMode,
-    /// llrouter targets: ring budgets of rt and be.
+    /// llrouter targets: ring budgets of rt and be (ll-rr: `be` for both rings).
     pub budgets: Budgets,
     /// `llrouter:ll-wfq` targets: the BE budget set by the worker (`budget = "auto"`) towards
     /// an RT time in ring of this many µs, instead of `budgets.be`.

@@ -75,6 +75,8 @@ pub struct CsvRow<'a> {
     hi_ns_per_grant: Fixed<0>,
     lo_frames_per_grant: Fixed<2>,
     lo_ns_per_grant: Fixed<0>,
+    hi_flushes_per_grant: Fixed<3>,
+    lo_flushes_per_grant: Fixed<3>,
 }
 
 impl<'a> From<&'a Row> for CsvRow<'a> {
@@ -119,6 +121,8 @@ impl<'a> From<&'a Row> for CsvRow<'a> {
             hi_ns_per_grant: Fixed(r.hi_ns_per_grant),
             lo_frames_per_grant: Fixed(r.lo_frames_per_grant),
             lo_ns_per_grant: Fixed(r.lo_ns_per_grant),
+            hi_flushes_per_grant: Fixed(r.hi_flushes_per_grant),
+            lo_flushes_per_grant: Fixed(r.lo_flushes_per_grant),
         }
     }
 }
@@ -173,7 +177,7 @@ pub fn write_csv<T: Serialize>(path: &Path, rows: &[T], empty_header: &str) -> R
 }
 
 /// The header of `results.csv`.
-pub const RESULTS_HEADER: &str = "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt,round,wakeups_per_s,steal_pct,router_softirq_pct,attempts,x_ns,rho_rt,be_budget,tmax_us,rt_ring_p99_lo_us,rt_ring_p99_us,within_tmax,hi_frames_per_grant,hi_ns_per_grant,lo_frames_per_grant,lo_ns_per_grant";
+pub const RESULTS_HEADER: &str = "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt,round,wakeups_per_s,steal_pct,router_softirq_pct,attempts,x_ns,rho_rt,be_budget,tmax_us,rt_ring_p99_lo_us,rt_ring_p99_us,within_tmax,hi_frames_per_grant,hi_ns_per_grant,lo_frames_per_grant,lo_ns_per_grant,hi_flushes_per_grant,lo_flushes_per_grant";
 
 /// The header of `mlffr.csv`.
 pub const MLFFR_HEADER: &str = "target,round,mlffr_pps,loss_tolerance,generator_limited";
@@ -544,94 +548,141 @@ fn model_md(s: &mut String, rows: &[Row]) {
     }
 }
 
-/// The per-grant cost section: `ns per grant = c_g + frames · x` fitted over the overloaded
-/// llrouter points' highest and lowest rings, and what the simulator with that cost predicts for
-/// ll-wfq's forwarded rate against sq's at each RT share where both were measured.
+/// The per-grant cost section: `ns per grant = c_g + flushes · c_f + frames · x` fitted over the
+/// overloaded llrouter points' highest and lowest rings (`c_g + frames · x` when the flushes do
+/// not vary enough to tell them apart), the forwarded rates of ll-wfq and ll-rr against sq
+/// paired round by round, and what the simulator with those costs predicts for the same ratios.
 fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row]) {
     let over: Vec<&Row> = (rows.iter())
         .filter(|r| r.target.starts_with("llrouter:") && r.loss_be > 0.01)
         .collect();
-    let pts: Vec<(f64, f64)> = (over.iter())
+    let pts: Vec<(f64, f64, f64)> = (over.iter())
         .flat_map(|r| {
             [
-                (r.hi_frames_per_grant, r.hi_ns_per_grant),
-                (r.lo_frames_per_grant, r.lo_ns_per_grant),
+                (
+                    r.hi_frames_per_grant,
+                    r.hi_flushes_per_grant,
+                    r.hi_ns_per_grant,
+                ),
+                (
+                    r.lo_frames_per_grant,
+                    r.lo_flushes_per_grant,
+                    r.lo_ns_per_grant,
+                ),
             ]
         })
+        .filter(|(n, f, t)| n.is_finite() && f.is_finite() && t.is_finite())
         .collect();
-    let Some((c_g, x)) = llr_sim::model::fit_grant_cost(&pts) else {
+    let cost = llr_sim::model::fit_grant_flush_cost(&pts).or_else(|| {
+        let two: Vec<(f64, f64)> = pts.iter().map(|&(n, _, t)| (n, t)).collect();
+        let (grant_ns, frame_ns) = llr_sim::model::fit_grant_cost(&two)?;
+        Some(llr_sim::model::GrantCost {
+            grant_ns,
+            flush_ns: 0.0,
+            frame_ns,
+        })
+    });
+    let Some(cost) = cost else {
         return;
     };
+    let (c_g, c_f, x) = (cost.grant_ns, cost.flush_ns, cost.frame_ns);
     let _ = write!(
         s,
         "\n## The cost of a grant (issue 16)\n\nFitted over the {} ring figures of the {} overloaded llrouter points (BE loss > 1 %): \
-         ns per grant = c_g + frames · x with **c_g = {c_g:.0} ns, x = {x:.0} ns** (the worker caps a grant at 32 frames).\n\n\
-         | target | ring | frames per grant | ns per grant | fit |\n|---|---|---|---|---|\n",
-        pts.iter().filter(|(n, t)| n.is_finite() && t.is_finite()).count(),
+         ns per grant = c_g + flushes · c_f + frames · x with **c_g = {c_g:.0} ns, c_f = {c_f:.0} ns, x = {x:.0} ns** \
+         (a flush: the transmit kick after a grant of a higher ring, or after the lowest ring's once `tx-batch` frames wait; \
+         the worker caps a grant at 32 frames).\n\n\
+         | target | ring | frames per grant | flushes per grant | ns per grant | fit |\n|---|---|---|---|---|---|\n",
+        pts.len(),
         over.len()
     );
     for r in &over {
-        for (ring, n, t) in [
-            ("highest", r.hi_frames_per_grant, r.hi_ns_per_grant),
-            ("lowest", r.lo_frames_per_grant, r.lo_ns_per_grant),
+        for (ring, n, f, t) in [
+            (
+                "highest",
+                r.hi_frames_per_grant,
+                r.hi_flushes_per_grant,
+                r.hi_ns_per_grant,
+            ),
+            (
+                "lowest",
+                r.lo_frames_per_grant,
+                r.lo_flushes_per_grant,
+                r.lo_ns_per_grant,
+            ),
         ] {
-            if n.is_finite() && t.is_finite() {
+            if n.is_finite() && f.is_finite() && t.is_finite() {
                 let _ = writeln!(
                     s,
-                    "| {} (RT {}, {:.0} pps) | {ring} | {n:.1} | {t:.0} | {:.0} |",
+                    "| {} (RT {}, {:.0} pps) | {ring} | {n:.1} | {f:.2} | {t:.0} | {:.0} |",
                     r.target,
                     r.rt_share,
                     r.offered_pps,
-                    c_g + n * x
+                    c_g + f * c_f + n * x
                 );
             }
         }
     }
-    let fwd = |label: &str, share: f64| -> Option<f64> {
-        let v: Vec<f64> = (over.iter())
+    // Within a round the targets ran back to back; across rounds the machine's speed wanders
+    // more than the ratio does, so each round gives one ratio.
+    let paired = |label: &str, share: f64| -> Vec<f64> {
+        (over.iter())
             .filter(|r| r.target == label && r.rt_share == share)
-            .map(|r| r.throughput_pps)
-            .collect();
-        crate::summary::spread(&v).map(|(m, _, _)| m)
+            .filter_map(|r| {
+                let sq = over.iter().find(|q| {
+                    q.target == "llrouter:sq" && q.rt_share == share && q.round == r.round
+                })?;
+                Some(r.throughput_pps / sq.throughput_pps)
+            })
+            .collect()
     };
     let mut shares: Vec<f64> = over.iter().map(|r| r.rt_share).collect();
     shares.sort_by(f64::total_cmp);
     shares.dedup();
+    let sim = |kind: StrategyKind, share: f64| -> Option<f64> {
+        let budgets = if kind == StrategyKind::LlRr {
+            [c.budgets.be, c.budgets.be]
+        } else {
+            [c.budgets.rt, c.budgets.be]
+        };
+        let sched = llr_core::sched::SchedConfig::new(kind, &["rt", "be"]).with_budgets(&budgets);
+        let mut cfg = llr_sim::SimConfig::paper000(sched, share, 3.0, 300_000);
+        cfg.sched.device_budget = c.device_budget;
+        cfg.ring_size = c.rx_size as usize;
+        cfg.service.override_ns = Some(x.max(1.0));
+        cfg.service.grant_ns = c_g.max(0.0);
+        cfg.service.flush_ns = c_f.max(0.0);
+        cfg.service.tx_batch = c.tx_batch;
+        cfg.service.max_grant = 32;
+        let r = llr_sim::run(&cfg).ok()?;
+        let delivered: u64 = r.classes.iter().map(|k| k.delivered).sum();
+        Some(delivered as f64 * 1e9 / r.sim_time_ns)
+    };
     let mut lines = String::new();
     for share in shares {
-        let (Some(sq), Some(wfq)) = (fwd("llrouter:sq", share), fwd("llrouter:ll-wfq", share))
-        else {
-            continue;
-        };
-        let sim = |kind: StrategyKind| -> Option<f64> {
-            let sched = llr_core::sched::SchedConfig::new(kind, &["rt", "be"])
-                .with_budgets(&[c.budgets.rt, c.budgets.be]);
-            let mut cfg = llr_sim::SimConfig::paper000(sched, share, 3.0, 300_000);
-            cfg.sched.device_budget = c.device_budget;
-            cfg.ring_size = c.rx_size as usize;
-            cfg.service.override_ns = Some(x.max(1.0));
-            cfg.service.grant_ns = c_g.max(0.0);
-            cfg.service.max_grant = 32;
-            let r = llr_sim::run(&cfg).ok()?;
-            let delivered: u64 = r.classes.iter().map(|k| k.delivered).sum();
-            Some(delivered as f64 * 1e9 / r.sim_time_ns)
-        };
-        if let (Some(p_sq), Some(p_wfq)) = (sim(StrategyKind::Sq), sim(StrategyKind::LlWfq)) {
+        for (label, kind) in [
+            ("llrouter:ll-wfq", StrategyKind::LlWfq),
+            ("llrouter:ll-rr", StrategyKind::LlRr),
+        ] {
+            let ratios = paired(label, share);
+            let Some((med, lo, hi)) = crate::summary::spread(&ratios) else {
+                continue;
+            };
+            let predicted = match (sim(StrategyKind::Sq, share), sim(kind, share)) {
+                (Some(a), Some(b)) if a > 0.0 => format!("**{:.3}**", b / a),
+                _ => "—".into(),
+            };
             let _ = writeln!(
                 lines,
-                "| {share} | {:.0} | {:.0} | **{:.3}** | {:.0} | {:.0} | **{:.3}** |",
-                sq,
-                wfq,
-                wfq / sq,
-                p_sq,
-                p_wfq,
-                p_wfq / p_sq
+                "| {share} | {} | {} | **{med:.3}** | {lo:.3}–{hi:.3} | {predicted} |",
+                &label["llrouter:".len()..],
+                ratios.len()
             );
         }
     }
     if !lines.is_empty() {
-        s.push_str("\nll-wfq against sq, forwarded pps (median over rounds) and the simulator at 3× overload with that c_g and x (c_g < 0 is taken as 0):\n\n\
-            | RT share | sq | ll-wfq | ratio | sim sq | sim ll-wfq | sim ratio |\n|---|---|---|---|---|---|---|\n");
+        s.push_str("\nForwarded pps against sq's in the same round (median and range over rounds), and the simulator's ratio at 3× overload with the fitted c_g, c_f and x (a negative cost is taken as 0):\n\n\
+            | RT share | target | rounds | ratio to sq | range | sim ratio |\n|---|---|---|---|---|---|\n");
         s.push_str(&lines);
     }
 }
@@ -698,45 +749,64 @@ mod tests {
 
     #[test]
     fn the_grant_cost_is_fitted_over_overloaded_rows_and_simulated() {
-        let row = |target: &str, hi: (f64, f64), lo: (f64, f64), fwd: f64| Row {
+        // (frames, flushes) per grant on the highest and lowest ring, ns from the plane
+        // 1000 + 500·flushes + 2000·frames exactly.
+        let t = |n: f64, f: f64| 1000.0 + 500.0 * f + 2000.0 * n;
+        let row = |target: &str, round: u32, hi: (f64, f64), lo: (f64, f64), fwd: f64| Row {
             target: target.into(),
+            round,
             rt_share: 0.3,
             offered_pps: 3e6,
             loss_be: 0.5,
             throughput_pps: fwd,
             hi_frames_per_grant: hi.0,
-            hi_ns_per_grant: hi.1,
+            hi_flushes_per_grant: hi.1,
+            hi_ns_per_grant: t(hi.0, hi.1),
             lo_frames_per_grant: lo.0,
-            lo_ns_per_grant: lo.1,
+            lo_flushes_per_grant: lo.1,
+            lo_ns_per_grant: t(lo.0, lo.1),
             ..Default::default()
         };
-        // On the line 1000 + 2000·n exactly.
+        let none = (f64::NAN, f64::NAN);
         let rows = [
-            row(
-                "llrouter:sq",
-                (f64::NAN, f64::NAN),
-                (32.0, 65_000.0),
-                480_000.0,
-            ),
-            row(
-                "llrouter:ll-wfq",
-                (10.0, 21_000.0),
-                (4.0, 9_000.0),
-                440_000.0,
-            ),
-            row(
-                "kernel",
-                (f64::NAN, f64::NAN),
-                (f64::NAN, f64::NAN),
-                400_000.0,
-            ),
+            row("llrouter:sq", 1, none, (32.0, 1.0), 480_000.0),
+            row("llrouter:ll-wfq", 1, (10.0, 1.0), (4.0, 0.25), 440_000.0),
+            row("llrouter:ll-rr", 1, (4.0, 1.0), (4.0, 0.25), 432_000.0),
+            row("kernel", 1, none, none, 400_000.0),
+            // A slower round: the ratio within it is what counts.
+            row("llrouter:sq", 2, none, (32.0, 1.0), 400_000.0),
+            row("llrouter:ll-wfq", 2, (10.0, 1.0), (4.0, 0.25), 380_000.0),
         ];
         let c = Options::new(&[Target::Kernel], "/tmp".into());
         let mut s = String::new();
         grant_cost_md(&mut s, &c, &rows);
-        assert!(s.contains("c_g = 1000 ns, x = 2000 ns"), "{s}");
-        assert!(s.contains("| 0.3 | 480000 | 440000 | **0.917** |"), "{s}");
-        assert!(s.contains("sim ratio"), "{s}");
+        assert!(
+            s.contains("c_g = 1000 ns, c_f = 500 ns, x = 2000 ns"),
+            "{s}"
+        );
+        // Round 1: 440/480 = 0.917, round 2: 380/400 = 0.950.
+        assert!(
+            s.contains("| 0.3 | ll-wfq | 2 | **0.933** | 0.917–0.950 | **"),
+            "{s}"
+        );
+        assert!(
+            s.contains("| 0.3 | ll-rr | 1 | **0.900** | 0.900–0.900 | **"),
+            "{s}"
+        );
+        // The same frames and flushes fitted without flushes: the two-way fit is the fallback.
+        let flat: Vec<Row> = rows
+            .iter()
+            .map(|r| Row {
+                hi_flushes_per_grant: 1.0,
+                lo_flushes_per_grant: 1.0,
+                hi_ns_per_grant: 1000.0 + 2000.0 * r.hi_frames_per_grant,
+                lo_ns_per_grant: 1000.0 + 2000.0 * r.lo_frames_per_grant,
+                ..r.clone()
+            })
+            .collect();
+        let mut s = String::new();
+        grant_cost_md(&mut s, &c, &flat);
+        assert!(s.contains("c_g = 1000 ns, c_f = 0 ns, x = 2000 ns"), "{s}");
         // Not overloaded: nothing to fit.
         let calm: Vec<Row> = rows
             .iter()
@@ -748,6 +818,32 @@ mod tests {
         let mut s = String::new();
         grant_cost_md(&mut s, &c, &calm);
         assert!(s.is_empty(), "{s}");
+    }
+
+    #[test]
+    fn the_simulator_pays_for_the_flushes_the_worker_makes() {
+        // With only a flush cost, sq (one flush per 32-frame grant) forwards more than ll-wfq
+        // (a flush after every RT grant), and both forward less than without it.
+        let run = |kind: StrategyKind, flush_ns: f64| -> f64 {
+            let budgets = [60, 4];
+            let sched =
+                llr_core::sched::SchedConfig::new(kind, &["rt", "be"]).with_budgets(&budgets);
+            let mut cfg = llr_sim::SimConfig::paper000(sched, 0.15, 3.0, 100_000);
+            cfg.service.override_ns = Some(1000.0);
+            cfg.service.flush_ns = flush_ns;
+            cfg.service.max_grant = 32;
+            let r = llr_sim::run(&cfg).unwrap();
+            let delivered: u64 = r.classes.iter().map(|k| k.delivered).sum();
+            delivered as f64 * 1e9 / r.sim_time_ns
+        };
+        let (sq0, wfq0) = (run(StrategyKind::Sq, 0.0), run(StrategyKind::LlWfq, 0.0));
+        let (sq, wfq) = (
+            run(StrategyKind::Sq, 5000.0),
+            run(StrategyKind::LlWfq, 5000.0),
+        );
+        assert!((wfq0 / sq0 - 1.0).abs() < 0.02, "{sq0} {wfq0}");
+        assert!(sq < sq0 && wfq < wfq0, "{sq0} {sq} {wfq0} {wfq}");
+        assert!(wfq / sq < 0.95, "{sq} {wfq}");
     }
 
     #[test]
@@ -773,7 +869,7 @@ mod tests {
         assert_eq!(lines.next(), Some(RESULTS_HEADER));
         assert_eq!(
             lines.next(),
-            Some("llrouter:ll-wfq,0.3,20000,0,0,0,0,0,0.500000,0.000000,0,0,0.00,0.00,12.35,0.00,0.00,0.00,0.00,0.00,0,0.123,812.3,2,NaN,7.2,41.0,2,0.0,0.0000,0,0.00,0,0,,0.00,0,0.00,0")
+            Some("llrouter:ll-wfq,0.3,20000,0,0,0,0,0,0.500000,0.000000,0,0,0.00,0.00,12.35,0.00,0.00,0.00,0.00,0.00,0,0.123,812.3,2,NaN,7.2,41.0,2,0.0,0.0000,0,0.00,0,0,,0.00,0,0.00,0,0.000,0.000")
         );
         assert_eq!(
             csv_text::<CsvRow<'_>>(&[], RESULTS_HEADER).unwrap(),

@@ -123,7 +123,19 @@ fn plain_config(c: &Options, strategy: StrategyKind, flows: bool) -> Result<Rout
         cost_ns: c.cost_ns,
         tx_batch: c.tx_batch,
         kernel_routes: true,
-        classes: vec![class("rt", c.budgets.rt), be],
+        // ll-rr gives every ring the same budget (the config refuses anything else): the BE
+        // count, as the strategy's own default does.
+        classes: vec![
+            class(
+                "rt",
+                if strategy == StrategyKind::LlRr {
+                    c.budgets.be
+                } else {
+                    c.budgets.rt
+                },
+            ),
+            be,
+        ],
         auto_budget: auto.map(|us| llr_router::config::AutoBudgetConfig {
             target_us: Some(us),
             service_times: None,

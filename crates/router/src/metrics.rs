@@ -142,6 +142,7 @@ fn rings(w: &WorkerPart<'_>, class_names: &[String]) -> Vec<RingMetrics> {
             budget_hits: c.budget_hits,
             grants: c.grants,
             grant_seconds: c.grant_ns as f64 * 1e-9,
+            tx_flushes: c.flushes,
             budget: snap.ring_budgets.get(k).copied().unwrap_or(0),
             latency: Histogram {
                 bounds: LATENCY_BOUNDS.to_vec(),

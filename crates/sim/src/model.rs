@@ -46,6 +46,62 @@ pub fn fit_grant_cost(points: &[(f64, f64)]) -> Option<(f64, f64)> {
     Some((my - x * mx, x))
 }
 
+/// The live worker's costs split three ways: `t = grant_ns + flushes·flush_ns + frames·frame_ns`
+/// per grant.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GrantCost {
+    pub grant_ns: f64,
+    pub flush_ns: f64,
+    pub frame_ns: f64,
+}
+
+/// Least squares of `t = c_g + f·c_f + n·x` over `(n frames, f flushes, t ns)` per grant:
+/// needs points whose frames and flushes vary independently (sq's 32-frame grants flush every
+/// time, ll-wfq's RT grants too with a few frames, its BE grants rarely), else `None`.
+pub fn fit_grant_flush_cost(points: &[(f64, f64, f64)]) -> Option<GrantCost> {
+    let pts: Vec<[f64; 3]> = (points.iter())
+        .filter(|(n, f, t)| n.is_finite() && f.is_finite() && t.is_finite() && *n > 0.0)
+        .map(|&(n, f, t)| [n, f, t])
+        .collect();
+    if pts.len() < 3 {
+        return None;
+    }
+    // Normal equations of the design matrix [1, f, n] against t.
+    let mut a = [[0.0f64; 4]; 3];
+    for p in &pts {
+        let row = [1.0, p[1], p[0]];
+        for i in 0..3 {
+            for j in 0..3 {
+                a[i][j] += row[i] * row[j];
+            }
+            a[i][3] += row[i] * p[2];
+        }
+    }
+    // Gaussian elimination with partial pivoting; a tiny pivot means the columns are dependent.
+    let scale = a[0][0].max(a[1][1]).max(a[2][2]);
+    for c in 0..3 {
+        let p = (c..3).max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs()))?;
+        if a[p][c].abs() <= 1e-9 * scale {
+            return None;
+        }
+        a.swap(c, p);
+        let pivot = a[c];
+        for (r, row) in a.iter_mut().enumerate() {
+            if r != c {
+                let k = row[c] / pivot[c];
+                for (v, p) in row.iter_mut().zip(pivot).skip(c) {
+                    *v -= k * p;
+                }
+            }
+        }
+    }
+    Some(GrantCost {
+        grant_ns: a[0][3] / a[0][0],
+        flush_ns: a[1][3] / a[1][1],
+        frame_ns: a[2][3] / a[2][2],
+    })
+}
+
 /// A model query's answer, as printed by `llrouter model --json`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ModelReport {
@@ -64,6 +120,20 @@ pub struct ModelReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grant_and_flush_costs_are_told_apart() {
+        // sq-like, ll-wfq RT-like and BE-like grants on t = 300 + 2500·f + 1500·n.
+        let t = |n: f64, f: f64| (n, f, 300.0 + 2500.0 * f + 1500.0 * n);
+        let pts = [t(31.6, 1.0), t(5.0, 1.0), t(3.8, 0.05), t(3.9, 0.1)];
+        let c = fit_grant_flush_cost(&pts).unwrap();
+        assert!((c.grant_ns - 300.0).abs() < 1e-6, "{c:?}");
+        assert!((c.flush_ns - 2500.0).abs() < 1e-6, "{c:?}");
+        assert!((c.frame_ns - 1500.0).abs() < 1e-6, "{c:?}");
+        // Every grant flushes: flushes and the constant cannot be told apart.
+        let all = [t(31.6, 1.0), t(5.0, 1.0), t(3.8, 1.0)];
+        assert_eq!(fit_grant_flush_cost(&all), None);
+    }
 
     #[test]
     fn grant_cost_fit_recovers_a_line() {

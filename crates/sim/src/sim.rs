@@ -30,7 +30,7 @@
 use crate::model;
 use hdrhistogram::Histogram;
 use llr_core::sched::{
-    AutoBudget, AutoReading, ConfigError, Grant, Layout, PollEngine, Ring, SchedConfig,
+    AutoBudget, AutoReading, ConfigError, Grant, Layout, PollEngine, Ring, SchedConfig, TxPolicy,
 };
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -70,9 +70,12 @@ pub enum ServiceDist {
 }
 
 /// Service time `x = a·S + b + c` (paper 001), or a fixed override; and the live worker's
-/// grant shape: a fixed CPU cost `grant_ns` per grant (receive ring indices, fill-ring refill,
-/// transmit decision: work a grant costs whatever its size), grants of at most `max_grant`
-/// frames (the worker's `batch`; 0: the engine's allowance only).
+/// grant shape: a fixed CPU cost `grant_ns` per grant (receive ring indices, engine
+/// bookkeeping: work a grant costs whatever its size), grants of at most `max_grant` frames
+/// (the worker's `batch`; 0: the engine's allowance only), and a fixed cost `flush_ns` per
+/// transmit flush, which follows the grants the worker's own rule picks (`TxPolicy` with
+/// `tx_batch`: after every grant of a higher ring, after the lowest ring's once `tx_batch`
+/// frames wait, and whenever the core runs out of work).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ServiceModel {
     pub a_ns_per_byte: f64,
@@ -82,6 +85,8 @@ pub struct ServiceModel {
     pub dist: ServiceDist,
     pub grant_ns: f64,
     pub max_grant: u32,
+    pub flush_ns: f64,
+    pub tx_batch: u32,
 }
 
 impl Default for ServiceModel {
@@ -94,6 +99,8 @@ impl Default for ServiceModel {
             dist: ServiceDist::Deterministic,
             grant_ns: 0.0,
             max_grant: 0,
+            flush_ns: 0.0,
+            tx_batch: 16,
         }
     }
 }
@@ -408,9 +415,13 @@ struct Core {
     busy_ns: f64,
     /// `budget = "auto"`: the controller of this core's engine.
     auto: Option<AutoBudget>,
-    /// The grant the last packet belonged to: ring, the engine's allowance at that pick, and
-    /// frames served in it (`None` after the core went idle).
-    grant: Option<(usize, u32, u32)>,
+    /// The grant the last packet belonged to: ring, the engine's allowance at that pick,
+    /// frames served in it, and whether it is its device's lowest ring (`None` after the core
+    /// went idle).
+    grant: Option<(usize, u32, u32, bool)>,
+    /// Frames served since the last transmit flush, and a flush owed since the core went idle.
+    egress: usize,
+    flush_owed: bool,
 }
 
 struct Stream {
@@ -517,6 +528,8 @@ impl<'a> Sim<'a> {
                 busy_ns: 0.0,
                 auto: AutoBudget::new(&layout),
                 grant: None,
+                egress: 0,
+                flush_owed: false,
             })
             .collect();
         let streams = streams(cfg, &mut rng);
@@ -944,6 +957,15 @@ fn start_next(
 ) {
     match core.engine.pick(&core.rings[..]) {
         None => {
+            // Out of work, the worker flushes whatever waits. Its cost is charged to the next
+            // grant: an idle core has the time, and a packet arriving meanwhile waits for it.
+            if let Some((_, _, n, _)) = core.grant {
+                core.egress += n as usize;
+            }
+            if core.egress > 0 {
+                core.flush_owed = true;
+                core.egress = 0;
+            }
             core.state = State::Idle;
             core.t_done = f64::INFINITY;
             core.grant = None;
@@ -966,12 +988,24 @@ fn start_next(
                 service.max_grant
             };
             core.grant = match core.grant {
-                Some((ring, max, n)) if ring == g.ring && g.max + 1 == max && n < cap => {
-                    Some((ring, g.max, n + 1))
+                Some((ring, max, n, lowest)) if ring == g.ring && g.max + 1 == max && n < cap => {
+                    Some((ring, g.max, n + 1, lowest))
                 }
-                _ => {
+                prev => {
+                    // The previous grant ended: the worker's rule says whether a flush followed.
+                    if let Some((_, _, n, lowest)) = prev {
+                        core.egress += n as usize;
+                        if TxPolicy::new(service.tx_batch as usize).flush_after(lowest, core.egress)
+                        {
+                            x += service.flush_ns;
+                            core.egress = 0;
+                        }
+                    }
+                    if std::mem::take(&mut core.flush_owed) {
+                        x += service.flush_ns;
+                    }
                     x += service.grant_ns;
-                    Some((g.ring, g.max, 1))
+                    Some((g.ring, g.max, 1, TxPolicy::is_lowest(&core.engine, &g)))
                 }
             };
             core.state = State::Serving;

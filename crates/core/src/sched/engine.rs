@@ -8,7 +8,9 @@ use std::collections::VecDeque;
 
 /// What the engine needs to know about the rings: how many packets wait in each.
 ///
-/// The simulator answers from its FIFOs, the live loop from its AF_XDP rx rings.
+/// The simulator answers from its FIFOs, the live loop from its AF_XDP rx rings. The engine only
+/// asks whether a ring is empty, so an answer may be a lower bound of the packets waiting, as
+/// long as it is never above them and 0 only when the ring was seen empty just now.
 pub trait RingView {
     fn backlog(&self, ring: RingId) -> usize;
 }

@@ -17,6 +17,7 @@ pub mod bound;
 mod config;
 mod engine;
 mod ring;
+mod tx;
 
 pub use auto::{AutoBudget, AutoReading};
 pub use config::{
@@ -25,6 +26,7 @@ pub use config::{
 };
 pub use engine::{DeviceStats, Grant, PollEngine, RingStats, RingView};
 pub use ring::Ring;
+pub use tx::TxPolicy;
 
 /// Index of a traffic class; 0 is the highest priority.
 pub type ClassId = usize;

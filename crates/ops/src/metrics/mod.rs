@@ -25,6 +25,7 @@
 //! | `llrouter_ring_budget_hits_total` | counter | same | grants that ended with the ring budget spent and frames left |
 //! | `llrouter_ring_grants_total` | counter | same | grants the poll engine gave the ring |
 //! | `llrouter_ring_grant_seconds_total` | counter | same | worker CPU time in those grants (÷ grants: cost per grant; ÷ served: per frame) |
+//! | `llrouter_ring_tx_flushes_total` | counter | same | grants that ended in a transmit flush (÷ grants: how often the ring's grants pay a kick) |
 //! | `llrouter_ring_budget` | gauge | same | the ring's budget now (packets per grant; ns for time-slice strategies); moves under `budget = "auto"` |
 //! | `llrouter_ring_latency_seconds` | histogram | same | time from XDP receive to processing |
 //! | `llrouter_engine_device_wakeups_total` | counter | `worker`,`engine_device` | wake-ups (interrupts taken) |
@@ -159,6 +160,10 @@ pub struct RingMetrics {
     pub grants: u64,
     #[serde(default)]
     pub grant_seconds: f64,
+    /// Grants of the ring that ended in a transmit flush (a `sendto` kick per port with
+    /// frames): higher rings flush after every grant, the lowest once `tx-batch` frames wait.
+    #[serde(default)]
+    pub tx_flushes: u64,
     /// The ring's budget now (packets per grant, or ns for the time-slice strategies): the
     /// configured one, or what `budget = "auto"` set last.
     #[serde(default)]

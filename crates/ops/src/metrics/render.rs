@@ -223,6 +223,15 @@ pub fn render(snap: &MetricsSnapshot) -> String {
     );
     o.each(
         (
+            "llrouter_ring_tx_flushes_total",
+            "counter",
+            "Grants of the ring that ended in a transmit flush (a sendto kick per port with frames).",
+        ),
+        &snap.rings,
+        |r| (ring_labels(r), r.tx_flushes as f64),
+    );
+    o.each(
+        (
             "llrouter_ring_budget",
             "gauge",
             "The ring's budget now: packets per grant (ns for the time-slice strategies); set by the worker under budget = \"auto\".",

@@ -149,6 +149,7 @@ fn snap() -> MetricsSnapshot {
                 budget_hits: 3,
                 grants: 40,
                 grant_seconds: 0.0025,
+                tx_flushes: 40,
                 budget: 60,
                 latency: lat,
             },
@@ -164,6 +165,7 @@ fn snap() -> MetricsSnapshot {
                 budget_hits: 900,
                 grants: 950,
                 grant_seconds: 0.125,
+                tx_flushes: 59,
                 budget: 4,
                 latency: Histogram::new(Histogram::latency_bounds()),
             },
@@ -262,6 +264,10 @@ fn check(samples: &[Sample], snap: &MetricsSnapshot) {
         assert_eq!(
             find(samples, "llrouter_ring_grant_seconds_total", &l).value,
             r.grant_seconds
+        );
+        assert_eq!(
+            find(samples, "llrouter_ring_tx_flushes_total", &l).value,
+            r.tx_flushes as f64
         );
         assert_eq!(
             find(samples, "llrouter_ring_latency_seconds_count", &l).value,

@@ -90,6 +90,9 @@ pub struct RingCounters {
     /// Grants served and their CPU time, ns (the worker's clock around each grant).
     pub grants: u64,
     pub grant_ns: u64,
+    /// Grants of this ring that ended in a transmit flush (`TxPolicy`): the kicks its latency
+    /// costs.
+    pub flushes: u64,
     /// Frames forwarded (queued for Tx).
     pub forwarded: u64,
     /// Frames waiting in the ring now.

@@ -212,7 +212,7 @@ impl Worker<'_> {
         });
         drop(table);
         // As on the plain path: higher classes transmit at once, the lowest in batches.
-        if urgent || self.xsk.egress_len() >= self.tx_batch {
+        if self.tx.flush_after(!urgent, self.xsk.egress_len()) {
             self.xsk.flush();
         }
         self.counters.stall(start.elapsed().as_nanos() as u64);

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use llr_core::classify;
 use llr_core::fwd::{Forwarder, ForwarderGuard, Reader, SharedForwarder, Verdict};
-use llr_core::sched::{AutoBudget, Grant, Layout, PollEngine, RingId, RingView};
+use llr_core::sched::{AutoBudget, Grant, Layout, PollEngine, RingId, RingView, TxPolicy};
 
 use super::changes::Control;
 use super::flow_path::FlowPath;
@@ -44,7 +44,8 @@ pub struct Worker<'a> {
     pub(super) timestamps: bool,
     /// Frames per grant at most, and lowest-ring frames held back before a transmit kick.
     batch: u32,
-    pub(super) tx_batch: usize,
+    /// After which grants the egress queue goes to the kernel (`tx-batch`).
+    pub(super) tx: TxPolicy,
     deadline: Option<Instant>,
     pub(super) slow: SlowPath,
     pub(super) counters: Counters,
@@ -88,7 +89,7 @@ impl<'a> Worker<'a> {
             spin_us: opts.spin_us,
             timestamps: ctl.as_ref().is_some_and(|c| c.flags & FLAG_TIMESTAMP != 0),
             batch: opts.batch.max(1),
-            tx_batch: opts.tx_batch.max(1) as usize,
+            tx: TxPolicy::new(opts.tx_batch as usize),
             deadline: opts.max_duration.map(|d| counters.started() + d),
             slow: SlowPath::new(opts),
             counters,
@@ -217,14 +218,15 @@ impl<'a> Worker<'a> {
         drop(table);
         rc.forwarded += forwarded;
         rc.bytes += bytes;
-        // A copy-mode sendto has a fixed cost besides its per-frame work, so frames of the
-        // lowest ring (BE) wait in the egress queue for `tx_batch` frames. A grant on a higher
-        // ring transmits at once, and the egress queues are strict priority, so RT frames go
-        // out ahead of any BE frames held back (docs/measurements.md has the numbers).
+        // A copy-mode sendto has a fixed cost besides its per-frame work: frames of the lowest
+        // ring (BE) wait for `tx_batch`, a higher ring's grant flushes at once (`TxPolicy`). The
+        // egress queues are strict priority, so RT frames go out ahead of any BE frames held back
+        // (docs/measurements.md has the numbers). An orphan socket's frames go at once.
         let lowest = self.layout.rings.len() <= 1
-            || grant.is_some_and(|g| self.engine.device_rings(g.device).last() == Some(&g.ring));
-        if !lowest || self.xsk.egress_len() >= self.tx_batch {
+            || grant.is_some_and(|g| TxPolicy::is_lowest(&self.engine, &g));
+        if self.tx.flush_after(lowest, self.xsk.egress_len()) {
             self.xsk.flush();
+            self.counters.rings[ring].flushes += 1;
         }
         let ns = start.elapsed().as_nanos() as u64;
         self.counters.stall(ns);

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use llr_core::fwd::PassReason;
-use llr_core::sched::{Layout, PollEngine, RingView};
+use llr_core::sched::{Layout, PollEngine};
 
 use super::ctl::{self, DeviceCounters, RingCounters, WorkerSnapshot};
 use super::Worker;
@@ -30,6 +30,9 @@ pub struct WorkerStats {
     /// Grants per ring and the worker's CPU time in them, ns (cost per grant and per frame).
     pub grants: Vec<u64>,
     pub grant_ns: Vec<u64>,
+    /// Grants per ring that ended in a transmit flush.
+    #[serde(default)]
+    pub flushes: Vec<u64>,
     /// User-space Pass verdicts by reason (dropped here, see the module doc).
     pub pass: Vec<(String, u64)>,
     /// Drops by reason.
@@ -57,6 +60,7 @@ impl WorkerStats {
             add_each(&mut t.forwarded, &w.forwarded);
             add_each(&mut t.grants, &w.grants);
             add_each(&mut t.grant_ns, &w.grant_ns);
+            add_each(&mut t.flushes, &w.flushes);
             add_named(&mut t.pass, &w.pass);
             add_named(&mut t.drop, &w.drop);
             add_named(&mut t.events, &w.events);
@@ -246,7 +250,7 @@ impl Worker<'_> {
             if let Some(rc) = rings.get_mut(r) {
                 rc.drops = full;
                 rc.kernel_rx_dropped = other;
-                rc.backlog = xsk.backlog(r) as u64;
+                rc.backlog = xsk.waiting(r) as u64;
             }
         }
         let elapsed_s = c.started.elapsed().as_secs_f64();
@@ -308,6 +312,7 @@ impl Worker<'_> {
             forwarded: rings.iter().map(|r| r.forwarded).collect(),
             grants: rings.iter().map(|r| r.grants).collect(),
             grant_ns: rings.iter().map(|r| r.grant_ns).collect(),
+            flushes: rings.iter().map(|r| r.flushes).collect(),
             pass: self.pass_counts(),
             drop: self.slow.drops.clone(),
             events: self.slow.events(),
