@@ -168,6 +168,10 @@ pub struct SimArgs {
     /// Frames of the lowest ring that wait for one flush (the router's `tx-batch`).
     #[arg(long, default_value_t = 16)]
     pub tx_batch: u32,
+    /// µs a higher ring's frames may wait for --tx-batch frames before a flush of their own
+    /// (the router's `tx-hold-us`).
+    #[arg(long, default_value_t = llr_core::sched::TxPolicy::DEFAULT_HOLD_US)]
+    pub tx_hold_us: u32,
     /// Add paper 001's extra latency T+ = 4·T_DMA + 2·8·x to every packet.
     #[arg(long, value_enum, default_value_t = OnOff::Off)]
     pub extra_latency: OnOff,
@@ -407,6 +411,7 @@ impl SimArgs {
             max_grant: self.max_grant,
             flush_ns: self.flush_ns,
             tx_batch: self.tx_batch,
+            tx_hold_ns: u64::from(self.tx_hold_us) * 1000,
             ..ServiceModel::default()
         };
         for (field, v) in [("grant-ns", self.grant_ns), ("flush-ns", self.flush_ns)] {

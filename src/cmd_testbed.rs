@@ -66,6 +66,9 @@ pub enum TestbedCmd {
     Run(RunArgs),
     /// Find the maximum loss-free forwarding rate of each target.
     Mlffr(MlffrArgs),
+    /// Fit the worker's grant and flush costs over the results.csv of several `run`s (e.g. at
+    /// `--tx-hold-us 0` and 5, interleaved) and compare the simulator with them.
+    Costs(CostsArgs),
     /// TCP goodput of iperf3 (ordinary sockets, default offloads) through each target, alone
     /// and beside a BE overload.
     Iperf(IperfArgs),
@@ -203,6 +206,10 @@ pub struct Common {
     /// llrouter targets: BE frames held back before a transmit kick (1: a kick per grant).
     #[arg(long, default_value_t = 16)]
     pub tx_batch: u32,
+    /// llrouter targets: µs the RT frames may wait for --tx-batch frames before a kick of their
+    /// own (the router's `tx-hold-us`; 0: a kick after every RT grant).
+    #[arg(long, default_value_t = llr_core::sched::TxPolicy::DEFAULT_HOLD_US)]
+    pub tx_hold_us: u32,
     /// llrouter targets: the llrouter binary (default: this executable).
     #[arg(long)]
     pub router_bin: Option<PathBuf>,
@@ -252,6 +259,7 @@ impl Common {
             sink_on_gen_cpu: self.sink_on_gen_cpu,
             rx_size: self.rx_size,
             tx_batch: self.tx_batch,
+            tx_hold_us: self.tx_hold_us,
             router_bin: self.router_bin.clone(),
             be_ttl: self.be_ttl,
             workers: self.workers,
@@ -299,6 +307,20 @@ pub struct RunArgs {
     /// Generator backend of the reference point.
     #[arg(long, value_enum, default_value_t = GenBackend::Xsk)]
     pub reference_gen_backend: GenBackend,
+}
+
+#[derive(Debug, Args)]
+pub struct CostsArgs {
+    /// results.csv files (or the output directories holding them) of `testbed run`s with
+    /// llrouter targets at overload; each file's rounds stay its own.
+    #[arg(required = true)]
+    pub results: Vec<PathBuf>,
+    /// The runs' ring budgets of rt and be, `RT,BE` (for the simulator).
+    #[arg(long, default_value = "60,4")]
+    pub budgets: Budgets,
+    /// The runs' --tx-batch (for the simulator).
+    #[arg(long, default_value_t = 16)]
+    pub tx_batch: u32,
 }
 
 #[derive(Debug, Args)]
@@ -508,9 +530,44 @@ pub fn run(args: TestbedArgs) -> Result<()> {
         TestbedCmd::Down { name } => down(&name),
         TestbedCmd::Run(a) => run_sweep(a),
         TestbedCmd::Mlffr(a) => run_mlffr(a),
+        TestbedCmd::Costs(a) => costs(a),
         TestbedCmd::Iperf(a) => run_iperf(a),
         TestbedCmd::Fulltable(a) => fulltable(a),
     }
+}
+
+fn costs(a: CostsArgs) -> Result<()> {
+    let files: Vec<PathBuf> = (a.results.iter())
+        .map(|p| {
+            if p.is_dir() {
+                p.join("results.csv")
+            } else {
+                p.clone()
+            }
+        })
+        .collect();
+    if let Some(f) = files.iter().find(|f| !f.is_file()) {
+        bail!(
+            "{}: no such file (a `testbed run` output directory or its results.csv)",
+            f.display()
+        );
+    }
+    let paths: Vec<&std::path::Path> = files.iter().map(|p| p.as_path()).collect();
+    let rows = llr_lab::report::read_runs(&paths).map_err(lab_error)?;
+    let c = Options {
+        budgets: a.budgets,
+        tx_batch: a.tx_batch,
+        ..Options::new(&[], PathBuf::new())
+    };
+    let md = llr_lab::report::costs_md(&c, &rows);
+    if md.is_empty() {
+        bail!(
+            "no overloaded llrouter point with grant counters in {} file(s) (BE loss > 1 % and a build that records flushes)",
+            files.len()
+        );
+    }
+    print!("{md}");
+    Ok(())
 }
 
 fn fulltable(a: FulltableArgs) -> Result<()> {

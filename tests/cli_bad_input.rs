@@ -124,6 +124,8 @@ fn tune_rejects_bad_options_before_sampling() {
         &["--ring-min", "power of two"],
     );
     usage_error(&["tune", "--bandwidth-mbps", "0"], &["--bandwidth-mbps"]);
+    usage_error(&["sim", "--tx-batch", "0"], &["--tx-batch", "at least 1"]);
+    usage_error(&["sim", "--flush-ns=-5"], &["flush-ns", "0 or more"]);
 }
 
 #[test]
@@ -157,6 +159,7 @@ fn testbed_rejects_bad_targets_before_building_anything() {
         ("--gen-cpu", "4096", "CPU 4096 does not exist"),
         ("--size", "20", "--size"),
         ("--tx-batch", "0", "--tx-batch"),
+        ("--tx-hold-us", "2000", "0..=1000"),
     ] {
         let targets = if flag == "--targets" {
             value

@@ -125,6 +125,18 @@ fn forwards_classifies_and_cleans_up() {
         "EF + rule-matched in RT"
     );
     assert_eq!(rep.worker.forwarded[1], n_be, "the rest in BE");
+    // tx-hold-us = 0 (the default): every RT grant ends in a transmit flush; a BE grant only
+    // once 16 frames wait (the worker's flush when it runs out of work is nobody's grant).
+    assert_eq!(
+        rep.worker.flushes[0], rep.worker.grants[0],
+        "every RT grant flushed"
+    );
+    assert!(
+        rep.worker.flushes[1] < rep.worker.grants[1] / 2,
+        "BE grants of a frame or two wait for the batch: {:?} flushes of {:?} grants",
+        rep.worker.flushes,
+        rep.worker.grants
+    );
     assert_eq!(xdp_attached(&topo), 0, "XDP detached");
 }
 

@@ -91,6 +91,16 @@ pub struct Row {
     pub hi_flushes_per_grant: f64,
     #[serde(default)]
     pub lo_flushes_per_grant: f64,
+    /// llrouter targets: `tx-hold-us` (how long RT frames may wait for a transmit batch).
+    #[serde(default)]
+    pub tx_hold_us: Option<u32>,
+    /// The same over every ring: what the grant and flush costs are fitted to.
+    #[serde(default)]
+    pub frames_per_grant: f64,
+    #[serde(default)]
+    pub flushes_per_grant: f64,
+    #[serde(default)]
+    pub ns_per_grant: f64,
 }
 
 /// A point during which some CPU lost more than this share (%) to steal is measured once more
@@ -113,6 +123,8 @@ pub struct PointExtra {
     pub attempts: u32,
     /// The router's counters before and after the point (llrouter targets).
     pub counters: Option<(MetricsSnapshot, MetricsSnapshot)>,
+    /// The llrouter target's `tx-hold-us`.
+    pub tx_hold_us: Option<u32>,
 }
 
 /// The reports of one point.
@@ -181,6 +193,7 @@ impl Before {
             router_softirq_pct: f64::NAN,
             attempts: 1,
             counters: self.counters.clone().zip(act.counters()),
+            tx_hold_us: act.tx_hold_us,
         }
         .with_noise(self.stat.as_ref(), read_stat().as_ref(), router_cpu)
     }
@@ -353,6 +366,7 @@ pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: &Po
     let secs = g.duration_s.max(1e-9);
     let m = (x.counters.as_ref()).and_then(|(a, b)| bound::at_point(a, b, g.sent_rt, g.duration_s));
     let (hi, lo) = (x.counters.as_ref()).map_or((None, None), |(a, b)| bound::grant_shapes(a, b));
+    let all = (x.counters.as_ref()).and_then(|(a, b)| bound::grant_total(a, b));
     let (p99_lo, p99_hi) = m
         .and_then(|m| m.rt_ring_p99_us)
         .unwrap_or((f64::NAN, f64::NAN));
@@ -402,6 +416,10 @@ pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: &Po
         lo_ns_per_grant: lo.map_or(f64::NAN, |g| g.ns_per_grant),
         hi_flushes_per_grant: hi.map_or(f64::NAN, |g| g.flushes_per_grant),
         lo_flushes_per_grant: lo.map_or(f64::NAN, |g| g.flushes_per_grant),
+        tx_hold_us: x.tx_hold_us,
+        frames_per_grant: all.map_or(f64::NAN, |g| g.frames_per_grant),
+        flushes_per_grant: all.map_or(f64::NAN, |g| g.flushes_per_grant),
+        ns_per_grant: all.map_or(f64::NAN, |g| g.ns_per_grant),
     }
 }
 

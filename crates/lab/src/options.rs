@@ -156,6 +156,8 @@ pub struct Options {
     pub rx_size: u32,
     /// llrouter targets: BE frames held back before a transmit kick.
     pub tx_batch: u32,
+    /// llrouter targets: µs the higher classes' frames may wait for `tx_batch` (`tx-hold-us`).
+    pub tx_hold_us: u32,
     /// llrouter targets: the llrouter binary (default: the running executable).
     pub router_bin: Option<PathBuf>,
     /// TTL / hop limit of the generator's BE packets (bpf-live).
@@ -194,6 +196,7 @@ impl Options {
             device_budget: 64,
             cost_ns: 0,
             tx_batch: 16,
+            tx_hold_us: llr_core::sched::TxPolicy::DEFAULT_HOLD_US,
             gen_batch: 32,
             rx_size: 512,
             rx_napi_thread: false,
@@ -315,6 +318,12 @@ impl Options {
             return Err(LabError::invalid(
                 "tx-batch",
                 format!("{}: must be within 1..=2048 frames", self.tx_batch),
+            ));
+        }
+        if llrouter && self.tx_hold_us > 1000 {
+            return Err(LabError::invalid(
+                "tx-hold-us",
+                format!("{}: must be within 0..=1000 µs", self.tx_hold_us),
             ));
         }
         let online = llr_ops::cpus::online();

@@ -77,6 +77,10 @@ pub struct CsvRow<'a> {
     lo_ns_per_grant: Fixed<0>,
     hi_flushes_per_grant: Fixed<3>,
     lo_flushes_per_grant: Fixed<3>,
+    frames_per_grant: Fixed<2>,
+    flushes_per_grant: Fixed<3>,
+    ns_per_grant: Fixed<0>,
+    tx_hold_us: Option<u32>,
 }
 
 impl<'a> From<&'a Row> for CsvRow<'a> {
@@ -123,6 +127,10 @@ impl<'a> From<&'a Row> for CsvRow<'a> {
             lo_ns_per_grant: Fixed(r.lo_ns_per_grant),
             hi_flushes_per_grant: Fixed(r.hi_flushes_per_grant),
             lo_flushes_per_grant: Fixed(r.lo_flushes_per_grant),
+            frames_per_grant: Fixed(r.frames_per_grant),
+            flushes_per_grant: Fixed(r.flushes_per_grant),
+            ns_per_grant: Fixed(r.ns_per_grant),
+            tx_hold_us: r.tx_hold_us,
         }
     }
 }
@@ -177,7 +185,7 @@ pub fn write_csv<T: Serialize>(path: &Path, rows: &[T], empty_header: &str) -> R
 }
 
 /// The header of `results.csv`.
-pub const RESULTS_HEADER: &str = "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt,round,wakeups_per_s,steal_pct,router_softirq_pct,attempts,x_ns,rho_rt,be_budget,tmax_us,rt_ring_p99_lo_us,rt_ring_p99_us,within_tmax,hi_frames_per_grant,hi_ns_per_grant,lo_frames_per_grant,lo_ns_per_grant,hi_flushes_per_grant,lo_flushes_per_grant";
+pub const RESULTS_HEADER: &str = "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt,round,wakeups_per_s,steal_pct,router_softirq_pct,attempts,x_ns,rho_rt,be_budget,tmax_us,rt_ring_p99_lo_us,rt_ring_p99_us,within_tmax,hi_frames_per_grant,hi_ns_per_grant,lo_frames_per_grant,lo_ns_per_grant,hi_flushes_per_grant,lo_flushes_per_grant,frames_per_grant,flushes_per_grant,ns_per_grant,tx_hold_us";
 
 /// The header of `mlffr.csv`.
 pub const MLFFR_HEADER: &str = "target,round,mlffr_pps,loss_tolerance,generator_limited";
@@ -417,7 +425,7 @@ pub fn limit_note(r: &Row) -> String {
 fn setup_md(c: &Options) -> String {
     format!(
         "gen ns → router ns → sink ns over two veth pairs ({}), frame size {} B (no FCS), {} flows, {} gaps, {} s per point. \
-         Generator `{}`, sink `{}`, threads pinned to CPU {}; router on {} (kernel: RPS; llrouter: {}, wake {}, budgets rt,be = {}, device budget {}, cost {} ns, tx batch {}, Rx ring {} per class); generator bursts of {} frames. \
+         Generator `{}`, sink `{}`, threads pinned to CPU {}; router on {} (kernel: RPS; llrouter: {}, wake {}, budgets rt,be = {}, device budget {}, cost {} ns, tx batch {}, tx hold {} µs, Rx ring {} per class); generator bursts of {} frames. \
          Latency: sink CLOCK_MONOTONIC − send timestamp (bpf_ktime_get_ns in the XDP programs), per packet; xdp sink: log-linear buckets of 1/32 (3.1 %) resolution, udp sink: HDR. \
          Loss: 1 − unique received / sent per class. Noisy 2-core VM: repeat runs before trusting small differences.\n",
         if c.ipv6 { "IPv6" } else { "IPv4" },
@@ -427,7 +435,7 @@ fn setup_md(c: &Options) -> String {
             Some(us) => format!("{},auto (ll-wfq: target {us} µs, Eq. 2)", c.budgets.rt),
             None => c.budgets.to_string(),
         },
-        c.device_budget, c.cost_ns, c.tx_batch, c.rx_size, c.gen_batch
+        c.device_budget, c.cost_ns, c.tx_batch, c.tx_hold_us, c.rx_size, c.gen_batch
     )
 }
 
@@ -548,33 +556,29 @@ fn model_md(s: &mut String, rows: &[Row]) {
     }
 }
 
-/// The per-grant cost section: `ns per grant = c_g + flushes · c_f + frames · x` fitted over the
-/// overloaded llrouter points' highest and lowest rings (`c_g + frames · x` when the flushes do
-/// not vary enough to tell them apart), the forwarded rates of ll-wfq and ll-rr against sq
-/// paired round by round, and what the simulator with those costs predicts for the same ratios.
+/// The per-grant cost section: `ns per grant = c_g + flushes · c_f + frames · x` over all rings
+/// of each overloaded llrouter point (`c_g + frames · x` when the flushes do not vary enough to
+/// tell them apart), the forwarded rates of ll-wfq and ll-rr against sq paired round by round,
+/// and what the simulator with those costs predicts for the same ratios.
 fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row]) {
     let over: Vec<&Row> = (rows.iter())
         .filter(|r| r.target.starts_with("llrouter:") && r.loss_be > 0.01)
-        .collect();
-    let pts: Vec<(f64, f64, f64)> = (over.iter())
-        .flat_map(|r| {
-            [
-                (
-                    r.hi_frames_per_grant,
-                    r.hi_flushes_per_grant,
-                    r.hi_ns_per_grant,
-                ),
-                (
-                    r.lo_frames_per_grant,
-                    r.lo_flushes_per_grant,
-                    r.lo_ns_per_grant,
-                ),
-            ]
+        .filter(|r| {
+            r.frames_per_grant.is_finite()
+                && r.flushes_per_grant.is_finite()
+                && r.ns_per_grant.is_finite()
         })
-        .filter(|(n, f, t)| n.is_finite() && f.is_finite() && t.is_finite())
+        .collect();
+    let pts: Vec<llr_sim::model::GrantPoint> = (over.iter())
+        .map(|r| llr_sim::model::GrantPoint {
+            round: r.round,
+            frames: r.frames_per_grant,
+            flushes: r.flushes_per_grant,
+            ns: r.ns_per_grant,
+        })
         .collect();
     let cost = llr_sim::model::fit_grant_flush_cost(&pts).or_else(|| {
-        let two: Vec<(f64, f64)> = pts.iter().map(|&(n, _, t)| (n, t)).collect();
+        let two: Vec<(f64, f64)> = pts.iter().map(|p| (p.frames, p.ns)).collect();
         let (grant_ns, frame_ns) = llr_sim::model::fit_grant_cost(&two)?;
         Some(llr_sim::model::GrantCost {
             grant_ns,
@@ -586,60 +590,71 @@ fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row]) {
         return;
     };
     let (c_g, c_f, x) = (cost.grant_ns, cost.flush_ns, cost.frame_ns);
+    // A negative cost is no cost: the points did not vary enough to tell grants from flushes,
+    // and a simulator fed with it would predict nothing.
+    let identified = c_g >= 0.0 && c_f >= 0.0;
     let _ = write!(
         s,
-        "\n## The cost of a grant (issue 16)\n\nFitted over the {} ring figures of the {} overloaded llrouter points (BE loss > 1 %): \
+        "\n## The cost of a grant (issue 16)\n\nFitted over the {} overloaded llrouter points (BE loss > 1 %), every ring together: \
          ns per grant = c_g + flushes · c_f + frames · x with **c_g = {c_g:.0} ns, c_f = {c_f:.0} ns, x = {x:.0} ns** \
-         (a flush: the transmit kick after a grant of a higher ring, or after the lowest ring's once `tx-batch` frames wait; \
-         the worker caps a grant at 32 frames).\n\n\
-         | target | ring | frames per grant | flushes per grant | ns per grant | fit |\n|---|---|---|---|---|---|\n",
-        pts.len(),
+         (x one per round, as the machine's speed moves between rounds; the median shown and used). \
+         A flush is the transmit kick after a grant of a higher ring (once its frames waited `tx-hold-us` or the batch is full) \
+         or after the lowest ring's once `tx-batch` frames wait; it sends the frames of earlier grants too, which is why the fit \
+         takes every ring together. The worker caps a grant at 32 frames.\n\n\
+         | target | frames per grant | flushes per grant | ns per grant | fit | highest ring: frames, flushes per grant | lowest ring: frames, flushes per grant |\n|---|---|---|---|---|---|---|\n",
         over.len()
     );
     for r in &over {
-        for (ring, n, f, t) in [
-            (
-                "highest",
-                r.hi_frames_per_grant,
-                r.hi_flushes_per_grant,
-                r.hi_ns_per_grant,
-            ),
-            (
-                "lowest",
-                r.lo_frames_per_grant,
-                r.lo_flushes_per_grant,
-                r.lo_ns_per_grant,
-            ),
-        ] {
-            if n.is_finite() && f.is_finite() && t.is_finite() {
-                let _ = writeln!(
-                    s,
-                    "| {} (RT {}, {:.0} pps) | {ring} | {n:.1} | {f:.2} | {t:.0} | {:.0} |",
-                    r.target,
-                    r.rt_share,
-                    r.offered_pps,
-                    c_g + f * c_f + n * x
-                );
+        let ring = |n: f64, f: f64| {
+            if n.is_finite() && f.is_finite() {
+                format!("{n:.1}, {f:.2}")
+            } else {
+                "—".into()
             }
-        }
+        };
+        let _ = writeln!(
+            s,
+            "| {} (RT {}, {:.0} pps) | {:.1} | {:.3} | {:.0} | {:.0} | {} | {} |",
+            r.target,
+            r.rt_share,
+            r.offered_pps,
+            r.frames_per_grant,
+            r.flushes_per_grant,
+            r.ns_per_grant,
+            c_g + r.flushes_per_grant * c_f + r.frames_per_grant * x,
+            ring(r.hi_frames_per_grant, r.hi_flushes_per_grant),
+            ring(r.lo_frames_per_grant, r.lo_flushes_per_grant),
+        );
     }
     // Within a round the targets ran back to back; across rounds the machine's speed wanders
     // more than the ratio does, so each round gives one ratio.
-    let paired = |label: &str, share: f64| -> Vec<f64> {
+    let paired = |label: &str, share: f64, hold: Option<u32>| -> Vec<f64> {
         (over.iter())
-            .filter(|r| r.target == label && r.rt_share == share)
+            .filter(|r| r.target == label && r.rt_share == share && r.tx_hold_us == hold)
             .filter_map(|r| {
                 let sq = over.iter().find(|q| {
-                    q.target == "llrouter:sq" && q.rt_share == share && q.round == r.round
+                    q.target == "llrouter:sq"
+                        && q.rt_share == share
+                        && q.round == r.round
+                        && q.tx_hold_us == hold
                 })?;
                 Some(r.throughput_pps / sq.throughput_pps)
             })
             .collect()
     };
-    let mut shares: Vec<f64> = over.iter().map(|r| r.rt_share).collect();
-    shares.sort_by(f64::total_cmp);
-    shares.dedup();
-    let sim = |kind: StrategyKind, share: f64| -> Option<f64> {
+    let mut points: Vec<(Option<u32>, f64)> =
+        over.iter().map(|r| (r.tx_hold_us, r.rt_share)).collect();
+    points.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    points.dedup();
+    // The simulator gets the rate the generator reached at that share (the sq points').
+    let sent = |share: f64| -> Option<f64> {
+        let v: Vec<f64> = (over.iter())
+            .filter(|r| r.target == "llrouter:sq" && r.rt_share == share)
+            .map(|r| r.sent_pps)
+            .collect();
+        crate::summary::spread(&v).map(|(m, _, _)| m)
+    };
+    let sim = |kind: StrategyKind, share: f64, hold: Option<u32>| -> Option<f64> {
         let budgets = if kind == StrategyKind::LlRr {
             [c.budgets.be, c.budgets.be]
         } else {
@@ -647,44 +662,85 @@ fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row]) {
         };
         let sched = llr_core::sched::SchedConfig::new(kind, &["rt", "be"]).with_budgets(&budgets);
         let mut cfg = llr_sim::SimConfig::paper000(sched, share, 3.0, 300_000);
+        if let Some(pps) = sent(share).filter(|p| *p > 0.0) {
+            cfg.rate = llr_sim::Rate::Pps(pps);
+        }
         cfg.sched.device_budget = c.device_budget;
         cfg.ring_size = c.rx_size as usize;
         cfg.service.override_ns = Some(x.max(1.0));
         cfg.service.grant_ns = c_g.max(0.0);
         cfg.service.flush_ns = c_f.max(0.0);
         cfg.service.tx_batch = c.tx_batch;
+        cfg.service.tx_hold_ns = u64::from(hold.unwrap_or(c.tx_hold_us)) * 1000;
         cfg.service.max_grant = 32;
         let r = llr_sim::run(&cfg).ok()?;
         let delivered: u64 = r.classes.iter().map(|k| k.delivered).sum();
         Some(delivered as f64 * 1e9 / r.sim_time_ns)
     };
     let mut lines = String::new();
-    for share in shares {
+    for (hold, share) in points {
         for (label, kind) in [
             ("llrouter:ll-wfq", StrategyKind::LlWfq),
             ("llrouter:ll-rr", StrategyKind::LlRr),
         ] {
-            let ratios = paired(label, share);
+            let ratios = paired(label, share, hold);
             let Some((med, lo, hi)) = crate::summary::spread(&ratios) else {
                 continue;
             };
-            let predicted = match (sim(StrategyKind::Sq, share), sim(kind, share)) {
-                (Some(a), Some(b)) if a > 0.0 => format!("**{:.3}**", b / a),
+            let predicted = match identified
+                .then(|| (sim(StrategyKind::Sq, share, hold), sim(kind, share, hold)))
+            {
+                Some((Some(a), Some(b))) if a > 0.0 => format!("**{:.3}**", b / a),
                 _ => "—".into(),
             };
             let _ = writeln!(
                 lines,
-                "| {share} | {} | {} | **{med:.3}** | {lo:.3}–{hi:.3} | {predicted} |",
+                "| {} | {share} | {} | {} | **{med:.3}** | {lo:.3}–{hi:.3} | {predicted} |",
+                hold.map_or("—".into(), |h| h.to_string()),
                 &label["llrouter:".len()..],
                 ratios.len()
             );
         }
     }
+    if !identified {
+        s.push_str("\nA negative cost: these points cannot tell the cost of a grant from that of a flush (with `tx-hold-us` above 0 every \
+            strategy flushes about once per `tx-batch` frames under overload). Calibrate with `--tx-hold-us 0`, where ll-wfq and ll-rr \
+            flush after every RT grant and sq once per grant; the costs do not depend on the hold. No simulator prediction from this fit.\n");
+    }
     if !lines.is_empty() {
-        s.push_str("\nForwarded pps against sq's in the same round (median and range over rounds), and the simulator's ratio at 3× overload with the fitted c_g, c_f and x (a negative cost is taken as 0):\n\n\
-            | RT share | target | rounds | ratio to sq | range | sim ratio |\n|---|---|---|---|---|---|\n");
+        s.push_str("\nForwarded pps against sq's in the same round (median and range over rounds), and the simulator's ratio at the rate sq's generator reached (median) with the fitted c_g, c_f and x:\n\n\
+            | tx-hold-us | RT share | target | rounds | ratio to sq | range | sim ratio |\n|---|---|---|---|---|---|---|\n");
         s.push_str(&lines);
     }
+}
+
+/// The rows of `results.csv` files of several runs, each run's rounds numbered after the last
+/// one's (its round r becomes 1000·k + r for the k-th file), so that a fit with one per-frame
+/// cost per round and the pairing of targets within a round stay within one run.
+pub fn read_runs(paths: &[&Path]) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for (k, p) in paths.iter().enumerate() {
+        let text = std::fs::read_to_string(p)
+            .map_err(|e| LabError::io(format!("read {}", p.display()), e))?;
+        let mut rd = csv::Reader::from_reader(text.as_bytes());
+        for (i, r) in rd.deserialize::<Row>().enumerate() {
+            let mut r = r.map_err(|e| {
+                LabError::invalid("results", format!("{} row {}: {e}", p.display(), i + 1))
+            })?;
+            r.round += 1000 * k as u32;
+            rows.push(r);
+        }
+    }
+    Ok(rows)
+}
+
+/// The grant and flush costs fitted over `rows` (e.g. [`read_runs`] of runs at several
+/// `tx-hold-us`), the ratios to sq per hold and share, and the simulator's ratios; empty
+/// when no row was an overloaded llrouter point.
+pub fn costs_md(c: &Options, rows: &[Row]) -> String {
+    let mut s = String::new();
+    grant_cost_md(&mut s, c, rows);
+    s
 }
 
 /// `report.md` of a sweep: setup, the rows, findings, targets not measured, plots.
@@ -749,33 +805,32 @@ mod tests {
 
     #[test]
     fn the_grant_cost_is_fitted_over_overloaded_rows_and_simulated() {
-        // (frames, flushes) per grant on the highest and lowest ring, ns from the plane
+        // Per point over every ring: (frames, flushes) per grant, ns from the plane
         // 1000 + 500·flushes + 2000·frames exactly.
         let t = |n: f64, f: f64| 1000.0 + 500.0 * f + 2000.0 * n;
-        let row = |target: &str, round: u32, hi: (f64, f64), lo: (f64, f64), fwd: f64| Row {
+        let row = |target: &str, round: u32, all: (f64, f64), fwd: f64| Row {
             target: target.into(),
             round,
             rt_share: 0.3,
             offered_pps: 3e6,
             loss_be: 0.5,
             throughput_pps: fwd,
-            hi_frames_per_grant: hi.0,
-            hi_flushes_per_grant: hi.1,
-            hi_ns_per_grant: t(hi.0, hi.1),
-            lo_frames_per_grant: lo.0,
-            lo_flushes_per_grant: lo.1,
-            lo_ns_per_grant: t(lo.0, lo.1),
+            frames_per_grant: all.0,
+            flushes_per_grant: all.1,
+            ns_per_grant: t(all.0, all.1),
+            hi_frames_per_grant: all.0 + 1.0,
+            hi_flushes_per_grant: 1.0,
             ..Default::default()
         };
         let none = (f64::NAN, f64::NAN);
         let rows = [
-            row("llrouter:sq", 1, none, (32.0, 1.0), 480_000.0),
-            row("llrouter:ll-wfq", 1, (10.0, 1.0), (4.0, 0.25), 440_000.0),
-            row("llrouter:ll-rr", 1, (4.0, 1.0), (4.0, 0.25), 432_000.0),
-            row("kernel", 1, none, none, 400_000.0),
+            row("llrouter:sq", 1, (32.0, 1.0), 480_000.0),
+            row("llrouter:ll-wfq", 1, (6.0, 0.4), 440_000.0),
+            row("llrouter:ll-rr", 1, (4.0, 0.3), 432_000.0),
+            row("kernel", 1, none, 400_000.0),
             // A slower round: the ratio within it is what counts.
-            row("llrouter:sq", 2, none, (32.0, 1.0), 400_000.0),
-            row("llrouter:ll-wfq", 2, (10.0, 1.0), (4.0, 0.25), 380_000.0),
+            row("llrouter:sq", 2, (32.0, 1.0), 400_000.0),
+            row("llrouter:ll-wfq", 2, (6.0, 0.4), 380_000.0),
         ];
         let c = Options::new(&[Target::Kernel], "/tmp".into());
         let mut s = String::new();
@@ -797,16 +852,34 @@ mod tests {
         let flat: Vec<Row> = rows
             .iter()
             .map(|r| Row {
-                hi_flushes_per_grant: 1.0,
-                lo_flushes_per_grant: 1.0,
-                hi_ns_per_grant: 1000.0 + 2000.0 * r.hi_frames_per_grant,
-                lo_ns_per_grant: 1000.0 + 2000.0 * r.lo_frames_per_grant,
+                flushes_per_grant: 1.0,
+                ns_per_grant: 1000.0 + 2000.0 * r.frames_per_grant,
                 ..r.clone()
             })
             .collect();
         let mut s = String::new();
         grant_cost_md(&mut s, &c, &flat);
         assert!(s.contains("c_g = 1000 ns, c_f = 0 ns, x = 2000 ns"), "{s}");
+        assert!(!s.contains("cannot tell"), "{s}");
+        // A fit with a negative cost is shown, called what it is, and not simulated.
+        let odd: Vec<Row> = rows
+            .iter()
+            .map(|r| Row {
+                ns_per_grant: 1000.0 - 500.0 * r.flushes_per_grant + 2000.0 * r.frames_per_grant,
+                ..r.clone()
+            })
+            .collect();
+        let mut s = String::new();
+        grant_cost_md(&mut s, &c, &odd);
+        assert!(s.contains("c_f = -500 ns"), "{s}");
+        assert!(
+            s.contains("cannot tell the cost of a grant from that of a flush"),
+            "{s}"
+        );
+        assert!(
+            s.contains("| 0.3 | ll-wfq | 2 | **0.933** | 0.917–0.950 | — |"),
+            "{s}"
+        );
         // Not overloaded: nothing to fit.
         let calm: Vec<Row> = rows
             .iter()
@@ -823,27 +896,35 @@ mod tests {
     #[test]
     fn the_simulator_pays_for_the_flushes_the_worker_makes() {
         // With only a flush cost, sq (one flush per 32-frame grant) forwards more than ll-wfq
-        // (a flush after every RT grant), and both forward less than without it.
-        let run = |kind: StrategyKind, flush_ns: f64| -> f64 {
+        // (a flush after every RT grant), and both forward less than without it; letting RT
+        // frames wait for the batch gives ll-wfq most of it back.
+        let run = |kind: StrategyKind, flush_ns: f64, hold_ns: u64| -> f64 {
             let budgets = [60, 4];
             let sched =
                 llr_core::sched::SchedConfig::new(kind, &["rt", "be"]).with_budgets(&budgets);
             let mut cfg = llr_sim::SimConfig::paper000(sched, 0.15, 3.0, 100_000);
             cfg.service.override_ns = Some(1000.0);
             cfg.service.flush_ns = flush_ns;
+            cfg.service.tx_hold_ns = hold_ns;
             cfg.service.max_grant = 32;
             let r = llr_sim::run(&cfg).unwrap();
             let delivered: u64 = r.classes.iter().map(|k| k.delivered).sum();
             delivered as f64 * 1e9 / r.sim_time_ns
         };
-        let (sq0, wfq0) = (run(StrategyKind::Sq, 0.0), run(StrategyKind::LlWfq, 0.0));
+        let at = |kind, flush_ns| run(kind, flush_ns, 0);
+        let (sq0, wfq0) = (at(StrategyKind::Sq, 0.0), at(StrategyKind::LlWfq, 0.0));
         let (sq, wfq) = (
-            run(StrategyKind::Sq, 5000.0),
-            run(StrategyKind::LlWfq, 5000.0),
+            at(StrategyKind::Sq, 5000.0),
+            at(StrategyKind::LlWfq, 5000.0),
         );
         assert!((wfq0 / sq0 - 1.0).abs() < 0.02, "{sq0} {wfq0}");
         assert!(sq < sq0 && wfq < wfq0, "{sq0} {sq} {wfq0} {wfq}");
         assert!(wfq / sq < 0.95, "{sq} {wfq}");
+        // Held, every flush carries the 16-frame batch at best against sq's 32-frame grants:
+        // (1000 + 5000/32) / (1000 + 5000/16) = 0.881.
+        let held = run(StrategyKind::LlWfq, 5000.0, 20_000);
+        assert!(held > wfq * 1.1, "{sq} {wfq} {held}");
+        assert!((held / sq - 0.881).abs() < 0.03, "{sq} {wfq} {held}");
     }
 
     #[test]
@@ -869,7 +950,7 @@ mod tests {
         assert_eq!(lines.next(), Some(RESULTS_HEADER));
         assert_eq!(
             lines.next(),
-            Some("llrouter:ll-wfq,0.3,20000,0,0,0,0,0,0.500000,0.000000,0,0,0.00,0.00,12.35,0.00,0.00,0.00,0.00,0.00,0,0.123,812.3,2,NaN,7.2,41.0,2,0.0,0.0000,0,0.00,0,0,,0.00,0,0.00,0,0.000,0.000")
+            Some("llrouter:ll-wfq,0.3,20000,0,0,0,0,0,0.500000,0.000000,0,0,0.00,0.00,12.35,0.00,0.00,0.00,0.00,0.00,0,0.123,812.3,2,NaN,7.2,41.0,2,0.0,0.0000,0,0.00,0,0,,0.00,0,0.00,0,0.000,0.000,0.00,0.000,0,")
         );
         assert_eq!(
             csv_text::<CsvRow<'_>>(&[], RESULTS_HEADER).unwrap(),

@@ -122,6 +122,7 @@ fn plain_config(c: &Options, strategy: StrategyKind, flows: bool) -> Result<Rout
         wake: c.wake,
         cost_ns: c.cost_ns,
         tx_batch: c.tx_batch,
+        tx_hold_us: c.tx_hold_us,
         kernel_routes: true,
         // ll-rr gives every ring the same budget (the config refuses anything else): the BE
         // count, as the strategy's own default does.

@@ -28,6 +28,8 @@ pub struct Active<'a> {
     router: Option<RouterProc>,
     /// Final counters of an llrouter target (after [`Active::finish`]).
     pub counters: Option<serde_json::Value>,
+    /// The llrouter target's `tx-hold-us`.
+    pub tx_hold_us: Option<u32>,
 }
 
 impl<'a> Active<'a> {
@@ -40,6 +42,8 @@ impl<'a> Active<'a> {
             router_cpus: c.router_cpus(),
             router: None,
             counters: None,
+            tx_hold_us: matches!(target, Target::Llrouter(_) | Target::LlrouterFlows(_))
+                .then_some(c.tx_hold_us),
         };
         match target {
             Target::Kernel => {}

@@ -577,6 +577,7 @@ fn worker_options(r: &Resolved, duration: Option<Duration>) -> Result<WorkerOpti
         spin_us: r.cfg.spin_us,
         batch: r.cfg.batch,
         tx_batch: r.cfg.tx_batch,
+        tx_hold_ns: u64::from(r.cfg.tx_hold_us) * 1000,
         cost_ns: r.cfg.cost_ns,
         acl_rules: r.cfg.acl_rules,
         max_duration: duration,

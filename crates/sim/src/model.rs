@@ -55,51 +55,87 @@ pub struct GrantCost {
     pub frame_ns: f64,
 }
 
-/// Least squares of `t = c_g + f·c_f + n·x` over `(n frames, f flushes, t ns)` per grant:
-/// needs points whose frames and flushes vary independently (sq's 32-frame grants flush every
-/// time, ll-wfq's RT grants too with a few frames, its BE grants rarely), else `None`.
-pub fn fit_grant_flush_cost(points: &[(f64, f64, f64)]) -> Option<GrantCost> {
-    let pts: Vec<[f64; 3]> = (points.iter())
-        .filter(|(n, f, t)| n.is_finite() && f.is_finite() && t.is_finite() && *n > 0.0)
-        .map(|&(n, f, t)| [n, f, t])
+/// One measured point for [`fit_grant_flush_cost`]: the measurement round it belongs to, and
+/// over every ring the frames, flushes and worker ns per grant.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GrantPoint {
+    pub round: u32,
+    pub frames: f64,
+    pub flushes: f64,
+    pub ns: f64,
+}
+
+/// Least squares of the per-frame cost `t/n = x_round + c_g/n + c_f·f/n` over points of several
+/// targets: grant cost `c_g` and flush cost `c_f` are the same everywhere, the per-frame cost
+/// `x` is one per round, because on a shared VM the machine's speed moves more between rounds
+/// than these costs differ between targets (a single `x` gave negative costs). Returns the
+/// costs with the median of the rounds' `x`; `None` when the points cannot tell `c_g` and `c_f`
+/// apart (e.g. every grant flushes).
+pub fn fit_grant_flush_cost(points: &[GrantPoint]) -> Option<GrantCost> {
+    let pts: Vec<&GrantPoint> = (points.iter())
+        .filter(|p| p.frames.is_finite() && p.flushes.is_finite() && p.ns.is_finite())
+        .filter(|p| p.frames > 0.0)
         .collect();
-    if pts.len() < 3 {
+    let mut rounds: Vec<u32> = pts.iter().map(|p| p.round).collect();
+    rounds.sort_unstable();
+    rounds.dedup();
+    let k = 2 + rounds.len();
+    if pts.len() <= k {
         return None;
     }
-    // Normal equations of the design matrix [1, f, n] against t.
-    let mut a = [[0.0f64; 4]; 3];
-    for p in &pts {
-        let row = [1.0, p[1], p[0]];
-        for i in 0..3 {
-            for j in 0..3 {
-                a[i][j] += row[i] * row[j];
+    let rows: Vec<(Vec<f64>, f64)> = (pts.iter())
+        .map(|p| {
+            let mut row = vec![1.0 / p.frames, p.flushes / p.frames];
+            row.extend(rounds.iter().map(|&r| f64::from(u8::from(r == p.round))));
+            (row, p.ns / p.frames)
+        })
+        .collect();
+    let b = least_squares(&rows, k)?;
+    let mut xs = b[2..].to_vec();
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    let frame_ns = if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    };
+    Some(GrantCost {
+        grant_ns: b[0],
+        flush_ns: b[1],
+        frame_ns,
+    })
+}
+
+/// Solves the normal equations of `rows` (`k` regressors, response) by Gaussian elimination
+/// with partial pivoting; `None` when the regressors are (nearly) dependent.
+fn least_squares(rows: &[(Vec<f64>, f64)], k: usize) -> Option<Vec<f64>> {
+    let mut a = vec![vec![0.0f64; k + 1]; k];
+    for (x, y) in rows {
+        for i in 0..k {
+            for j in 0..k {
+                a[i][j] += x[i] * x[j];
             }
-            a[i][3] += row[i] * p[2];
+            a[i][k] += x[i] * y;
         }
     }
-    // Gaussian elimination with partial pivoting; a tiny pivot means the columns are dependent.
-    let scale = a[0][0].max(a[1][1]).max(a[2][2]);
-    for c in 0..3 {
-        let p = (c..3).max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs()))?;
+    let scale = (0..k).map(|i| a[i][i].abs()).fold(0.0, f64::max);
+    for c in 0..k {
+        let p = (c..k).max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs()))?;
         if a[p][c].abs() <= 1e-9 * scale {
             return None;
         }
         a.swap(c, p);
-        let pivot = a[c];
+        let pivot = a[c].clone();
         for (r, row) in a.iter_mut().enumerate() {
             if r != c {
-                let k = row[c] / pivot[c];
-                for (v, p) in row.iter_mut().zip(pivot).skip(c) {
-                    *v -= k * p;
+                let f = row[c] / pivot[c];
+                for (v, q) in row.iter_mut().zip(&pivot).skip(c) {
+                    *v -= f * q;
                 }
             }
         }
     }
-    Some(GrantCost {
-        grant_ns: a[0][3] / a[0][0],
-        flush_ns: a[1][3] / a[1][1],
-        frame_ns: a[2][3] / a[2][2],
-    })
+    Some((0..k).map(|i| a[i][k] / a[i][i]).collect())
 }
 
 /// A model query's answer, as printed by `llrouter model --json`.
@@ -123,16 +159,35 @@ mod tests {
 
     #[test]
     fn grant_and_flush_costs_are_told_apart() {
-        // sq-like, ll-wfq RT-like and BE-like grants on t = 300 + 2500·f + 1500·n.
-        let t = |n: f64, f: f64| (n, f, 300.0 + 2500.0 * f + 1500.0 * n);
-        let pts = [t(31.6, 1.0), t(5.0, 1.0), t(3.8, 0.05), t(3.9, 0.1)];
+        // Three targets' grant shapes in two rounds on a machine whose per-frame cost moved
+        // from 1500 to 1800 ns between them; grant cost 300, flush cost 2500.
+        let shapes = [(31.6, 1.0), (5.0, 1.0), (3.8, 0.05), (6.0, 0.4)];
+        let mut pts = Vec::new();
+        for (round, x) in [(1, 1500.0), (2, 1800.0)] {
+            for &(n, f) in &shapes {
+                let ns = 300.0 + 2500.0 * f + x * n;
+                pts.push(GrantPoint {
+                    round,
+                    frames: n,
+                    flushes: f,
+                    ns,
+                });
+            }
+        }
         let c = fit_grant_flush_cost(&pts).unwrap();
         assert!((c.grant_ns - 300.0).abs() < 1e-6, "{c:?}");
         assert!((c.flush_ns - 2500.0).abs() < 1e-6, "{c:?}");
-        assert!((c.frame_ns - 1500.0).abs() < 1e-6, "{c:?}");
-        // Every grant flushes: flushes and the constant cannot be told apart.
-        let all = [t(31.6, 1.0), t(5.0, 1.0), t(3.8, 1.0)];
+        assert!(
+            (c.frame_ns - 1650.0).abs() < 1e-6,
+            "{c:?}: the median of the rounds"
+        );
+        // Every grant flushes: flushes and grants cannot be told apart.
+        let all: Vec<GrantPoint> = (pts.iter())
+            .map(|p| GrantPoint { flushes: 1.0, ..*p })
+            .collect();
         assert_eq!(fit_grant_flush_cost(&all), None);
+        // As many unknowns as points: no fit.
+        assert_eq!(fit_grant_flush_cost(&pts[..3]), None);
     }
 
     #[test]

@@ -74,8 +74,10 @@ pub enum ServiceDist {
 /// bookkeeping: work a grant costs whatever its size), grants of at most `max_grant` frames
 /// (the worker's `batch`; 0: the engine's allowance only), and a fixed cost `flush_ns` per
 /// transmit flush, which follows the grants the worker's own rule picks (`TxPolicy` with
-/// `tx_batch`: after every grant of a higher ring, after the lowest ring's once `tx_batch`
-/// frames wait, and whenever the core runs out of work).
+/// `tx_batch` and `tx_hold_ns`: after a higher ring's grant once its frames waited `tx_hold_ns`
+/// or `tx_batch` frames wait, after the lowest ring's once `tx_batch` frames wait, and whenever
+/// the core runs out of work). Frames leave the simulator when served: a hold shows in the
+/// flushes' cost, not in the latencies.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ServiceModel {
     pub a_ns_per_byte: f64,
@@ -87,6 +89,7 @@ pub struct ServiceModel {
     pub max_grant: u32,
     pub flush_ns: f64,
     pub tx_batch: u32,
+    pub tx_hold_ns: u64,
 }
 
 impl Default for ServiceModel {
@@ -101,6 +104,7 @@ impl Default for ServiceModel {
             max_grant: 0,
             flush_ns: 0.0,
             tx_batch: 16,
+            tx_hold_ns: 0,
         }
     }
 }
@@ -419,7 +423,9 @@ struct Core {
     /// frames served in it, and whether it is its device's lowest ring (`None` after the core
     /// went idle).
     grant: Option<(usize, u32, u32, bool)>,
-    /// Frames served since the last transmit flush, and a flush owed since the core went idle.
+    /// The worker's flush rule, frames served since the last flush, and a flush owed since
+    /// the core went idle.
+    tx: TxPolicy,
     egress: usize,
     flush_owed: bool,
 }
@@ -528,6 +534,7 @@ impl<'a> Sim<'a> {
                 busy_ns: 0.0,
                 auto: AutoBudget::new(&layout),
                 grant: None,
+                tx: TxPolicy::new(cfg.service.tx_batch as usize).with_hold(cfg.service.tx_hold_ns),
                 egress: 0,
                 flush_owed: false,
             })
@@ -966,6 +973,7 @@ fn start_next(
                 core.flush_owed = true;
                 core.egress = 0;
             }
+            core.tx.flushed();
             core.state = State::Idle;
             core.t_done = f64::INFINITY;
             core.grant = None;
@@ -995,8 +1003,7 @@ fn start_next(
                     // The previous grant ended: the worker's rule says whether a flush followed.
                     if let Some((_, _, n, lowest)) = prev {
                         core.egress += n as usize;
-                        if TxPolicy::new(service.tx_batch as usize).flush_after(lowest, core.egress)
-                        {
+                        if core.tx.flush_after_at(lowest, core.egress, t as u64) {
                             x += service.flush_ns;
                             core.egress = 0;
                         }

@@ -13,14 +13,60 @@ use super::{Grant, PollEngine};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TxPolicy {
     batch: usize,
+    hold_ns: u64,
+    /// When the oldest frame of a higher ring queued without a flush was queued.
+    urgent_since: Option<u64>,
 }
 
 impl TxPolicy {
+    /// The router's default `tx-hold-us`: RT frames are kicked out after their grant. A hold
+    /// of 5 µs lets them ride in the BE batch under overload (ll-rr forwarded 0.88–0.91× sq's
+    /// without and 0.94× with it) but adds ~5 µs to the RT median then, and bought ll-wfq
+    /// next to nothing measurable (docs/measurements.md, "The price of QoS under overload").
+    pub const DEFAULT_HOLD_US: u32 = 0;
+
     /// Frames of the lowest ring wait for `batch` queued frames (at least 1).
     pub fn new(batch: usize) -> TxPolicy {
         TxPolicy {
             batch: batch.max(1),
+            hold_ns: 0,
+            urgent_since: None,
         }
+    }
+
+    /// Frames of a higher ring may wait up to `hold_ns` for the batch (0: flush at once).
+    pub fn with_hold(self, hold_ns: u64) -> TxPolicy {
+        TxPolicy { hold_ns, ..self }
+    }
+
+    pub fn hold_ns(&self) -> u64 {
+        self.hold_ns
+    }
+
+    /// [`TxPolicy::flush_after`] with a hold: a higher ring's frames wait for the batch until
+    /// `hold_ns` after the first of them was queued. `now_ns` matters only with a hold.
+    #[inline]
+    pub fn flush_after_at(&mut self, lowest: bool, queued: usize, now_ns: u64) -> bool {
+        if self.hold_ns == 0 {
+            return self.flush_after(lowest, queued);
+        }
+        if !lowest && self.urgent_since.is_none() {
+            self.urgent_since = Some(now_ns);
+        }
+        let flush = queued >= self.batch
+            || self
+                .urgent_since
+                .is_some_and(|t| now_ns.saturating_sub(t) >= self.hold_ns);
+        if flush {
+            self.urgent_since = None;
+        }
+        flush
+    }
+
+    /// Everything queued went out (the worker ran out of work and flushed).
+    #[inline]
+    pub fn flushed(&mut self) {
+        self.urgent_since = None;
     }
 
     pub fn batch(&self) -> usize {
@@ -58,6 +104,32 @@ mod tests {
             1,
             "a batch of 0 would never flush"
         );
+    }
+
+    #[test]
+    fn a_hold_lets_higher_ring_frames_wait_for_the_batch_but_no_longer() {
+        let mut p = TxPolicy::new(16).with_hold(5_000);
+        // An RT grant at t = 0 queues 3 frames: held.
+        assert!(!p.flush_after_at(false, 3, 0));
+        // BE grants follow; the RT frames' clock runs from their first grant, not the last.
+        assert!(!p.flush_after_at(true, 7, 2_000));
+        assert!(!p.flush_after_at(false, 10, 4_000));
+        assert!(p.flush_after_at(true, 14, 5_000), "held 5 µs: flush");
+        // The batch fills first.
+        assert!(!p.flush_after_at(false, 2, 10_000));
+        assert!(p.flush_after_at(true, 16, 11_000));
+        // Only BE queued: no clock running, BE waits for the batch however long.
+        assert!(!p.flush_after_at(true, 4, 100_000));
+        assert!(!p.flush_after_at(true, 8, 900_000));
+        // Running out of work flushed everything: the next RT frames start a new wait.
+        assert!(!p.flush_after_at(false, 1, 1_000_000));
+        p.flushed();
+        assert!(!p.flush_after_at(false, 1, 1_004_000));
+        assert!(p.flush_after_at(true, 2, 1_009_000));
+        // Without a hold the rule is the plain one, whatever the clock says.
+        let mut now = TxPolicy::new(16);
+        assert!(now.flush_after_at(false, 1, 0));
+        assert!(!now.flush_after_at(true, 15, u64::MAX));
     }
 
     #[test]

@@ -110,6 +110,9 @@ fn default_batch() -> u32 {
 fn default_tx_batch() -> u32 {
     16
 }
+fn default_tx_hold_us() -> u32 {
+    llr_core::sched::TxPolicy::DEFAULT_HOLD_US
+}
 /// Kernel routes and neighbours arrive as netlink events; the periodic re-dump is only a
 /// safety net (a full table takes a second of CPU to dump and diff), so it is rare.
 /// Memory per route assumed when `max-routes` comes from a memory limit: the full-table
@@ -385,6 +388,11 @@ pub struct RouterConfig {
     /// Frames of the lowest-priority ring held back before a transmit kick (1: kick per grant).
     #[serde(default = "default_tx_batch")]
     pub tx_batch: u32,
+    /// How long frames of a higher ring may wait for `tx-batch` frames before their own
+    /// transmit kick, µs (0: a kick after every grant of a higher ring). The worker never holds
+    /// frames when it runs out of work, so this only costs latency under load.
+    #[serde(default = "default_tx_hold_us")]
+    pub tx_hold_us: u32,
     /// The target of the classes with `budget = "auto"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_budget: Option<AutoBudgetConfig>,
@@ -460,6 +468,7 @@ impl Default for RouterConfig {
             spin_us: default_spin(),
             batch: default_batch(),
             tx_batch: default_tx_batch(),
+            tx_hold_us: default_tx_hold_us(),
             auto_budget: None,
             cost_ns: 0,
             acl_rules: 0,
@@ -586,6 +595,13 @@ via = "10.0.2.1"
             .resolve(idx)
             .unwrap_err();
         assert!(e.to_string().starts_with("metrics.listen"), "{e}");
+        let e = RouterConfig::from_toml(&format!("tx-hold-us = 1001\n{GOOD}"))
+            .unwrap()
+            .resolve(idx)
+            .unwrap_err();
+        assert!(e.to_string().starts_with("tx-hold-us"), "{e}");
+        let c = RouterConfig::from_toml(GOOD).unwrap();
+        assert_eq!(c.tx_hold_us, llr_core::sched::TxPolicy::DEFAULT_HOLD_US);
         for bad in ["tx-batch = 0", "tx-batch = 4096"] {
             let e = RouterConfig::from_toml(&format!("{bad}\n{GOOD}"))
                 .unwrap()

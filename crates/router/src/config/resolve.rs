@@ -145,6 +145,12 @@ impl RouterConfig {
                 "must be within 1..=2048 (frames held before a transmit kick)"
             );
         }
+        if self.tx_hold_us > 1000 {
+            bail!(
+                "tx-hold-us",
+                "must be within 0..=1000 (µs the higher classes' frames may wait for tx-batch)"
+            );
+        }
         if self.route_refresh_ms == 0 {
             bail!("route-refresh-ms", "must be at least 1");
         }

@@ -62,8 +62,10 @@ pub struct WorkerOptions {
     pub batch: u32,
     /// Transmit kicks: frames of the lowest-priority ring are held in the egress queue until this
     /// many are waiting (or the worker runs out of work); a grant on any higher ring transmits at
-    /// once. 1 = a sendto after every grant.
+    /// once, unless `tx_hold_ns` lets its frames wait that long for the batch. 1 = a sendto
+    /// after every grant.
     pub tx_batch: u32,
+    pub tx_hold_ns: u64,
     /// Artificial per-packet cost (busy wait), to make the CPU the bottleneck in a testbed.
     pub cost_ns: u64,
     /// Artificial per-packet cost as an ACL: every frame is checked against this many rules,
@@ -89,6 +91,7 @@ impl Default for WorkerOptions {
             spin_us: 50,
             batch: 32,
             tx_batch: 16,
+            tx_hold_ns: 0,
             cost_ns: 0,
             acl_rules: 0,
             max_duration: None,

@@ -89,7 +89,7 @@ impl<'a> Worker<'a> {
             spin_us: opts.spin_us,
             timestamps: ctl.as_ref().is_some_and(|c| c.flags & FLAG_TIMESTAMP != 0),
             batch: opts.batch.max(1),
-            tx: TxPolicy::new(opts.tx_batch as usize),
+            tx: TxPolicy::new(opts.tx_batch as usize).with_hold(opts.tx_hold_ns),
             deadline: opts.max_duration.map(|d| counters.started() + d),
             slow: SlowPath::new(opts),
             counters,
@@ -122,6 +122,7 @@ impl<'a> Worker<'a> {
             }
             // Out of work: transmit everything held back, then sleep unless something came up.
             self.xsk.flush();
+            self.tx.flushed();
             self.slow.resolve_neighbors();
             if self.xsk.egress_pending() || self.control_needs_attention() {
                 continue;
@@ -219,12 +220,14 @@ impl<'a> Worker<'a> {
         rc.forwarded += forwarded;
         rc.bytes += bytes;
         // A copy-mode sendto has a fixed cost besides its per-frame work: frames of the lowest
-        // ring (BE) wait for `tx_batch`, a higher ring's grant flushes at once (`TxPolicy`). The
-        // egress queues are strict priority, so RT frames go out ahead of any BE frames held back
-        // (docs/measurements.md has the numbers). An orphan socket's frames go at once.
+        // ring (BE) wait for `tx_batch`, a higher ring's for the batch or `tx-hold-us`, whichever
+        // comes first (`TxPolicy`). The egress queues are strict priority, so RT frames go out
+        // ahead of any BE frames in the same flush (docs/measurements.md has the numbers). An
+        // orphan socket's frames go like a higher ring's.
         let lowest = self.layout.rings.len() <= 1
             || grant.is_some_and(|g| TxPolicy::is_lowest(&self.engine, &g));
-        if self.tx.flush_after(lowest, self.xsk.egress_len()) {
+        let now = if self.tx.hold_ns() > 0 { mono_ns() } else { 0 };
+        if self.tx.flush_after_at(lowest, self.xsk.egress_len(), now) {
             self.xsk.flush();
             self.counters.rings[ring].flushes += 1;
         }

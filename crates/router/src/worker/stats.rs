@@ -102,8 +102,11 @@ impl std::fmt::Display for WorkerStats {
         for (i, r) in self.rings.iter().enumerate() {
             writeln!(
                 f,
-                "  ring {r:<8} served {:>10}  forwarded {:>10}",
-                self.served[i], self.forwarded[i]
+                "  ring {r:<8} served {:>10}  forwarded {:>10}  grants {:>9}  tx flushes {:>9}",
+                self.served[i],
+                self.forwarded[i],
+                self.grants.get(i).copied().unwrap_or(0),
+                self.flushes.get(i).copied().unwrap_or(0)
             )?;
         }
         for (n, c) in self.pass.iter().filter(|(_, c)| *c > 0) {
