@@ -20,9 +20,9 @@ pub struct TxPolicy {
 
 impl TxPolicy {
     /// The router's default `tx-hold-us`: RT frames are kicked out after their grant. A hold
-    /// of 5 µs lets them ride in the BE batch under overload (ll-rr forwarded 0.88–0.91× sq's
-    /// without and 0.94× with it) but adds ~5 µs to the RT median then, and bought ll-wfq
-    /// next to nothing measurable (docs/measurements.md, "The price of QoS under overload").
+    /// of 5 µs lets them ride in the BE batch under overload, which halves ll-wfq's and ll-rr's
+    /// flushes but gained them only 0–6 % of forwarded rate on veth, not consistently, for
+    /// ~5 µs more RT median (docs/measurements.md, "The price of QoS under overload").
     pub const DEFAULT_HOLD_US: u32 = 0;
 
     /// Frames of the lowest ring wait for `batch` queued frames (at least 1).
