@@ -5,13 +5,15 @@
 //!
 //! `cargo bench -p llr-core --bench fulltable` (building the table takes ~10 s).
 
+mod common;
+
 use std::hint::black_box;
 use std::net::IpAddr;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use llr_core::fixture::{Fixture, FixtureSpec};
 use llr_core::fwd::lpm::{Lpm6, Readers, V6_STRIDES};
-use llr_core::fwd::{Forwarder, Interface, NextHop, Verdict};
+use llr_core::fwd::{Forwarder, NextHop, Verdict};
 use llr_core::wire::build::{frame, FrameSpec};
 use llr_core::wire::parse_frame;
 
@@ -30,11 +32,7 @@ fn gateway(i: u16, v6: bool) -> IpAddr {
 }
 
 fn forwarder(fx: &Fixture) -> Forwarder {
-    let mut f = Forwarder::new();
-    f.interfaces
-        .upsert(Interface::new(1, [2, 0, 0, 0, 0, 1], 1500));
-    f.interfaces
-        .upsert(Interface::new(2, [2, 0, 0, 0, 0, 2], 1500));
+    let mut f = common::two_ports();
     for i in 0..fx.spec.next_hops {
         for v6 in [false, true] {
             f.neighbors.insert(2, gateway(i, v6), [2, 0, 0, 0, 0, 9]);

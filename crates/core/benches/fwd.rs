@@ -1,11 +1,13 @@
 //! Per-packet path (parse → classify → LPM → rewrite) and IPv4 LPM: DIR-24-8 vs prefix-trie (a dev-dependency kept for this comparison).
 
+mod common;
+
 use std::hint::black_box;
 use std::net::IpAddr;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use llr_core::classify::{RuleSet, RuleSpec};
-use llr_core::fwd::{Forwarder, Interface, Lpm4, NextHop, Verdict};
+use llr_core::fwd::{Forwarder, Lpm4, NextHop, Verdict};
 use llr_core::wire::build::{frame, FrameSpec};
 use llr_core::wire::parse_frame;
 use prefix_trie::PrefixMap;
@@ -84,11 +86,7 @@ fn lpm(c: &mut Criterion) {
 }
 
 fn setup() -> (Forwarder, RuleSet) {
-    let mut f = Forwarder::new();
-    f.interfaces
-        .upsert(Interface::new(1, [2, 0, 0, 0, 0, 1], 1500));
-    f.interfaces
-        .upsert(Interface::new(2, [2, 0, 0, 0, 0, 2], 1500));
+    let mut f = common::two_ports();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
     for (a, l) in routes(1000, &mut rng) {
         let gw = IpAddr::from([10, 1, 0, 1 + (a % 8) as u8]);

@@ -21,13 +21,14 @@
 //!
 //! `cargo bench -p llr-core --bench grant -- --warm-up-time 1 --measurement-time 3`
 
+mod common;
+
 use std::hint::black_box;
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
-use llr_core::fwd::{Forwarder, Interface, NextHop, Verdict};
+use llr_core::fwd::{Forwarder, Verdict};
 use llr_core::sched::{PollEngine, RingId, RingView, SchedConfig, StrategyKind};
 use llr_core::wire::build::{frame, FrameSpec};
 
@@ -64,23 +65,7 @@ impl RingView for SynthRings {
 }
 
 fn forwarder() -> Forwarder {
-    let mut f = Forwarder::new();
-    f.interfaces
-        .upsert(Interface::new(1, [2, 0, 0, 0, 0, 1], 1500));
-    f.interfaces
-        .upsert(Interface::new(2, [2, 0, 0, 0, 0, 2], 1500));
-    let gw: IpAddr = "10.1.0.1".parse().unwrap();
-    f.routes
-        .insert(
-            "10.2.0.0/16".parse().unwrap(),
-            NextHop {
-                ifindex: 2,
-                gateway: Some(gw),
-            },
-        )
-        .unwrap();
-    f.neighbors.insert(2, gw, [2, 0, 0, 0, 0, 9]);
-    f
+    common::one_route()
 }
 
 /// One grant; returns how many frames were forwarded (all of them, checked in `setup`).

@@ -1,5 +1,7 @@
 //! Forwards one IPv4 UDP frame N times (for instruction counts under callgrind).
-use llr_core::fwd::{Forwarder, Interface, NextHop};
+#[path = "../benches/common/mod.rs"]
+mod common;
+
 use llr_core::wire::build::{frame, FrameSpec};
 use llr_core::wire::parse_frame;
 use std::hint::black_box;
@@ -7,22 +9,7 @@ fn main() {
     let n: usize = std::env::args()
         .nth(1)
         .map_or(1_000_000, |s| s.parse().unwrap());
-    let mut f = Forwarder::new();
-    f.interfaces
-        .upsert(Interface::new(1, [2, 0, 0, 0, 0, 1], 1500));
-    f.interfaces
-        .upsert(Interface::new(2, [2, 0, 0, 0, 0, 2], 1500));
-    let gw = "10.1.0.1".parse().unwrap();
-    f.routes
-        .insert(
-            "10.2.0.0/16".parse().unwrap(),
-            NextHop {
-                ifindex: 2,
-                gateway: Some(gw),
-            },
-        )
-        .unwrap();
-    f.neighbors.insert(2, gw, [2, 0, 0, 0, 0, 9]);
+    let f = common::one_route();
     let tmpl = frame(&FrameSpec {
         dst_mac: [2, 0, 0, 0, 0, 1],
         dst: "10.2.3.4".parse().unwrap(),
