@@ -478,6 +478,7 @@ fn names_follow_prometheus_conventions() {
         "_waits_total",
         "_preemptions_total",
         "_grants_total",
+        "_flushes_total",
     ];
     let mut families = 0;
     for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
