@@ -212,8 +212,7 @@ impl Worker<'_> {
         });
         drop(table);
         // As on the plain path: higher classes transmit at once, the lowest in batches.
-        let now = if self.tx.hold_ns() > 0 { mono_ns() } else { 0 };
-        if self.tx.flush_after_at(!urgent, self.xsk.egress_len(), now) {
+        if self.flush_due(!urgent) {
             self.xsk.flush();
         }
         self.counters.stall(start.elapsed().as_nanos() as u64);

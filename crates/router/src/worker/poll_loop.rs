@@ -226,8 +226,7 @@ impl<'a> Worker<'a> {
         // orphan socket's frames go like a higher ring's.
         let lowest = self.layout.rings.len() <= 1
             || grant.is_some_and(|g| TxPolicy::is_lowest(&self.engine, &g));
-        let now = if self.tx.hold_ns() > 0 { mono_ns() } else { 0 };
-        if self.tx.flush_after_at(lowest, self.xsk.egress_len(), now) {
+        if self.flush_due(lowest) {
             self.xsk.flush();
             self.counters.rings[ring].flushes += 1;
         }
@@ -237,6 +236,14 @@ impl<'a> Worker<'a> {
             Some(g) => self.engine.complete(g, n, ns),
             None => self.counters.rings[ring].served += n as u64,
         }
+    }
+
+    /// Whether the egress queue goes to the kernel now, after a grant or flow turn on the
+    /// lowest ring (`lowest`) or a higher one (`TxPolicy`); the clock is read only with a hold.
+    #[inline]
+    pub(super) fn flush_due(&mut self, lowest: bool) -> bool {
+        let now = if self.tx.hold_ns() > 0 { mono_ns() } else { 0 };
+        self.tx.flush_after_at(lowest, self.xsk.egress_len(), now)
     }
 
     /// The forwarder for one grant or flow turn. Getting here is the worker's quiescent point
