@@ -470,11 +470,15 @@ impl Device {
     /// egress priority), kicks the kernel, and refills the fill rings.
     pub fn flush(&mut self) {
         for p in &mut self.ports {
-            let mut c = p.dq.complete(p.in_flight.clamp(1, 4096));
-            let n = self.mem.reclaim(std::iter::from_fn(|| c.read()));
-            c.release();
-            drop(c);
-            p.in_flight -= n.min(p.in_flight);
+            // A port with nothing in flight has nothing to complete: leave the kernel's
+            // completion index alone (reading it is a cache miss while the kernel writes it).
+            if p.in_flight > 0 {
+                let mut c = p.dq.complete(p.in_flight.min(4096));
+                let n = self.mem.reclaim(std::iter::from_fn(|| c.read()));
+                c.release();
+                drop(c);
+                p.in_flight -= n.min(p.in_flight);
+            }
             // transmit, strict priority by ring
             let mut submitted = 0;
             for q in p.egress.iter_mut() {
