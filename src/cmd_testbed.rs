@@ -23,12 +23,14 @@
 //! (`/proc/PID/stat`), or the router CPU's softirq time (`/proc/stat`) for the kernel targets.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use llr_io::gen::Gaps;
 use llr_io::netns::{addr, Topology};
 use llr_io::xsk::WakeMode;
+use llr_lab::alternate::AlternateStudy;
 use llr_lab::iperf::{self, IperfStudy};
 use llr_lab::mlffr::MlffrStudy;
 use llr_lab::options::Search;
@@ -66,6 +68,10 @@ pub enum TestbedCmd {
     Run(RunArgs),
     /// Find the maximum loss-free forwarding rate of each target.
     Mlffr(MlffrArgs),
+    /// Compare llrouter strategies under one constant overload by switching the running
+    /// router's strategy every slice (the first target is the reference): each slice is set
+    /// against the reference's slices around it, so the machine's own speed changes cancel.
+    Alternate(AlternateArgs),
     /// Fit the worker's grant and flush costs over the results.csv of several `run`s (e.g. at
     /// `--tx-hold-us 0` and 5, interleaved) and compare the simulator with them.
     Costs(CostsArgs),
@@ -346,6 +352,28 @@ pub struct MlffrArgs {
     pub steps: u32,
 }
 
+/// Options of `testbed alternate`.
+#[derive(Debug, Args, Clone)]
+pub struct AlternateArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Offered load, packets per second (flat out: more than the router forwards).
+    #[arg(long, default_value_t = 3_000_000.0)]
+    pub load: f64,
+    /// RT share of the traffic.
+    #[arg(long, default_value_t = 0.15)]
+    pub rt_share: f64,
+    /// Measured milliseconds per slice.
+    #[arg(long, default_value_t = 500)]
+    pub slice_ms: u64,
+    /// Milliseconds after each switch before the slice is measured.
+    #[arg(long, default_value_t = 100)]
+    pub settle_ms: u64,
+    /// Cycles through every target.
+    #[arg(long, default_value_t = 30)]
+    pub cycles: u32,
+}
+
 /// Options of `testbed iperf`.
 #[derive(Debug, Args, Clone)]
 pub struct IperfArgs {
@@ -465,6 +493,29 @@ fn run_mlffr(a: MlffrArgs) -> Result<()> {
     Ok(())
 }
 
+fn run_alternate(a: AlternateArgs) -> Result<()> {
+    let study = AlternateStudy {
+        options: a.common.options()?,
+        rate: a.load,
+        rt_share: a.rt_share,
+        slice: Duration::from_millis(a.slice_ms),
+        settle: Duration::from_millis(a.settle_ms),
+        cycles: a.cycles,
+    };
+    study.check().map_err(lab_error)?;
+    let stop = stop_on_signal();
+    let o = study.run(stop, &Bar::new()).map_err(lab_error)?;
+    println!("{}", o.md);
+    println!(
+        "wrote {}/alternate.csv and alternate.md",
+        study.options.out.display()
+    );
+    if o.interrupted {
+        bail!("interrupted (partial results written)");
+    }
+    Ok(())
+}
+
 fn run_iperf(a: IperfArgs) -> Result<()> {
     let study = IperfStudy {
         options: a.common.options()?,
@@ -530,6 +581,7 @@ pub fn run(args: TestbedArgs) -> Result<()> {
         TestbedCmd::Down { name } => down(&name),
         TestbedCmd::Run(a) => run_sweep(a),
         TestbedCmd::Mlffr(a) => run_mlffr(a),
+        TestbedCmd::Alternate(a) => run_alternate(a),
         TestbedCmd::Costs(a) => costs(a),
         TestbedCmd::Iperf(a) => run_iperf(a),
         TestbedCmd::Fulltable(a) => fulltable(a),

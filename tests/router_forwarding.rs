@@ -19,6 +19,7 @@ interfaces = ["veth-rin", "veth-rout"]
 strategy = "ll-wfq"
 wake = "interrupt"
 route-refresh-ms = 100
+tx-hold-us = 0
 [control]
 socket = "CTL"
 [[classes]]
@@ -125,7 +126,7 @@ fn forwards_classifies_and_cleans_up() {
         "EF + rule-matched in RT"
     );
     assert_eq!(rep.worker.forwarded[1], n_be, "the rest in BE");
-    // tx-hold-us = 0 (the default): every RT grant ends in a transmit flush; a BE grant only
+    // tx-hold-us = 0: every RT grant ends in a transmit flush; a BE grant only
     // once 16 frames wait (the worker's flush when it runs out of work is nobody's grant).
     assert_eq!(
         rep.worker.flushes[0], rep.worker.grants[0],

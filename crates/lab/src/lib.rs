@@ -33,6 +33,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod alternate;
 pub mod bird;
 pub mod bound;
 pub mod demo;

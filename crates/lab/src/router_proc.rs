@@ -292,6 +292,17 @@ impl RouterProc {
         serde_json::from_value(v).ok()
     }
 
+    /// Sends one control command; the router's refusal (it names the field) is an error.
+    pub fn call(&self, cmd: &Command) -> Result<serde_json::Value> {
+        let what = || format!("control command {}", cmd.name());
+        let mut c = CtlClient::connect(&self.ctl, Duration::from_secs(2))
+            .map_err(|e| LabError::io(what(), e))?;
+        let reply = c.call(cmd).map_err(|e| LabError::io(what(), e))?;
+        reply
+            .into_result()
+            .map_err(|e| LabError::Failed(format!("{}: refused: {e}", what())))
+    }
+
     /// SIGINT, wait (then SIGKILL), keep the JSON counters; returns them.
     pub fn stop(mut self) -> Result<serde_json::Value> {
         self.signal(libc::SIGINT);

@@ -90,6 +90,17 @@ impl<'a> Active<'a> {
         self.router.as_ref()?.counters()
     }
 
+    /// Sends a control command to the llrouter target (an error for the kernel targets).
+    pub fn call(&self, cmd: &llr_ops::ctl::Command) -> Result<serde_json::Value> {
+        match &self.router {
+            Some(r) => r.call(cmd),
+            None => Err(crate::LabError::Failed(format!(
+                "{}: no control socket (not an llrouter target)",
+                self.target.label()
+            ))),
+        }
+    }
+
     /// Router CPU time so far, ns: llrouter's process time, or the router CPUs' softirq time.
     pub fn router_cpu_ns(&self) -> u64 {
         match &self.router {

@@ -19,11 +19,13 @@ pub struct TxPolicy {
 }
 
 impl TxPolicy {
-    /// The router's default `tx-hold-us`: RT frames are kicked out after their grant. A hold
-    /// of 5 µs lets them ride in the BE batch under overload, which halves ll-wfq's and ll-rr's
-    /// flushes but gained them only 0–6 % of forwarded rate on veth, not consistently, for
-    /// ~5 µs more RT median (docs/measurements.md, "The price of QoS under overload").
-    pub const DEFAULT_HOLD_US: u32 = 0;
+    /// The router's default `tx-hold-us`. Under load, 1 µs is about one BE grant: RT frames
+    /// go out with the next grant's frames instead of in a kick of their own, which on veth
+    /// cuts ll-wfq's flushes per frame from 0.106 to 0.073 and forwards 2–4 % more under
+    /// overload, for ~1.5–4 µs of RT median there; a worker that runs out of work flushes at
+    /// once, so at light load it costs nothing (docs/measurements.md, "The price of QoS under
+    /// overload"). 0: every higher ring's grant kicks at once.
+    pub const DEFAULT_HOLD_US: u32 = 1;
 
     /// Frames of the lowest ring wait for `batch` queued frames (at least 1).
     pub fn new(batch: usize) -> TxPolicy {
