@@ -69,6 +69,30 @@ fn rt_class(s: &MetricsSnapshot) -> Option<&str> {
         .map(|r| r.class.as_str())
 }
 
+impl Bound {
+    /// The bound with the BE budget `during` shows (a snapshot taken while the traffic still
+    /// ran): under `budget = "auto"` the worker keeps setting budgets after the traffic ends,
+    /// with no RT load any more, so the budget read afterwards is not the one the point ran
+    /// with. Unchanged when `during` has no budget-limited lower ring.
+    pub fn with_budget_from(self, during: &MetricsSnapshot) -> Bound {
+        let Some(rt) = rt_class(during) else {
+            return self;
+        };
+        let b = (during.rings.iter())
+            .filter(|r| r.class != rt && r.budget > 0)
+            .map(|r| r.budget)
+            .min();
+        match b {
+            Some(be_budget) => Bound {
+                be_budget,
+                tmax_us: tmax_ns(be_budget, self.x_ns, self.rho_rt).map(|t| t / 1000.0),
+                ..self
+            },
+            None => self,
+        }
+    }
+}
+
 /// The bound at a point that sent `sent_rt` RT packets in `secs` seconds, between the counter
 /// snapshots `a` and `b` of the router. `None` when the strategy has no BE ring budget that
 /// Eq. 1 is about (only `ll-wfq` and `ll-rr` serve a budget-limited BE ring between RT visits),
@@ -255,6 +279,19 @@ mod tests {
         assert!((m.rho_rt - 0.15).abs() < 1e-9, "{m:?}");
         assert_eq!(m.be_budget, 4);
         assert!((m.tmax_us.unwrap() - 2.0 / 0.85).abs() < 1e-9, "{m:?}");
+        // `budget = "auto"` had the BE ring at 12 while the traffic ran: that budget, not the
+        // one read afterwards, goes into Tmax (12 · 500 / 0.85 ns).
+        let during = snap(
+            "ll-wfq",
+            vec![
+                ring(0, "rt", 200_000, 0.1, 60, &[]),
+                ring(1, "be", 500_000, 0.2, 12, &[]),
+            ],
+        );
+        let d = m.clone().with_budget_from(&during);
+        assert_eq!(d.be_budget, 12);
+        assert!((d.tmax_us.unwrap() - 6.0 / 0.85).abs() < 1e-9, "{d:?}");
+        assert_eq!((d.x_ns, d.rho_rt), (m.x_ns, m.rho_rt));
         // 1010 new waits, 20 of them 15 µs (2 %): the p99 is in (10, 20] µs, above Tmax. The
         // ten 3 µs waits before the point do not count.
         let (lo, hi) = m.rt_ring_p99_us.unwrap();

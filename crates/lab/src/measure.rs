@@ -3,6 +3,7 @@
 //! them, summarised in a [`Row`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use llr_io::gen::{GenReport, CLASS_BE, CLASS_RT};
 use llr_io::netns::{addr, Topology};
@@ -123,6 +124,9 @@ pub struct PointExtra {
     pub attempts: u32,
     /// The router's counters before and after the point (llrouter targets).
     pub counters: Option<(MetricsSnapshot, MetricsSnapshot)>,
+    /// The router's counters near the end of the traffic, while it still ran (llrouter
+    /// targets): the budgets in force then (`budget = "auto"` moves them afterwards).
+    pub during: Option<MetricsSnapshot>,
     /// The llrouter target's `tx-hold-us`.
     pub tx_hold_us: Option<u32>,
 }
@@ -193,6 +197,7 @@ impl Before {
             router_softirq_pct: f64::NAN,
             attempts: 1,
             counters: self.counters.clone().zip(act.counters()),
+            during: None,
             tx_hold_us: act.tx_hold_us,
         }
         .with_noise(self.stat.as_ref(), read_stat().as_ref(), router_cpu)
@@ -269,7 +274,22 @@ pub fn measure_once(
     steer_sink_receive(topo, c, matches!(sink, OpenSink::Udp(_)))?;
     let before = Before::read(act, c.router_cpu);
     let sink_stop = AtomicBool::new(false);
+    let gen_done = AtomicBool::new(false);
+    let mut during = None;
     let (gen, sink_rep) = std::thread::scope(|sc| -> Result<(GenReport, SinkReport)> {
+        // The router's budgets while the traffic runs: one snapshot at 90 % of the point.
+        let sampler = sc.spawn(|| {
+            let at = Instant::now() + Duration::from_secs_f64(c.point_secs * 0.9);
+            while Instant::now() < at {
+                if gen_done.load(Ordering::Relaxed) {
+                    return None;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let snap = act.counters();
+            // Taken after the generator stopped: not during the traffic after all.
+            snap.filter(|_| !gen_done.load(Ordering::Relaxed))
+        });
         let h = sc.spawn(|| {
             // The UDP sink receives on this thread (the XDP sink only reads maps).
             if matches!(sink, OpenSink::Udp(_)) {
@@ -286,6 +306,8 @@ pub fn measure_once(
             llr_io::gen::run(&cfg, backend, stop)
         });
         let g = g.and_then(|r| r);
+        gen_done.store(true, Ordering::Relaxed);
+        during = sampler.join().ok().flatten();
         if g.is_err() || stop.load(Ordering::Relaxed) {
             sink_stop.store(true, Ordering::Relaxed);
         }
@@ -295,7 +317,10 @@ pub fn measure_once(
             .step(|| "sink".into())?;
         Ok((g.step(|| "generator".into())?, s))
     })?;
-    let extra = before.extra(act, c.router_cpu);
+    let extra = PointExtra {
+        during,
+        ..before.extra(act, c.router_cpu)
+    };
     drop(sink); // detaches the XDP sink
     Ok(Point {
         gen,
@@ -364,7 +389,12 @@ pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: &Po
     let u = |ns: u64| ns as f64 / 1000.0;
     let received = rt.seq.unique + be.seq.unique;
     let secs = g.duration_s.max(1e-9);
-    let m = (x.counters.as_ref()).and_then(|(a, b)| bound::at_point(a, b, g.sent_rt, g.duration_s));
+    let m = (x.counters.as_ref())
+        .and_then(|(a, b)| bound::at_point(a, b, g.sent_rt, g.duration_s))
+        .map(|m| match &x.during {
+            Some(d) => m.with_budget_from(d),
+            None => m,
+        });
     let (hi, lo) = (x.counters.as_ref()).map_or((None, None), |(a, b)| bound::grant_shapes(a, b));
     let all = (x.counters.as_ref()).and_then(|(a, b)| bound::grant_total(a, b));
     let (p99_lo, p99_hi) = m
