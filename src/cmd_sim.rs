@@ -165,6 +165,11 @@ pub struct SimArgs {
     /// wait; when out of work). `llrouter_ring_tx_flushes_total` calibrates it.
     #[arg(long, default_value_t = 0.0)]
     pub flush_ns: f64,
+    /// CPU cost per frame a flush hands to the kernel, ns (the transmit part of a frame's cost;
+    /// --service-ns is then the receive part). `llrouter_ring_tx_flush_seconds_total` and
+    /// `llrouter_ring_tx_flushed_frames_total` calibrate it.
+    #[arg(long, default_value_t = 0.0)]
+    pub flush_frame_ns: f64,
     /// Frames of the lowest ring that wait for one flush (the router's `tx-batch`).
     #[arg(long, default_value_t = 16)]
     pub tx_batch: u32,
@@ -410,11 +415,16 @@ impl SimArgs {
             grant_ns: self.grant_ns,
             max_grant: self.max_grant,
             flush_ns: self.flush_ns,
+            flush_frame_ns: self.flush_frame_ns,
             tx_batch: self.tx_batch,
             tx_hold_ns: u64::from(self.tx_hold_us) * 1000,
             ..ServiceModel::default()
         };
-        for (field, v) in [("grant-ns", self.grant_ns), ("flush-ns", self.flush_ns)] {
+        for (field, v) in [
+            ("grant-ns", self.grant_ns),
+            ("flush-ns", self.flush_ns),
+            ("flush-frame-ns", self.flush_frame_ns),
+        ] {
             if !(v >= 0.0 && v.is_finite()) {
                 return Err(usage(field, format!("{v}: must be 0 or more ns")));
             }

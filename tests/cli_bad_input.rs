@@ -126,6 +126,10 @@ fn tune_rejects_bad_options_before_sampling() {
     usage_error(&["tune", "--bandwidth-mbps", "0"], &["--bandwidth-mbps"]);
     usage_error(&["sim", "--tx-batch", "0"], &["--tx-batch", "at least 1"]);
     usage_error(&["sim", "--flush-ns=-5"], &["flush-ns", "0 or more"]);
+    usage_error(
+        &["sim", "--flush-frame-ns=nan"],
+        &["flush-frame-ns", "0 or more"],
+    );
 }
 
 #[test]

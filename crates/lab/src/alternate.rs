@@ -56,8 +56,11 @@ pub struct Slice {
     pub grants: u64,
     pub flushes: u64,
     pub served: u64,
-    /// Worker CPU seconds inside those grants (every ring).
+    /// Worker CPU seconds inside those grants (every ring), the part of it inside transmit
+    /// flushes, and the frames those flushes sent.
     pub grant_s: f64,
+    pub flush_s: f64,
+    pub flushed: u64,
     /// Frames the router's interfaces dropped (socket ring full, egress queue full, other
     /// AF_XDP drops) against those received plus dropped: loss at the router.
     pub loss: f64,
@@ -85,6 +88,8 @@ struct Reading {
     flushes: u64,
     served: u64,
     grant_s: f64,
+    flush_s: f64,
+    flushed: u64,
     rx: u64,
     dropped: u64,
 }
@@ -105,6 +110,8 @@ impl Reading {
             flushes: m.rings.iter().map(|r| r.tx_flushes).sum(),
             served: m.rings.iter().map(|r| r.served).sum(),
             grant_s: m.rings.iter().map(|r| r.grant_seconds).sum(),
+            flush_s: m.rings.iter().map(|r| r.tx_flush_seconds).sum(),
+            flushed: m.rings.iter().map(|r| r.tx_flushed_frames).sum(),
             rx: m.interfaces.iter().map(|i| i.rx_packets).sum(),
             dropped: m.interfaces.iter().map(|i| i.dropped_packets).sum(),
         })
@@ -228,7 +235,7 @@ impl AlternateStudy {
         report::write_csv(
             &c.out.join("alternate.csv"),
             &o.slices,
-            "cycle,strategy,at_s,secs,forwarded_pps,cpu,grants,flushes,served,grant_s,loss,ratio",
+            "cycle,strategy,at_s,secs,forwarded_pps,cpu,grants,flushes,served,grant_s,flush_s,flushed,loss,ratio",
         )?;
         if let Some(p) = &point {
             report::write_rows(&c.out.join("results.csv"), &self.rows(&o.slices, p))?;
@@ -282,6 +289,8 @@ impl AlternateStudy {
                 flushes: b.flushes.saturating_sub(a.flushes),
                 served: b.served.saturating_sub(a.served),
                 grant_s: (b.grant_s - a.grant_s).max(0.0),
+                flush_s: (b.flush_s - a.flush_s).max(0.0),
+                flushed: b.flushed.saturating_sub(a.flushed),
                 loss: {
                     let (rx, dropped) = (
                         b.rx.saturating_sub(a.rx),
@@ -338,6 +347,8 @@ impl AlternateStudy {
                     frames_per_grant: per_grant(s.served as f64),
                     flushes_per_grant: per_grant(s.flushes as f64),
                     ns_per_grant: per_grant(s.grant_s * 1e9),
+                    flush_ns_per_grant: per_grant(s.flush_s * 1e9),
+                    flushed_per_grant: per_grant(s.flushed as f64),
                     tx_hold_us: Some(self.options.tx_hold_us),
                     attempts: 1,
                     ..nan_row()

@@ -159,6 +159,10 @@ pub struct GrantShape {
     pub ns_per_grant: f64,
     /// The share of the grants that ended in a transmit flush (`TxPolicy`).
     pub flushes_per_grant: f64,
+    /// Per grant: the worker's ns inside those flushes and the frames they sent (NaN from a
+    /// router that does not count them).
+    pub flush_ns_per_grant: f64,
+    pub flushed_per_grant: f64,
 }
 
 /// The grants of the highest ring (ring 0) and of the lowest (the last; under `sq` the only
@@ -189,6 +193,7 @@ fn shape(
     rings: impl Fn(u32) -> bool,
 ) -> Option<GrantShape> {
     let (mut grants, mut served, mut secs, mut flushes) = (0u64, 0u64, 0.0f64, 0u64);
+    let (mut flush_secs, mut flushed) = (0.0f64, 0u64);
     for r in b.rings.iter().filter(|r| rings(r.ring)) {
         let p = a
             .rings
@@ -198,11 +203,26 @@ fn shape(
         served += r.served - p.map_or(0, |p| p.served.min(r.served));
         secs += (r.grant_seconds - p.map_or(0.0, |p| p.grant_seconds)).max(0.0);
         flushes += r.tx_flushes - p.map_or(0, |p| p.tx_flushes.min(r.tx_flushes));
+        flush_secs += (r.tx_flush_seconds - p.map_or(0.0, |p| p.tx_flush_seconds)).max(0.0);
+        flushed +=
+            r.tx_flushed_frames - p.map_or(0, |p| p.tx_flushed_frames.min(r.tx_flushed_frames));
     }
+    // A router without the flush counters reports 0 frames flushed while it flushed.
+    let counted = flushes == 0 || flushed > 0;
     (grants > 0).then(|| GrantShape {
         frames_per_grant: served as f64 / grants as f64,
         ns_per_grant: secs * 1e9 / grants as f64,
         flushes_per_grant: flushes as f64 / grants as f64,
+        flush_ns_per_grant: if counted {
+            flush_secs * 1e9 / grants as f64
+        } else {
+            f64::NAN
+        },
+        flushed_per_grant: if counted {
+            flushed as f64 / grants as f64
+        } else {
+            f64::NAN
+        },
     })
 }
 

@@ -102,6 +102,17 @@ pub struct Row {
     pub flushes_per_grant: f64,
     #[serde(default)]
     pub ns_per_grant: f64,
+    /// Over every ring, per grant: the worker's ns inside transmit flushes (part of
+    /// `ns_per_grant`) and the frames those flushes sent — what splits a frame's cost into
+    /// its receive and transmit parts.
+    #[serde(default = "nan")]
+    pub flush_ns_per_grant: f64,
+    #[serde(default = "nan")]
+    pub flushed_per_grant: f64,
+}
+
+fn nan() -> f64 {
+    f64::NAN
 }
 
 /// A point during which some CPU lost more than this share (%) to steal is measured once more
@@ -450,6 +461,8 @@ pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: &Po
         frames_per_grant: all.map_or(f64::NAN, |g| g.frames_per_grant),
         flushes_per_grant: all.map_or(f64::NAN, |g| g.flushes_per_grant),
         ns_per_grant: all.map_or(f64::NAN, |g| g.ns_per_grant),
+        flush_ns_per_grant: all.map_or(f64::NAN, |g| g.flush_ns_per_grant),
+        flushed_per_grant: all.map_or(f64::NAN, |g| g.flushed_per_grant),
     }
 }
 

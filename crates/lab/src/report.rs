@@ -81,6 +81,8 @@ pub struct CsvRow<'a> {
     flushes_per_grant: Fixed<3>,
     ns_per_grant: Fixed<0>,
     tx_hold_us: Option<u32>,
+    flush_ns_per_grant: Fixed<0>,
+    flushed_per_grant: Fixed<3>,
 }
 
 impl<'a> From<&'a Row> for CsvRow<'a> {
@@ -131,6 +133,8 @@ impl<'a> From<&'a Row> for CsvRow<'a> {
             flushes_per_grant: Fixed(r.flushes_per_grant),
             ns_per_grant: Fixed(r.ns_per_grant),
             tx_hold_us: r.tx_hold_us,
+            flush_ns_per_grant: Fixed(r.flush_ns_per_grant),
+            flushed_per_grant: Fixed(r.flushed_per_grant),
         }
     }
 }
@@ -185,7 +189,7 @@ pub fn write_csv<T: Serialize>(path: &Path, rows: &[T], empty_header: &str) -> R
 }
 
 /// The header of `results.csv`.
-pub const RESULTS_HEADER: &str = "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt,round,wakeups_per_s,steal_pct,router_softirq_pct,attempts,x_ns,rho_rt,be_budget,tmax_us,rt_ring_p99_lo_us,rt_ring_p99_us,within_tmax,hi_frames_per_grant,hi_ns_per_grant,lo_frames_per_grant,lo_ns_per_grant,hi_flushes_per_grant,lo_flushes_per_grant,frames_per_grant,flushes_per_grant,ns_per_grant,tx_hold_us";
+pub const RESULTS_HEADER: &str = "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt,round,wakeups_per_s,steal_pct,router_softirq_pct,attempts,x_ns,rho_rt,be_budget,tmax_us,rt_ring_p99_lo_us,rt_ring_p99_us,within_tmax,hi_frames_per_grant,hi_ns_per_grant,lo_frames_per_grant,lo_ns_per_grant,hi_flushes_per_grant,lo_flushes_per_grant,frames_per_grant,flushes_per_grant,ns_per_grant,tx_hold_us,flush_ns_per_grant,flushed_per_grant";
 
 /// The header of `mlffr.csv`.
 pub const MLFFR_HEADER: &str = "target,round,mlffr_pps,loss_tolerance,generator_limited";
@@ -590,6 +594,23 @@ fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row]) {
         return;
     };
     let (c_g, c_f, x) = (cost.grant_ns, cost.flush_ns, cost.frame_ns);
+    // With the worker's time inside flushes counted, a frame's cost splits into its receive
+    // part (at service) and its transmit part (in the flush), as the live worker pays them.
+    let split_pts: Vec<llr_sim::model::SplitPoint> = (over.iter())
+        .map(|r| llr_sim::model::SplitPoint {
+            round: r.round,
+            frames: r.frames_per_grant,
+            flushes: r.flushes_per_grant,
+            flushed: r.flushed_per_grant,
+            ns: r.ns_per_grant,
+            flush_ns: r.flush_ns_per_grant,
+        })
+        .collect();
+    let split = llr_sim::model::fit_split_cost(&split_pts).filter(|k| {
+        [k.grant_ns, k.frame_ns, k.flush_ns, k.flush_frame_ns]
+            .iter()
+            .all(|v| *v >= 0.0)
+    });
     // A negative cost is no cost: the points did not vary enough to tell grants from flushes,
     // and a simulator fed with it would predict nothing.
     let identified = c_g >= 0.0 && c_f >= 0.0;
@@ -654,7 +675,11 @@ fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row]) {
             .collect();
         crate::summary::spread(&v).map(|(m, _, _)| m)
     };
-    let sim = |kind: StrategyKind, share: f64, hold: Option<u32>| -> Option<f64> {
+    let sim = |kind: StrategyKind,
+               share: f64,
+               hold: Option<u32>,
+               split: Option<llr_sim::model::SplitCost>|
+     -> Option<f64> {
         let budgets = if kind == StrategyKind::LlRr {
             [c.budgets.be, c.budgets.be]
         } else {
@@ -670,6 +695,12 @@ fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row]) {
         cfg.service.override_ns = Some(x.max(1.0));
         cfg.service.grant_ns = c_g.max(0.0);
         cfg.service.flush_ns = c_f.max(0.0);
+        if let Some(k) = split {
+            cfg.service.override_ns = Some(k.frame_ns.max(1.0));
+            cfg.service.grant_ns = k.grant_ns;
+            cfg.service.flush_ns = k.flush_ns;
+            cfg.service.flush_frame_ns = k.flush_frame_ns;
+        }
         cfg.service.tx_batch = c.tx_batch;
         cfg.service.tx_hold_ns = u64::from(hold.unwrap_or(c.tx_hold_us)) * 1000;
         cfg.service.max_grant = 32;
@@ -687,15 +718,28 @@ fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row]) {
             let Some((med, lo, hi)) = crate::summary::spread(&ratios) else {
                 continue;
             };
-            let predicted = match identified
-                .then(|| (sim(StrategyKind::Sq, share, hold), sim(kind, share, hold)))
-            {
+            let predicted = match identified.then(|| {
+                (
+                    sim(StrategyKind::Sq, share, hold, None),
+                    sim(kind, share, hold, None),
+                )
+            }) {
                 Some((Some(a), Some(b))) if a > 0.0 => format!("**{:.3}**", b / a),
                 _ => "—".into(),
             };
+            let split_col = match split.map(|k| {
+                (
+                    sim(StrategyKind::Sq, share, hold, Some(k)),
+                    sim(kind, share, hold, Some(k)),
+                )
+            }) {
+                Some((Some(a), Some(b))) if a > 0.0 => format!(" **{:.3}** |", b / a),
+                _ if split.is_some() => " — |".into(),
+                _ => String::new(),
+            };
             let _ = writeln!(
                 lines,
-                "| {} | {share} | {} | {} | **{med:.3}** | {lo:.3}–{hi:.3} | {predicted} |",
+                "| {} | {share} | {} | {} | **{med:.3}** | {lo:.3}–{hi:.3} | {predicted} |{split_col}",
                 hold.map_or("—".into(), |h| h.to_string()),
                 &label["llrouter:".len()..],
                 ratios.len()
@@ -708,8 +752,27 @@ fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row]) {
             flush after every RT grant and sq once per grant; the costs do not depend on the hold. No simulator prediction from this fit.\n");
     }
     if !lines.is_empty() {
-        s.push_str("\nForwarded pps against sq's in the same round (median and range over rounds), and the simulator's ratio at the rate sq's generator reached (median) with the fitted c_g, c_f and x:\n\n\
-            | tx-hold-us | RT share | target | rounds | ratio to sq | range | sim ratio |\n|---|---|---|---|---|---|---|\n");
+        if let Some(k) = split {
+            let _ = write!(
+                s,
+                "\nWith the worker's time inside transmit flushes counted apart, a frame's cost splits into its receive part, paid at its \
+                 service, and its transmit part, paid in the flush that sends it (one per-frame cost per round for each; medians): \
+                 **receive {:.0} ns per grant + {:.0} ns per frame, transmit {:.0} ns per flush + {:.0} ns per frame flushed**. \
+                 The last column runs the simulator with that split: a grant then lasts as long as it does live, which is what \
+                 `tx-hold-us` is measured against.\n",
+                k.grant_ns, k.frame_ns, k.flush_ns, k.flush_frame_ns
+            );
+        }
+        let (head, rule) = if split.is_some() {
+            (" sim, split |", "---|")
+        } else {
+            ("", "")
+        };
+        let _ = write!(
+            s,
+            "\nForwarded pps against sq's in the same round (median and range over rounds), and the simulator's ratio at the rate sq's generator reached (median) with the fitted c_g, c_f and x:\n\n\
+            | tx-hold-us | RT share | target | rounds | ratio to sq | range | sim ratio |{head}\n|---|---|---|---|---|---|---|{rule}\n"
+        );
         s.push_str(&lines);
     }
 }
@@ -950,7 +1013,7 @@ mod tests {
         assert_eq!(lines.next(), Some(RESULTS_HEADER));
         assert_eq!(
             lines.next(),
-            Some("llrouter:ll-wfq,0.3,20000,0,0,0,0,0,0.500000,0.000000,0,0,0.00,0.00,12.35,0.00,0.00,0.00,0.00,0.00,0,0.123,812.3,2,NaN,7.2,41.0,2,0.0,0.0000,0,0.00,0,0,,0.00,0,0.00,0,0.000,0.000,0.00,0.000,0,")
+            Some("llrouter:ll-wfq,0.3,20000,0,0,0,0,0,0.500000,0.000000,0,0,0.00,0.00,12.35,0.00,0.00,0.00,0.00,0.00,0,0.123,812.3,2,NaN,7.2,41.0,2,0.0,0.0000,0,0.00,0,0,,0.00,0,0.00,0,0.000,0.000,0.00,0.000,0,,0,0.000")
         );
         assert_eq!(
             csv_text::<CsvRow<'_>>(&[], RESULTS_HEADER).unwrap(),

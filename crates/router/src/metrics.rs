@@ -143,6 +143,8 @@ fn rings(w: &WorkerPart<'_>, class_names: &[String]) -> Vec<RingMetrics> {
             grants: c.grants,
             grant_seconds: c.grant_ns as f64 * 1e-9,
             tx_flushes: c.flushes,
+            tx_flush_seconds: c.flush_ns as f64 * 1e-9,
+            tx_flushed_frames: c.flushed,
             budget: snap.ring_budgets.get(k).copied().unwrap_or(0),
             latency: Histogram {
                 bounds: LATENCY_BOUNDS.to_vec(),

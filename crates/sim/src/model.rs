@@ -106,6 +106,90 @@ pub fn fit_grant_flush_cost(points: &[GrantPoint]) -> Option<GrantCost> {
     })
 }
 
+/// One measured point for [`fit_split_cost`]: per grant (over every ring), the frames served,
+/// the flushes, the frames those flushes handed to the kernel, the worker's ns, and the ns
+/// of it spent inside the flushes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SplitPoint {
+    pub round: u32,
+    pub frames: f64,
+    pub flushes: f64,
+    pub flushed: f64,
+    pub ns: f64,
+    pub flush_ns: f64,
+}
+
+/// The live worker's costs split four ways, from its time inside flushes measured apart:
+/// outside flushes `grant_ns + frames·frame_ns` (the receive part), inside them
+/// `flush_ns + frames flushed·flush_frame_ns` (the transmit part).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SplitCost {
+    pub grant_ns: f64,
+    pub frame_ns: f64,
+    pub flush_ns: f64,
+    pub flush_frame_ns: f64,
+}
+
+/// Fits [`SplitCost`] with one per-frame cost per round for each part (the machine's speed
+/// moves between rounds) and the fixed costs shared: per frame served,
+/// `(ns − flush_ns)/frames = grant_ns/frames + x_rx(round)`; per frame flushed,
+/// `flush_ns/flushed = c_f·flushes/flushed + x_tx(round)`. The per-frame costs returned are
+/// the medians over rounds. `None` when a part cannot be fitted (too few points, or no
+/// variation in grant or flush sizes).
+pub fn fit_split_cost(points: &[SplitPoint]) -> Option<SplitCost> {
+    let ok = |p: &&SplitPoint| {
+        [p.frames, p.flushes, p.flushed, p.ns, p.flush_ns]
+            .iter()
+            .all(|v| v.is_finite())
+            && p.frames > 0.0
+            && p.flushed > 0.0
+            && p.flushes > 0.0
+    };
+    let pts: Vec<&SplitPoint> = points.iter().filter(ok).collect();
+    let rx: Vec<(u32, f64, f64)> = (pts.iter())
+        .map(|p| (p.round, 1.0 / p.frames, (p.ns - p.flush_ns) / p.frames))
+        .collect();
+    let tx: Vec<(u32, f64, f64)> = (pts.iter())
+        .map(|p| (p.round, p.flushes / p.flushed, p.flush_ns / p.flushed))
+        .collect();
+    let (grant_ns, frame_ns) = fit_shared_plus_round(&rx)?;
+    let (flush_ns, flush_frame_ns) = fit_shared_plus_round(&tx)?;
+    Some(SplitCost {
+        grant_ns,
+        frame_ns,
+        flush_ns,
+        flush_frame_ns,
+    })
+}
+
+/// Least squares of `y = c·z + x_round` over `(round, z, y)`: `(c, median of the x_round)`.
+fn fit_shared_plus_round(points: &[(u32, f64, f64)]) -> Option<(f64, f64)> {
+    let mut rounds: Vec<u32> = points.iter().map(|p| p.0).collect();
+    rounds.sort_unstable();
+    rounds.dedup();
+    let k = 1 + rounds.len();
+    if points.len() <= k {
+        return None;
+    }
+    let rows: Vec<(Vec<f64>, f64)> = (points.iter())
+        .map(|&(round, z, y)| {
+            let mut row = vec![z];
+            row.extend(rounds.iter().map(|&r| f64::from(u8::from(r == round))));
+            (row, y)
+        })
+        .collect();
+    let b = least_squares(&rows, k)?;
+    let mut xs = b[1..].to_vec();
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    let x = if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    };
+    Some((b[0], x))
+}
+
 /// Solves the normal equations of `rows` (`k` regressors, response) by Gaussian elimination
 /// with partial pivoting; `None` when the regressors are (nearly) dependent.
 fn least_squares(rows: &[(Vec<f64>, f64)], k: usize) -> Option<Vec<f64>> {
@@ -156,6 +240,45 @@ pub struct ModelReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_split_fit_recovers_receive_and_transmit_costs_under_a_drifting_machine() {
+        // Receive: 200 ns a grant + 300 ns a frame; transmit: 700 ns a flush + 900 ns a frame.
+        // Round 2's machine is 20 % slower in the per-frame costs.
+        let point = |round: u32, frames: f64, flushes: f64, flushed: f64| {
+            let slow = if round == 2 { 1.2 } else { 1.0 };
+            let flush_ns = flushes * 700.0 + flushed * 900.0 * slow;
+            SplitPoint {
+                round,
+                frames,
+                flushes,
+                flushed,
+                ns: 200.0 + frames * 300.0 * slow + flush_ns,
+                flush_ns,
+            }
+        };
+        let pts: Vec<SplitPoint> = [1, 2, 3]
+            .into_iter()
+            .flat_map(|r| {
+                // sq-like, ll-wfq-like and ll-rr-like grants of that round
+                [
+                    point(r, 31.7, 1.0, 31.7),
+                    point(r, 4.2, 0.44, 4.2),
+                    point(r, 3.4, 0.5, 3.4),
+                ]
+            })
+            .collect();
+        let c = fit_split_cost(&pts).unwrap();
+        assert!((c.grant_ns - 200.0).abs() < 1e-6, "{c:?}");
+        assert!((c.frame_ns - 300.0).abs() < 1e-6, "{c:?}");
+        assert!((c.flush_ns - 700.0).abs() < 1e-6, "{c:?}");
+        assert!((c.flush_frame_ns - 900.0).abs() < 1e-6, "{c:?}");
+        // Without the flush time (old counters) there is nothing to split.
+        let old: Vec<SplitPoint> = (pts.iter())
+            .map(|p| SplitPoint { flushed: 0.0, ..*p })
+            .collect();
+        assert_eq!(fit_split_cost(&old), None);
+    }
 
     #[test]
     fn grant_and_flush_costs_are_told_apart() {

@@ -76,8 +76,11 @@ pub enum ServiceDist {
 /// transmit flush, which follows the grants the worker's own rule picks (`TxPolicy` with
 /// `tx_batch` and `tx_hold_ns`: after a higher ring's grant once its frames waited `tx_hold_ns`
 /// or `tx_batch` frames wait, after the lowest ring's once `tx_batch` frames wait, and whenever
-/// the core runs out of work). Frames leave the simulator when served: a hold shows in the
-/// flushes' cost, not in the latencies.
+/// the core runs out of work), plus `flush_frame_ns` per frame it hands over: the transmit
+/// part of a frame's cost, which the live worker pays inside the flush, not at the frame's
+/// service (with it, `x` is the receive part only, and a grant lasts as long as it does live,
+/// which is what a hold is measured against). Frames leave the simulator when served: a hold
+/// shows in the flushes' cost, not in the latencies.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ServiceModel {
     pub a_ns_per_byte: f64,
@@ -88,6 +91,7 @@ pub struct ServiceModel {
     pub grant_ns: f64,
     pub max_grant: u32,
     pub flush_ns: f64,
+    pub flush_frame_ns: f64,
     pub tx_batch: u32,
     pub tx_hold_ns: u64,
 }
@@ -103,6 +107,7 @@ impl Default for ServiceModel {
             grant_ns: 0.0,
             max_grant: 0,
             flush_ns: 0.0,
+            flush_frame_ns: 0.0,
             tx_batch: 16,
             tx_hold_ns: 0,
         }
@@ -427,7 +432,8 @@ struct Core {
     /// the core went idle.
     tx: TxPolicy,
     egress: usize,
-    flush_owed: bool,
+    /// Frames the core flushed when it ran out of work, whose cost the next grant pays.
+    flush_owed: Option<usize>,
 }
 
 struct Stream {
@@ -536,7 +542,7 @@ impl<'a> Sim<'a> {
                 grant: None,
                 tx: TxPolicy::new(cfg.service.tx_batch as usize).with_hold(cfg.service.tx_hold_ns),
                 egress: 0,
-                flush_owed: false,
+                flush_owed: None,
             })
             .collect();
         let streams = streams(cfg, &mut rng);
@@ -970,7 +976,7 @@ fn start_next(
                 core.egress += n as usize;
             }
             if core.egress > 0 {
-                core.flush_owed = true;
+                core.flush_owed = Some(core.flush_owed.unwrap_or(0) + core.egress);
                 core.egress = 0;
             }
             core.tx.flushed();
@@ -1004,12 +1010,12 @@ fn start_next(
                     if let Some((_, _, n, lowest)) = prev {
                         core.egress += n as usize;
                         if core.tx.flush_after_at(lowest, core.egress, t as u64) {
-                            x += service.flush_ns;
+                            x += service.flush_ns + core.egress as f64 * service.flush_frame_ns;
                             core.egress = 0;
                         }
                     }
-                    if std::mem::take(&mut core.flush_owed) {
-                        x += service.flush_ns;
+                    if let Some(n) = core.flush_owed.take() {
+                        x += service.flush_ns + n as f64 * service.flush_frame_ns;
                     }
                     x += service.grant_ns;
                     Some((g.ring, g.max, 1, TxPolicy::is_lowest(&core.engine, &g)))

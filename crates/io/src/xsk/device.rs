@@ -467,8 +467,10 @@ impl Device {
     }
 
     /// Reaps Tx completions, moves queued egress frames into the Tx rings (highest ring first:
-    /// egress priority), kicks the kernel, and refills the fill rings.
-    pub fn flush(&mut self) {
+    /// egress priority), kicks the kernel, and refills the fill rings. Returns the frames it
+    /// handed to the kernel.
+    pub fn flush(&mut self) -> usize {
+        let mut handed = 0;
         for p in &mut self.ports {
             // A port with nothing in flight has nothing to complete: leave the kernel's
             // completion index alone (reading it is a cache miss while the kernel writes it).
@@ -498,6 +500,7 @@ impl Device {
             }
             p.in_flight += submitted;
             p.stats.tx += submitted as u64;
+            handed += submitted as usize;
             if submitted > 0 || (p.in_flight > 0 && p.tx.needs_wakeup()) {
                 // Copy mode transmits in this syscall, at most 32 frames per call (the kernel's
                 // Tx batch): kick again while descriptors wait (bounded), so a flush of a large
@@ -513,6 +516,7 @@ impl Device {
             }
         }
         self.refill();
+        handed
     }
 
     /// Gives free chunks to every port's fill ring (never more than its free slots).

@@ -26,6 +26,8 @@
 //! | `llrouter_ring_grants_total` | counter | same | grants the poll engine gave the ring |
 //! | `llrouter_ring_grant_seconds_total` | counter | same | worker CPU time in those grants (÷ grants: cost per grant; ÷ served: per frame) |
 //! | `llrouter_ring_tx_flushes_total` | counter | same | grants that ended in a transmit flush (÷ grants: how often the ring's grants pay a kick) |
+//! | `llrouter_ring_tx_flush_seconds_total` | counter | same | worker CPU time inside those flushes (part of the grant time) |
+//! | `llrouter_ring_tx_flushed_frames_total` | counter | same | frames those flushes handed to the kernel |
 //! | `llrouter_ring_budget` | gauge | same | the ring's budget now (packets per grant; ns for time-slice strategies); moves under `budget = "auto"` |
 //! | `llrouter_ring_latency_seconds` | histogram | same | time from XDP receive to processing |
 //! | `llrouter_engine_device_wakeups_total` | counter | `worker`,`engine_device` | wake-ups (interrupts taken) |
@@ -164,6 +166,13 @@ pub struct RingMetrics {
     /// frames): higher rings flush after every grant, the lowest once `tx-batch` frames wait.
     #[serde(default)]
     pub tx_flushes: u64,
+    /// The worker's time inside those flushes, seconds (part of `grant_seconds`), and the
+    /// frames they handed to the kernel: ÷ flushes and ÷ frames, the fixed and the per-frame
+    /// cost of transmitting.
+    #[serde(default)]
+    pub tx_flush_seconds: f64,
+    #[serde(default)]
+    pub tx_flushed_frames: u64,
     /// The ring's budget now (packets per grant, or ns for the time-slice strategies): the
     /// configured one, or what `budget = "auto"` set last.
     #[serde(default)]

@@ -232,6 +232,24 @@ pub fn render(snap: &MetricsSnapshot) -> String {
     );
     o.each(
         (
+            "llrouter_ring_tx_flush_seconds_total",
+            "counter",
+            "Worker CPU time inside the transmit flushes that ended the ring's grants (part of the grant time).",
+        ),
+        &snap.rings,
+        |r| (ring_labels(r), r.tx_flush_seconds),
+    );
+    o.each(
+        (
+            "llrouter_ring_tx_flushed_frames_total",
+            "counter",
+            "Frames the transmit flushes that ended the ring's grants handed to the kernel.",
+        ),
+        &snap.rings,
+        |r| (ring_labels(r), r.tx_flushed_frames as f64),
+    );
+    o.each(
+        (
             "llrouter_ring_budget",
             "gauge",
             "The ring's budget now: packets per grant (ns for the time-slice strategies); set by the worker under budget = \"auto\".",

@@ -150,6 +150,8 @@ fn snap() -> MetricsSnapshot {
                 grants: 40,
                 grant_seconds: 0.0025,
                 tx_flushes: 40,
+                tx_flush_seconds: 0.0032,
+                tx_flushed_frames: 480,
                 budget: 60,
                 latency: lat,
             },
@@ -166,6 +168,8 @@ fn snap() -> MetricsSnapshot {
                 grants: 950,
                 grant_seconds: 0.125,
                 tx_flushes: 59,
+                tx_flush_seconds: 0.0051,
+                tx_flushed_frames: 950,
                 budget: 4,
                 latency: Histogram::new(Histogram::latency_bounds()),
             },
@@ -268,6 +272,14 @@ fn check(samples: &[Sample], snap: &MetricsSnapshot) {
         assert_eq!(
             find(samples, "llrouter_ring_tx_flushes_total", &l).value,
             r.tx_flushes as f64
+        );
+        assert_eq!(
+            find(samples, "llrouter_ring_tx_flush_seconds_total", &l).value,
+            r.tx_flush_seconds
+        );
+        assert_eq!(
+            find(samples, "llrouter_ring_tx_flushed_frames_total", &l).value,
+            r.tx_flushed_frames as f64
         );
         assert_eq!(
             find(samples, "llrouter_ring_latency_seconds_count", &l).value,
@@ -479,6 +491,7 @@ fn names_follow_prometheus_conventions() {
         "_preemptions_total",
         "_grants_total",
         "_flushes_total",
+        "_frames_total",
     ];
     let mut families = 0;
     for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {

@@ -93,6 +93,10 @@ pub struct RingCounters {
     /// Grants of this ring that ended in a transmit flush (`TxPolicy`): the kicks its latency
     /// costs.
     pub flushes: u64,
+    /// The worker's clock inside those flushes, ns, and the frames they handed to the kernel:
+    /// what a flush costs beside the grant it ends (its fixed part and per frame).
+    pub flush_ns: u64,
+    pub flushed: u64,
     /// Frames forwarded (queued for Tx).
     pub forwarded: u64,
     /// Frames waiting in the ring now.

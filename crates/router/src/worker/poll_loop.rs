@@ -235,11 +235,18 @@ impl<'a> Worker<'a> {
         // orphan socket's frames go like a higher ring's.
         let lowest = self.layout.rings.len() <= 1
             || grant.is_some_and(|g| TxPolicy::is_lowest(&self.engine, &g));
-        if self.flush_due(lowest) {
-            self.xsk.flush();
-            self.counters.rings[ring].flushes += 1;
-        }
-        let end = mono_ns();
+        let end = if self.flush_due(lowest) {
+            let t = mono_ns();
+            let n = self.xsk.flush();
+            let end = mono_ns();
+            let rc = &mut self.counters.rings[ring];
+            rc.flushes += 1;
+            rc.flush_ns += end.saturating_sub(t);
+            rc.flushed += n as u64;
+            end
+        } else {
+            mono_ns()
+        };
         self.last_end = Some(end);
         let ns = end.saturating_sub(start);
         self.counters.stall(ns);

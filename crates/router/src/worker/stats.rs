@@ -33,6 +33,11 @@ pub struct WorkerStats {
     /// Grants per ring that ended in a transmit flush.
     #[serde(default)]
     pub flushes: Vec<u64>,
+    /// Per ring: the worker's time inside those flushes, ns, and the frames they sent.
+    #[serde(default)]
+    pub flush_ns: Vec<u64>,
+    #[serde(default)]
+    pub flushed: Vec<u64>,
     /// User-space Pass verdicts by reason (dropped here, see the module doc).
     pub pass: Vec<(String, u64)>,
     /// Drops by reason.
@@ -61,6 +66,8 @@ impl WorkerStats {
             add_each(&mut t.grants, &w.grants);
             add_each(&mut t.grant_ns, &w.grant_ns);
             add_each(&mut t.flushes, &w.flushes);
+            add_each(&mut t.flush_ns, &w.flush_ns);
+            add_each(&mut t.flushed, &w.flushed);
             add_named(&mut t.pass, &w.pass);
             add_named(&mut t.drop, &w.drop);
             add_named(&mut t.events, &w.events);
@@ -316,6 +323,8 @@ impl Worker<'_> {
             grants: rings.iter().map(|r| r.grants).collect(),
             grant_ns: rings.iter().map(|r| r.grant_ns).collect(),
             flushes: rings.iter().map(|r| r.flushes).collect(),
+            flush_ns: rings.iter().map(|r| r.flush_ns).collect(),
+            flushed: rings.iter().map(|r| r.flushed).collect(),
             pass: self.pass_counts(),
             drop: self.slow.drops.clone(),
             events: self.slow.events(),
