@@ -308,7 +308,7 @@ mod tests {
                 ring(1, "be", 500_000, 0.2, 12, &[]),
             ],
         );
-        let d = m.clone().with_budget_from(&during);
+        let d = m.with_budget_from(&during);
         assert_eq!(d.be_budget, 12);
         assert!((d.tmax_us.unwrap() - 6.0 / 0.85).abs() < 1e-9, "{d:?}");
         assert_eq!((d.x_ns, d.rho_rt), (m.x_ns, m.rho_rt));
