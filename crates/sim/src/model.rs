@@ -91,18 +91,10 @@ pub fn fit_grant_flush_cost(points: &[GrantPoint]) -> Option<GrantCost> {
         })
         .collect();
     let b = least_squares(&rows, k)?;
-    let mut xs = b[2..].to_vec();
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    let frame_ns = if n % 2 == 1 {
-        xs[n / 2]
-    } else {
-        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
-    };
     Some(GrantCost {
         grant_ns: b[0],
         flush_ns: b[1],
-        frame_ns,
+        frame_ns: median(b[2..].to_vec()),
     })
 }
 
@@ -179,15 +171,18 @@ fn fit_shared_plus_round(points: &[(u32, f64, f64)]) -> Option<(f64, f64)> {
         })
         .collect();
     let b = least_squares(&rows, k)?;
-    let mut xs = b[1..].to_vec();
+    Some((b[0], median(b[1..].to_vec())))
+}
+
+/// The median of the per-round costs (at least one).
+fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     let n = xs.len();
-    let x = if n % 2 == 1 {
+    if n % 2 == 1 {
         xs[n / 2]
     } else {
         (xs[n / 2 - 1] + xs[n / 2]) / 2.0
-    };
-    Some((b[0], x))
+    }
 }
 
 /// Solves the normal equations of `rows` (`k` regressors, response) by Gaussian elimination
