@@ -72,29 +72,19 @@ pub struct GrantPoint {
 /// costs with the median of the rounds' `x`; `None` when the points cannot tell `c_g` and `c_f`
 /// apart (e.g. every grant flushes).
 pub fn fit_grant_flush_cost(points: &[GrantPoint]) -> Option<GrantCost> {
-    let pts: Vec<&GrantPoint> = (points.iter())
+    let pts: Vec<(u32, Vec<f64>, f64)> = (points.iter())
         .filter(|p| p.frames.is_finite() && p.flushes.is_finite() && p.ns.is_finite())
         .filter(|p| p.frames > 0.0)
-        .collect();
-    let mut rounds: Vec<u32> = pts.iter().map(|p| p.round).collect();
-    rounds.sort_unstable();
-    rounds.dedup();
-    let k = 2 + rounds.len();
-    if pts.len() <= k {
-        return None;
-    }
-    let rows: Vec<(Vec<f64>, f64)> = (pts.iter())
         .map(|p| {
-            let mut row = vec![1.0 / p.frames, p.flushes / p.frames];
-            row.extend(rounds.iter().map(|&r| f64::from(u8::from(r == p.round))));
-            (row, p.ns / p.frames)
+            let z = vec![1.0 / p.frames, p.flushes / p.frames];
+            (p.round, z, p.ns / p.frames)
         })
         .collect();
-    let b = least_squares(&rows, k)?;
+    let (c, frame_ns) = fit_shared_plus_round(&pts)?;
     Some(GrantCost {
-        grant_ns: b[0],
-        flush_ns: b[1],
-        frame_ns: median(b[2..].to_vec()),
+        grant_ns: c[0],
+        flush_ns: c[1],
+        frame_ns,
     })
 }
 
@@ -138,40 +128,48 @@ pub fn fit_split_cost(points: &[SplitPoint]) -> Option<SplitCost> {
             && p.flushes > 0.0
     };
     let pts: Vec<&SplitPoint> = points.iter().filter(ok).collect();
-    let rx: Vec<(u32, f64, f64)> = (pts.iter())
-        .map(|p| (p.round, 1.0 / p.frames, (p.ns - p.flush_ns) / p.frames))
+    let rx: Vec<(u32, Vec<f64>, f64)> = (pts.iter())
+        .map(|p| {
+            (
+                p.round,
+                vec![1.0 / p.frames],
+                (p.ns - p.flush_ns) / p.frames,
+            )
+        })
         .collect();
-    let tx: Vec<(u32, f64, f64)> = (pts.iter())
-        .map(|p| (p.round, p.flushes / p.flushed, p.flush_ns / p.flushed))
+    let tx: Vec<(u32, Vec<f64>, f64)> = (pts.iter())
+        .map(|p| (p.round, vec![p.flushes / p.flushed], p.flush_ns / p.flushed))
         .collect();
-    let (grant_ns, frame_ns) = fit_shared_plus_round(&rx)?;
-    let (flush_ns, flush_frame_ns) = fit_shared_plus_round(&tx)?;
+    let (grant, frame_ns) = fit_shared_plus_round(&rx)?;
+    let (flush, flush_frame_ns) = fit_shared_plus_round(&tx)?;
     Some(SplitCost {
-        grant_ns,
+        grant_ns: grant[0],
         frame_ns,
-        flush_ns,
+        flush_ns: flush[0],
         flush_frame_ns,
     })
 }
 
-/// Least squares of `y = c·z + x_round` over `(round, z, y)`: `(c, median of the x_round)`.
-fn fit_shared_plus_round(points: &[(u32, f64, f64)]) -> Option<(f64, f64)> {
+/// Least squares of `y = c·z + x_round` over `(round, z, y)` (`z` the same length in every
+/// point): `(c, median of the x_round)`.
+fn fit_shared_plus_round(points: &[(u32, Vec<f64>, f64)]) -> Option<(Vec<f64>, f64)> {
+    let shared = points.first()?.1.len();
     let mut rounds: Vec<u32> = points.iter().map(|p| p.0).collect();
     rounds.sort_unstable();
     rounds.dedup();
-    let k = 1 + rounds.len();
+    let k = shared + rounds.len();
     if points.len() <= k {
         return None;
     }
     let rows: Vec<(Vec<f64>, f64)> = (points.iter())
-        .map(|&(round, z, y)| {
-            let mut row = vec![z];
-            row.extend(rounds.iter().map(|&r| f64::from(u8::from(r == round))));
-            (row, y)
+        .map(|(round, z, y)| {
+            let mut row = z.clone();
+            row.extend(rounds.iter().map(|r| f64::from(u8::from(r == round))));
+            (row, *y)
         })
         .collect();
     let b = least_squares(&rows, k)?;
-    Some((b[0], median(b[1..].to_vec())))
+    Some((b[..shared].to_vec(), median(b[shared..].to_vec())))
 }
 
 /// The median of the per-round costs (at least one).

@@ -212,7 +212,7 @@ impl Worker<'_> {
         });
         drop(table);
         // As on the plain path: higher classes transmit at once, the lowest in batches.
-        if self.flush_due(!urgent) {
+        if self.flush_due(!urgent).0 {
             self.xsk.flush();
         }
         self.counters.stall(start.elapsed().as_nanos() as u64);

@@ -235,8 +235,11 @@ impl<'a> Worker<'a> {
         // orphan socket's frames go like a higher ring's.
         let lowest = self.layout.rings.len() <= 1
             || grant.is_some_and(|g| TxPolicy::is_lowest(&self.engine, &g));
-        let end = if self.flush_due(lowest) {
-            let t = mono_ns();
+        // With a hold the decision reads the clock: that read is the flush's start, or the
+        // grant's end when there is no flush.
+        let (due, now) = self.flush_due(lowest);
+        let end = if due {
+            let t = now.unwrap_or_else(mono_ns);
             let n = self.xsk.flush();
             let end = mono_ns();
             let rc = &mut self.counters.rings[ring];
@@ -245,7 +248,7 @@ impl<'a> Worker<'a> {
             rc.flushed += n as u64;
             end
         } else {
-            mono_ns()
+            now.unwrap_or_else(mono_ns)
         };
         self.last_end = Some(end);
         let ns = end.saturating_sub(start);
@@ -257,11 +260,13 @@ impl<'a> Worker<'a> {
     }
 
     /// Whether the egress queue goes to the kernel now, after a grant or flow turn on the
-    /// lowest ring (`lowest`) or a higher one (`TxPolicy`); the clock is read only with a hold.
+    /// lowest ring (`lowest`) or a higher one (`TxPolicy`); the clock is read only with a hold,
+    /// and that reading is returned for the caller to reuse.
     #[inline]
-    pub(super) fn flush_due(&mut self, lowest: bool) -> bool {
-        let now = if self.tx.hold_ns() > 0 { mono_ns() } else { 0 };
-        self.tx.flush_after_at(lowest, self.xsk.egress_len(), now)
+    pub(super) fn flush_due(&mut self, lowest: bool) -> (bool, Option<u64>) {
+        let now = (self.tx.hold_ns() > 0).then(mono_ns);
+        let due = (self.tx).flush_after_at(lowest, self.xsk.egress_len(), now.unwrap_or(0));
+        (due, now)
     }
 
     /// The forwarder for one grant or flow turn. Getting here is the worker's quiescent point
