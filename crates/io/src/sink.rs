@@ -298,12 +298,8 @@ impl Sink {
     }
 }
 
-fn set_rcvbuf(s: &UdpSocket, bytes: libc::c_int) {
-    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        if sys::setsockopt_int(s.as_raw_fd(), libc::SOL_SOCKET, opt, bytes).is_ok() {
-            return;
-        }
-    }
+fn set_rcvbuf(s: &UdpSocket, bytes: usize) {
+    let _ = sys::set_rcvbuf(s.as_raw_fd(), bytes);
 }
 
 /// One non-blocking `recvmmsg`; returns the datagram lengths (empty when nothing is queued).

@@ -255,6 +255,34 @@ pub fn setsockopt_int(
     Ok(())
 }
 
+/// Sets a socket's receive buffer to `bytes`: `SO_RCVBUFFORCE` first (root: beyond
+/// `net.core.rmem_max`, which caps plain `SO_RCVBUF` at ~200 KiB by default), else
+/// `SO_RCVBUF`. Returns the size the kernel now reports (it doubles the request for its
+/// bookkeeping), or `None` if neither option took.
+pub fn set_rcvbuf(fd: RawFd, bytes: usize) -> Option<usize> {
+    let v = bytes.min(libc::c_int::MAX as usize) as libc::c_int;
+    let set = [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF]
+        .into_iter()
+        .any(|opt| setsockopt_int(fd, libc::SOL_SOCKET, opt, v).is_ok());
+    if !set {
+        return None;
+    }
+    let mut got: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `got` and `len` are live locals of the sizes passed; the kernel writes at most
+    // `len` bytes into `got` and updates `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&mut got as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(got.max(0) as usize)
+}
+
 /// Whether the AF_XDP socket `fd` (bound) runs in zero-copy mode (`XDP_OPTIONS`,
 /// `XDP_OPTIONS_ZEROCOPY`); the kernel picks zero-copy at bind when the driver offers it.
 pub fn xdp_zerocopy(fd: RawFd) -> io::Result<bool> {

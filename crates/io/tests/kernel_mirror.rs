@@ -75,6 +75,7 @@ fn kernel_changes_reach_the_forwarder_quickly() {
             mac: [2, 0, 0, 0, 0, 7],
         }],
         max_routes: 0,
+        event_buffer: 0,
     };
     // Built and seeded: the mirror carries on from this one dump, no second one at start.
     let (f0, seed) = ns
@@ -329,4 +330,157 @@ fn kernel_changes_reach_the_forwarder_quickly() {
         took.iter().all(|d| *d < BOUND),
         "every change within {BOUND:?}: {took:?}"
     );
+}
+
+/// Waits up to `bound` for `cond` on the forwarder; panics with `what` and the last state.
+fn settles(
+    fwd: &SharedForwarder,
+    bound: Duration,
+    what: &str,
+    cond: impl Fn(&Forwarder) -> Result<(), String>,
+) -> Duration {
+    let t0 = Instant::now();
+    loop {
+        match cond(&fwd.load()) {
+            Ok(()) => return t0.elapsed(),
+            Err(e) if t0.elapsed() >= bound => panic!("{what}: not within {bound:?}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// A burst of route changes far beyond the event socket's buffer (the kernel's smallest, as a
+/// daemon flooding a full table would overrun a default one): the socket overruns, events are
+/// lost, and the re-dump that follows leaves the forwarder exactly as the kernel's table — no
+/// route missing, none left over, no next hop stale.
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn an_event_overrun_is_repaired_by_a_re_dump() {
+    llr_io::sys::require_root();
+    const N: u32 = 20_000;
+    let ns = Netns::new("llrovr").expect("netns");
+    ns.ip(&[
+        "link", "add", "ovr-a", "type", "veth", "peer", "name", "ovr-b",
+    ])
+    .unwrap();
+    for i in ["ovr-a", "ovr-b"] {
+        ns.ip(&["link", "set", i, "up"]).unwrap();
+    }
+    ns.ip(&["addr", "add", "10.82.0.1/24", "dev", "ovr-a"])
+        .unwrap();
+    let a = ns.ifindex("ovr-a").unwrap();
+    let b = ns.ifindex("ovr-b").unwrap();
+    let spec = MirrorSpec {
+        ifindexes: vec![a, b],
+        kernel_routes: true,
+        event_buffer: 4096,
+        ..MirrorSpec::default()
+    };
+    let (f0, seed) = ns
+        .run(|| kernel::build_seeded(&spec))
+        .unwrap()
+        .expect("build");
+    let fwd = Arc::new(SharedForwarder::new(f0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let _guard = StopOnDrop(stop.clone());
+    let progress = Arc::new(Mutex::new(MirrorStats::default()));
+    let mirror = {
+        let (spec, fwd, stop, progress) =
+            (spec.clone(), fwd.clone(), stop.clone(), progress.clone());
+        // No periodic re-dump: only the overruns may trigger one.
+        ns.spawn(move || {
+            kernel::run_mirror(
+                &spec,
+                &fwd,
+                Duration::from_secs(3600),
+                &stop,
+                Some(&progress),
+                Some(seed),
+            )
+        })
+    };
+    let net = |i: u32| format!("10.{}.{}.0/24", 100 + i / 256, i % 256);
+    let host = |i: u32| -> IpAddr {
+        format!("10.{}.{}.9", 100 + i / 256, i % 256)
+            .parse()
+            .unwrap()
+    };
+    let batch = |name: &str, lines: Vec<String>| {
+        let p = std::env::temp_dir().join(format!("llr-overrun-{}-{name}", std::process::id()));
+        std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+        let r = ns.ip(&["-batch", p.to_str().unwrap()]);
+        let _ = std::fs::remove_file(&p);
+        r.unwrap();
+    };
+    let gw = |f: &Forwarder, i: u32| f.routes.lookup(host(i)).and_then(|n| n.gateway);
+    let g2: IpAddr = "10.82.0.2".parse().unwrap();
+    let g3: IpAddr = "10.82.0.3".parse().unwrap();
+
+    batch(
+        "add",
+        (0..N)
+            .map(|i| format!("route add {} via 10.82.0.2 dev ovr-a", net(i)))
+            .collect(),
+    );
+    let loaded = settles(
+        &fwd,
+        Duration::from_secs(30),
+        "the burst of adds",
+        |f| match (0..N).find(|&i| gw(f, i) != Some(g2)) {
+            Some(i) => Err(format!("{} -> {:?}", net(i), gw(f, i))),
+            None => Ok(()),
+        },
+    );
+    let after_add = *progress.lock().unwrap();
+    assert!(
+        after_add.overruns > 0,
+        "{N} route events into a 4 KiB buffer overran it: {after_add:?}"
+    );
+    assert!(
+        after_add.resyncs > 0,
+        "an overrun triggers a re-dump: {after_add:?}"
+    );
+
+    // Deletes and replaces in one burst: an event lost here would leave a stale route or
+    // a stale next hop unless the re-dump repairs it.
+    batch(
+        "change",
+        (0..N)
+            .map(|i| match i % 3 {
+                0 => format!("route del {}", net(i)),
+                1 => format!("route replace {} via 10.82.0.3 dev ovr-a", net(i)),
+                _ => format!("route replace {} via 10.82.0.2 dev ovr-a", net(i)),
+            })
+            .collect(),
+    );
+    let want = |i: u32| match i % 3 {
+        0 => None,
+        1 => Some(g3),
+        _ => Some(g2),
+    };
+    let changed = settles(
+        &fwd,
+        Duration::from_secs(30),
+        "the burst of changes",
+        |f| match (0..N).find(|&i| gw(f, i) != want(i)) {
+            Some(i) => Err(format!("{} -> {:?}, want {:?}", net(i), gw(f, i), want(i))),
+            None => Ok(()),
+        },
+    );
+    let routes = fwd.load().routes.len();
+    let end = *progress.lock().unwrap();
+    eprintln!("after the adds {after_add:?}, after the changes {end:?}");
+    // The second burst usually overruns the buffer too (4 of 5 runs here); whether the mirror
+    // keeps up with one depends on the machine, so only the first burst's overrun is asserted
+    // and both end states are.
+    // Nothing but the kernel's table: the 2/3 kept, and the connected and local routes of
+    // ovr-a (10.82.0.0/24 and, as llrouter keeps them, at most a handful more).
+    let kept = (0..N).filter(|i| i % 3 != 0).count();
+    assert!(
+        routes >= kept && routes <= kept + 8,
+        "{routes} routes in the forwarder, the kernel has {kept} of the burst"
+    );
+    stop.store(true, Ordering::Relaxed);
+    let st = mirror.join().unwrap().unwrap();
+    eprintln!("overruns: loaded in {loaded:?}, changed in {changed:?}; mirror {st:?}");
 }

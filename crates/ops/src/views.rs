@@ -359,6 +359,17 @@ pub fn status_text(v: &Value) -> String {
         };
         kv("fib", format!("{n} routes ({limit}); {state}"));
     }
+    let m = &v["mirror"];
+    if let (Some(ev), Some(rs), Some(or)) = (
+        m["events"].as_u64(),
+        m["resyncs"].as_u64(),
+        m["overruns"].as_u64(),
+    ) {
+        kv(
+            "mirror",
+            format!("{ev} netlink events, {rs} full re-dumps, {or} overruns"),
+        );
+    }
     kv(
         "timestamps",
         if v["timestamps"] == Value::Bool(true) {
@@ -443,7 +454,8 @@ mod tests {
             "classes": [{"name": "rt", "ring": 0, "budget": 60, "configured_budget": 60},
                         {"name": "be", "ring": 1, "budget": 4, "configured_budget": null}],
             "rules": 2, "static_routes": [], "changes_applied": 3, "timestamps": true,
-            "metrics": null, "routes": 12, "routes_incomplete": true, "max_routes": 10
+            "metrics": null, "routes": 12, "routes_incomplete": true, "max_routes": 10,
+            "mirror": {"events": 40, "resyncs": 2, "overruns": 1, "updates": 38}
         });
         let s = status_text(&st);
         assert!(
@@ -456,6 +468,10 @@ mod tests {
         assert!(s.contains("helpers      on cores 0"), "{s}");
         assert!(
             s.contains("fib          12 routes (max-routes 10); INCOMPLETE"),
+            "{s}"
+        );
+        assert!(
+            s.contains("mirror       40 netlink events, 2 full re-dumps, 1 overruns"),
             "{s}"
         );
         let mut lat = Histogram::new(vec![10e-6, 100e-6]);

@@ -91,6 +91,7 @@ pub fn to_metrics(
         flows: flows(workers),
         fib_routes: Vec::new(),
         fib_memory: Vec::new(),
+        mirror: None,
     }
 }
 

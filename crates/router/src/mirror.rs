@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ pub(crate) struct Mirror {
 
 impl Mirror {
     /// Starts the mirror on `cpus` (from `seed`'s dump, if given: `fwd` must hold what it
-    /// built). It sets its affinity itself: it is restarted from control
+    /// built), counting on in `stats`. It sets its affinity itself: it is restarted from control
     /// connection threads as well as from the worker's thread before the worker pins itself.
     pub(crate) fn start(
         spec: MirrorSpec,
@@ -27,6 +27,7 @@ impl Mirror {
         period: Duration,
         cpus: BTreeSet<usize>,
         seed: Option<kernel::Seed>,
+        stats: Arc<Mutex<kernel::MirrorStats>>,
     ) -> Result<Mirror, RouterError> {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
@@ -36,7 +37,7 @@ impl Mirror {
                 if let Err(e) = llr_ops::cpus::set_affinity(&cpus) {
                     tracing::warn!("route mirror: helper cores: {e}");
                 }
-                kernel::refresh_loop(spec, fwd, period, s, seed)
+                kernel::refresh_loop(spec, fwd, period, s, seed, stats)
             })
             .step("spawn the route mirror")?;
         Ok(Mirror {

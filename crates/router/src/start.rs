@@ -482,6 +482,7 @@ fn set_up(
             r.cfg.max_routes,
             llr_io::sys::cgroup_memory_max(),
         ) as usize,
+        event_buffer: (r.cfg.netlink_buffer_kb as usize) << 10,
     };
     let (fwd0, seed) = kernel::build_seeded(&spec).map_err(RouterError::setup)?;
     let local: Vec<IpAddr> = (fwd0.interfaces.iter())

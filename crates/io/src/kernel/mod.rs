@@ -7,7 +7,7 @@
 //!   `RTMGRP_NEIGH`, `RTMGRP_IPV4_IFADDR`/`IPV6_IFADDR` and `RTMGRP_IPV4_ROUTE`/`IPV6_ROUTE`
 //!   *before* dumping, then applies route and neighbour events incrementally (a DIR-24-8 insert
 //!   or delete, never a rebuild). Link and address events, a socket overrun (`ENOBUFS`, with a
-//!   4 MiB receive buffer) and a long safety `period` (`route-refresh-ms`, 5 minutes by
+//!   16 MiB receive buffer by default) and a long safety `period` (`route-refresh-ms`, 5 minutes by
 //!   default) trigger a full re-dump, which is *diffed* against what was applied, so only
 //!   changes reach the forwarder. (IPv4 removes the routes of a downed link or a deleted
 //!   address without notifications; the re-dump catches that.) Idle, the thread sleeps in
@@ -74,6 +74,27 @@ pub struct MirrorSpec {
     /// incomplete (`Forwarder::routes_incomplete`: routed packets go to the kernel) until the
     /// table fits again; routes are never silently missing.
     pub max_routes: usize,
+    /// Bytes of receive buffer for the event socket (`netlink-buffer-kb`; 0:
+    /// [`DEFAULT_EVENT_BUFFER`]). Events beyond it are lost to an overrun and a re-dump.
+    pub event_buffer: usize,
+}
+
+/// The event socket's receive buffer unless configured: a routing daemon installing a full
+/// table sends tens of thousands of route events a second, each taking ~1 KiB of buffer
+/// (the kernel counts each message's whole allocation), so this holds a few thousand of them
+/// while the mirror applies the ones before (the route mirror's overruns are counted in
+/// `llrouter_mirror_overruns_total`). Memory is only used while events wait.
+pub const DEFAULT_EVENT_BUFFER: usize = 16 << 20;
+
+impl MirrorSpec {
+    /// The event socket's receive buffer in bytes.
+    pub fn event_buffer(&self) -> usize {
+        if self.event_buffer == 0 {
+            DEFAULT_EVENT_BUFFER
+        } else {
+            self.event_buffer
+        }
+    }
 }
 
 /// Parses `aa:bb:cc:dd:ee:ff`.
@@ -98,7 +119,7 @@ use netlink::*;
 /// `(rx, tx)` queue counts of interface `ifindex` in the calling thread's namespace
 /// (`IFLA_NUM_RX_QUEUES` / `IFLA_NUM_TX_QUEUES`: veth has `numrxqueues`, a NIC its channels).
 pub fn queue_counts(ifindex: u32) -> Result<(u32, u32)> {
-    let mut sock = NlSocket::new(0)?;
+    let mut sock = NlSocket::new(0, 0)?;
     netlink::queue_counts(&mut sock)?
         .get(&ifindex)
         .copied()
@@ -486,7 +507,7 @@ fn apply_update(f: &mut Forwarder, u: Update) {
 
 /// Builds a forwarder from the kernel's tables (calling thread's namespace) and the overrides.
 pub fn build(spec: &MirrorSpec) -> Result<Forwarder> {
-    let mut sock = NlSocket::new(0)?;
+    let mut sock = NlSocket::new(0, 0)?;
     let mut m = KernelMirror::new(spec);
     let view = dump_view(&mut sock, spec)?;
     let mut f = Forwarder::new();
@@ -506,8 +527,8 @@ pub struct Seed {
 /// a second dump at start costs seconds and a second copy of the table in memory. Events from
 /// the moment of the dump on queue in the seed's socket, so nothing between the two is missed.
 pub fn build_seeded(spec: &MirrorSpec) -> Result<(Forwarder, Seed)> {
-    let events = NlSocket::new(event_groups(spec))?;
-    let mut dumper = NlSocket::new(0)?;
+    let events = NlSocket::new(event_groups(spec), spec.event_buffer())?;
+    let mut dumper = NlSocket::new(0, 0)?;
     let mut mirror = KernelMirror::new(spec);
     let view = dump_view(&mut dumper, spec)?;
     let mut f = Forwarder::new();
@@ -554,20 +575,23 @@ pub struct MirrorStats {
 /// namespace): netlink events applied as they arrive (checked for every 50 ms), plus a full
 /// re-dump diffed against the forwarder every `period` and after link/address events or an
 /// overrun. Errors are logged and the previous tables kept; the loop retries.
+/// Its counters go to `progress` after every batch, counting on from what `progress` holds (a
+/// restarted mirror keeps its counters monotonic).
 pub fn refresh_loop(
     spec: MirrorSpec,
     fwd: Arc<SharedForwarder>,
     period: Duration,
     stop: Arc<AtomicBool>,
     seed: Option<Seed>,
+    progress: Arc<std::sync::Mutex<MirrorStats>>,
 ) {
-    let stats = run_mirror(&spec, &fwd, period, &stop, None, seed);
+    let stats = run_mirror(&spec, &fwd, period, &stop, Some(&progress), seed);
     tracing::debug!("route mirror stopped: {stats:?}");
 }
 
-/// [`refresh_loop`] with its counters, published to `progress` after every batch if given.
-/// With a `seed` (from [`build_seeded`], whose forwarder `fwd` holds) it starts from that dump;
-/// without, or after a netlink error, it dumps first.
+/// [`refresh_loop`] with its counters, published to `progress` after every batch if given
+/// (counting on from what it holds). With a `seed` (from [`build_seeded`], whose forwarder
+/// `fwd` holds) it starts from that dump; without, or after a netlink error, it dumps first.
 pub fn run_mirror(
     spec: &MirrorSpec,
     fwd: &SharedForwarder,
@@ -576,7 +600,9 @@ pub fn run_mirror(
     progress: Option<&std::sync::Mutex<MirrorStats>>,
     mut seed: Option<Seed>,
 ) -> MirrorStats {
-    let mut st = MirrorStats::default();
+    let mut st = progress.map_or_else(MirrorStats::default, |p| {
+        *p.lock().unwrap_or_else(|e| e.into_inner())
+    });
     let period = period.max(Duration::from_millis(100));
     'outer: while !stop.load(Ordering::Relaxed) {
         let seeded = seed.take();
@@ -585,7 +611,10 @@ pub fn run_mirror(
         // re-applied idempotently.
         let (mut events, mut dumper, mut mirror) = match seeded {
             Some(s) => (s.events, s.dumper, s.mirror),
-            None => match (NlSocket::new(event_groups(spec)), NlSocket::new(0)) {
+            None => match (
+                NlSocket::new(event_groups(spec), spec.event_buffer()),
+                NlSocket::new(0, 0),
+            ) {
                 (Ok(e), Ok(d)) => (e, d, KernelMirror::new(spec)),
                 (Err(e), _) | (_, Err(e)) => {
                     tracing::warn!("route mirror: {e:#}; retrying in 1 s");
@@ -652,6 +681,18 @@ pub fn run_mirror(
                     Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
                         st.overruns += 1;
                         need_resync = true;
+                        // A fresh subscription before the re-dump: the old socket's queue
+                        // holds events older than the dump, and while it stays congested
+                        // the kernel drops new events without another ENOBUFS, so a change
+                        // made after the dump could be lost silently.
+                        match NlSocket::new(event_groups(spec), spec.event_buffer()) {
+                            Ok(fresh) => events = fresh,
+                            Err(e) => {
+                                tracing::warn!("route mirror: {e:#}; re-subscribing");
+                                continue 'outer;
+                            }
+                        }
+                        break;
                     }
                     Err(e) => {
                         tracing::warn!("route mirror: netlink recv: {e}; re-subscribing");
@@ -733,6 +774,7 @@ mod tests {
             }],
             neighbors: vec![],
             max_routes: 0,
+            event_buffer: 0,
         };
         let mut m = KernelMirror::new(&spec);
         let mut f = Forwarder::new();
@@ -898,6 +940,7 @@ mod tests {
                 mac: [2, 0, 0, 0, 0, 9],
             }],
             max_routes: 0,
+            event_buffer: 0,
         };
         let mut m = KernelMirror::new(&spec);
         let mut f = Forwarder::new();

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -44,14 +45,23 @@ pub(super) struct NlSocket {
 }
 
 impl NlSocket {
-    pub(super) fn new(groups: u32) -> Result<NlSocket> {
+    /// A socket bound to `groups` (0: for dumps). `rcvbuf` bytes of receive buffer for an
+    /// event socket: room for bursts (a routing daemon installing a full table); an overrun is
+    /// recovered by a re-dump, which costs seconds with a full table.
+    pub(super) fn new(groups: u32, rcvbuf: usize) -> Result<NlSocket> {
         let mut sock = Socket::new(NETLINK_ROUTE).context("netlink: socket(NETLINK_ROUTE)")?;
         sock.bind(&SocketAddr::new(0, groups))
             .context("netlink: bind")?;
         if groups != 0 {
-            // Room for bursts (a routing daemon installing a full table); an overrun is
-            // recovered by a re-dump anyway.
-            let _ = sock.set_rx_buf_sz(4 << 20);
+            match crate::sys::set_rcvbuf(sock.as_raw_fd(), rcvbuf) {
+                Some(got) if got < rcvbuf => tracing::warn!(
+                    "route mirror: netlink receive buffer {got} bytes, not the {rcvbuf} asked \
+                     for (not root: capped by net.core.rmem_max); bursts of route changes \
+                     will overrun it and cost a full re-dump each"
+                ),
+                Some(_) => {}
+                None => tracing::warn!("route mirror: netlink receive buffer not set"),
+            }
             sock.set_non_blocking(true)
                 .context("netlink: non-blocking")?;
         }

@@ -42,6 +42,9 @@
 //! | `llrouter_icmp_sent_packets_total` | counter | `type` | ICMP / ICMPv6 errors sent: `time_exceeded`, `unreachable`, `too_big` |
 //! | `llrouter_icmp_ratelimited_packets_total` | counter | `type` | ICMP errors the rate limit held back |
 //! | `llrouter_slow_path_packets_total` | counter | `event` | `fragments_sent`, `fragment_failed`, `punted`, `punt_dropped`, `icmp_unsendable` |
+//! | `llrouter_fib_routes` | gauge | `family` | routes in the forwarding table (`ipv4`, `ipv6`) |
+//! | `llrouter_fib_memory_bytes` | gauge | `structure` | the forwarding table's memory by structure (`v4_tbl24`, `v4_tbl8`, `v4_prefixes`, the same for `v6_`, `nexthops`) |
+//! | `llrouter_mirror_events_total` / `_resyncs_total` / `_overruns_total` / `_updates_total` | counter | | the route mirror: netlink events received, full re-dumps of the kernel's tables, event-socket overruns (events lost, each repaired by a re-dump), forwarding-table entries changed |
 //! | `process_cpu_seconds_total` | counter | | user + system CPU time of the router process |
 //! | `process_resident_memory_bytes` | gauge | | resident set size |
 //! | `process_open_fds` / `process_max_fds` | gauge | | open file descriptors, and their limit |
@@ -273,6 +276,22 @@ pub struct MetricsSnapshot {
     /// work from), the same for `v6_`, and `nexthops`.
     #[serde(default)]
     pub fib_memory: Vec<(String, u64)>,
+    /// The kernel route mirror's counters (none without a mirror).
+    #[serde(default)]
+    pub mirror: Option<MirrorMetrics>,
+}
+
+/// The kernel route mirror (netlink events into the forwarding table).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MirrorMetrics {
+    /// Netlink event messages received.
+    pub events: u64,
+    /// Full re-dumps of the kernel's tables (start, link/address changes, overruns, period).
+    pub resyncs: u64,
+    /// Event-socket overruns (`ENOBUFS`: events lost), each repaired by a re-dump.
+    pub overruns: u64,
+    /// Forwarding-table entries changed.
+    pub updates: u64,
 }
 
 /// One flow of the flow scheduler.

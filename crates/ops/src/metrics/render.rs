@@ -464,6 +464,34 @@ pub fn render(snap: &MetricsSnapshot) -> String {
         |(e, n)| (vec![("event", e.clone())], *n as f64),
     );
 
+    if let Some(m) = &snap.mirror {
+        let mirror: [(&str, &str, u64); 4] = [
+            (
+                "llrouter_mirror_events_total",
+                "Netlink route, neighbour, link and address events the route mirror received.",
+                m.events,
+            ),
+            (
+                "llrouter_mirror_resyncs_total",
+                "Full re-dumps of the kernel's tables (start, link/address changes, overruns, the safety period).",
+                m.resyncs,
+            ),
+            (
+                "llrouter_mirror_overruns_total",
+                "Event-socket overruns (ENOBUFS: events lost), each repaired by a re-dump.",
+                m.overruns,
+            ),
+            (
+                "llrouter_mirror_updates_total",
+                "Forwarding-table entries the route mirror changed.",
+                m.updates,
+            ),
+        ];
+        for (name, help, v) in mirror {
+            o.family(name, "counter", help);
+            o.sample(name, &[], v as f64);
+        }
+    }
     if let Some(p) = &snap.process {
         let process: [(&str, &str, &str, f64); 5] = [
             (

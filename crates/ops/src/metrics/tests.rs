@@ -223,6 +223,12 @@ fn snap() -> MetricsSnapshot {
         }],
         fib_routes: vec![("ipv4".into(), 1_000_000), ("ipv6".into(), 200_000)],
         fib_memory: vec![("v4_tbl24".into(), 67_108_864), ("nexthops".into(), 98_304)],
+        mirror: Some(MirrorMetrics {
+            events: 1_200_000,
+            resyncs: 3,
+            overruns: 2,
+            updates: 1_199_990,
+        }),
     }
 }
 
@@ -492,6 +498,10 @@ fn names_follow_prometheus_conventions() {
         "_grants_total",
         "_flushes_total",
         "_frames_total",
+        "_events_total",
+        "_resyncs_total",
+        "_overruns_total",
+        "_updates_total",
     ];
     let mut families = 0;
     for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
@@ -524,6 +534,9 @@ fn names_follow_prometheus_conventions() {
         fib("llrouter_fib_memory_bytes", ("structure", "v4_tbl24")),
         67_108_864.0
     );
+    let one = |name| find(&samples, name, &[]).value;
+    assert_eq!(one("llrouter_mirror_events_total"), 1_200_000.0);
+    assert_eq!(one("llrouter_mirror_overruns_total"), 2.0);
     // no bare `device` label: an index where operators expect an interface name
     assert!(!text.contains("{device=") && !text.contains(",device="));
     assert!(families > 20, "{families} families");

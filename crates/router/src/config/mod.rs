@@ -379,6 +379,11 @@ pub struct RouterConfig {
     /// router's cgroup, if it has one ([`crate::config::auto_max_routes`]), else no limit.
     #[serde(default)]
     pub max_routes: u64,
+    /// Receive buffer of the route mirror's netlink event socket, KiB (0: 16 MiB, as zebra's
+    /// `--nl-bufsize`). A burst of route events beyond it overruns the socket and costs a full
+    /// re-dump of the kernel's tables (`llrouter_mirror_overruns_total`).
+    #[serde(default)]
+    pub netlink_buffer_kb: u64,
     #[serde(default)]
     pub wake: WakeMode,
     #[serde(default = "default_spin")]
@@ -464,6 +469,7 @@ impl Default for RouterConfig {
             kernel_routes: true,
             route_refresh_ms: default_refresh(),
             max_routes: 0,
+            netlink_buffer_kb: 0,
             wake: WakeMode::default(),
             spin_us: default_spin(),
             batch: default_batch(),
@@ -602,6 +608,19 @@ via = "10.0.2.1"
         assert!(e.to_string().starts_with("tx-hold-us"), "{e}");
         let c = RouterConfig::from_toml(GOOD).unwrap();
         assert_eq!(c.tx_hold_us, llr_core::sched::TxPolicy::DEFAULT_HOLD_US);
+        for bad in ["netlink-buffer-kb = 63", "netlink-buffer-kb = 1048577"] {
+            let e = RouterConfig::from_toml(&format!("{bad}\n{GOOD}"))
+                .unwrap()
+                .resolve(idx)
+                .unwrap_err();
+            assert!(e.to_string().starts_with("netlink-buffer-kb"), "{bad}: {e}");
+        }
+        for good in ["netlink-buffer-kb = 0", "netlink-buffer-kb = 65536"] {
+            RouterConfig::from_toml(&format!("{good}\n{GOOD}"))
+                .unwrap()
+                .resolve(idx)
+                .unwrap_or_else(|e| panic!("{good}: {e}"));
+        }
         for bad in ["tx-batch = 0", "tx-batch = 4096"] {
             let e = RouterConfig::from_toml(&format!("{bad}\n{GOOD}"))
                 .unwrap()

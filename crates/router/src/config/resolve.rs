@@ -154,6 +154,13 @@ impl RouterConfig {
         if self.route_refresh_ms == 0 {
             bail!("route-refresh-ms", "must be at least 1");
         }
+        if self.netlink_buffer_kb != 0 && !(64..=1 << 20).contains(&self.netlink_buffer_kb) {
+            bail!(
+                "netlink-buffer-kb",
+                "{} KiB; must be 0 (the default, 16 MiB) or within 64..=1048576",
+                self.netlink_buffer_kb
+            );
+        }
         if self.acl_rules > 65_536 {
             bail!(
                 "acl-rules",

@@ -92,6 +92,8 @@ pub struct RouterCtl {
     metrics_addr: Mutex<Option<std::net::SocketAddr>>,
     /// Changes applied (`status`: `changes_applied`).
     changes: std::sync::atomic::AtomicU64,
+    /// The route mirror's counters, kept across its restarts.
+    mirror_stats: Arc<Mutex<kernel::MirrorStats>>,
 }
 
 pub(crate) fn err(field: impl Into<String>, reason: impl Into<String>) -> CtlError {
@@ -184,6 +186,7 @@ impl RouterCtl {
             }),
             metrics_addr: Mutex::new(None),
             changes: std::sync::atomic::AtomicU64::new(0),
+            mirror_stats: Arc::default(),
         }
     }
 
@@ -210,6 +213,7 @@ impl RouterCtl {
             period,
             self.helper_cpus.clone(),
             seed,
+            self.mirror_stats.clone(),
         )?);
         Ok(())
     }
@@ -223,6 +227,11 @@ impl RouterCtl {
     fn changed(&self) {
         self.changes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The route mirror's counters since the start.
+    pub fn mirror_stats(&self) -> kernel::MirrorStats {
+        *self.mirror_stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Changes applied since the start.
@@ -358,6 +367,7 @@ impl RouterCtl {
                 period,
                 self.helper_cpus.clone(),
                 Some(seed),
+                self.mirror_stats.clone(),
             )
             .map_err(|e| err("route", e.to_string()))?,
         );

@@ -51,6 +51,7 @@ impl RouterCtl {
             neighbors: r.neighbors.clone(),
             // A change of max-routes needs a restart (the diff says so): the running one stays.
             max_routes: st.spec.max_routes,
+            event_buffer: st.spec.event_buffer,
         };
         let routes_changed = spec.routes != st.spec.routes || spec.neighbors != st.spec.neighbors;
         if routes_changed {

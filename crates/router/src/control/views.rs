@@ -41,6 +41,8 @@ impl RouterCtl {
             .iter()
             .map(|r| json!({"prefix": r.prefix, "via": r.via, "dev": r.dev}))
             .collect();
+        let m = self.mirror_stats();
+        let mirror = json!({"events": m.events, "resyncs": m.resyncs, "overruns": m.overruns, "updates": m.updates});
         json!({
             "version": env!("CARGO_PKG_VERSION"),
             "config": self.config_path,
@@ -61,6 +63,8 @@ impl RouterCtl {
             // routed packets go to the kernel: more routes than max-routes (the log says more)
             "routes_incomplete": self.fwd.load().routes_incomplete,
             "max_routes": st.spec.max_routes,
+            // route mirror: netlink events applied, full re-dumps, event-socket overruns
+            "mirror": mirror,
             "static_routes": routes,
             "changes_applied": self.changes_applied(),
             // every worker loop runs (each has published from inside it)
@@ -101,6 +105,13 @@ impl RouterCtl {
         m.fib_memory = (routes.memory().parts().into_iter())
             .map(|(s, b)| (s.to_string(), b as u64))
             .collect();
+        let s = self.mirror_stats();
+        m.mirror = Some(llr_ops::metrics::MirrorMetrics {
+            events: s.events,
+            resyncs: s.resyncs,
+            overruns: s.overruns,
+            updates: s.updates,
+        });
         m
     }
 
