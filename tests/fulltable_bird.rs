@@ -281,7 +281,9 @@ fn bird_full_table_reaches_llrouter_as_in_the_kernel() {
     cfg.kernel_routes = true;
     // Events do the mirroring; a short safety re-dump period here makes re-dumps happen during
     // the load and the churn, so that a re-dump bringing back a withdrawn route shows.
-    cfg.route_refresh_ms = 500;
+    // Re-dumps during load and churn unless told otherwise (LLR_FULLTABLE_REFRESH_MS; the
+    // router's default is 5 minutes: events alone then carry the table).
+    cfg.route_refresh_ms = env_or("LLR_FULLTABLE_REFRESH_MS", 500) as u64;
     let refresh_ms = cfg.route_refresh_ms;
     let (rtr_sessions, sink_sessions) = bird::testbed_sessions();
     let rtr_bird = Bird::start(
@@ -320,7 +322,10 @@ fn bird_full_table_reaches_llrouter_as_in_the_kernel() {
     let t_est = t0.elapsed();
     let mut want = fixture_prefixes(&fx);
     want.extend(before.iter().cloned());
-    let quiet = Duration::from_millis(3 * refresh_ms).max(Duration::from_millis(1500));
+    // Long enough for three re-dumps at the test's 500 ms, at most 10 s with the router's
+    // minutes-long default (then no re-dump falls in it: events alone must stay right).
+    let quiet = Duration::from_millis(3 * refresh_ms)
+        .clamp(Duration::from_millis(1500), Duration::from_secs(10));
     let load = settle(
         "load",
         &topo.router,
@@ -343,6 +348,7 @@ fn bird_full_table_reaches_llrouter_as_in_the_kernel() {
         load.regressions
     );
 
+    eprintln!("fulltable: mirror after load: {:?}", ctl.mirror_stats());
     // The same answers as the kernel.
     let dsts = fx.destinations(10_000, spec.seed);
     let routed = check("after load", &topo.router, &tmp, &ctl, &dsts);
@@ -386,6 +392,10 @@ fn bird_full_table_reaches_llrouter_as_in_the_kernel() {
         w.llrouter.as_secs_f64(),
         w.regressions
     );
+    eprintln!(
+        "fulltable: mirror after withdrawal: {:?}",
+        ctl.mirror_stats()
+    );
     let still = check("after withdrawal", &topo.router, &tmp, &ctl, &sample);
     // Withdrawn destinations lost their route or fell back to a covering prefix: some must
     // have lost it, or the withdrawal did not happen.
@@ -413,6 +423,10 @@ fn bird_full_table_reaches_llrouter_as_in_the_kernel() {
         a.kernel.as_secs_f64(),
         a.llrouter.as_secs_f64(),
         a.regressions
+    );
+    eprintln!(
+        "fulltable: mirror after re-announcement: {:?}",
+        ctl.mirror_stats()
     );
     let routed = check("after re-announcement", &topo.router, &tmp, &ctl, &sample);
     assert_eq!(routed, sample.len());
