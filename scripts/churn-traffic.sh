@@ -3,12 +3,15 @@
 # /24 routes in the router namespace, one `testbed run` point of llrouter:ll-wfq at LOAD pps
 # with 30 % RT for SECS+20 s, and from 10 s into the point RATE route replaces per second for
 # SECS s (paced in one-second `ip -batch` chunks, alternating two gateways). RATE=0 is the same
-# run without churn. Prints the point's RT/BE loss and latency from the testbed's report.
+# run without churn. The churn's `ip` runs on CHURN_CPU (default 0: the generator's and the
+# router's helper CPU, as a routing daemon runs on a control-plane core, not on the forwarding
+# core). Prints the point's RT/BE loss and latency from the testbed's report, then where RT was
+# lost (sent, received, the router's RT-ring and other drops) and the worker's longest stall.
 # Root; removes what it creates.
 #   usage: scripts/churn-traffic.sh N RATE SECS LOAD [LLROUTER]
 set -euo pipefail
 N=$1; RATE=$2; SECS=$3; LOAD=$4; BIN=${5:-target/release/llrouter}
-NAME=llrct$$; DIR=$(mktemp -d); CH=
+NAME=llrct$$; DIR=$(mktemp -d); CH=; CHURN_CPU=${CHURN_CPU:-0}
 cleanup() {
   [ -n "$CH" ] && kill "$CH" 2>/dev/null && wait "$CH" 2>/dev/null || true
   "$BIN" testbed down --name "$NAME" >/dev/null 2>&1 || true
@@ -33,7 +36,7 @@ ip -n "$NAME-rtr" -batch "$DIR/load"
   sleep 10
   for s in $(seq 0 $((SECS - 1))); do
     t=$(date +%s.%N)
-    [ "$RATE" -gt 0 ] && ip -n "$NAME-rtr" -batch "$DIR/churn$s"
+    [ "$RATE" -gt 0 ] && taskset -c "$CHURN_CPU" ip -n "$NAME-rtr" -batch "$DIR/churn$s"
     left=$(echo "1 - ($(date +%s.%N) - $t)" | bc)
     case "$left" in -*) echo "churn: second $s took longer than 1 s" >&2 ;; *) sleep "$left" ;; esac
   done
@@ -44,3 +47,10 @@ CH=$!
 wait "$CH" || true
 CH=
 grep -E "^\|" "$DIR/out/report.md" | head -8
+python3 - "$DIR/out/results.csv" <<'PY'
+import csv, sys
+for r in csv.DictReader(open(sys.argv[1])):
+    print(f"RT sent {r['sent_rt']} received {r['recv_rt']} (lost {int(r['sent_rt']) - int(r['recv_rt'])}); "
+          f"router: RT-ring drops {r['hi_ring_drops']}, other drops {r['router_drops']}; "
+          f"worker's longest grant since start {r['stall_max_us']} us")
+PY

@@ -109,6 +109,18 @@ pub struct Row {
     pub flush_ns_per_grant: f64,
     #[serde(default = "nan")]
     pub flushed_per_grant: f64,
+    /// llrouter targets: where packets were lost inside the router during the point — drops
+    /// of the highest-priority ring (RT under ll-wfq; every class under sq) and the router's
+    /// other drops (all reasons: no route, egress queue full, …) — so a loss at the sink can be
+    /// told apart from one in the router.
+    #[serde(default)]
+    pub hi_ring_drops: u64,
+    #[serde(default)]
+    pub router_drops: u64,
+    /// llrouter targets: the worker's longest grant since the router started, µs (its longest
+    /// stall: a route update, the CPU taken away, …).
+    #[serde(default = "nan")]
+    pub stall_max_us: f64,
 }
 
 fn nan() -> f64 {
@@ -463,7 +475,27 @@ pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: &Po
         ns_per_grant: all.map_or(f64::NAN, |g| g.ns_per_grant),
         flush_ns_per_grant: all.map_or(f64::NAN, |g| g.flush_ns_per_grant),
         flushed_per_grant: all.map_or(f64::NAN, |g| g.flushed_per_grant),
+        hi_ring_drops: (x.counters.as_ref()).map_or(0, |(a, b)| ring_drops(a, b, 0)),
+        router_drops: (x.counters.as_ref()).map_or(0, |(a, b)| drops(a, b)),
+        stall_max_us: (x.counters.as_ref()).map_or(f64::NAN, |(_, b)| {
+            b.workers.iter().map(|w| w.stall_max_seconds * 1e6).fold(0.0, f64::max)
+        }),
     }
+}
+
+/// Drops of ring `ring` (every worker and device) between two snapshots.
+fn ring_drops(a: &MetricsSnapshot, b: &MetricsSnapshot, ring: u32) -> u64 {
+    let sum = |s: &MetricsSnapshot| -> u64 {
+        s.rings.iter().filter(|r| r.ring == ring).map(|r| r.drops).sum()
+    };
+    sum(b).saturating_sub(sum(a))
+}
+
+/// The router's drops of every reason between two snapshots (ring-full drops are not among
+/// them: see [`ring_drops`]).
+fn drops(a: &MetricsSnapshot, b: &MetricsSnapshot) -> u64 {
+    let sum = |s: &MetricsSnapshot| -> u64 { s.drops.iter().map(|(_, n)| n).sum() };
+    sum(b).saturating_sub(sum(a))
 }
 
 #[cfg(test)]
