@@ -478,7 +478,10 @@ pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: &Po
         hi_ring_drops: (x.counters.as_ref()).map_or(0, |(a, b)| ring_drops(a, b, 0)),
         router_drops: (x.counters.as_ref()).map_or(0, |(a, b)| drops(a, b)),
         stall_max_us: (x.counters.as_ref()).map_or(f64::NAN, |(_, b)| {
-            b.workers.iter().map(|w| w.stall_max_seconds * 1e6).fold(0.0, f64::max)
+            b.workers
+                .iter()
+                .map(|w| w.stall_max_seconds * 1e6)
+                .fold(0.0, f64::max)
         }),
     }
 }
@@ -486,7 +489,11 @@ pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: &Po
 /// Drops of ring `ring` (every worker and device) between two snapshots.
 fn ring_drops(a: &MetricsSnapshot, b: &MetricsSnapshot, ring: u32) -> u64 {
     let sum = |s: &MetricsSnapshot| -> u64 {
-        s.rings.iter().filter(|r| r.ring == ring).map(|r| r.drops).sum()
+        s.rings
+            .iter()
+            .filter(|r| r.ring == ring)
+            .map(|r| r.drops)
+            .sum()
     };
     sum(b).saturating_sub(sum(a))
 }
