@@ -267,6 +267,30 @@ impl Forwarder {
         }
     }
 
+    /// Looks up `frame`'s destination and throws the answer away, so that the lookup in
+    /// [`Forwarder::process`] finds the table's entries in the cache. Run over every frame of a
+    /// batch before any of them is processed, the batch's cache misses overlap instead of
+    /// queueing one after another: with a full Internet table (~60 MB of IPv4 first level and
+    /// IPv6 groups) nearly every lookup of a random destination misses. DPDK's l3fwd looks up a
+    /// burst the same way. Frames it cannot read (not untagged IPv4/IPv6, too short) are left
+    /// alone: `process` decides about them.
+    #[inline]
+    pub fn warm(&self, frame: &[u8]) {
+        match frame.get(12..14) {
+            Some([0x08, 0x00]) => {
+                if let Some(d) = frame.get(30..34).and_then(|d| <[u8; 4]>::try_from(d).ok()) {
+                    std::hint::black_box(self.routes.lookup_v4(u32::from_be_bytes(d)));
+                }
+            }
+            Some([0x86, 0xdd]) => {
+                if let Some(d) = frame.get(38..54).and_then(|d| <[u8; 16]>::try_from(d).ok()) {
+                    std::hint::black_box(self.routes.lookup_v6(u128::from_be_bytes(d)));
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Parses `frame` and decides; on `Tx` the frame has been rewritten in place.
     #[inline]
     pub fn process(&self, frame: &mut [u8], ingress_ifindex: u32) -> Verdict {
