@@ -52,6 +52,9 @@ pub fn run(data: &[u8]) {
     let ingress = u32::from(b & 3);
     let parsed = parse_frame(f);
     let mut buf = f.to_vec();
+    // The worker warms every frame's lookup before processing it: on any input that must
+    // neither panic nor change the frame.
+    forwarder().warm(f);
     match forwarder().process(&mut buf, ingress) {
         Verdict::Tx { ifindex, len } => {
             let m = parsed.expect("Tx only for parsed frames");

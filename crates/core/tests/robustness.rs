@@ -145,6 +145,8 @@ fn check_everything(f: &[u8], ingress: u32) -> Result<(), TestCaseError> {
         );
     }
     let mut buf = f.to_vec();
+    // as the worker does: every frame's lookup warmed first (must not panic on any input)
+    forwarder().warm(f);
     match forwarder().process(&mut buf, ingress) {
         Verdict::Tx { ifindex, len } => {
             let m = parsed.expect("Tx only for parsed frames");

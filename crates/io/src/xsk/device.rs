@@ -269,8 +269,20 @@ impl Device {
     /// send more frames through its [`Spare`]; they go to the same ring's egress queue.
     // Always inlined: the worker's per-frame closure is then compiled into its grant loop.
     #[inline(always)]
-    pub fn recv_meta<F>(&mut self, ring: RingId, max: u32, mut f: F) -> u32
+    pub fn recv_meta<F>(&mut self, ring: RingId, max: u32, f: F) -> u32
     where
+        F: FnMut(&mut [u8], u32, u32, u64, &mut Spare<'_>) -> Action,
+    {
+        self.recv_warmed(ring, max, |_| {}, f)
+    }
+
+    /// [`Device::recv_meta`] that first hands every received frame of a batch (its `len`
+    /// bytes, read-only) to `warm`, before `f` sees any of them: the worker looks up their
+    /// routes there so that the lookups' cache misses overlap (`Forwarder::warm`).
+    #[inline(always)]
+    pub fn recv_warmed<W, F>(&mut self, ring: RingId, max: u32, mut warm: W, mut f: F) -> u32
+    where
+        W: FnMut(&[u8]),
         F: FnMut(&mut [u8], u32, u32, u64, &mut Spare<'_>) -> Action,
     {
         let mut extra: Vec<(u32, XdpDesc)> = Vec::new();
@@ -312,6 +324,20 @@ impl Device {
                 if d.addr >= 8 && d.addr < area_len {
                     prefetch(base.as_ptr().wrapping_add(d.addr as usize - 8));
                 }
+            }
+            for d in &descs[..n] {
+                let chunk = d.addr & !(fs - 1);
+                if d.addr + d.len as u64 > area_len || chunk + fs < d.addr + d.len as u64 {
+                    continue; // refused below
+                }
+                // SAFETY: [addr, addr+len) lies inside one chunk of the UMEM mapping (checked
+                // above) that the kernel handed to us through the rx ring and will not write
+                // until we return it; this shared slice ends before the loop below makes the
+                // frame's exclusive one.
+                let frame = unsafe {
+                    std::slice::from_raw_parts(base.as_ptr().add(d.addr as usize), d.len as usize)
+                };
+                warm(frame);
             }
             for d in &descs[..n] {
                 let chunk = d.addr & !(fs - 1);

@@ -206,9 +206,11 @@ impl<'a> Worker<'a> {
         let (fwd_n, nbytes, ring_counters) = (&mut forwarded, &mut bytes, &mut *rc);
         let fwd: &Forwarder = &table;
         // `move`: the per-grant scalars travel in the closure by value, not behind a reference.
-        let n = self
-            .xsk
-            .recv_meta(ring, max, move |frame, len, ingress, stamp, spare| {
+        let n = self.xsk.recv_warmed(
+            ring,
+            max,
+            |frame| fwd.warm(frame),
+            move |frame, len, ingress, stamp, spare| {
                 spin_ns(cost_ns);
                 if acl_rules > 0 {
                     std::hint::black_box(acl.classify(&frame[..len as usize], None, ingress));
@@ -224,7 +226,8 @@ impl<'a> Worker<'a> {
                     }
                     v => slow.handle(v, frame, len as usize, ingress, fwd, spare),
                 }
-            });
+            },
+        );
         drop(table);
         rc.forwarded += forwarded;
         rc.bytes += bytes;
