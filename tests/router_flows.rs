@@ -240,6 +240,16 @@ fn shares(tag: &str, work_us: [u64; 3]) {
         );
     }
     assert!(report.worker.forwarded.iter().sum::<u64>() > 0);
+    // Flow turns' transmit flushes are counted per ring as plain grants' are (backlogged, the
+    // worker rarely runs out of work, where its catch-all flush is not counted).
+    let (flushes, flushed) = (
+        report.worker.flushes.iter().sum::<u64>(),
+        report.worker.flushed.iter().sum::<u64>(),
+    );
+    assert!(
+        flushes > 0 && flushed > 0,
+        "flow turns' flushes counted: {flushes} flushes, {flushed} frames"
+    );
 }
 
 #[test]

@@ -158,6 +158,9 @@ impl Worker<'_> {
         let (cost_ns, acl_rules, acl) = (self.opts.cost_ns, self.opts.acl_rules, &self.acl);
         let lowest = self.layout.rings.len().saturating_sub(1);
         let mut urgent = false;
+        // The highest-priority ring among the frames this turn finished: its flush is counted
+        // there, as a plain grant's is counted to the grant's ring.
+        let mut top = lowest;
         let mut t = mono_ns();
         fp.flows.sched.run_turn(id, |pl, pos, h| {
             if pos < pl.len() {
@@ -188,6 +191,7 @@ impl Worker<'_> {
             }
             let ring = h.ring();
             urgent |= ring < lowest;
+            top = top.min(ring);
             let mut forwarded = false;
             xsk.finish_held(h, |frame, len, ingress, spare| {
                 spin_ns(cost_ns);
@@ -212,8 +216,9 @@ impl Worker<'_> {
         });
         drop(table);
         // As on the plain path: higher classes transmit at once, the lowest in batches.
-        if self.flush_due(!urgent).0 {
-            self.xsk.flush();
+        let (due, now) = self.flush_due(!urgent);
+        if due {
+            self.flush_for(top, now);
         }
         self.counters.stall(start.elapsed().as_nanos() as u64);
     }

@@ -242,14 +242,7 @@ impl<'a> Worker<'a> {
         // grant's end when there is no flush.
         let (due, now) = self.flush_due(lowest);
         let end = if due {
-            let t = now.unwrap_or_else(mono_ns);
-            let n = self.xsk.flush();
-            let end = mono_ns();
-            let rc = &mut self.counters.rings[ring];
-            rc.flushes += 1;
-            rc.flush_ns += end.saturating_sub(t);
-            rc.flushed += n as u64;
-            end
+            self.flush_for(ring, now)
         } else {
             now.unwrap_or_else(mono_ns)
         };
@@ -260,6 +253,21 @@ impl<'a> Worker<'a> {
             Some(g) => self.engine.complete(g, n, ns),
             None => self.counters.rings[ring].served += n as u64,
         }
+    }
+
+    /// Hands the egress queues to the kernel, counting the flush, its time and its frames to
+    /// `ring` (the grant's, or a flow turn's highest); `now` is the flush's start if the
+    /// caller has just read the clock. Returns the flush's end.
+    pub(super) fn flush_for(&mut self, ring: RingId, now: Option<u64>) -> u64 {
+        let t = now.unwrap_or_else(mono_ns);
+        let n = self.xsk.flush();
+        let end = mono_ns();
+        if let Some(rc) = self.counters.rings.get_mut(ring) {
+            rc.flushes += 1;
+            rc.flush_ns += end.saturating_sub(t);
+            rc.flushed += n as u64;
+        }
+        end
     }
 
     /// Whether the egress queue goes to the kernel now, after a grant or flow turn on the

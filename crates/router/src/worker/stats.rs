@@ -109,11 +109,13 @@ impl std::fmt::Display for WorkerStats {
         for (i, r) in self.rings.iter().enumerate() {
             writeln!(
                 f,
-                "  ring {r:<8} served {:>10}  forwarded {:>10}  grants {:>9}  tx flushes {:>9}",
+                "  ring {r:<8} served {:>10}  forwarded {:>10}  grants {:>9}  tx flushes {:>9} ({} frames, {:.3} s)",
                 self.served[i],
                 self.forwarded[i],
                 self.grants.get(i).copied().unwrap_or(0),
-                self.flushes.get(i).copied().unwrap_or(0)
+                self.flushes.get(i).copied().unwrap_or(0),
+                self.flushed.get(i).copied().unwrap_or(0),
+                self.flush_ns.get(i).copied().unwrap_or(0) as f64 * 1e-9
             )?;
         }
         for (n, c) in self.pass.iter().filter(|(_, c)| *c > 0) {
