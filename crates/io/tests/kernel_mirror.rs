@@ -37,6 +37,55 @@ impl Drop for StopOnDrop {
     }
 }
 
+/// A mirror thread in `ns` carrying on from `seed`, with a safety period of an hour: whatever a
+/// test sees must come from events or the re-dumps they trigger. Stopped when the guard drops.
+struct Mirror {
+    stop: StopOnDrop,
+    progress: Arc<Mutex<MirrorStats>>,
+    thread: std::thread::JoinHandle<anyhow::Result<MirrorStats>>,
+}
+
+impl Mirror {
+    fn start(
+        ns: &Netns,
+        spec: &MirrorSpec,
+        fwd: &Arc<SharedForwarder>,
+        seed: kernel::Seed,
+    ) -> Mirror {
+        let stop = Arc::new(AtomicBool::new(false));
+        let progress = Arc::new(Mutex::new(MirrorStats::default()));
+        let thread = {
+            let (spec, fwd, stop, progress) =
+                (spec.clone(), fwd.clone(), stop.clone(), progress.clone());
+            ns.spawn(move || {
+                kernel::run_mirror(
+                    &spec,
+                    &fwd,
+                    Duration::from_secs(3600),
+                    &stop,
+                    Some(&progress),
+                    Some(seed),
+                )
+            })
+        };
+        Mirror {
+            stop: StopOnDrop(stop),
+            progress,
+            thread,
+        }
+    }
+
+    fn stats(&self) -> MirrorStats {
+        *self.progress.lock().unwrap()
+    }
+
+    /// Stops the thread and returns its final counters.
+    fn finish(self) -> MirrorStats {
+        self.stop.0.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap().unwrap()
+    }
+}
+
 #[test]
 #[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
 fn kernel_changes_reach_the_forwarder_quickly() {
@@ -102,33 +151,16 @@ fn kernel_changes_reach_the_forwarder_quickly() {
     );
 
     let fwd = Arc::new(SharedForwarder::new(f0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let _guard = StopOnDrop(stop.clone());
-    let progress = Arc::new(Mutex::new(MirrorStats::default()));
     // A change after the seed's dump and before the mirror thread runs: the seed's socket was
     // subscribed before the dump, so it arrives as an event.
     ns.ip(&["route", "add", "10.57.0.0/16", "dev", "mir-a"])
         .unwrap();
-    let mirror = {
-        let (spec, fwd, stop, progress) =
-            (spec.clone(), fwd.clone(), stop.clone(), progress.clone());
-        // A long period: everything below must come from events, not from the periodic re-dump.
-        ns.spawn(move || {
-            kernel::run_mirror(
-                &spec,
-                &fwd,
-                Duration::from_secs(3600),
-                &stop,
-                Some(&progress),
-                Some(seed),
-            )
-        })
-    };
+    let mirror = Mirror::start(&ns, &spec, &fwd, seed);
     within(&fwd, "route added between the seed and the mirror", |f| {
         f.routes.lookup(ip("10.57.1.1")).map(|n| n.ifindex) == Some(a)
     });
     assert_eq!(
-        progress.lock().unwrap().resyncs,
+        mirror.stats().resyncs,
         0,
         "a seeded mirror does not dump again at start"
     );
@@ -320,10 +352,9 @@ fn kernel_changes_reach_the_forwarder_quickly() {
         "the lower metric gone with the address",
         |f| via(f) == Some(a),
     ));
-    assert!(progress.lock().unwrap().resyncs > 0, "there was a re-dump");
+    assert!(mirror.stats().resyncs > 0, "there was a re-dump");
 
-    stop.store(true, Ordering::Relaxed);
-    let st = mirror.join().unwrap().unwrap();
+    let st = mirror.finish();
     eprintln!("mirror {st:?}; update latencies {took:?}");
     assert!(st.events > 0);
     assert!(
@@ -381,24 +412,8 @@ fn an_event_overrun_is_repaired_by_a_re_dump() {
         .unwrap()
         .expect("build");
     let fwd = Arc::new(SharedForwarder::new(f0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let _guard = StopOnDrop(stop.clone());
-    let progress = Arc::new(Mutex::new(MirrorStats::default()));
-    let mirror = {
-        let (spec, fwd, stop, progress) =
-            (spec.clone(), fwd.clone(), stop.clone(), progress.clone());
-        // No periodic re-dump: only the overruns may trigger one.
-        ns.spawn(move || {
-            kernel::run_mirror(
-                &spec,
-                &fwd,
-                Duration::from_secs(3600),
-                &stop,
-                Some(&progress),
-                Some(seed),
-            )
-        })
-    };
+    // No periodic re-dump: only the overruns may trigger one.
+    let mirror = Mirror::start(&ns, &spec, &fwd, seed);
     let net = |i: u32| format!("10.{}.{}.0/24", 100 + i / 256, i % 256);
     let host = |i: u32| -> IpAddr {
         format!("10.{}.{}.9", 100 + i / 256, i % 256)
@@ -431,7 +446,7 @@ fn an_event_overrun_is_repaired_by_a_re_dump() {
             None => Ok(()),
         },
     );
-    let after_add = *progress.lock().unwrap();
+    let after_add = mirror.stats();
     assert!(
         after_add.overruns > 0,
         "{N} route events into a 4 KiB buffer overran it: {after_add:?}"
@@ -468,7 +483,7 @@ fn an_event_overrun_is_repaired_by_a_re_dump() {
         },
     );
     let routes = fwd.load().routes.len();
-    let end = *progress.lock().unwrap();
+    let end = mirror.stats();
     eprintln!("after the adds {after_add:?}, after the changes {end:?}");
     // The second burst usually overruns the buffer too (4 of 5 runs here); whether the mirror
     // keeps up with one depends on the machine, so only the first burst's overrun is asserted
@@ -480,7 +495,6 @@ fn an_event_overrun_is_repaired_by_a_re_dump() {
         routes >= kept && routes <= kept + 8,
         "{routes} routes in the forwarder, the kernel has {kept} of the burst"
     );
-    stop.store(true, Ordering::Relaxed);
-    let st = mirror.join().unwrap().unwrap();
+    let st = mirror.finish();
     eprintln!("overruns: loaded in {loaded:?}, changed in {changed:?}; mirror {st:?}");
 }
