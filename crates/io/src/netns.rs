@@ -4,7 +4,8 @@
 //! Everything is driven through iproute2 (`ip`), which is simple, robust and what an operator
 //! would type. Every resource is owned by an RAII guard whose `Drop` removes it, so a failing
 //! test leaves nothing behind; names embed the process id and a counter so concurrent runs never
-//! collide, and [`sweep_stale`] removes namespaces left behind by a killed run (whose pid is gone).
+//! collide, and [`sweep_stale`] removes namespaces left behind by a killed run (whose pid is gone);
+//! every new namespace or topology sweeps its own prefix first.
 //!
 //! Code that must open sockets inside a namespace uses [`Netns::run`] (a scoped thread that
 //! `setns(2)`s into the namespace first) or [`Netns::enter`] on a thread of its own.
@@ -18,6 +19,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use anyhow::{bail, Context, Result};
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A unique name for a new namespace or topology, after removing what a killed earlier run
+/// left under `prefix` ([`sweep_stale`]): a test or testbed ended by Ctrl-C or a kill runs no
+/// `Drop`, and its namespaces would otherwise stay until reboot.
+fn fresh_name(prefix: &str) -> String {
+    let _ = sweep_stale(prefix);
+    unique_name(prefix)
+}
 
 /// A unique name `"{prefix}-{pid}-{n}"`.
 pub fn unique_name(prefix: &str) -> String {
@@ -89,7 +98,7 @@ pub struct Netns {
 impl Netns {
     /// Creates a namespace with a unique name `"{prefix}-{pid}-{n}"` and brings up its loopback.
     pub fn new(prefix: &str) -> Result<Netns> {
-        Netns::create(&unique_name(prefix))
+        Netns::create(&fresh_name(prefix))
     }
 
     /// Creates a namespace with exactly this name (fails if it exists).
@@ -379,12 +388,12 @@ pub struct Topology {
 impl Topology {
     /// Creates a topology with unique names `"{prefix}-{pid}-{n}-{gen,rtr,sink}"`.
     pub fn new(prefix: &str) -> Result<Topology> {
-        Topology::create(&unique_name(prefix))
+        Topology::create(&fresh_name(prefix))
     }
 
     /// [`Topology::new`] with `queues` Rx/Tx queues on every veth (see [`VethPair::with_queues`]).
     pub fn with_queues(prefix: &str, queues: u32) -> Result<Topology> {
-        Topology::create_with(&unique_name(prefix), queues)
+        Topology::create_with(&fresh_name(prefix), queues)
     }
 
     /// Creates the topology with namespaces `"{base}-gen"`, `"{base}-rtr"`, `"{base}-sink"`.
@@ -594,12 +603,17 @@ mod tests {
         crate::sys::require_root();
         // pid 0x3fffffff is above pid_max: never alive.
         let dead = format!("llrsw-{}-0", 0x3fff_ffffu32);
-        ip(&["netns", "add", &dead]).unwrap();
         let live = Netns::new("llrsw").unwrap();
+        ip(&["netns", "add", &dead]).unwrap();
         let removed = sweep_stale("llrsw").unwrap();
         assert_eq!(removed, vec![dead.clone()]);
         assert!(!exists(&dead));
         assert!(exists(live.name()));
+        // Creating a namespace under a prefix sweeps that prefix first.
+        ip(&["netns", "add", &dead]).unwrap();
+        let second = Netns::new("llrsw").unwrap();
+        assert!(!exists(&dead), "a new namespace removes a killed run's");
+        assert!(exists(live.name()) && exists(second.name()));
     }
 
     #[test]
