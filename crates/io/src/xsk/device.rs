@@ -326,14 +326,13 @@ impl Device {
                 }
             }
             for d in &descs[..n] {
-                let chunk = d.addr & !(fs - 1);
-                if d.addr + d.len as u64 > area_len || chunk + fs < d.addr + d.len as u64 {
+                if frame_room(d, fs, area_len).is_none() {
                     continue; // refused below
                 }
                 // SAFETY: [addr, addr+len) lies inside one chunk of the UMEM mapping (checked
-                // above) that the kernel handed to us through the rx ring and will not write
-                // until we return it; this shared slice ends before the loop below makes the
-                // frame's exclusive one.
+                // just above) that the kernel handed to us through the rx ring and will not
+                // write until we return it; this shared slice ends before the loop below makes
+                // the frame's exclusive one.
                 let frame = unsafe {
                     std::slice::from_raw_parts(base.as_ptr().add(d.addr as usize), d.len as usize)
                 };
@@ -341,12 +340,11 @@ impl Device {
             }
             for d in &descs[..n] {
                 let chunk = d.addr & !(fs - 1);
-                let room = (chunk + fs).saturating_sub(d.addr);
-                if d.addr + d.len as u64 > area_len || room < d.len as u64 {
+                let Some(room) = frame_room(d, fs, area_len) else {
                     // never from a sane kernel; do not touch memory outside the chunk
                     self.mem.free.push(chunk);
                     continue;
-                }
+                };
                 // SAFETY: [addr, addr+room) lies inside one chunk of the UMEM mapping (checked
                 // above); the kernel handed this chunk to us through the rx ring and will not
                 // write it until we return it through the fill ring, so the slice is exclusive.
@@ -690,6 +688,15 @@ impl Device {
     pub fn take_extra_ready(&mut self) -> bool {
         std::mem::take(&mut self.extra_ready)
     }
+}
+
+/// The bytes from `d`'s frame to the end of its chunk, if the frame lies inside the UMEM area
+/// (`area_len` bytes of `fs`-byte chunks) and inside one chunk, as a sane kernel's always do.
+#[inline(always)]
+fn frame_room(d: &XdpDesc, fs: u64, area_len: u64) -> Option<u64> {
+    let chunk = d.addr & !(fs - 1);
+    let room = (chunk + fs).saturating_sub(d.addr);
+    (d.addr + u64::from(d.len) <= area_len && room >= u64::from(d.len)).then_some(room)
 }
 
 /// Hints the CPU to load the cache line at `p` (no effect on other architectures).
