@@ -579,14 +579,20 @@ fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row]) {
                 && r.ns_per_grant.is_finite()
         })
         .collect();
-    let pts: Vec<llr_sim::model::GrantPoint> = (over.iter())
-        .map(|r| llr_sim::model::GrantPoint {
+    // With the worker's time inside flushes counted, a frame's cost also splits into its
+    // receive part (at service) and its transmit part (in the flush), as the live worker pays
+    // them; the three-way fit uses the same points without the flushes' time.
+    let split_pts: Vec<llr_sim::model::SplitPoint> = (over.iter())
+        .map(|r| llr_sim::model::SplitPoint {
             round: r.round,
             frames: r.frames_per_grant,
             flushes: r.flushes_per_grant,
+            flushed: r.flushed_per_grant,
             ns: r.ns_per_grant,
+            flush_ns: r.flush_ns_per_grant,
         })
         .collect();
+    let pts: Vec<llr_sim::model::GrantPoint> = split_pts.iter().map(Into::into).collect();
     let cost = llr_sim::model::fit_grant_flush_cost(&pts).or_else(|| {
         let two: Vec<(f64, f64)> = pts.iter().map(|p| (p.frames, p.ns)).collect();
         let (grant_ns, frame_ns) = llr_sim::model::fit_grant_cost(&two)?;
@@ -600,18 +606,6 @@ fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row]) {
         return;
     };
     let (c_g, c_f, x) = (cost.grant_ns, cost.flush_ns, cost.frame_ns);
-    // With the worker's time inside flushes counted, a frame's cost splits into its receive
-    // part (at service) and its transmit part (in the flush), as the live worker pays them.
-    let split_pts: Vec<llr_sim::model::SplitPoint> = (over.iter())
-        .map(|r| llr_sim::model::SplitPoint {
-            round: r.round,
-            frames: r.frames_per_grant,
-            flushes: r.flushes_per_grant,
-            flushed: r.flushed_per_grant,
-            ns: r.ns_per_grant,
-            flush_ns: r.flush_ns_per_grant,
-        })
-        .collect();
     let split = llr_sim::model::fit_split_cost(&split_pts).filter(|k| {
         [k.grant_ns, k.frame_ns, k.flush_ns, k.flush_frame_ns]
             .iter()

@@ -101,6 +101,18 @@ pub struct SplitPoint {
     pub flush_ns: f64,
 }
 
+impl From<&SplitPoint> for GrantPoint {
+    /// The same point for the three-way fit, which ignores the flushes' own time.
+    fn from(p: &SplitPoint) -> GrantPoint {
+        GrantPoint {
+            round: p.round,
+            frames: p.frames,
+            flushes: p.flushes,
+            ns: p.ns,
+        }
+    }
+}
+
 /// The live worker's costs split four ways, from its time inside flushes measured apart:
 /// outside flushes `grant_ns + frames·frame_ns` (the receive part), inside them
 /// `flush_ns + frames flushed·flush_frame_ns` (the transmit part).
