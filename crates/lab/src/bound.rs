@@ -112,13 +112,12 @@ pub fn at_point(
             .iter()
             .find(|p| p.worker == r.worker && p.device == r.device && p.ring == r.ring)
     };
-    let (mut served, mut cost_s) = (0u64, 0.0f64);
+    let served = ring_delta(a, b, |_| true, |r| r.served as f64) as u64;
+    let cost_s = ring_delta(a, b, |_| true, |r| r.grant_seconds);
     let mut rt_wait: Option<Histogram> = None;
     let mut be_budget = u32::MAX;
     for r in &b.rings {
         let p = before(r);
-        served += r.served - p.map_or(0, |p| p.served.min(r.served));
-        cost_s += (r.grant_seconds - p.map_or(0.0, |p| p.grant_seconds)).max(0.0);
         if r.class == rt {
             let d = match p {
                 Some(p) => r.latency.since(&p.latency),
@@ -187,26 +186,40 @@ pub fn grant_total(a: &MetricsSnapshot, b: &MetricsSnapshot) -> Option<GrantShap
     shape(a, b, |_| true)
 }
 
+/// Counter `field` of the rings `rings` selects (ring ids), summed over workers and devices,
+/// between the snapshots `a` and `b`: each ring against its own reading in `a` (a ring new in
+/// `b` counts from 0, a counter that went back counts 0).
+pub fn ring_delta(
+    a: &MetricsSnapshot,
+    b: &MetricsSnapshot,
+    rings: impl Fn(u32) -> bool,
+    field: impl Fn(&RingMetrics) -> f64,
+) -> f64 {
+    b.rings
+        .iter()
+        .filter(|r| rings(r.ring))
+        .map(|r| {
+            let p = a
+                .rings
+                .iter()
+                .find(|p| p.worker == r.worker && p.device == r.device && p.ring == r.ring);
+            (field(r) - p.map_or(0.0, &field)).max(0.0)
+        })
+        .sum()
+}
+
 fn shape(
     a: &MetricsSnapshot,
     b: &MetricsSnapshot,
     rings: impl Fn(u32) -> bool,
 ) -> Option<GrantShape> {
-    let (mut grants, mut served, mut secs, mut flushes) = (0u64, 0u64, 0.0f64, 0u64);
-    let (mut flush_secs, mut flushed) = (0.0f64, 0u64);
-    for r in b.rings.iter().filter(|r| rings(r.ring)) {
-        let p = a
-            .rings
-            .iter()
-            .find(|p| p.worker == r.worker && p.device == r.device && p.ring == r.ring);
-        grants += r.grants - p.map_or(0, |p| p.grants.min(r.grants));
-        served += r.served - p.map_or(0, |p| p.served.min(r.served));
-        secs += (r.grant_seconds - p.map_or(0.0, |p| p.grant_seconds)).max(0.0);
-        flushes += r.tx_flushes - p.map_or(0, |p| p.tx_flushes.min(r.tx_flushes));
-        flush_secs += (r.tx_flush_seconds - p.map_or(0.0, |p| p.tx_flush_seconds)).max(0.0);
-        flushed +=
-            r.tx_flushed_frames - p.map_or(0, |p| p.tx_flushed_frames.min(r.tx_flushed_frames));
-    }
+    let delta = |field: fn(&RingMetrics) -> f64| ring_delta(a, b, &rings, field);
+    let grants = delta(|r| r.grants as f64) as u64;
+    let served = delta(|r| r.served as f64) as u64;
+    let secs = delta(|r| r.grant_seconds);
+    let flushes = delta(|r| r.tx_flushes as f64) as u64;
+    let flush_secs = delta(|r| r.tx_flush_seconds);
+    let flushed = delta(|r| r.tx_flushed_frames as f64) as u64;
     // A router without the flush counters reports 0 frames flushed while it flushed.
     let counted = flushes == 0 || flushed > 0;
     (grants > 0).then(|| GrantShape {

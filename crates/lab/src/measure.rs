@@ -475,7 +475,9 @@ pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: &Po
         ns_per_grant: all.map_or(f64::NAN, |g| g.ns_per_grant),
         flush_ns_per_grant: all.map_or(f64::NAN, |g| g.flush_ns_per_grant),
         flushed_per_grant: all.map_or(f64::NAN, |g| g.flushed_per_grant),
-        hi_ring_drops: (x.counters.as_ref()).map_or(0, |(a, b)| ring_drops(a, b, 0)),
+        hi_ring_drops: (x.counters.as_ref()).map_or(0, |(a, b)| {
+            bound::ring_delta(a, b, |r| r == 0, |r| r.drops as f64) as u64
+        }),
         router_drops: (x.counters.as_ref()).map_or(0, |(a, b)| drops(a, b)),
         stall_max_us: (x.counters.as_ref()).map_or(f64::NAN, |(_, b)| {
             b.workers
@@ -486,20 +488,8 @@ pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: &Po
     }
 }
 
-/// Drops of ring `ring` (every worker and device) between two snapshots.
-fn ring_drops(a: &MetricsSnapshot, b: &MetricsSnapshot, ring: u32) -> u64 {
-    let sum = |s: &MetricsSnapshot| -> u64 {
-        s.rings
-            .iter()
-            .filter(|r| r.ring == ring)
-            .map(|r| r.drops)
-            .sum()
-    };
-    sum(b).saturating_sub(sum(a))
-}
-
 /// The router's drops of every reason between two snapshots (ring-full drops are not among
-/// them: see [`ring_drops`]).
+/// them: see [`bound::ring_delta`]).
 fn drops(a: &MetricsSnapshot, b: &MetricsSnapshot) -> u64 {
     let sum = |s: &MetricsSnapshot| -> u64 { s.drops.iter().map(|(_, n)| n).sum() };
     sum(b).saturating_sub(sum(a))
