@@ -247,54 +247,28 @@ fn check(samples: &[Sample], snap: &MetricsSnapshot) {
     for r in &snap.rings {
         let l = [("ring", &*r.ring.to_string()), ("class", r.class.as_str())];
         let l: Vec<(&str, &str)> = l.to_vec();
-        assert_eq!(
-            find(samples, "llrouter_ring_packets_total", &l).value,
-            r.packets as f64
-        );
-        assert_eq!(
-            find(samples, "llrouter_ring_bytes_total", &l).value,
-            r.bytes as f64
-        );
-        assert_eq!(
-            find(samples, "llrouter_ring_dropped_packets_total", &l).value,
-            r.drops as f64
-        );
-        assert_eq!(
-            find(samples, "llrouter_ring_served_packets_total", &l).value,
-            r.served as f64
-        );
-        assert_eq!(
-            find(samples, "llrouter_ring_budget_hits_total", &l).value,
-            r.budget_hits as f64
-        );
-        assert_eq!(
-            find(samples, "llrouter_ring_grants_total", &l).value,
-            r.grants as f64
-        );
-        assert_eq!(
-            find(samples, "llrouter_ring_grant_seconds_total", &l).value,
-            r.grant_seconds
-        );
-        assert_eq!(
-            find(samples, "llrouter_ring_tx_flushes_total", &l).value,
-            r.tx_flushes as f64
-        );
-        assert_eq!(
-            find(samples, "llrouter_ring_tx_flush_seconds_total", &l).value,
-            r.tx_flush_seconds
-        );
-        assert_eq!(
-            find(samples, "llrouter_ring_tx_flushed_frames_total", &l).value,
-            r.tx_flushed_frames as f64
-        );
-        assert_eq!(
-            find(samples, "llrouter_ring_latency_seconds_count", &l).value,
-            r.latency.count() as f64
-        );
-        assert_eq!(
-            find(samples, "llrouter_ring_latency_seconds_sum", &l).value,
-            r.latency.sum
-        );
+        for (name, want) in [
+            ("llrouter_ring_packets_total", r.packets as f64),
+            ("llrouter_ring_bytes_total", r.bytes as f64),
+            ("llrouter_ring_dropped_packets_total", r.drops as f64),
+            ("llrouter_ring_served_packets_total", r.served as f64),
+            ("llrouter_ring_budget_hits_total", r.budget_hits as f64),
+            ("llrouter_ring_grants_total", r.grants as f64),
+            ("llrouter_ring_grant_seconds_total", r.grant_seconds),
+            ("llrouter_ring_tx_flushes_total", r.tx_flushes as f64),
+            ("llrouter_ring_tx_flush_seconds_total", r.tx_flush_seconds),
+            (
+                "llrouter_ring_tx_flushed_frames_total",
+                r.tx_flushed_frames as f64,
+            ),
+            (
+                "llrouter_ring_latency_seconds_count",
+                r.latency.count() as f64,
+            ),
+            ("llrouter_ring_latency_seconds_sum", r.latency.sum),
+        ] {
+            assert_eq!(find(samples, name, &l).value, want, "{name}");
+        }
         // buckets: cumulative, non-decreasing, +Inf == count
         let buckets: Vec<&Sample> = samples
             .iter()
