@@ -206,6 +206,12 @@ pub struct Common {
     /// receive (see docs/measurements.md before trusting loss figures with it).
     #[arg(long)]
     pub sink_on_gen_cpu: bool,
+    /// Keep every other task of the machine (processes, unbound kernel threads and
+    /// workqueues) off the router's CPUs while this runs (a cgroup v1 cpuset, removed at the
+    /// end): without it, anything that wakes on the router's CPU takes it from the worker for a
+    /// scheduler tick or more, and the RT tail shows it. Confines other users' work too.
+    #[arg(long)]
+    pub shield: bool,
     /// llrouter targets: Rx ring entries per class socket (power of two; 512 as in paper 000).
     #[arg(long, default_value_t = 512)]
     pub rx_size: u32,
@@ -263,6 +269,7 @@ impl Common {
             gen_batch: self.gen_batch,
             rx_napi_thread: self.rx_napi_thread,
             sink_on_gen_cpu: self.sink_on_gen_cpu,
+            shield: self.shield,
             rx_size: self.rx_size,
             tx_batch: self.tx_batch,
             tx_hold_us: self.tx_hold_us,

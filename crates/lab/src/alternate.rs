@@ -200,7 +200,7 @@ impl AlternateStudy {
         self.check()?;
         let strategies = self.strategies()?;
         let c = self.traffic_options();
-        let topo = prepare(&c)?;
+        let (topo, _shield) = prepare(&c)?;
         let mut act = Active::start(&topo, &c.targets[0], &c)?;
         progress.start(u64::from(self.slices()));
         let traffic_done = AtomicBool::new(false);

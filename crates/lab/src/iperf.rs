@@ -122,7 +122,7 @@ impl IperfStudy {
             ));
         }
         let c = &self.options;
-        let topo = prepare(c)?;
+        let (topo, _shield) = prepare(c)?;
         let mut rows: Vec<IperfRow> = Vec::new();
         for round in 0..self.repeat {
             for t in &c.targets {

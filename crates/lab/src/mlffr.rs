@@ -163,7 +163,7 @@ impl MlffrStudy {
     pub fn run(&self, stop: &AtomicBool, progress: &dyn Progress) -> Result<MlffrOutcome> {
         self.check()?;
         let c = &self.options;
-        let topo = prepare(c)?;
+        let (topo, _shield) = prepare(c)?;
         progress.start(u64::from(
             self.repeat * c.targets.len() as u32 * self.search.steps,
         ));

@@ -152,6 +152,12 @@ pub struct Options {
     /// ingress receive and the sink, and class-blind losses upstream of the router appeared
     /// (docs/measurements.md).
     pub sink_on_gen_cpu: bool,
+    /// Keep every other task of the machine off the router's CPUs while the study runs
+    /// ([`llr_ops::shield::CpuShield`]): a worker time-sliced with whatever else runs there
+    /// leaves its RT ring unserved for a scheduler tick or more. Off by default: it confines
+    /// the whole machine (other users' work too) to the remaining CPUs, and one study at a
+    /// time may hold it.
+    pub shield: bool,
     /// llrouter targets: Rx ring entries per class socket (power of two).
     pub rx_size: u32,
     /// llrouter targets: BE frames held back before a transmit kick.
@@ -201,6 +207,7 @@ impl Options {
             rx_size: 512,
             rx_napi_thread: false,
             sink_on_gen_cpu: false,
+            shield: false,
             router_bin: None,
             be_ttl: 64,
             workers: 1,

@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use llr_io::netns::{sweep_stale, Topology};
+use llr_ops::shield::CpuShield;
 
 use crate::measure::{measure, Row};
 use crate::mlffr::{self, Found};
@@ -26,12 +27,23 @@ pub fn topology(c: &Options) -> Result<Topology> {
     }
 }
 
-/// The start of every study: root, the output directory, the topology.
-pub fn prepare(c: &Options) -> Result<Topology> {
+/// The start of every study: root, the output directory, the topology, and with
+/// [`Options::shield`] the CPU shield over the router's CPUs (held until the study ends).
+pub fn prepare(c: &Options) -> Result<(Topology, Option<CpuShield>)> {
     need_root()?;
     std::fs::create_dir_all(&c.out)
         .map_err(|e| LabError::io(format!("create {}", c.out.display()), e))?;
-    topology(c)
+    let shield = match c.shield {
+        true => {
+            let cpus = c.router_cpus().into_iter().collect();
+            let s =
+                CpuShield::new(&cpus).map_err(|e| LabError::invalid("shield", format!("{e:#}")))?;
+            tracing::info!("CPU shield over {cpus:?}: {} tasks moved off", s.moved());
+            Some(s)
+        }
+        false => None,
+    };
+    Ok((topology(c)?, shield))
 }
 
 /// The sweep study.
@@ -136,7 +148,7 @@ impl SweepStudy {
     pub fn run(&self, stop: &AtomicBool, progress: &dyn Progress) -> Result<SweepOutcome> {
         self.check()?;
         let c = &self.options;
-        let topo = prepare(c)?;
+        let (topo, _shield) = prepare(c)?;
         progress.start((self.repeat as usize * c.targets.len() * self.steps_per_target()) as u64);
         let mut o = SweepOutcome::default();
         'outer: for round in 1..=self.repeat {
@@ -315,7 +327,7 @@ pub fn compare_planned(
     next: &dyn Fn(&[Row]) -> Option<f64>,
 ) -> Result<Vec<Row>> {
     c.check()?;
-    let topo = prepare(c)?;
+    let (topo, _shield) = prepare(c)?;
     let mut rows = Vec::new();
     for t in &c.targets {
         let mut act = Active::start(&topo, t, c)?;

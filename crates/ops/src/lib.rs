@@ -9,6 +9,7 @@
 //!   socket, its server (the router implements [`ctl::ControlTarget`]) and its client;
 //! - [`conns`]: admission of control and metrics connections (a bounded table that closes the
 //!   least recently active idle connection before it refuses anyone);
+//! - [`shield`]: keeps every other task off the router's CPUs for a measurement (cpuset);
 //! - [`views`]: what `ctl show …` and `ctl status` print, as aligned tables.
 //!
 //! Nothing here knows the datapath: the router hands in snapshots and implements a trait. The
@@ -20,5 +21,6 @@ pub mod conns;
 pub mod cpus;
 pub mod ctl;
 pub mod metrics;
+pub mod shield;
 pub mod tune;
 pub mod views;
