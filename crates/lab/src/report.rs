@@ -435,7 +435,7 @@ pub fn limit_note(r: &Row) -> String {
 fn setup_md(c: &Options) -> String {
     format!(
         "gen ns → router ns → sink ns over two veth pairs ({}), frame size {} B (no FCS), {} flows, {} gaps, {} s per point. \
-         Generator `{}`, sink `{}`, threads pinned to CPU {}; router on {} (kernel: RPS; llrouter: {}, wake {}, budgets rt,be = {}, device budget {}, cost {} ns, tx batch {}, tx hold {} µs, Rx ring {} per class); generator bursts of {} frames. \
+         Generator `{}`, sink `{}`, threads pinned to CPU {}; router on {} (kernel: RPS; llrouter: {}, wake {}, budgets rt,be = {}, device budget {}, cost {} ns, tx batch {}, tx hold {} µs, Rx ring {} per class); generator bursts of {} frames{}. \
          Latency: sink CLOCK_MONOTONIC − send timestamp (bpf_ktime_get_ns in the XDP programs), per packet; xdp sink: log-linear buckets of 1/32 (3.1 %) resolution, udp sink: HDR. \
          Loss: 1 − unique received / sent per class. Noisy 2-core VM: repeat runs before trusting small differences.\n",
         if c.ipv6 { "IPv6" } else { "IPv4" },
@@ -445,7 +445,12 @@ fn setup_md(c: &Options) -> String {
             Some(us) => format!("{},auto (ll-wfq: target {us} µs, Eq. 2)", c.budgets.rt),
             None => c.budgets.to_string(),
         },
-        c.device_budget, c.cost_ns, c.tx_batch, c.tx_hold_us, c.rx_size, c.gen_batch
+        c.device_budget, c.cost_ns, c.tx_batch, c.tx_hold_us, c.rx_size, c.gen_batch,
+        if c.shield {
+            "; every other task of the machine kept off the router's CPUs (`--shield`)"
+        } else {
+            "; other tasks of the machine may run on the router's CPUs (no `--shield`)"
+        }
     )
 }
 

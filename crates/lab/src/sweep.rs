@@ -33,6 +33,8 @@ pub fn prepare(c: &Options) -> Result<(Topology, Option<CpuShield>)> {
     need_root()?;
     std::fs::create_dir_all(&c.out)
         .map_err(|e| LabError::io(format!("create {}", c.out.display()), e))?;
+    // A shield whose holder was killed would confine the machine until the next one.
+    let _ = llr_ops::shield::sweep_stale();
     let shield = match c.shield {
         true => {
             let cpus = c.router_cpus().into_iter().collect();
