@@ -99,7 +99,12 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "\nLive comparison on a namespace testbed (gen ns → router ns → sink ns over veth, 30 % RT marked DSCP EF):"
+        "\nLive comparison on a namespace testbed (gen ns → router ns → sink ns over veth, 30 % RT marked DSCP EF; {}):",
+        if llr_ops::shield::supported() {
+            "every other task kept off the router's CPU meanwhile"
+        } else {
+            "no cgroup v1 cpuset here, so other tasks may share the router's CPU and lengthen the RT tail"
+        }
     );
     match llr_lab::demo::live(a.live_secs, crate::cmd_gen::stop_on_signal()) {
         Ok(rows) => print!("{}", live_table(&rows, a.live_secs)),

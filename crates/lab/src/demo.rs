@@ -51,10 +51,15 @@ pub fn point_secs(secs: f64) -> f64 {
 }
 
 /// The comparison's options: kernel, llrouter:sq and llrouter:ll-wfq, 8 flows, `secs` per
-/// point, the llrouter worker busy-polling.
+/// point, the llrouter worker busy-polling, the router's CPU shielded where the machine
+/// supports it ([`llr_ops::shield`]).
 pub fn options(secs: f64, out: PathBuf) -> Options {
     Options {
         flows: 8,
+        // Whatever else runs on the router's CPU takes it from the worker for a scheduler tick
+        // or more: RT tails of milliseconds that say nothing about the strategies. The demo is
+        // short, and the shield is lifted when it ends.
+        shield: llr_ops::shield::supported(),
         point_secs: point_secs(secs),
         // The router owns CPU 1 here, so its worker busy-polls like a DPDK/AF_XDP router on a
         // dedicated core; a sleeping worker's wake-ups on a shared VM add millisecond outliers.

@@ -550,7 +550,7 @@ fn model_md(s: &mut String, rows: &[Row]) {
         x: the worker's CPU time per frame served (all rings); ρRT: RT packets sent per second × x; \
         b: the BE ring budget; Tmax = b·x/(1−ρRT), the longest an RT frame should wait in its ring \
         when RT arrivals are smooth; RT ring p99: the worker's time-in-ring histogram (XDP receive → \
-        served; its 1-2-5 µs buckets make it a range). The sink's RT p99 also holds the path \
+        served; its buckets, steps of 1.5–2×, make it a range). The sink's RT p99 also holds the path \
         outside the router (veth, generator and sink batching). With ρRT at 0.5 or more, the \
         bound grows without limit as ρRT → 1 and RT is protected only as far as RT alone fits.\n\n\
         | target | RT share | offered pps | fwd pps | x ns | ρRT | b | Tmax µs | RT ring p99 µs | within Tmax | sink RT p99 µs |\n\

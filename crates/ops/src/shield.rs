@@ -129,6 +129,12 @@ impl Drop for CpuShield {
     }
 }
 
+/// Whether this machine has what a shield needs (a cgroup v1 cpuset hierarchy; root is
+/// checked when one is made).
+pub fn supported() -> bool {
+    cpuset_root().is_ok()
+}
+
 /// Releases shields left by processes that no longer run (killed before they could release).
 /// `Ok(0)` where there is no cpuset hierarchy.
 pub fn sweep_stale() -> Result<usize> {

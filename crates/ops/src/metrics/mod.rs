@@ -74,12 +74,18 @@ pub struct Histogram {
     pub sum: f64,
 }
 
+/// Ring-latency histogram bounds (seconds): 1 µs … 10 ms in steps of 1.5–2× up to 1 ms, so
+/// that a p99 read from the buckets is known within a factor of about 1.5 where the RT ring's
+/// waits lie (Tmax is a few to a few tens of µs).
+pub const LATENCY_BOUNDS: [f64; 22] = [
+    1e-6, 1.5e-6, 2e-6, 3e-6, 5e-6, 7e-6, 10e-6, 15e-6, 20e-6, 30e-6, 50e-6, 70e-6, 100e-6, 150e-6,
+    200e-6, 300e-6, 500e-6, 700e-6, 1e-3, 2e-3, 5e-3, 10e-3,
+];
+
 impl Histogram {
-    /// Default ring-latency bounds: 1 µs … 10 ms, roughly 1-2-5 steps.
+    /// The ring-latency bounds, [`LATENCY_BOUNDS`].
     pub fn latency_bounds() -> Vec<f64> {
-        vec![
-            1e-6, 2e-6, 5e-6, 10e-6, 20e-6, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3,
-        ]
+        LATENCY_BOUNDS.to_vec()
     }
 
     pub fn new(bounds: Vec<f64>) -> Self {

@@ -24,10 +24,7 @@ use llr_core::sched::{AutoReading, Layout, StrategyKind};
 use llr_io::sys::EventFd;
 use llr_io::xsk::{PortStats, WakeMode};
 
-/// Latency histogram bounds (seconds), the same as `llr_ops::metrics::Histogram::latency_bounds`.
-pub const LATENCY_BOUNDS: [f64; 13] = [
-    1e-6, 2e-6, 5e-6, 10e-6, 20e-6, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3,
-];
+pub use llr_ops::metrics::LATENCY_BOUNDS;
 
 /// A validated change for the worker.
 #[derive(Debug, Clone)]
