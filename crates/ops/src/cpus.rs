@@ -108,6 +108,60 @@ pub fn problem(cpu: usize, online: &BTreeSet<usize>) -> Option<String> {
 /// what the CPU-set decisions above use them for.
 pub use llr_io::sys::{affinity as allowed, set_affinity};
 
+/// Tasks of other processes that may run on `cpu` (`pid`, `comm`): ordinary threads whose
+/// affinity includes it. Per-CPU kernel threads (bound to one CPU, part of any CPU's life) and
+/// the calling process's own threads are left out. Each one that wakes up there takes the CPU
+/// from a worker pinned to it for a scheduler tick or more; `isolcpus=`, a cpuset or the
+/// testbed's `--shield` keep them off.
+pub fn sharing(cpu: usize) -> Vec<(u32, String)> {
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for pid in dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
+        if pid == me {
+            continue;
+        }
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if pinned_by_kernel(&stat) {
+            continue;
+        }
+        if let Some(name) = shares(&status, cpu) {
+            out.push((pid, name));
+        }
+    }
+    out
+}
+
+/// A kernel thread whose affinity nobody may change (`PF_NO_SETAFFINITY` in the flags of
+/// `/proc/PID/stat`, the 9th field; the name before it may hold spaces and parentheses).
+fn pinned_by_kernel(stat: &str) -> bool {
+    const PF_NO_SETAFFINITY: u64 = 0x0400_0000;
+    (stat.rfind(')'))
+        .and_then(|i| stat[i + 1..].split_whitespace().nth(6))
+        .and_then(|f| f.parse::<u64>().ok())
+        .is_some_and(|f| f & PF_NO_SETAFFINITY != 0)
+}
+
+/// The task's name when its `/proc/PID/status` shows an affinity including `cpu`, and it is
+/// not a kernel thread bound to one CPU.
+fn shares(status: &str, cpu: usize) -> Option<String> {
+    let field = |k: &str| {
+        (status.lines())
+            .find_map(|l| l.strip_prefix(k))
+            .map(|v| v.trim())
+    };
+    let allowed = parse_cpu_list(field("Cpus_allowed_list:")?).ok()?;
+    // Kernel threads have no memory map: no VmSize line.
+    let kthread = field("VmSize:").is_none();
+    (allowed.contains(&cpu) && !(kthread && allowed.len() == 1))
+        .then(|| field("Name:").unwrap_or("?").to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,5 +208,28 @@ mod tests {
         assert_eq!(allowed().unwrap(), one);
         assert_eq!(super::online(), online);
         set_affinity(&before).unwrap();
+    }
+
+    #[test]
+    fn a_task_shares_a_cpu_in_its_affinity_unless_it_is_a_bound_kernel_thread() {
+        let user = "Name:\tbash\nVmSize:\t  8000 kB\nCpus_allowed_list:\t0-1\n";
+        assert_eq!(shares(user, 1).as_deref(), Some("bash"));
+        assert_eq!(shares(user, 2), None);
+        let confined = "Name:\tbash\nVmSize:\t  8000 kB\nCpus_allowed_list:\t0\n";
+        assert_eq!(shares(confined, 1), None);
+        let percpu = "Name:\tksoftirqd/1\nCpus_allowed_list:\t1\n";
+        assert_eq!(shares(percpu, 1), None);
+        let unbound = "Name:\trcu_preempt\nCpus_allowed_list:\t0-1\n";
+        assert_eq!(shares(unbound, 1).as_deref(), Some("rcu_preempt"));
+        assert_eq!(shares("Name:\tx\n", 1), None);
+        let rescuer = "2 (kworker/R-a b) I 2 0 0 0 -1 69238880 0 0 0 0";
+        assert!(
+            pinned_by_kernel(rescuer),
+            "flags 0x4208060 hold PF_NO_SETAFFINITY"
+        );
+        assert!(!pinned_by_kernel(
+            "15 (rcu_preempt) I 2 0 0 0 -1 2129984 0 0"
+        ));
+        assert!(!pinned_by_kernel("garbage"));
     }
 }

@@ -317,6 +317,7 @@ fn supervise(
     }
     let summary = summary(&plant, &zerocopy);
     tracing::info!("{summary}");
+    warn_shared_cores(&plant.r.cfg.cores);
     if let Err(e) = plant.ctl.start_mirror(plant.seed.take()) {
         stop.store(true, Ordering::Relaxed);
         let _ = tear_down(plant, workers, done_rx);
@@ -458,6 +459,29 @@ fn summary(plant: &Plant, zerocopy: &[(u32, u32, bool)]) -> String {
             .map(|m| format!(", metrics http://{}/metrics", m.local_addr()))
             .unwrap_or_default()
     )
+}
+
+/// Says when a worker's core is open to other tasks: each one that wakes there takes the core
+/// from the worker for a scheduler tick or more, and the RT ring waits that long (the
+/// millisecond tails in docs/measurements.md).
+fn warn_shared_cores(cores: &[usize]) {
+    for &c in cores {
+        let others = llr_ops::cpus::sharing(c);
+        if others.is_empty() {
+            continue;
+        }
+        let mut names: Vec<&str> = others.iter().map(|(_, n)| n.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        tracing::warn!(
+            "core {c}: {} tasks of other processes may run there too ({}{}); each takes it from \
+             the worker for a scheduler tick or more when it wakes. Keep them off with \
+             isolcpus=, a cpuset, or `llrouter testbed … --shield` on the testbed",
+            others.len(),
+            names[..names.len().min(5)].join(", "),
+            if names.len() > 5 { ", …" } else { "" }
+        );
+    }
 }
 
 /// Control socket first (a second router on the same socket stops here, before touching XDP or
