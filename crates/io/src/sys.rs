@@ -73,6 +73,12 @@ pub fn affinity() -> io::Result<BTreeSet<usize>> {
 
 /// Restricts the calling thread to `cpus` (`sched_setaffinity`).
 pub fn set_affinity(cpus: &BTreeSet<usize>) -> io::Result<()> {
+    set_affinity_of(0, cpus)
+}
+
+/// Restricts thread `tid` (0: the calling thread) to `cpus`. Needs the right to change that
+/// thread (root, or the same user).
+pub fn set_affinity_of(tid: u32, cpus: &BTreeSet<usize>) -> io::Result<()> {
     if let Some(&c) = cpus.iter().find(|&&c| c >= libc::CPU_SETSIZE as usize) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -88,8 +94,15 @@ pub fn set_affinity(cpus: &BTreeSet<usize>) -> io::Result<()> {
         // SAFETY: c < CPU_SETSIZE (checked above), so CPU_SET writes inside `set`.
         unsafe { libc::CPU_SET(c, &mut set) };
     }
-    // SAFETY: the kernel reads exactly size_of::<cpu_set_t>() bytes from the live `set`.
-    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    // SAFETY: the kernel reads exactly size_of::<cpu_set_t>() bytes from the live `set`; `tid`
+    // is a plain integer (an unknown one fails with ESRCH).
+    let rc = unsafe {
+        libc::sched_setaffinity(
+            tid as libc::pid_t,
+            std::mem::size_of::<libc::cpu_set_t>(),
+            &set,
+        )
+    };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }

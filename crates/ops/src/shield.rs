@@ -14,7 +14,7 @@
 //! It works on the cgroup v1 cpuset hierarchy: a cpuset `llr-shield-<pid>` over the other CPUs
 //! receives every task of the root cpuset except the calling process's own threads, which stay
 //! in the root and so do the processes it starts later (the router, `ip`). Dropping the shield
-//! moves them all back. A shield whose process died (SIGKILL) is released by the next
+//! moves them all back, with the affinity tasks had pinned themselves to. A shield whose process died (SIGKILL) is released by the next
 //! [`CpuShield::new`] or by [`sweep_stale`]. On a machine without a cgroup v1 cpuset hierarchy
 //! (cgroup v2 only) it refuses with the reason; there, a cpuset partition or `isolcpus=` is the
 //! way.
@@ -43,6 +43,19 @@ struct Held {
     dir: PathBuf,
     /// The unbound workqueues' CPU mask before, restored on release.
     wq_mask: Option<String>,
+    /// Tasks moved whose own affinity was narrower than the machine (a pinned worker of another
+    /// router, say), with it and their start time, set back on release unless the tid was
+    /// reused. Kernels before 6.2 reset a task's affinity to its cpuset's CPUs when it moves;
+    /// later ones keep the affinity the task asked for and restore it themselves (so on this
+    /// project's CI kernel the root test's check of it passes without this).
+    pinned: Vec<Pinned>,
+}
+
+#[derive(Debug)]
+struct Pinned {
+    tid: u32,
+    start: String,
+    cpus: BTreeSet<usize>,
 }
 
 const WQ_MASK: &str = "/sys/devices/virtual/workqueue/cpumask";
@@ -70,6 +83,7 @@ impl CpuShield {
             root: root.clone(),
             dir: dir.clone(),
             wq_mask: None,
+            pinned: Vec::new(),
         };
         // From here on `shield` owns the cpuset: an error below releases it on drop.
         let mut shield = CpuShield {
@@ -90,8 +104,11 @@ impl CpuShield {
         }
         // Tasks forked while we move are caught by a second pass; a few passes settle it.
         for _ in 0..4 {
-            let n = move_tasks(&root, &dir, true)?;
+            let (n, pinned) = move_tasks(&root, &dir, true, &online)?;
             shield.moved += n;
+            if let Some(h) = shield.held.as_mut() {
+                h.pinned.extend(pinned);
+            }
             if n == 0 {
                 break;
             }
@@ -117,7 +134,13 @@ impl CpuShield {
         if let Some(mask) = &held.wq_mask {
             let _ = fs::write(WQ_MASK, mask);
         }
-        release_dir(&held.root, &held.dir)
+        let r = release_dir(&held.root, &held.dir);
+        for p in &held.pinned {
+            if start_time(p.tid).as_deref() == Some(p.start.as_str()) {
+                let _ = llr_io::sys::set_affinity_of(p.tid, &p.cpus);
+            }
+        }
+        r
     }
 }
 
@@ -136,6 +159,8 @@ pub fn supported() -> bool {
 }
 
 /// Releases shields left by processes that no longer run (killed before they could release).
+/// Their moved tasks get every CPU of the root cpuset back; the pins they had are lost with the
+/// holder.
 /// `Ok(0)` where there is no cpuset hierarchy.
 pub fn sweep_stale() -> Result<usize> {
     match cpuset_root() {
@@ -173,7 +198,7 @@ fn release_dir(root: &Path, dir: &Path) -> Result<()> {
     // A task forked in the shield while we move comes back on the next pass; rmdir fails
     // (EBUSY) until the cpuset is empty.
     for _ in 0..20 {
-        move_tasks(dir, root, false)?;
+        move_tasks(dir, root, false, &BTreeSet::new())?;
         match fs::remove_dir(dir) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::ResourceBusy => {
@@ -190,8 +215,14 @@ fn release_dir(root: &Path, dir: &Path) -> Result<()> {
 
 /// Moves the tasks of cpuset `from` into `to`, skipping the calling process's threads when
 /// `skip_self`. Tasks that cannot move (per-CPU kernel threads: EINVAL) or have exited
-/// (ESRCH) are left. Returns how many moved.
-fn move_tasks(from: &Path, to: &Path, skip_self: bool) -> Result<usize> {
+/// (ESRCH) are left. Returns how many moved, and those among them whose affinity was
+/// narrower than `online` (none when `online` is empty).
+fn move_tasks(
+    from: &Path,
+    to: &Path,
+    skip_self: bool,
+    online: &BTreeSet<usize>,
+) -> Result<(usize, Vec<Pinned>)> {
     let tasks = fs::read_to_string(from.join("tasks"))
         .with_context(|| format!("cannot read {}/tasks", from.display()))?;
     let own: BTreeSet<u32> = if skip_self {
@@ -204,16 +235,40 @@ fn move_tasks(from: &Path, to: &Path, skip_self: bool) -> Result<usize> {
         .open(to.join("tasks"))
         .with_context(|| format!("cannot open {}/tasks", to.display()))?;
     let mut moved = 0;
+    let mut pinned = Vec::new();
     for tid in tasks.lines().filter_map(|l| l.trim().parse::<u32>().ok()) {
         if own.contains(&tid) {
             continue;
         }
+        let narrow = (!online.is_empty())
+            .then(|| affinity_of(tid))
+            .flatten()
+            .filter(|cpus| cpus != online)
+            .zip(start_time(tid));
         // One tid per write: the kernel takes one per write(2).
         if sink.write_all(tid.to_string().as_bytes()).is_ok() {
             moved += 1;
+            if let Some((cpus, start)) = narrow {
+                pinned.push(Pinned { tid, start, cpus });
+            }
         }
     }
-    Ok(moved)
+    Ok((moved, pinned))
+}
+
+fn affinity_of(tid: u32) -> Option<BTreeSet<usize>> {
+    let status = fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
+    crate::cpus::parse_cpu_list(list.trim()).ok()
+}
+
+/// Field 22 of `/proc/TID/stat` (start time in ticks): with the tid, it names one task.
+fn start_time(tid: u32) -> Option<String> {
+    let stat = fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19).map(str::to_owned)
 }
 
 fn own_threads() -> BTreeSet<u32> {

@@ -52,6 +52,22 @@ fn the_shield_moves_everyone_else_off_and_back() {
     let mut kids = Reap(vec![sleeper()]);
     let before = kids.0[0].id();
     assert_eq!(allowed(before), online);
+    // A task pinned to the shielded CPU (another router's worker, say): moved off meanwhile,
+    // and pinned again afterwards (a cpuset move resets a task's affinity).
+    let t = target.to_string();
+    kids.0.push(
+        Command::new("taskset")
+            .args(["-c", &t, "sleep", "60"])
+            .spawn()
+            .unwrap(),
+    );
+    let pinned = kids.0[1].id();
+    let only_target: BTreeSet<usize> = [target].into();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while allowed(pinned) != only_target {
+        assert!(std::time::Instant::now() < deadline, "taskset did not pin");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 
     let mut s = CpuShield::new(&[target].into()).unwrap();
     assert!(s.moved() >= 1, "at least the sleeper moved");
@@ -60,13 +76,14 @@ fn the_shield_moves_everyone_else_off_and_back() {
         rest,
         "a process started before is confined"
     );
+    assert_eq!(allowed(pinned), rest, "a task pinned there too");
     assert!(
         llr_io::sys::affinity().unwrap().contains(&target),
         "the holder itself keeps the shielded CPU"
     );
     kids.0.push(sleeper());
     assert_eq!(
-        allowed(kids.0[1].id()),
+        allowed(kids.0[2].id()),
         online,
         "a process the holder starts (the router) may use it"
     );
@@ -76,6 +93,11 @@ fn the_shield_moves_everyone_else_off_and_back() {
     assert!(err.contains("leaves no CPU"), "{err}");
     s.release().unwrap();
     assert_eq!(allowed(before), online, "released: back on every CPU");
+    assert_eq!(
+        allowed(pinned),
+        only_target,
+        "and the pinned task on its own again"
+    );
     assert_eq!(fs::read_to_string(wq).ok(), wq_before);
     s.release().unwrap();
     drop(s);
