@@ -1,7 +1,7 @@
 //! `budget = "auto"`: paper 000's Eq. 2 run by whoever serves the rings. Over each window the
-//! controller measures the highest class's utilisation `ρRT` (the CPU time its grants took,
-//! over the window's length) and the mean cost of a frame `x` (CPU time of every grant over the
-//! frames they served), and sets the budget of the lower rings under "auto" to the largest `b`
+//! controller measures the mean cost of a frame `x` (CPU time of every grant over the frames
+//! they served) and the highest class's utilisation `ρRT` (its frames served in the window
+//! times `x`, over the window's length: the paper's λRT·x), and sets the budget of the lower rings under "auto" to the largest `b`
 //! with `b·x/(1 − ρRT)` within the target — `b = ⌊m·(1 − ρRT)⌋`, `m` the target in service
 //! times. Pure: time and the engine's counters come in as arguments, so the simulator and the
 //! worker run the same controller.
@@ -12,7 +12,7 @@ use super::{AutoRings, AutoTarget, Layout, RingId, RingStats};
 /// What the controller measured over its last window, and the budget it chose.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct AutoReading {
-    /// The highest class's share of the window spent in its grants.
+    /// The highest class's frames served in the window × `x_ns`, over the window.
     pub rho_rt: f64,
     /// CPU ns per frame over every ring's grants.
     pub x_ns: f64,
@@ -24,7 +24,7 @@ pub struct AutoReading {
 #[derive(Debug, Clone, Copy)]
 struct Mark {
     t_ns: u64,
-    rt_cost_ns: u64,
+    rt_served: u64,
     cost_ns: u64,
     served: u64,
 }
@@ -73,7 +73,7 @@ impl AutoBudget {
     pub fn tick(&mut self, now_ns: u64, stats: &[RingStats]) -> Option<u32> {
         let mark = Mark {
             t_ns: now_ns,
-            rt_cost_ns: stats.get(self.rt_ring).map_or(0, |s| s.cost_ns),
+            rt_served: stats.get(self.rt_ring).map_or(0, |s| s.served),
             cost_ns: stats.iter().map(|s| s.cost_ns).sum(),
             served: stats.iter().map(|s| s.served).sum(),
         };
@@ -87,7 +87,7 @@ impl AutoBudget {
         }
         self.start = Some(mark);
         let (Some(rt), Some(cost), Some(served)) = (
-            mark.rt_cost_ns.checked_sub(start.rt_cost_ns),
+            mark.rt_served.checked_sub(start.rt_served),
             mark.cost_ns.checked_sub(start.cost_ns),
             mark.served.checked_sub(start.served),
         ) else {
@@ -96,8 +96,11 @@ impl AutoBudget {
         if served == 0 || cost == 0 {
             return None;
         }
-        let rho_rt = (rt as f64 / dt as f64).min(1.0);
         let x_ns = cost as f64 / served as f64;
+        // Not the RT ring's own grant time: RT frames leave in the transmit kicks of BE grants
+        // (`tx-hold-us`), so their grants are cheaper than their frames, and ρRT read from
+        // them came out at a third of λRT·x on the testbed, with budgets above the target.
+        let rho_rt = (rt as f64 * x_ns / dt as f64).min(1.0);
         let m = match self.auto.spec.target {
             AutoTarget::Ns(t) => t as f64 / x_ns,
             AutoTarget::ServiceTimes(m) => m as f64,
@@ -162,6 +165,18 @@ mod tests {
         assert_eq!(a.tick(5_000, &stats((0, 0), (0, 0))), None);
         // ρRT = 0 → b = 6.
         assert_eq!(a.tick(6_000, &stats((0, 0), (10, 1_000))), Some(6));
+    }
+
+    #[test]
+    fn rho_rt_counts_rt_frames_at_the_mean_cost_not_their_own_grants() {
+        let mut a = AutoBudget::new(&layout(AutoTarget::ServiceTimes(6))).unwrap();
+        a.tick(0, &stats((0, 0), (0, 0)));
+        // RT grants took 30 ns for 3 frames (their transmit paid in BE's kicks), BE 970 ns for
+        // 7: x = 100 ns, ρRT = 3 · 100 / 1000 = 0.3 → b = 4 (from RT's grants, 0.03 → 5).
+        assert_eq!(a.tick(1_000, &stats((3, 30), (7, 970))), None);
+        let r = a.last().unwrap();
+        assert!((r.rho_rt - 0.3).abs() < 1e-12, "{r:?}");
+        assert_eq!(r.budget, 4);
     }
 
     #[test]
