@@ -583,6 +583,13 @@ fn down(name: &str) -> Result<()> {
 
 /// `llrouter testbed`.
 pub fn run(args: TestbedArgs) -> Result<()> {
+    // A study killed while it held the CPU shield left the machine's other tasks confined;
+    // any testbed command puts them back (the studies do it again when they start).
+    match llr_ops::shield::sweep_stale() {
+        Ok(0) => {}
+        Ok(n) => eprintln!("released {n} CPU shield(s) left by a killed testbed run"),
+        Err(e) => eprintln!("note: {e:#}"),
+    }
     match args.cmd {
         TestbedCmd::Up { name, queues } => up(&name, queues),
         TestbedCmd::Down { name } => down(&name),
