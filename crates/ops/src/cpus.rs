@@ -138,13 +138,19 @@ pub fn sharing(cpu: usize) -> Vec<(u32, String)> {
 }
 
 /// A kernel thread whose affinity nobody may change (`PF_NO_SETAFFINITY` in the flags of
-/// `/proc/PID/stat`, the 9th field; the name before it may hold spaces and parentheses).
+/// `/proc/PID/stat`, field 9).
 fn pinned_by_kernel(stat: &str) -> bool {
     const PF_NO_SETAFFINITY: u64 = 0x0400_0000;
-    (stat.rfind(')'))
-        .and_then(|i| stat[i + 1..].split_whitespace().nth(6))
+    stat_field(stat, 9)
         .and_then(|f| f.parse::<u64>().ok())
         .is_some_and(|f| f & PF_NO_SETAFFINITY != 0)
+}
+
+/// Field `n` (1-based, as in proc(5)) of a `/proc/PID/stat` line, for `n` ≥ 3: counted after
+/// the name's closing parenthesis, since the name may hold spaces and parentheses.
+pub(crate) fn stat_field(stat: &str, n: usize) -> Option<&str> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(n.checked_sub(3)?)
 }
 
 /// The task's name when its `/proc/PID/status` shows an affinity including `cpu`, and it is

@@ -14,8 +14,8 @@
 //! It works on the cgroup v1 cpuset hierarchy: a cpuset `llr-shield-<pid>` over the other CPUs
 //! receives every task of the root cpuset except the calling process's own threads, which stay
 //! in the root and so do the processes it starts later (the router, `ip`). Dropping the shield
-//! moves them all back, with the affinity tasks had pinned themselves to. A shield whose process died (SIGKILL) is released by the next
-//! [`CpuShield::new`] or by [`sweep_stale`]. On a machine without a cgroup v1 cpuset hierarchy
+//! moves them all back, with the affinity tasks had pinned themselves to. A shield whose
+//! process died (SIGKILL) is released by the next [`CpuShield::new`] or by [`sweep_stale`]. On a machine without a cgroup v1 cpuset hierarchy
 //! (cgroup v2 only) it refuses with the reason; there, a cpuset partition or `isolcpus=` is the
 //! way.
 
@@ -31,7 +31,6 @@ const PREFIX: &str = "llr-shield-";
 /// A live shield (see the module documentation); released on drop or by [`CpuShield::release`].
 #[derive(Debug)]
 pub struct CpuShield {
-    shielded: BTreeSet<usize>,
     /// The cpuset hierarchy's root and the shield's cpuset, `None` once released.
     held: Option<Held>,
     moved: usize,
@@ -87,7 +86,6 @@ impl CpuShield {
         };
         // From here on `shield` owns the cpuset: an error below releases it on drop.
         let mut shield = CpuShield {
-            shielded: cpus.clone(),
             held: Some(held),
             moved: 0,
         };
@@ -114,11 +112,6 @@ impl CpuShield {
             }
         }
         Ok(shield)
-    }
-
-    /// The shielded CPUs.
-    pub fn cpus(&self) -> &BTreeSet<usize> {
-        &self.shielded
     }
 
     /// How many tasks were moved off the shielded CPUs.
@@ -267,8 +260,7 @@ fn affinity_of(tid: u32) -> Option<BTreeSet<usize>> {
 /// Field 22 of `/proc/TID/stat` (start time in ticks): with the tid, it names one task.
 fn start_time(tid: u32) -> Option<String> {
     let stat = fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19).map(str::to_owned)
+    crate::cpus::stat_field(&stat, 22).map(str::to_owned)
 }
 
 fn own_threads() -> BTreeSet<u32> {

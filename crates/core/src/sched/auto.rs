@@ -1,9 +1,9 @@
 //! `budget = "auto"`: paper 000's Eq. 2 run by whoever serves the rings. Over each window the
 //! controller measures the mean cost of a frame `x` (CPU time of every grant over the frames
 //! they served) and the highest class's utilisation `ρRT` (its frames served in the window
-//! times `x`, over the window's length: the paper's λRT·x), and sets the budget of the lower rings under "auto" to the largest `b`
-//! with `b·x/(1 − ρRT)` within the target — `b = ⌊m·(1 − ρRT)⌋`, `m` the target in service
-//! times. Pure: time and the engine's counters come in as arguments, so the simulator and the
+//! times `x`, over the window's length: the paper's λRT·x), and sets the budget of the lower
+//! rings under "auto" to the largest `b` with `b·x/(1 − ρRT)` within the target —
+//! `b = ⌊m·(1 − ρRT)⌋`, `m` the target in service times. Pure: time and the engine's counters come in as arguments, so the simulator and the
 //! worker run the same controller.
 
 use super::bound::max_budget;
@@ -99,7 +99,7 @@ impl AutoBudget {
         let x_ns = cost as f64 / served as f64;
         // Not the RT ring's own grant time: RT frames leave in the transmit kicks of BE grants
         // (`tx-hold-us`), so their grants are cheaper than their frames, and ρRT read from
-        // them came out at a third of λRT·x on the testbed, with budgets above the target.
+        // them came out well below λRT·x on the testbed, with budgets above the target.
         let rho_rt = (rt as f64 * x_ns / dt as f64).min(1.0);
         let m = match self.auto.spec.target {
             AutoTarget::Ns(t) => t as f64 / x_ns,
