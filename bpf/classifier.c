@@ -488,12 +488,15 @@ rules:
 	}
 	p.ifindex = ctx->ingress_ifindex;
 	p.flen = (__u32)flen;
-	{
-		__u64 n = flen < sizeof(p.head) ? flen : sizeof(p.head);
-		/* keep the bounds check on the register passed to the helper */
-		asm volatile("" : "+r"(n));
-		if (n > 0 && n <= sizeof(p.head))
-			bpf_xdp_load_bytes(ctx, 0, p.head, n);
+	if (flen > 0) {
+		/* len - 1, masked after a compiler barrier, then + 1: the verifier sees [1, 64] in the
+		 * very register passed to the helper. A range check that clang moves to a copy of
+		 * the register is lost on kernels before ~6.13 (no tracking of linked registers with
+		 * offsets), which then reject a possibly zero-sized read. */
+		__u32 m = (flen < sizeof(p.head) ? (__u32)flen : (__u32)sizeof(p.head)) - 1;
+		asm volatile("" : "+r"(m));
+		m &= sizeof(p.head) - 1;
+		bpf_xdp_load_bytes(ctx, 0, p.head, m + 1);
 	}
 	int m = llr_match_rules(&p, nrules, half * LLR_MAX_RULES);
 	if (m >= 0) {

@@ -60,8 +60,11 @@ pub fn run(args: RunArgs) -> Result<()> {
         let r = cfg
             .resolve(|n| llr_io::ebpf::ifindex(n).ok())
             .map_err(bad_config)?;
-        plan::check_steering(&r, steering)?;
-        println!("config ok: {}", plan::summary(&r));
+        let queues = plan::check(&r, steering).map_err(|e| match e {
+            RouterError::Config(c) => bad_config(c),
+            other => other.into(),
+        })?;
+        println!("config ok: {}", plan::summary(&r, &queues));
         return Ok(());
     }
     let duration = match args.duration {

@@ -7,7 +7,11 @@
 //! - `steering = "queues"`: the testbed's generator puts RT flows in queue 0 and BE flows in
 //!   queue 1 (as a NIC's Flow Director or a switch would); the router, without rules, forwards
 //!   RT in the RT ring only.
-//! - More workers than queues: a clear error naming `cores`, nothing left attached.
+//! - One worker on 4-queue veth: it serves all four queues (not only queue 0), so UDP flows and
+//!   TCP that the sender spreads over its four Tx queues all arrive, and the classifier hands no
+//!   frame to the kernel for want of a socket; `--check`'s plan and the status say 4 queues.
+//! - More workers than queues: a clear error naming `cores`, nothing left attached. The queues
+//!   counted are the active ones (`ethtool -L`), not the allocated ones.
 
 mod common;
 use common::{xdp_attached, TempDir};
@@ -273,6 +277,120 @@ fn queue_steering_takes_the_class_from_the_queue() {
     assert_eq!(xdp_attached(&topo), 0, "XDP detached");
 }
 
+/// XDP-redirected frames per rx queue of `ifname` in `ns` (veth's `ethtool -S`).
+fn xdp_redirects_per_queue(ns: &llr_io::netns::Netns, ifname: &str) -> Vec<u64> {
+    let out = ns.exec(&["ethtool", "-S", ifname]).unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut per: BTreeMap<u32, u64> = BTreeMap::new();
+    for l in text.lines() {
+        let l = l.trim();
+        if let Some(rest) = l.strip_prefix("rx_queue_") {
+            if let Some((q, tail)) = rest.split_once("_xdp_redirect:") {
+                per.insert(q.parse().unwrap(), tail.trim().parse().unwrap());
+            }
+        }
+    }
+    per.into_values().collect()
+}
+
+/// A TCP transfer of `bytes` from gen to the sink at `to`, checked byte for byte; whether it
+/// completed intact within 10 s.
+fn tcp_intact(topo: &Topology, bind: &'static str, to: SocketAddr, bytes: usize) -> bool {
+    use std::io::{Read, Write};
+    let l = topo
+        .sink
+        .run(move || std::net::TcpListener::bind(bind))
+        .unwrap()
+        .unwrap();
+    let rx = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).ok()?;
+        Some(got)
+    });
+    let sent = topo
+        .gen
+        .run(move || -> Option<()> {
+            let mut s = std::net::TcpStream::connect_timeout(&to, Duration::from_secs(5)).ok()?;
+            s.set_write_timeout(Some(Duration::from_secs(10))).ok()?;
+            let data: Vec<u8> = (0..bytes).map(|j| (j * 7 % 251) as u8).collect();
+            s.write_all(&data).ok()?;
+            s.shutdown(std::net::Shutdown::Write).ok()
+        })
+        .unwrap();
+    let got = rx.join().unwrap();
+    sent.is_some()
+        && got.is_some_and(|g| {
+            g.len() == bytes && g.iter().enumerate().all(|(j, &b)| b == (j * 7 % 251) as u8)
+        })
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, multi-queue veth, XDP (scripts/test.sh runs it as root)"]
+fn one_worker_serves_every_queue_of_a_four_queue_veth() {
+    llr_io::sys::require_root();
+    let topo = Topology::with_queues("llrm4", 4).expect("topology");
+    let tmp = TempDir::new("mq4");
+    let cfg = config(tmp.join("ctl.sock"), vec![]);
+    let running = topo
+        .router
+        .run(move || Router::start(cfg, StartOptions::default()))
+        .expect("enter the router namespace")
+        .expect("router starts");
+    assert!(running.wait_ready(Duration::from_secs(30)), "worker runs");
+    let dp = running.control().datapath();
+    let queues: Vec<u32> = dp.ports.iter().map(|p| p.rx_queues).collect();
+    assert_eq!(queues, [4, 4], "every active queue has sockets: {dp:?}");
+    assert!(
+        running.summary().contains("veth-rin: ") && running.summary().contains("4 rx queues"),
+        "the start line names the queues: {}",
+        running.summary()
+    );
+
+    let v4 = sink_socket(&topo, "0.0.0.0:9000", 200);
+    let want = FLOWS as usize * PER_FLOW as usize;
+    let got4 = receive(v4, want);
+    let socks: Vec<UdpSocket> = (0..FLOWS)
+        .map(|_| {
+            topo.gen
+                .run(|| UdpSocket::bind("0.0.0.0:0"))
+                .unwrap()
+                .unwrap()
+        })
+        .collect();
+    send_flows(
+        &socks,
+        format!("{}:9000", addr::SINK_V4).parse().unwrap(),
+        || {},
+    );
+    check_flows("IPv4 over 4 queues", &got4.join().unwrap());
+    let tcp4 = tcp_intact(
+        &topo,
+        "0.0.0.0:9100",
+        format!("{}:9100", addr::SINK_V4).parse().unwrap(),
+        1 << 20,
+    );
+    let tcp6 = tcp_intact(
+        &topo,
+        "[::]:9101",
+        format!("[{}]:9101", addr::SINK_V6).parse().unwrap(),
+        1 << 20,
+    );
+    let per_queue = xdp_redirects_per_queue(&topo.router, addr::RTR_IN_IF);
+    let rep = running.stop().expect("report");
+    eprintln!("{}", rep.worker);
+    assert!(tcp4 && tcp6, "1 MB TCP intact: v4 {tcp4}, v6 {tcp6}");
+    assert!(
+        per_queue.iter().filter(|&&n| n > 0).count() >= 2,
+        "the sender spread the flows over several queues (else this test shows nothing): {per_queue:?}"
+    );
+    for (name, c) in &rep.classifier {
+        assert_eq!(c.no_socket, 0, "{name}: no frame found no socket");
+    }
+    assert_eq!(xdp_attached(&topo), 0, "XDP detached");
+}
+
 #[test]
 #[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
 fn more_workers_than_queues_is_refused_naming_cores() {
@@ -288,7 +406,9 @@ fn more_workers_than_queues_is_refused_naming_cores() {
         Err(RouterError::Config(e)) => {
             let s = e.to_string();
             assert!(
-                s.starts_with("cores: veth-rin has 1 rx queue; 2 workers need one rx queue each"),
+                s.starts_with(
+                    "cores: veth-rin has 1 active rx queue; 2 workers need one rx queue each"
+                ),
                 "{s}"
             );
         }
@@ -296,4 +416,36 @@ fn more_workers_than_queues_is_refused_naming_cores() {
     }
     assert_eq!(xdp_attached(&topo), 0, "nothing attached");
     assert!(!tmp.join("ctl.sock").exists(), "no control socket left");
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn active_queues_count_not_allocated_ones() {
+    llr_io::sys::require_root();
+    // Two queues allocated, one in use: a socket may only bind to the one in use.
+    let topo = Topology::with_queues("llrma", 2).expect("topology");
+    for dev in [addr::RTR_IN_IF, addr::RTR_OUT_IF] {
+        let o = topo
+            .router
+            .exec(&["ethtool", "-L", dev, "rx", "1", "tx", "1"])
+            .unwrap();
+        assert!(o.status.success(), "ethtool -L {dev}: {o:?}");
+    }
+    let tmp = TempDir::new("ma");
+    let cfg = config(tmp.join("ctl.sock"), vec![0, 1]);
+    let r = topo
+        .router
+        .run(move || Router::start(cfg, StartOptions::default()).map(|_| ()))
+        .expect("enter the router namespace");
+    match r {
+        Err(RouterError::Config(e)) => {
+            let s = e.to_string();
+            assert!(
+                s.starts_with("cores: veth-rin has 1 active rx queue;") && s.contains("ethtool -L"),
+                "{s}"
+            );
+        }
+        other => panic!("expected a config error naming cores, got {other:?}"),
+    }
+    assert_eq!(xdp_attached(&topo), 0, "nothing attached");
 }

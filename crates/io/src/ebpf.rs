@@ -11,7 +11,8 @@ use std::os::fd::{AsFd, AsRawFd, RawFd};
 
 use anyhow::{bail, Context, Result};
 use aya::maps::{Array, HashMap, PerCpuArray, XskMap};
-use aya::programs::{ProgramError, TestRun, TestRunOptions, Xdp, XdpMode};
+pub use aya::programs::XdpMode;
+use aya::programs::{ProgramError, TestRun, TestRunOptions, Xdp};
 use aya::Ebpf;
 
 /// Name of the XDP program in `bpf/classifier.c`; also how a stale one is recognised.
@@ -118,7 +119,7 @@ impl Classifier {
             .program_mut(PROGRAM_NAME)
             .context("program llr_classify missing in classifier.o")?
             .try_into()?;
-        prog.load().context("verifier rejected llr_classify")?;
+        load_checked(prog, PROGRAM_NAME)?;
         let mut c = Classifier {
             ebpf,
             attached: None,
@@ -431,6 +432,57 @@ fn detach_stale(ifname: &str) -> Result<()> {
         bail!("{ifname}: an llrouter XDP program is attached through a live bpf_link (another llrouter running?)");
     }
     Ok(())
+}
+
+/// Loads `prog` into the kernel. When the kernel's verifier rejects it, the error is one line
+/// (the kernel release, the verifier's last words, where the full log went) and the full log
+/// goes to a file and to the debug log (`-v`), never to the user's terminal first.
+pub fn load_checked(prog: &mut Xdp, name: &str) -> Result<()> {
+    match prog.load() {
+        Ok(()) => Ok(()),
+        Err(ProgramError::LoadError {
+            io_error,
+            verifier_log,
+        }) => {
+            let log = verifier_log.to_string();
+            tracing::debug!("verifier log of {name}:\n{log}");
+            let last = (log.lines().rev())
+                .map(str::trim)
+                .find(|l| {
+                    !l.is_empty()
+                        && !l.starts_with("processed ")
+                        && !l.starts_with("verification time")
+                })
+                .unwrap_or("(no verifier output)")
+                .to_string();
+            let path = save_verifier_log(name, &log);
+            let release = crate::probe::kernel_release();
+            bail!(
+                "the kernel (Linux {release}) refused the eBPF program {name}: {io_error}; verifier: \"{last}\"; full log: {} (llrouter is tested on Linux 6.1 and later: please report this with the log)",
+                path.as_deref().map_or_else(|| "run with -v".to_string(), |p| p.display().to_string())
+            )
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!("load the eBPF program {name}"))),
+    }
+}
+
+/// Writes a verifier log where an operator finds it: /run/llrouter when it can be created
+/// (root), the temporary directory otherwise.
+fn save_verifier_log(name: &str, log: &str) -> Option<std::path::PathBuf> {
+    let dirs = [
+        std::path::PathBuf::from("/run/llrouter"),
+        std::env::temp_dir(),
+    ];
+    for d in dirs {
+        if std::fs::create_dir_all(&d).is_err() {
+            continue;
+        }
+        let p = d.join(format!("verifier-{name}.log"));
+        if std::fs::write(&p, log).is_ok() {
+            return Some(p);
+        }
+    }
+    None
 }
 
 /// The name of `ifindex` in the calling thread's namespace.

@@ -21,6 +21,7 @@ pub mod gen;
 pub mod kernel;
 pub mod netns;
 pub mod ntuple;
+pub mod probe;
 pub mod punt;
 pub mod sink;
 pub mod sink_xdp;

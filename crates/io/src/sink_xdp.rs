@@ -126,7 +126,7 @@ impl XdpSink {
             .program_mut(PROGRAM_NAME)
             .context("program llr_sink missing in sink.o")?
             .try_into()?;
-        prog.load().context("verifier rejected llr_sink")?;
+        crate::ebpf::load_checked(prog, "llr_sink")?;
         let mut last = None;
         let mut mode = None;
         for m in [XdpMode::Driver, XdpMode::Skb] {

@@ -321,6 +321,82 @@ pub fn xdp_zerocopy(fd: RawFd) -> io::Result<bool> {
     Ok(flags & XDP_OPTIONS_ZEROCOPY != 0)
 }
 
+/// An interface's channel counts (`ETHTOOL_GCHANNELS`): what `ethtool -l` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Channels {
+    pub max_rx: u32,
+    pub max_tx: u32,
+    pub max_combined: u32,
+    pub rx: u32,
+    pub tx: u32,
+    pub combined: u32,
+}
+
+impl Channels {
+    /// Rx queues in use: queues that receive, with their own interrupt or shared with Tx.
+    pub fn rx_queues(&self) -> u32 {
+        self.rx + self.combined
+    }
+}
+
+/// `ETHTOOL_GCHANNELS` on interface `name` of the calling thread's network namespace.
+/// `Unsupported` (EOPNOTSUPP) for drivers without channels.
+pub fn ethtool_channels(name: &str) -> io::Result<Channels> {
+    const ETHTOOL_GCHANNELS: u32 = 0x3c;
+    #[repr(C)]
+    #[derive(Default)]
+    struct EthtoolChannels {
+        cmd: u32,
+        max_rx: u32,
+        max_tx: u32,
+        max_other: u32,
+        max_combined: u32,
+        rx_count: u32,
+        tx_count: u32,
+        other_count: u32,
+        combined_count: u32,
+    }
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("bad interface name {name:?}"),
+        ));
+    }
+    let mut ch = EthtoolChannels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..Default::default()
+    };
+    // SAFETY: a plain socket() call; the result is checked and owned below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, &b) in ifr.ifr_name.iter_mut().zip(bytes) {
+        *d = b as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = (&mut ch as *mut EthtoolChannels).cast();
+    // SAFETY: SIOCETHTOOL reads the NUL-terminated name in `ifr` and writes one struct
+    // ethtool_channels (the layout above, the kernel's uapi) through `ifru_data`, which points
+    // to `ch`, alive and exclusively borrowed for the duration of the call.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCETHTOOL, &mut ifr) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Channels {
+        max_rx: ch.max_rx,
+        max_tx: ch.max_tx,
+        max_combined: ch.max_combined,
+        rx: ch.rx_count,
+        tx: ch.tx_count,
+        combined: ch.combined_count,
+    })
+}
+
 /// Creates a listening Unix-domain stream socket at `path` that only its owner can use:
 /// socket → bind → chmod 0600 → listen. Until `listen`, connects are refused, so no client
 /// ever reaches a socket with a wider mode than 0600. The socket file is removed again when

@@ -19,6 +19,53 @@ pub struct InterfaceView {
     pub counters: InterfaceMetrics,
 }
 
+/// How the datapath runs on one interface: found at start (`ctl status`, the start line).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortModeView {
+    pub interface: String,
+    /// `native` (XDP in the driver) or `generic` (XDP on the kernel's skb path).
+    pub xdp: String,
+    /// Active rx queues, each served by a socket per ring.
+    pub rx_queues: u32,
+    /// Of those, the queues whose sockets bound in zero-copy mode.
+    pub zerocopy_queues: u32,
+}
+
+impl PortModeView {
+    /// `eth0: native XDP, 2 rx queues, zero-copy`.
+    pub fn describe(&self) -> String {
+        let zc = match self.zerocopy_queues {
+            0 => "copy mode".to_string(),
+            n if n == self.rx_queues => "zero-copy".to_string(),
+            n => format!("zero-copy on {n} of {}", self.rx_queues),
+        };
+        format!(
+            "{}: {} XDP, {} rx queue{}, {zc}",
+            self.interface,
+            self.xdp,
+            self.rx_queues,
+            if self.rx_queues == 1 { "" } else { "s" }
+        )
+    }
+}
+
+/// The datapath: the kernel and each interface's mode.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DatapathView {
+    /// `Linux 6.1.0-31-amd64`.
+    pub kernel: String,
+    pub ports: Vec<PortModeView>,
+}
+
+impl DatapathView {
+    /// `eth0: native XDP, 2 rx queues, zero-copy; eth1: …; Linux 6.1.0-31-amd64`.
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = self.ports.iter().map(PortModeView::describe).collect();
+        parts.push(self.kernel.clone());
+        parts.join("; ")
+    }
+}
+
 /// One route of the forwarder.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouteView {
@@ -299,6 +346,14 @@ pub fn status_text(v: &Value) -> String {
     ));
     let mut kv = |k: &str, val: String| s.push_str(&format!("  {k:<12} {val}\n"));
     kv("interfaces", list(&v["interfaces"]));
+    if let Ok(d) = serde_json::from_value::<DatapathView>(v["datapath"].clone()) {
+        for p in &d.ports {
+            kv("datapath", p.describe());
+        }
+        if !d.kernel.is_empty() {
+            kv("kernel", d.kernel.clone());
+        }
+    }
     kv(
         "strategy",
         format!(

@@ -17,15 +17,83 @@ pub(crate) fn plural(n: usize, what: &str) -> String {
     }
 }
 
-/// One line for `--check`: `2 interfaces, strategy ll-wfq, 2 rings, 1 rule`.
-pub fn summary(r: &Resolved) -> String {
+/// One line for `--check`: `2 interfaces, strategy ll-wfq, 2 rings, 1 rule; rx queues served:
+/// a 4 queues, b 1 queue`.
+pub fn summary(r: &Resolved, queues: &QueueLayout) -> String {
     format!(
-        "{}, strategy {}, {}, {}",
+        "{}, strategy {}, {}, {}; rx queues served: {}",
         plural(r.ifindexes.len(), "interface"),
         r.layout.strategy,
         plural(r.layout.rings.len(), "ring"),
-        plural(r.rule_images.len(), "rule")
+        plural(r.rule_images.len(), "rule"),
+        queues.plan_summary(&r.cfg.interfaces)
     )
+}
+
+/// Bytes the kernel keeps in front of every received frame in a UMEM chunk (XDP_PACKET_HEADROOM;
+/// llrouter asks for no UMEM headroom of its own).
+pub const XDP_HEADROOM: u32 = 256;
+/// Ethernet header and one VLAN tag: a frame's length beyond its MTU.
+pub const L2_OVERHEAD: u32 = 18;
+
+/// The longest frame a UMEM chunk of `frame_size` bytes takes whole. In copy mode the kernel
+/// copies up to the chunk less its headroom; a zero-copy driver may program its receive buffers
+/// in coarser units (igb and ixgbe: 1 KiB), so for zero-copy count only whole KiB. A longer
+/// frame would be cut or split by the driver, or dropped by the kernel.
+pub fn frame_capacity(frame_size: u32, zerocopy: bool) -> u32 {
+    let room = frame_size - XDP_HEADROOM;
+    if zerocopy {
+        room & !1023
+    } else {
+        room
+    }
+}
+
+/// Checks that every interface's MTU fits a UMEM chunk (`mtu[i]` for interface i; `zerocopy`:
+/// whether the sockets bound in zero-copy mode). The error names `rings.frame-size`.
+pub fn check_frames(
+    names: &[String],
+    mtus: &[u32],
+    frame_size: u32,
+    zerocopy: bool,
+) -> Result<(), ConfigError> {
+    let cap = frame_capacity(frame_size, zerocopy);
+    for (name, &mtu) in names.iter().zip(mtus) {
+        if mtu + L2_OVERHEAD > cap {
+            let fix = if frame_size < 4096 && mtu + L2_OVERHEAD <= frame_capacity(4096, zerocopy) {
+                "set `frame-size = 4096` in [rings]".to_string()
+            } else {
+                format!(
+                    "lower the MTU to {} (`ip link set {name} mtu {}`); frames that span several UMEM chunks (multi-buffer) are not supported",
+                    cap - L2_OVERHEAD,
+                    cap - L2_OVERHEAD
+                )
+            };
+            return Err(ConfigError::field(
+                "rings.frame-size",
+                format!(
+                    "{name} has MTU {mtu}: frames of up to {} bytes, but a {frame_size}-byte UMEM frame takes at most {cap}{}; {fix}",
+                    mtu + L2_OVERHEAD,
+                    if zerocopy { " in zero-copy mode (receive buffers in whole KiB)" } else { "" }
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Everything `--check` and [`Router::start`](crate::Router::start) check before touching
+/// anything: steering, the queue plan (every active rx queue gets a socket) and the MTUs
+/// against the UMEM frame. Returns the queue plan.
+pub fn check(r: &Resolved, steering: Steering) -> Result<QueueLayout, RouterError> {
+    check_steering(r, steering)?;
+    let queues = QueueLayout::new(r, steering, QueueLayout::active_queues(r));
+    queues.check(&r.cfg.interfaces)?;
+    let mtus: Vec<u32> = (r.ifindexes.iter())
+        .map(|&i| llr_io::kernel::link_facts(i).map_or(1500, |f| f.mtu))
+        .collect();
+    check_frames(&r.cfg.interfaces, &mtus, r.cfg.rings.frame_size, false)?;
+    Ok(queues)
 }
 
 /// Checks that `steering` can be set up for `r`: for `ntuple`, that every interface has ntuple
@@ -87,7 +155,8 @@ pub fn dry_run_plan(cfg: RouterConfig, steering: Steering) -> Result<Vec<String>
             out.push(format!("# note: no interface `{n}` here; planned anyway"));
         }
     }
-    out.extend(QueueLayout::new(&r, steering).describe(&r.cfg.cores, &classes));
+    let queues = QueueLayout::new(&r, steering, QueueLayout::active_queues(&r));
+    out.extend(queues.describe(&r.cfg.interfaces, &r.cfg.cores, &classes));
     match steering {
         Steering::Ntuple => ntuple_plan(&r, &classes, &mut out)?,
         Steering::Xdp => xdp_plan(&r, &classes, &mut out),

@@ -12,16 +12,18 @@ use std::time::{Duration, Instant};
 use crate::worker::ctl::{fresh_all, WorkerLink, WorkerSnapshot};
 use crate::worker::{self, WorkerCtl, WorkerOptions, WorkerStats};
 use llr_core::fwd::SharedForwarder;
-use llr_io::ebpf::{ClassifierStats, FLAG_TIMESTAMP};
+use llr_io::ebpf::{ClassifierStats, XdpMode, FLAG_TIMESTAMP};
 use llr_io::kernel::{self, MirrorSpec};
+use llr_io::probe::KernelFeatures;
 use llr_io::xsk::{Device, SocketSlot};
 use llr_ops::ctl::CtlServer;
 use llr_ops::metrics::{MetricsServer, MetricsSnapshot};
+use llr_ops::views::{DatapathView, PortModeView};
 
 use crate::config::{Resolved, RouterConfig, Steering};
 use crate::control::RouterCtl;
 use crate::error::{RouterError, Step};
-use crate::plan::{check_steering, plural};
+use crate::plan::plural;
 use crate::steer::{Classifiers, NtupleFilters, QueueLayout};
 
 /// What `llrouter run` takes from its command line rather than from the configuration.
@@ -78,6 +80,7 @@ struct Started {
 struct Plant {
     r: Resolved,
     queues: QueueLayout,
+    kernel: KernelFeatures,
     fwd: Arc<SharedForwarder>,
     links: Vec<Arc<WorkerLink>>,
     ctl: Arc<RouterCtl>,
@@ -98,14 +101,11 @@ impl Router {
     /// [`Running::wait_ready`] for the worker loop. Installs no signal handlers.
     pub fn start(cfg: RouterConfig, opts: StartOptions) -> Result<Running, RouterError> {
         llr_io::sys::map_large_allocations();
+        let kernel = KernelFeatures::probe();
+        kernel.check_minimum().map_err(RouterError::Setup)?;
         let steering = opts.steering.unwrap_or(cfg.steering);
         let r = cfg.resolve(|n| llr_io::ebpf::ifindex(n).ok())?;
-        check_steering(&r, steering)?;
-        let queues = QueueLayout::new(&r, steering);
-        let names: Vec<(u32, String)> = (r.ifindexes.iter().copied())
-            .zip(r.cfg.interfaces.iter().cloned())
-            .collect();
-        queues.check(&names, |i| kernel::queue_counts(i).ok().map(|q| q.0))?;
+        let queues = crate::plan::check(&r, steering)?;
         let allowed = llr_ops::cpus::allowed().step("read the CPU affinity")?;
         let helpers =
             llr_ops::cpus::helper_cpus(&allowed, &r.cfg.cores, r.cfg.helper_cores.as_deref());
@@ -118,7 +118,7 @@ impl Router {
         let s = stop.clone();
         let thread = std::thread::Builder::new()
             .name("llr-router".into())
-            .spawn(move || supervise(r, queues, opts, helpers, s, tx))
+            .spawn(move || supervise(r, queues, kernel, opts, helpers, s, tx))
             .step("spawn the router thread")?;
         match rx.recv() {
             Ok(Ok(st)) => Ok(Running {
@@ -274,6 +274,7 @@ struct WorkerThread {
 fn supervise(
     r: Resolved,
     queues: QueueLayout,
+    kernel: KernelFeatures,
     opts: StartOptions,
     helpers: BTreeSet<usize>,
     stop: Arc<AtomicBool>,
@@ -283,7 +284,7 @@ fn supervise(
         let _ = started.send(Err(()));
         Err(e)
     };
-    let mut plant = match set_up(r, queues, opts.config_path, helpers) {
+    let mut plant = match set_up(r, queues, kernel, opts.config_path, helpers) {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
@@ -304,18 +305,25 @@ fn supervise(
         }
     }
     drop((opened_tx, done_tx));
-    let zerocopy = match attach(&plant, &opened_rx) {
-        Ok(z) => z,
+    let attached = match attach(&plant, &opened_rx) {
+        Ok(a) => a,
         Err(e) => {
             stop_workers(workers);
             drop(plant);
             return fail(e);
         }
     };
+    if let Err(e) = check_zerocopy_frames(&plant.r, &attached.0) {
+        stop_workers(workers);
+        drop(plant);
+        return fail(e.into());
+    }
     for t in &workers {
         let _ = t.go.send(true);
     }
-    let summary = summary(&plant, &zerocopy);
+    let dp = datapath(&plant, &attached);
+    let summary = summary(&plant, &dp);
+    plant.ctl.set_datapath(dp);
     tracing::info!("{summary}");
     warn_shared_cores(&plant.r.cfg.cores);
     if let Err(e) = plant.ctl.start_mirror(plant.seed.take()) {
@@ -417,8 +425,8 @@ fn stop_workers(workers: Vec<WorkerThread>) {
 }
 
 /// Registers every worker's sockets in the classifiers and attaches them. Returns each port's
-/// `(ifindex, queue, zero-copy)`.
-fn attach(plant: &Plant, opened: &Receiver<Opened>) -> Result<Vec<(u32, u32, bool)>, RouterError> {
+/// `(ifindex, queue, zero-copy)` and each interface's XDP mode.
+fn attach(plant: &Plant, opened: &Receiver<Opened>) -> Result<Attached, RouterError> {
     let mut zerocopy = Vec::new();
     let mut cls = plant.classifiers.lock().unwrap_or_else(|e| e.into_inner());
     for _ in 0..plant.queues.workers {
@@ -431,27 +439,69 @@ fn attach(plant: &Plant, opened: &Receiver<Opened>) -> Result<Vec<(u32, u32, boo
             Err(_) => return Err(RouterError::WorkerPanicked),
         }
     }
-    cls.attach(plant.r.cfg.attach)?;
-    Ok(zerocopy)
+    let modes = cls.attach(plant.r.cfg.attach)?;
+    Ok((zerocopy, modes))
+}
+
+/// What [`attach`] found: `(ifindex, queue, zero-copy)` per port, the XDP mode per interface.
+type Attached = (Vec<(u32, u32, bool)>, Vec<(u32, XdpMode)>);
+
+/// The datapath as it came up: per interface the XDP mode, the queues served and how many
+/// bound in zero-copy mode; the kernel.
+fn datapath(plant: &Plant, attached: &Attached) -> DatapathView {
+    let (ports, modes) = attached;
+    let r = &plant.r;
+    DatapathView {
+        kernel: plant.kernel.describe(),
+        ports: (r.cfg.interfaces.iter().zip(&r.ifindexes))
+            .map(|(name, &i)| PortModeView {
+                interface: name.clone(),
+                xdp: match modes.iter().find(|m| m.0 == i).map(|m| m.1) {
+                    Some(XdpMode::Driver) | Some(XdpMode::Hardware) => "native",
+                    Some(_) => "generic",
+                    None => "no",
+                }
+                .to_string(),
+                rx_queues: ports.iter().filter(|p| p.0 == i).count() as u32,
+                zerocopy_queues: ports.iter().filter(|p| p.0 == i && p.2).count() as u32,
+            })
+            .collect(),
+    }
+}
+
+/// Zero-copy sockets take frames in the driver's receive buffers, which some drivers size in
+/// whole KiB: checks the MTU of every interface bound in zero-copy against that.
+fn check_zerocopy_frames(
+    r: &Resolved,
+    zerocopy: &[(u32, u32, bool)],
+) -> Result<(), crate::config::ConfigError> {
+    for (name, &ifindex) in r.cfg.interfaces.iter().zip(&r.ifindexes) {
+        if !zerocopy.iter().any(|z| z.0 == ifindex && z.2) {
+            continue;
+        }
+        let mtu = kernel::link_facts(ifindex).map_or(1500, |f| f.mtu);
+        crate::plan::check_frames(
+            std::slice::from_ref(name),
+            &[mtu],
+            r.cfg.rings.frame_size,
+            true,
+        )?;
+    }
+    Ok(())
 }
 
 /// One line for people (see [`Running::summary`]).
-fn summary(plant: &Plant, zerocopy: &[(u32, u32, bool)]) -> String {
+fn summary(plant: &Plant, dp: &DatapathView) -> String {
     let r = &plant.r;
-    let zc = zerocopy.iter().filter(|z| z.2).count();
-    let mode = match zc {
-        0 => "copy mode".to_string(),
-        n if n == zerocopy.len() => "zero-copy".to_string(),
-        n => format!("zero-copy on {n} of {} queues", zerocopy.len()),
-    };
     format!(
-        "routing between {} ({} strategy, {}, {}, steering {}, {mode}, wake {}); control {}{}",
+        "routing between {} ({} strategy, {}, {}, steering {}, wake {}; {}); control {}{}",
         r.cfg.interfaces.join(", "),
         r.layout.strategy,
         plural(r.layout.rings.len(), "ring"),
         plural(plant.queues.workers, "worker"),
         plant.queues.steering.name(),
         r.cfg.wake.name(),
+        dp.describe(),
         r.cfg.control.socket.display(),
         plant
             .metrics_server
@@ -490,6 +540,7 @@ fn warn_shared_cores(cores: &[usize]) {
 fn set_up(
     r: Resolved,
     queues: QueueLayout,
+    kernel: KernelFeatures,
     config_path: Option<PathBuf>,
     helpers: BTreeSet<usize>,
 ) -> Result<Plant, RouterError> {
@@ -553,6 +604,7 @@ fn set_up(
     Ok(Plant {
         r,
         queues,
+        kernel,
         fwd,
         links,
         ctl,

@@ -16,38 +16,63 @@
 
 use std::path::{Path, PathBuf};
 
-use llr_io::ebpf::{AttachMode, Classifier, ClassifierStats};
+use llr_io::ebpf::{AttachMode, Classifier, ClassifierStats, XdpMode};
 use llr_io::xsk::{PortSpec, SocketSlot};
 
 use crate::config::{ConfigError, Resolved, Steering};
 use crate::error::{RouterError, Step};
 
-/// Which rx queues each worker serves.
+/// Which rx queues each worker serves: every active rx queue of every interface, so that no
+/// frame RSS puts on a queue lands where no socket waits (the classifier would hand it to the
+/// kernel, counted as `no_socket`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueLayout {
     pub steering: Steering,
     pub workers: usize,
     pub classes: usize,
+    /// Active rx queues of each interface (the order of the configuration's interfaces).
+    pub rx: Vec<u32>,
 }
 
+/// Rx queues per interface the classifier can redirect from (its XSKMAP holds 64 rings for
+/// each of 64 queues: bpf/classifier.c's LLR_MAX_QUEUES).
+pub const MAX_QUEUES: u32 = 64;
+
 impl QueueLayout {
-    /// The layout of `r` under `steering` (one worker per listed core, at least one).
-    pub fn new(r: &Resolved, steering: Steering) -> QueueLayout {
+    /// The layout of `r` under `steering` (one worker per listed core, at least one), with
+    /// `rx[i]` active rx queues on interface `i`.
+    pub fn new(r: &Resolved, steering: Steering, rx: Vec<u32>) -> QueueLayout {
         QueueLayout {
             steering,
             workers: r.cfg.cores.len().max(1),
             classes: r.cfg.classes.len(),
+            rx,
         }
     }
 
-    /// The rx queues worker `w` serves (on every interface).
-    pub fn queues(&self, w: usize) -> Vec<u32> {
+    /// The active rx queues of the configured interfaces in this namespace (1 for an
+    /// interface that is not there: `--dry-run` plans anyway).
+    pub fn active_queues(r: &Resolved) -> Vec<u32> {
+        (r.cfg.interfaces.iter().zip(&r.ifindexes))
+            .map(|(n, &i)| llr_io::kernel::active_rx_queues(n, i).unwrap_or(1))
+            .collect()
+    }
+
+    /// The worker that serves rx queue `q`: with `xdp` queues go round-robin over the workers;
+    /// with queue steering worker w owns queues w·C .. w·C+C−1, and queues beyond W·C (a NIC
+    /// with more) go round-robin by groups of C, keeping `q mod C` as their class.
+    pub fn worker_of(&self, q: u32) -> usize {
+        let w = self.workers.max(1);
         match self.steering {
-            Steering::Xdp => vec![w as u32],
-            Steering::Queues | Steering::Ntuple => (0..self.classes)
-                .map(|c| (w * self.classes + c) as u32)
-                .collect(),
+            Steering::Xdp => q as usize % w,
+            Steering::Queues | Steering::Ntuple => (q as usize / self.classes.max(1)) % w,
         }
+    }
+
+    /// The rx queues of interface `i` that worker `w` serves.
+    pub fn queues(&self, w: usize, i: usize) -> Vec<u32> {
+        let n = self.rx.get(i).copied().unwrap_or(1);
+        (0..n).filter(|&q| self.worker_of(q) == w).collect()
     }
 
     /// Rx queues every interface must have.
@@ -58,11 +83,12 @@ impl QueueLayout {
         }
     }
 
-    /// The ports (interface queues) worker `w` opens.
+    /// The ports (interface queues) worker `w` opens. Its first port on an interface is where
+    /// it transmits to that interface.
     pub fn ports(&self, w: usize, ifindexes: &[u32]) -> Vec<PortSpec> {
-        (ifindexes.iter())
-            .flat_map(|&ifindex| {
-                self.queues(w)
+        (ifindexes.iter().enumerate())
+            .flat_map(|(i, &ifindex)| {
+                self.queues(w, i)
                     .into_iter()
                     .map(move |queue| PortSpec { ifindex, queue })
             })
@@ -77,14 +103,10 @@ impl QueueLayout {
         }
     }
 
-    /// Checks that every interface has the rx queues this layout needs (`queues(ifindex)` gives
-    /// an interface's rx queue count). The error names `cores`, or `steering` when it is the
-    /// per-class queues that do not fit.
-    pub fn check(
-        &self,
-        interfaces: &[(u32, String)],
-        queues: impl Fn(u32) -> Option<u32>,
-    ) -> Result<(), ConfigError> {
+    /// Checks that every interface has the rx queues this layout needs, and no more than the
+    /// classifier can serve. The error names `cores`, or `steering` when it is the per-class
+    /// queues that do not fit; `interfaces` for too many.
+    pub fn check(&self, names: &[String]) -> Result<(), ConfigError> {
         if self.steering == Steering::Ntuple && self.workers > 1 {
             return Err(ConfigError::field(
                 "cores",
@@ -95,8 +117,15 @@ impl QueueLayout {
             ));
         }
         let need = self.queues_needed();
-        for (ifindex, name) in interfaces {
-            let have = queues(*ifindex).unwrap_or(1);
+        for (name, &have) in names.iter().zip(&self.rx) {
+            if have > MAX_QUEUES {
+                return Err(ConfigError::field(
+                    "interfaces",
+                    format!(
+                        "{name} has {have} active rx queues; llrouter serves at most {MAX_QUEUES} per interface: `ethtool -L {name} combined {MAX_QUEUES}`"
+                    ),
+                ));
+            }
             if have < need {
                 let (field, why) = match self.steering {
                     Steering::Xdp => (
@@ -116,7 +145,7 @@ impl QueueLayout {
                 return Err(ConfigError::field(
                     field,
                     format!(
-                        "{name} has {have} rx queue{}; {why}: {need} (veth: `numrxqueues {need} numtxqueues {need}`; a NIC: `ethtool -L {name} combined {need}`)",
+                        "{name} has {have} active rx queue{}; {why}: {need} (veth: `numrxqueues {need} numtxqueues {need}` or `ethtool -L {name} rx {need} tx {need}`; a NIC: `ethtool -L {name} combined {need}`)",
                         if have == 1 { "" } else { "s" }
                     ),
                 ));
@@ -125,18 +154,37 @@ impl QueueLayout {
         Ok(())
     }
 
-    /// `--dry-run` lines: queue → worker (core) → class or rules.
-    pub fn describe(&self, cores: &[usize], class_names: &[String]) -> Vec<String> {
+    /// The queue plan in one phrase per interface: `eth0 4 queues`.
+    pub fn plan_summary(&self, names: &[String]) -> String {
+        (names.iter().zip(&self.rx))
+            .map(|(n, &q)| format!("{n} {}", crate::plan::plural(q as usize, "queue")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// `--dry-run` lines: per interface, queue → worker (core) → class or rules.
+    pub fn describe(
+        &self,
+        names: &[String],
+        cores: &[usize],
+        class_names: &[String],
+    ) -> Vec<String> {
         let mut out = vec![format!(
-            "# rx queue -> worker -> class ({} worker{}, every interface alike)",
+            "# rx queue -> worker -> class ({} worker{}; every active rx queue is served)",
             self.workers,
             if self.workers == 1 { "" } else { "s" }
         )];
-        for w in 0..self.workers {
-            let core = cores
-                .get(w)
-                .map_or_else(|| "unpinned".to_string(), |c| format!("core {c}"));
-            for q in self.queues(w) {
+        for (i, name) in names.iter().enumerate() {
+            let n = self.rx.get(i).copied().unwrap_or(1);
+            out.push(format!(
+                "#   {name}: {}",
+                crate::plan::plural(n as usize, "active rx queue")
+            ));
+            for q in 0..n {
+                let w = self.worker_of(q);
+                let core = cores
+                    .get(w)
+                    .map_or_else(|| "unpinned".to_string(), |c| format!("core {c}"));
                 let class = match self.queue_class(q) {
                     Some(c) => format!(
                         "class {}",
@@ -144,7 +192,7 @@ impl QueueLayout {
                     ),
                     None => "classes by the classifier's rules".to_string(),
                 };
-                out.push(format!("#   queue {q} -> worker {w} ({core}) -> {class}"));
+                out.push(format!("#     queue {q} -> worker {w} ({core}) -> {class}"));
             }
         }
         out
@@ -215,13 +263,16 @@ impl Classifiers {
         Ok(())
     }
 
-    /// Attaches every classifier (after all sockets are registered).
-    pub fn attach(&mut self, mode: AttachMode) -> Result<(), RouterError> {
+    /// Attaches every classifier (after all sockets are registered); returns how each one was
+    /// attached (native XDP in the driver, or generic).
+    pub fn attach(&mut self, mode: AttachMode) -> Result<Vec<(u32, XdpMode)>, RouterError> {
+        let mut out = Vec::new();
         for (ifindex, c) in &mut self.list {
             let m = c.attach(*ifindex, mode).map_err(RouterError::setup)?;
             tracing::info!("ifindex {ifindex}: classifier attached ({m:?})");
+            out.push((*ifindex, m));
         }
-        Ok(())
+        Ok(out)
     }
 
     /// The rules installed now.
@@ -369,19 +420,21 @@ fn parse_state(text: &str) -> Vec<Vec<String>> {
 mod tests {
     use super::*;
 
-    fn layout(steering: Steering, workers: usize) -> QueueLayout {
+    fn layout(steering: Steering, workers: usize, rx: &[u32]) -> QueueLayout {
         QueueLayout {
             steering,
             workers,
             classes: 2,
+            rx: rx.to_vec(),
         }
     }
 
     #[test]
-    fn xdp_gives_each_worker_its_own_queue() {
-        let l = layout(Steering::Xdp, 3);
-        assert_eq!(l.queues(0), [0]);
-        assert_eq!(l.queues(2), [2]);
+    fn xdp_serves_every_active_queue_round_robin_over_the_workers() {
+        let l = layout(Steering::Xdp, 3, &[3, 4]);
+        assert_eq!(l.queues(0, 0), [0]);
+        assert_eq!(l.queues(2, 0), [2]);
+        assert_eq!(l.queues(0, 1), [0, 3]);
         assert_eq!(l.queues_needed(), 3);
         assert_eq!(l.queue_class(1), None);
         let p = l.ports(1, &[7, 9]);
@@ -398,49 +451,64 @@ mod tests {
                 }
             ]
         );
+        // one worker, a 4-queue veth: all four queues, not only queue 0
+        let l = layout(Steering::Xdp, 1, &[4, 1]);
+        assert_eq!(l.queues(0, 0), [0, 1, 2, 3]);
+        assert_eq!(l.ports(0, &[7, 9]).len(), 5);
     }
 
     #[test]
     fn queue_steering_gives_each_worker_one_queue_per_class() {
-        let l = layout(Steering::Queues, 2);
-        assert_eq!(l.queues(0), [0, 1]);
-        assert_eq!(l.queues(1), [2, 3]);
+        let l = layout(Steering::Queues, 2, &[4]);
+        assert_eq!(l.queues(0, 0), [0, 1]);
+        assert_eq!(l.queues(1, 0), [2, 3]);
         assert_eq!(l.queues_needed(), 4);
         assert_eq!(l.queue_class(2), Some(0));
         assert_eq!(l.queue_class(3), Some(1));
+        // more queues than workers × classes: the rest by groups of C, class q mod C
+        let l = layout(Steering::Queues, 2, &[8]);
+        assert_eq!(l.queues(0, 0), [0, 1, 4, 5]);
+        assert_eq!(l.queues(1, 0), [2, 3, 6, 7]);
     }
 
     #[test]
-    fn too_few_queues_name_the_field() {
-        let ifs = [(3, "eth0".to_string())];
-        let e = layout(Steering::Xdp, 2)
-            .check(&ifs, |_| Some(1))
-            .unwrap_err();
+    fn too_few_or_too_many_queues_name_the_field() {
+        let ifs = ["eth0".to_string()];
+        let e = layout(Steering::Xdp, 2, &[1]).check(&ifs).unwrap_err();
         let s = e.to_string();
-        assert!(s.starts_with("cores: eth0 has 1 rx queue;"), "{s}");
-        assert!(layout(Steering::Xdp, 2).check(&ifs, |_| Some(2)).is_ok());
-        let s = (layout(Steering::Queues, 2).check(&ifs, |_| Some(2)))
+        assert!(s.starts_with("cores: eth0 has 1 active rx queue;"), "{s}");
+        assert!(layout(Steering::Xdp, 2, &[2]).check(&ifs).is_ok());
+        let s = (layout(Steering::Queues, 2, &[2]).check(&ifs))
             .unwrap_err()
             .to_string();
         assert!(s.starts_with("steering: ") && s.contains(": 4 "), "{s}");
-        let s = (layout(Steering::Ntuple, 2).check(&ifs, |_| Some(8)))
+        let s = (layout(Steering::Ntuple, 2, &[8]).check(&ifs))
             .unwrap_err()
             .to_string();
         assert!(s.starts_with("cores: "), "{s}");
+        let s = (layout(Steering::Xdp, 1, &[65]).check(&ifs))
+            .unwrap_err()
+            .to_string();
+        assert!(s.starts_with("interfaces: eth0 has 65 active"), "{s}");
     }
 
     #[test]
-    fn dry_run_lines_name_queue_worker_and_class() {
+    fn dry_run_lines_name_interface_queue_worker_and_class() {
         let names = ["rt".to_string(), "be".to_string()];
-        let out = layout(Steering::Queues, 2).describe(&[1, 3], &names);
+        let ifs = ["a".to_string(), "b".to_string()];
+        let out = layout(Steering::Queues, 2, &[4, 4]).describe(&ifs, &[1, 3], &names);
         assert!(
-            out.contains(&"#   queue 3 -> worker 1 (core 3) -> class be".to_string()),
+            out.contains(&"#     queue 3 -> worker 1 (core 3) -> class be".to_string()),
             "{out:?}"
         );
-        let out = layout(Steering::Xdp, 1).describe(&[], &names);
+        let out = layout(Steering::Xdp, 1, &[1, 4]).describe(&ifs, &[], &names);
+        assert!(
+            out.contains(&"#   b: 4 active rx queues".to_string()),
+            "{out:?}"
+        );
         assert!(
             out.iter()
-                .any(|l| l.contains("queue 0 -> worker 0 (unpinned) -> classes by")),
+                .any(|l| l.contains("queue 3 -> worker 0 (unpinned) -> classes by")),
             "{out:?}"
         );
     }

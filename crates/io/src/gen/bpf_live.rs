@@ -227,7 +227,7 @@ impl BpfLive {
             .program_mut(PROGRAM_NAME)
             .context("program llr_gen missing in gen.o")?
             .try_into()?;
-        prog.load().context("verifier rejected llr_gen")?;
+        crate::ebpf::load_checked(prog, "llr_gen")?;
         let rt_flows = cfg.rt_flows() as u32;
         let be_flows = cfg.flows as u32 - rt_flows;
         let thresh = (cfg.rt_share * 4_294_967_296.0).min(4_294_967_295.0) as u32;

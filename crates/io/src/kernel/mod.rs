@@ -116,14 +116,38 @@ pub fn parse_prefix(s: &str) -> Option<IpPrefix> {
 mod netlink;
 use netlink::*;
 
-/// `(rx, tx)` queue counts of interface `ifindex` in the calling thread's namespace
-/// (`IFLA_NUM_RX_QUEUES` / `IFLA_NUM_TX_QUEUES`: veth has `numrxqueues`, a NIC its channels).
-pub fn queue_counts(ifindex: u32) -> Result<(u32, u32)> {
+/// What the router checks of an interface before it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkFacts {
+    /// Allocated queues (`IFLA_NUM_RX_QUEUES` / `IFLA_NUM_TX_QUEUES`); fewer may be active
+    /// ([`active_rx_queues`]).
+    pub num_rx_queues: u32,
+    pub num_tx_queues: u32,
+    pub mtu: u32,
+    /// The largest MTU the driver accepts, where it says.
+    pub max_mtu: Option<u32>,
+    /// Administratively up (`IFF_UP`).
+    pub up: bool,
+}
+
+/// [`LinkFacts`] of interface `ifindex` in the calling thread's namespace.
+pub fn link_facts(ifindex: u32) -> Result<LinkFacts> {
     let mut sock = NlSocket::new(0, 0)?;
-    netlink::queue_counts(&mut sock)?
+    netlink::link_facts(&mut sock)?
         .get(&ifindex)
         .copied()
         .ok_or_else(|| anyhow::anyhow!("no interface with index {ifindex}"))
+}
+
+/// The rx queues of interface `name` (index `ifindex`) that can receive traffic now: the
+/// channels in use (`ethtool -l`), which is what RSS spreads frames over and what an AF_XDP
+/// socket may bind to. The allocated count (`IFLA_NUM_RX_QUEUES`) can be larger: a default veth
+/// allocates one per CPU and uses one. Drivers without channels report the allocated count.
+pub fn active_rx_queues(name: &str, ifindex: u32) -> Result<u32> {
+    match crate::sys::ethtool_channels(name) {
+        Ok(c) if c.rx_queues() > 0 => Ok(c.rx_queues()),
+        _ => Ok(link_facts(ifindex)?.num_rx_queues.max(1)),
+    }
 }
 
 /// The kernel's routes for one prefix: (metric, next hop), in no particular order.

@@ -13,7 +13,7 @@ use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressMessage};
-use netlink_packet_route::link::{LinkAttribute, LinkMessage};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
 };
@@ -23,7 +23,7 @@ use netlink_packet_route::route::{
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
-use super::MirrorSpec;
+use super::{LinkFacts, MirrorSpec};
 
 // rtnetlink multicast groups (linux/rtnetlink.h, the legacy RTMGRP_* bitmask for bind()).
 pub(super) const RTMGRP_LINK: u32 = 0x1;
@@ -375,20 +375,27 @@ pub(super) fn classify_event(m: &RouteNetlinkMessage, spec: &MirrorSpec) -> Kern
 }
 
 /// Reads the kernel's tables with netlink dumps (calling thread's namespace).
-/// `(rx, tx)` queue counts of every interface of this namespace, by ifindex.
-pub(super) fn queue_counts(sock: &mut NlSocket) -> Result<BTreeMap<u32, (u32, u32)>> {
+/// What the router checks of every interface of this namespace before it starts, by ifindex.
+pub(super) fn link_facts(sock: &mut NlSocket) -> Result<BTreeMap<u32, LinkFacts>> {
     let mut out = BTreeMap::new();
     for m in sock.dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))? {
         if let RouteNetlinkMessage::NewLink(l) = m {
-            let (mut rx, mut tx) = (1, 1);
+            let mut f = LinkFacts {
+                num_rx_queues: 1,
+                num_tx_queues: 1,
+                mtu: decode_link(&l).2,
+                up: l.header.flags.contains(LinkFlags::Up),
+                max_mtu: None,
+            };
             for a in &l.attributes {
                 match a {
-                    LinkAttribute::NumRxQueues(n) => rx = *n,
-                    LinkAttribute::NumTxQueues(n) => tx = *n,
+                    LinkAttribute::NumRxQueues(n) => f.num_rx_queues = *n,
+                    LinkAttribute::NumTxQueues(n) => f.num_tx_queues = *n,
+                    LinkAttribute::MaxMtu(n) => f.max_mtu = Some(*n),
                     _ => {}
                 }
             }
-            out.insert(l.header.index, (rx, tx));
+            out.insert(l.header.index, f);
         }
     }
     Ok(out)

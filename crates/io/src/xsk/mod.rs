@@ -56,7 +56,9 @@ impl WakeMode {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct XskOptions {
-    /// UMEM chunk size (power of two, 2048 or 4096).
+    /// UMEM chunk size (power of two, 2048 or 4096). 4096 by default: a 2048-byte chunk holds a
+    /// 1514-byte frame in copy mode, but zero-copy drivers that size receive buffers in whole KiB
+    /// (igb, ixgbe) would get 1 KiB buffers and cut it.
     pub frame_size: u32,
     /// Rx ring entries per socket (= per class ring per port).
     pub rx_size: u32,
@@ -74,7 +76,7 @@ pub struct XskOptions {
 impl Default for XskOptions {
     fn default() -> Self {
         XskOptions {
-            frame_size: 2048,
+            frame_size: 4096,
             rx_size: 512,
             tx_size: 1024,
             fill_size: 2048,

@@ -90,6 +90,8 @@ pub struct RouterCtl {
     state: Mutex<State>,
     /// Where metrics are served (for `status`).
     metrics_addr: Mutex<Option<std::net::SocketAddr>>,
+    /// How the datapath runs (for `status`), known once the sockets are bound.
+    datapath: Mutex<llr_ops::views::DatapathView>,
     /// Changes applied (`status`: `changes_applied`).
     changes: std::sync::atomic::AtomicU64,
     /// The route mirror's counters, kept across its restarts.
@@ -185,6 +187,7 @@ impl RouterCtl {
                 mirror: None,
             }),
             metrics_addr: Mutex::new(None),
+            datapath: Mutex::default(),
             changes: std::sync::atomic::AtomicU64::new(0),
             mirror_stats: Arc::default(),
         }
@@ -201,6 +204,18 @@ impl RouterCtl {
 
     pub(crate) fn set_metrics_addr(&self, addr: Option<std::net::SocketAddr>) {
         *self.metrics_addr.lock().unwrap_or_else(|e| e.into_inner()) = addr;
+    }
+
+    pub(crate) fn set_datapath(&self, d: llr_ops::views::DatapathView) {
+        *self.datapath.lock().unwrap_or_else(|e| e.into_inner()) = d;
+    }
+
+    /// How the datapath runs: XDP mode, rx queues and zero-copy per interface, the kernel.
+    pub fn datapath(&self) -> llr_ops::views::DatapathView {
+        self.datapath
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Starts the kernel route mirror from `seed`, the dump the forwarder was built from.

@@ -70,6 +70,7 @@ impl RouterCtl {
             // every worker loop runs (each has published from inside it)
             "ready": snaps.iter().all(|s| s.seq > 0),
             "steering": st.cfg.steering.name(),
+            "datapath": self.datapath(),
             "timestamps": self.flags & FLAG_TIMESTAMP != 0,
             "metrics": self.metrics_addr.lock().unwrap_or_else(|e| e.into_inner()).map(|a| a.to_string()),
         })
