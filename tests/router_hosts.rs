@@ -504,3 +504,55 @@ fn frames_for_the_kernel_reach_it_through_the_punt_device() {
         "the punt device is gone with the router: {gone}"
     );
 }
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn first_packets_to_an_unresolved_neighbour_wait_for_it() {
+    llr_io::sys::require_root();
+    let t = hosts("llr-neigh");
+    // The testbed fixes every neighbour; this router must find the sink's address itself.
+    t.router
+        .ip(&["neigh", "del", addr::SINK_V4, "dev", addr::RTR_OUT_IF])
+        .unwrap();
+    let dir = TempDir::new("neigh");
+    let router = RouterThread::start(&t, dir.router_config(CONFIG));
+    let n: u32 = 40;
+    let rx = t.sink.spawn(move || {
+        let s = UdpSocket::bind("0.0.0.0:5430").unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(3000)))
+            .unwrap();
+        let mut seqs = Vec::new();
+        let mut buf = [0u8; 64];
+        while let Ok(k) = s.recv(&mut buf) {
+            if k == 4 {
+                seqs.push(u32::from_be_bytes(buf[..4].try_into().unwrap()));
+            }
+            if seqs.len() == n as usize {
+                break;
+            }
+        }
+        seqs
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    // A burst, faster than ARP resolves.
+    t.gen
+        .run(move || {
+            let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+            for i in 0..n {
+                s.send_to(&i.to_be_bytes(), (addr::SINK_V4, 5430)).unwrap();
+            }
+        })
+        .unwrap();
+    let seqs = rx.join().unwrap().unwrap();
+    let rep = router.finish().unwrap().expect("report");
+    let held = count(&rep.worker.events, "neighbor_held");
+    let released = count(&rep.worker.events, "neighbor_released");
+    eprintln!("{}", rep.worker);
+    assert!(
+        held > 0,
+        "the burst met an unresolved neighbour (else this test shows nothing)"
+    );
+    assert_eq!(count(&rep.worker.drop, "no_neighbor"), 0, "none dropped");
+    assert_eq!(released, held, "every held frame was sent");
+    assert_eq!(seqs, (0..n).collect::<Vec<u32>>(), "all arrived, in order");
+}

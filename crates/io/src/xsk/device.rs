@@ -146,7 +146,7 @@ impl Device {
                     },
                     // Only the UMEM owner may ask for need_wakeup; the others inherit it.
                     bind_flags: if pi == 0 && r == 0 {
-                        SocketConfig::XDP_BIND_NEED_WAKEUP
+                        SocketConfig::XDP_BIND_NEED_WAKEUP | opts.zero_copy.bind_flag()
                     } else {
                         0
                     },

@@ -71,6 +71,31 @@ pub struct XskOptions {
     /// UMEM chunks besides the rings' for frames held in flow queues (the flow scheduler);
     /// 0 without flows. Held frames beyond it leave the fill rings short (drops at reception).
     pub hold_frames: u32,
+    /// Zero-copy (the driver receives into the UMEM) or copy mode.
+    pub zero_copy: ZeroCopy,
+}
+
+/// How the sockets bind: `auto` takes zero-copy where the driver offers it; `on` refuses to
+/// start without it; `off` always copies (for comparison, or around a driver's zero-copy bug).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ZeroCopy {
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl ZeroCopy {
+    /// The `XDP_ZEROCOPY` / `XDP_COPY` bind flag (none for `auto`). Only the UMEM's first
+    /// socket takes it; every later socket of the UMEM follows its mode.
+    pub(crate) fn bind_flag(self) -> u16 {
+        match self {
+            ZeroCopy::Auto => 0,
+            ZeroCopy::On => xdpilone::SocketConfig::XDP_BIND_ZEROCOPY,
+            ZeroCopy::Off => xdpilone::SocketConfig::XDP_BIND_COPY,
+        }
+    }
 }
 
 impl Default for XskOptions {
@@ -82,6 +107,7 @@ impl Default for XskOptions {
             fill_size: 2048,
             egress_queue: 1024,
             hold_frames: 0,
+            zero_copy: ZeroCopy::Auto,
         }
     }
 }

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use llr_core::classify;
-use llr_core::fwd::{Forwarder, ForwarderGuard, Reader, SharedForwarder, Verdict};
+use llr_core::fwd::{DropReason, Forwarder, ForwarderGuard, Reader, SharedForwarder, Verdict};
 use llr_core::sched::{AutoBudget, Grant, Layout, PollEngine, RingId, RingView, TxPolicy};
 
 use super::changes::Control;
@@ -20,6 +20,8 @@ use llr_io::xsk::{Action, Device, WakeMode};
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 /// Longest sleep in poll(), so that the stop flag and the deadline are seen.
 const SLEEP_MS: i32 = 50;
+/// The sleep while frames wait for a neighbour's address.
+const PENDING_SLEEP_MS: i32 = 2;
 /// `budget = "auto"` looks at the clock every this many poll rounds (its windows are ~100 ms).
 const AUTO_EVERY_ROUNDS: u64 = 64;
 /// Ring-latency samples further than this from the worker's clock are not timestamps.
@@ -120,6 +122,9 @@ impl<'a> Worker<'a> {
                 self.tune_budgets();
             }
             self.take_interrupts();
+            if !self.slow.pending.is_empty() && self.counters.poll_rounds % 256 == 0 {
+                self.release_pending(true);
+            }
             if self.flow_path.is_some() {
                 if self.flow_round() {
                     continue;
@@ -133,6 +138,7 @@ impl<'a> Worker<'a> {
             self.xsk.flush();
             self.tx.flushed();
             self.slow.resolve_neighbors();
+            self.release_pending(true);
             if self.xsk.egress_pending() || self.control_needs_attention() {
                 continue;
             }
@@ -193,6 +199,10 @@ impl<'a> Worker<'a> {
     /// for the rest), then transmits and reports the work to the engine. `grant` is `None`
     /// for an orphan socket, which the engine does not schedule.
     fn serve_grant(&mut self, grant: Option<Grant>, ring: RingId, max: u32) {
+        // Held frames leave as soon as their neighbour is known, ahead of newer frames to it.
+        if !self.slow.pending.is_empty() {
+            self.release_pending(false);
+        }
         let start = self.last_end.take().unwrap_or_else(mono_ns);
         let timestamps = self.timestamps;
         // The ring latency's "now" is the grant's start: a frame that arrived since is stamped
@@ -201,6 +211,7 @@ impl<'a> Worker<'a> {
         let table = self.table();
         let (cost_ns, acl_rules, acl) = (self.opts.cost_ns, self.opts.acl_rules, &self.acl);
         let slow = &mut self.slow;
+        slow.hold_ok = true;
         let rc = &mut self.counters.rings[ring];
         let (mut forwarded, mut bytes) = (0u64, 0u64);
         let (fwd_n, nbytes, ring_counters) = (&mut forwarded, &mut bytes, &mut *rc);
@@ -229,6 +240,13 @@ impl<'a> Worker<'a> {
             },
         );
         drop(table);
+        self.slow.hold_ok = false;
+        if self.slow.holding > 0 {
+            let mut held = Vec::new();
+            self.xsk.take_held(&mut held);
+            self.slow.park(held, start);
+        }
+        let rc = &mut self.counters.rings[ring];
         rc.forwarded += forwarded;
         rc.bytes += bytes;
         // A copy-mode sendto has a fixed cost besides its per-frame work: frames of the lowest
@@ -341,15 +359,69 @@ impl<'a> Worker<'a> {
         false
     }
 
-    /// Blocks in poll() on the sockets (and the control eventfd) for at most [`SLEEP_MS`].
+    /// Sends the frames held for a neighbour whose address is known now; drops (counted as
+    /// `no_neighbor`) those that waited [`HOLD_NS`](super::slow_path::HOLD_NS) in vain. A held
+    /// frame is unchanged: the forwarder looks up the neighbour before it rewrites anything.
+    /// Without `expire`, only when the table changed since the last try (a new neighbour is a
+    /// new table), so that a dead neighbour does not cost a lookup per held frame per grant.
+    fn release_pending(&mut self, expire: bool) {
+        if self.slow.pending.is_empty() {
+            return;
+        }
+        let now = mono_ns();
+        let table = self.table();
+        let fwd: &Forwarder = &table;
+        let at = fwd as *const Forwarder as usize;
+        if !expire && at == self.slow.pending_table {
+            return;
+        }
+        self.slow.pending_table = at;
+        for _ in 0..self.slow.pending.len() {
+            let Some((h, since)) = self.slow.pending.pop_front() else {
+                break;
+            };
+            let (len, ingress, ring) = (h.len(), h.ingress(), h.ring());
+            let v = fwd.process(&mut self.xsk.held_frame(&h)[..len], ingress);
+            if v == Verdict::Drop(DropReason::NoNeighbor)
+                && now.saturating_sub(since) < super::slow_path::HOLD_NS
+            {
+                self.slow.pending.push_back((h, since));
+                continue;
+            }
+            let slow = &mut self.slow;
+            let mut sent = false;
+            self.xsk
+                .finish_held(h, |frame, len, ingress, spare| match v {
+                    Verdict::Tx { ifindex, len } => {
+                        sent = true;
+                        Action::Tx { ifindex, len }
+                    }
+                    v => slow.handle(v, frame, len as usize, ingress, fwd, spare),
+                });
+            if sent {
+                slow.neighbor_released += 1;
+                if let Some(rc) = self.counters.rings.get_mut(ring) {
+                    rc.forwarded += 1;
+                }
+            }
+        }
+    }
+
+    /// Blocks in poll() on the sockets (and the control eventfd) for at most [`SLEEP_MS`]
+    /// (a few ms while frames wait for a neighbour, so they leave soon after it resolves).
     fn sleep(&mut self) {
         // Asleep, the worker holds nothing of the route table: updates may reclaim freely.
         if let Some(r) = &self.reader {
             r.offline();
         }
+        let ms = if self.slow.pending.is_empty() {
+            SLEEP_MS
+        } else {
+            PENDING_SLEEP_MS
+        };
         match self.control.as_ref().map(|c| c.ctl.link.fd()) {
-            Some(fd) => self.xsk.wait_with(SLEEP_MS, fd),
-            None => self.xsk.wait(SLEEP_MS),
+            Some(fd) => self.xsk.wait_with(ms, fd),
+            None => self.xsk.wait(ms),
         };
         if let Some(r) = &self.reader {
             r.online();

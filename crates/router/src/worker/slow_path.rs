@@ -2,6 +2,7 @@
 //! IPv4 fragmentation, frames for the kernel (punt), next hops for the kernel to resolve.
 //! See the [module doc of `router`](super).
 
+use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
@@ -11,10 +12,16 @@ use llr_core::wire::PacketMeta;
 use super::WorkerOptions;
 use llr_io::punt::Punt;
 use llr_io::sys::mono_ns;
-use llr_io::xsk::{Action, Spare};
+use llr_io::xsk::{Action, Held, Spare};
 
 /// At most this often the kernel is asked to resolve next hops.
 const RESOLVE_EVERY: Duration = Duration::from_millis(200);
+/// How long a frame waits for its next hop's address: the kernel gives up on a neighbour after
+/// 3 probes a second apart (`mcast_solicit`, `retrans_time_ms`).
+pub(super) const HOLD_NS: u64 = 3_000_000_000;
+/// Frames held for unresolved neighbours at most, per worker (the kernel's `unres_qlen_bytes`
+/// holds ~100 full-size frames per neighbour; this is for all of them together).
+const PENDING_MAX: usize = 256;
 
 /// Asks the kernel to resolve `addr` (ARP/ND) by sending one datagram to its discard port.
 fn poke_neighbor(addr: IpAddr) {
@@ -46,6 +53,19 @@ pub(super) struct SlowPath {
     to_resolve: Vec<IpAddr>,
     /// When the kernel was last asked to resolve next hops.
     last_resolve: Instant,
+    /// Frames whose next hop's link-layer address is being resolved, with when they were first
+    /// held: kept, as the kernel keeps them in its unresolved-neighbour queue, and sent once the
+    /// address is known, instead of dropping the first packets of every new neighbour.
+    pub(super) pending: VecDeque<(Held, u64)>,
+    /// Frames held in the grant being served; the device hands their tokens over after it.
+    pub(super) holding: usize,
+    /// The table (its address) `pending` was last tried against.
+    pub(super) pending_table: usize,
+    /// Whether `handle` may hold a frame (the plain path; the flow path has its own holds).
+    pub(super) hold_ok: bool,
+    /// Frames held for a neighbour, sent once it resolved, dropped when it did not in time.
+    neighbor_held: u64,
+    pub(super) neighbor_released: u64,
 }
 
 impl SlowPath {
@@ -74,6 +94,12 @@ impl SlowPath {
             to_resolve: Vec::new(),
             // Long enough ago that the first next hop is asked for at once.
             last_resolve: Instant::now() - Duration::from_secs(10),
+            pending: VecDeque::new(),
+            holding: 0,
+            pending_table: 0,
+            hold_ok: false,
+            neighbor_held: 0,
+            neighbor_released: 0,
         }
     }
 
@@ -136,10 +162,15 @@ impl SlowPath {
                 Action::Drop
             }
             Verdict::Drop(r) => {
-                count_drop(&mut self.drops, r);
                 if r == DropReason::NoNeighbor {
                     self.want_neighbor(&buf[..len], table);
+                    if self.hold_ok && self.pending.len() + self.holding < PENDING_MAX {
+                        self.holding += 1;
+                        self.neighbor_held += 1;
+                        return Action::Hold { tag: 0 };
+                    }
                 }
+                count_drop(&mut self.drops, r);
                 Action::Drop
             }
         }
@@ -174,6 +205,12 @@ impl SlowPath {
         }
     }
 
+    /// Takes the frames held in the grant just served (`held`: the device's tokens).
+    pub(super) fn park(&mut self, held: Vec<Held>, now_ns: u64) {
+        self.holding = 0;
+        self.pending.extend(held.into_iter().map(|h| (h, now_ns)));
+    }
+
     /// Remembers the next hop of `frame` for the kernel to resolve.
     fn want_neighbor(&mut self, frame: &[u8], table: &Forwarder) {
         if let Ok(m) = llr_core::wire::parse_frame(frame) {
@@ -206,6 +243,8 @@ impl SlowPath {
             v.push((format!("icmp_ratelimited_{n}"), self.icmp_limited[i]));
         }
         v.push(("icmp_unsendable".to_string(), self.icmp_unsendable));
+        v.push(("neighbor_held".to_string(), self.neighbor_held));
+        v.push(("neighbor_released".to_string(), self.neighbor_released));
         v.push(("fragments_sent".to_string(), self.fragments));
         v.push(("fragment_failed".to_string(), self.fragment_failed));
         let ps = self.punt.as_ref().map(|p| p.stats).unwrap_or_default();
