@@ -665,6 +665,33 @@ fn worker_options(r: &Resolved, duration: Option<Duration>) -> Result<WorkerOpti
     })
 }
 
+/// Warns (at most once a minute per interface, with the count) when frames found no socket.
+#[derive(Default)]
+struct NoSocketWatch {
+    seen: std::collections::BTreeMap<u32, (u64, Option<Instant>)>,
+}
+
+impl NoSocketWatch {
+    fn check(&mut self, now: &[(u32, ClassifierStats)], r: &Resolved) {
+        for (ifindex, st) in now {
+            let (seen, warned) = self.seen.entry(*ifindex).or_insert((0, None));
+            if st.no_socket > *seen && warned.is_none_or(|t| t.elapsed() >= Duration::from_secs(60))
+            {
+                let name = (r.ifindexes.iter().position(|i| i == ifindex)).map_or_else(
+                    || format!("ifindex {ifindex}"),
+                    |k| r.cfg.interfaces[k].clone(),
+                );
+                tracing::warn!(
+                    "{name}: {} frames found no socket and went to the kernel instead (counter                      no_socket); they arrived on an rx queue llrouter does not serve. Check                      `ethtool -l {name}` against the start line's queues",
+                    st.no_socket - *seen
+                );
+                *seen = st.no_socket;
+                *warned = Some(Instant::now());
+            }
+        }
+    }
+}
+
 /// Waits for every worker to end, then stops taking commands, reads the classifiers' counters,
 /// detaches them, removes the ntuple filters and lets the workers close their sockets.
 fn tear_down(
@@ -674,8 +701,23 @@ fn tear_down(
 ) -> Result<RunReport, RouterError> {
     let mut stats: Vec<Option<WorkerStats>> = vec![None; workers.len()];
     // Ends when every worker has reported or died (each drops its sender after reporting).
-    for (w, s) in done.iter() {
-        stats[w] = Some(s);
+    // Meanwhile, once a second, the classifiers' `no_socket` counters: a frame that found no
+    // socket went to the kernel instead of the router, which is a defect (an unserved queue),
+    // not traffic to take silently.
+    let mut watch = NoSocketWatch::default();
+    loop {
+        match done.recv_timeout(Duration::from_secs(1)) {
+            Ok((w, s)) => stats[w] = Some(s),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                let now = plant
+                    .classifiers
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .stats();
+                watch.check(&now, &plant.r);
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        }
     }
     let Plant {
         r,

@@ -427,3 +427,35 @@ fn route_table_replace_and_remove() {
     assert!(f.routes.remove(p("::/0")).is_some());
     assert_eq!(run(&f, &spec6("2001:db8:5::1")).0, unreachable);
 }
+
+#[test]
+fn ethernet_padding_on_a_short_frame_is_carried_not_counted() {
+    // A 42-byte UDP/IPv4 frame (no payload) as a NIC delivers it: padded to the 60-byte
+    // Ethernet minimum with zeros after the IP datagram.
+    let f = forwarder();
+    let s = FrameSpec {
+        payload_len: 0,
+        ..spec("10.2.3.4")
+    };
+    let bare = frame(&s);
+    assert_eq!(bare.len(), 42);
+    let mut padded = bare.clone();
+    padded.resize(60, 0);
+    let m = parse_frame(&padded).expect("padding is not malformed");
+    assert_eq!(m.total_len, 28, "the IP length, not the frame's");
+    let v = f.process(&mut padded, 1);
+    assert_eq!(
+        v,
+        Verdict::Tx {
+            ifindex: 2,
+            len: 60
+        },
+        "forwarded whole, padding included"
+    );
+    assert_eq!(padded[22], 63, "TTL decremented");
+    assert!(
+        checksum::verify(&padded[14..34]),
+        "IP checksum over the header only"
+    );
+    assert_eq!(&padded[42..], &[0u8; 18], "padding untouched");
+}

@@ -262,7 +262,20 @@ impl BpfLive {
                 .program_mut(PROGRAM_NAME)
                 .context("llr_gen")?
                 .try_into()?;
-            if let Err(e) = prog.attach_to_if_index(path.ifindex, XdpMode::Skb) {
+            // A NIC driver transmits redirected frames (ndo_xdp_xmit) only with a program
+            // attached natively (virtio-net: -ENXIO otherwise, and every frame is lost
+            // silently); veth needs none on the sender and stays in skb mode.
+            let nic = std::path::Path::new("/sys/class/net")
+                .join(&path.ifname)
+                .join("device")
+                .exists();
+            let native = nic
+                && prog
+                    .attach_to_if_index(path.ifindex, XdpMode::Driver)
+                    .is_ok();
+            if native {
+                tracing::debug!("bpf-live: llr_gen attached natively to {}", path.ifname);
+            } else if let Err(e) = prog.attach_to_if_index(path.ifindex, XdpMode::Skb) {
                 tracing::warn!(
                     "bpf-live: cannot pin llr_gen in the XDP dispatcher via {} ({e}); every burst will cost two RCU grace periods",
                     path.ifname
