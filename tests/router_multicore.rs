@@ -449,3 +449,33 @@ fn active_queues_count_not_allocated_ones() {
     }
     assert_eq!(xdp_attached(&topo), 0, "nothing attached");
 }
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn an_mtu_larger_than_a_umem_frame_is_refused_at_start() {
+    llr_io::sys::require_root();
+    let topo = Topology::new("llrmtu").expect("topology");
+    // Jumbo frames on the router's ingress: 9018-byte frames cannot fit a 4096-byte chunk,
+    // and without multi-buffer they would be dropped by the kernel, silently.
+    for (ns, dev) in [(&topo.gen, addr::GEN_IF), (&topo.router, addr::RTR_IN_IF)] {
+        ns.ip(&["link", "set", "dev", dev, "mtu", "9000"]).unwrap();
+    }
+    let tmp = TempDir::new("mtu");
+    let cfg = config(tmp.join("ctl.sock"), vec![]);
+    let r = topo
+        .router
+        .run(move || Router::start(cfg, StartOptions::default()).map(|_| ()))
+        .expect("enter the router namespace");
+    match r {
+        Err(RouterError::Config(e)) => {
+            let s = e.to_string();
+            assert!(
+                s.starts_with("rings.frame-size: veth-rin has MTU 9000: frames of up to 9018 bytes, but a 4096-byte UMEM frame takes at most 3840;")
+                    && s.contains("lower the MTU to 3822"),
+                "{s}"
+            );
+        }
+        other => panic!("expected a config error naming rings.frame-size, got {other:?}"),
+    }
+    assert_eq!(xdp_attached(&topo), 0, "nothing attached");
+}
