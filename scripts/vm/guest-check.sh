@@ -155,6 +155,7 @@ s = socket.socket(fam, socket.SOCK_DGRAM)
 # socket buffer (RcvbufErrors), which SO_RCVBUF would cap at net.core.rmem_max.
 s.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_RCVBUFFORCE", 33), 16 << 20)
 s.bind((sys.argv[1], int(sys.argv[2])))
+open(sys.argv[4], "w").close()  # bound: the sender may start
 s.settimeout(5)
 n = 0
 try:
@@ -177,13 +178,17 @@ for i in range(per):
         s.sendto(bytes((b + j) % 256 for j in range(size)), (dst, port))
     time.sleep(0.002)
 EOF
+ready_file() { # wait (up to 30 s: python starts slowly in an emulated guest) for a receiver
+  for _ in $(seq 1 300); do [ -e "$1" ] && return 0; sleep 0.1; done
+  return 1
+}
 irqs() { # the NIC's interrupts so far (all its vectors), from /proc/interrupts
   awk -v d="$1" '$NF ~ "^"d"(-|$)" { for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) n += $i; else break } END { print n + 0 }' /proc/interrupts
 }
 irq0=$(irqs "$rin_if")
-ip netns exec "$S" python3 "$work/udp_rx.py" 0.0.0.0 9300 1000 >"$work/udp.n" &
+ip netns exec "$S" python3 "$work/udp_rx.py" 0.0.0.0 9300 1000 "$work/udp.ready" >"$work/udp.n" &
 rx=$!
-sleep 0.5
+ready_file "$work/udp.ready"
 ip netns exec "$G" python3 "$work/udp_tx.py" 10.81.2.2 9300 1000 16 40
 wait $rx
 got=$(cat "$work/udp.n")
@@ -210,6 +215,7 @@ l = socket.socket(fam, socket.SOCK_STREAM)
 l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 l.bind((sys.argv[1], int(sys.argv[2])))
 l.listen(1)
+open(sys.argv[3], "w").close()  # listening: the sender may connect
 l.settimeout(60)
 try:
     c, _ = l.accept()
@@ -236,9 +242,10 @@ s.recv(1)
 print(n, hashlib.sha256(data).hexdigest())
 EOF
 tcp() { # DST_BIND DST PORT -> 0 when intact
-  ip netns exec "$S" timeout 90 python3 "$work/tcp_rx.py" "$1" "$3" >"$work/tcp.rx" &
+  rm -f "$work/tcp.ready"
+  ip netns exec "$S" timeout 90 python3 "$work/tcp_rx.py" "$1" "$3" "$work/tcp.ready" >"$work/tcp.rx" &
   local rx=$!
-  sleep 0.5
+  ready_file "$work/tcp.ready"
   ip netns exec "$G" timeout 90 python3 "$work/tcp_tx.py" "$2" "$3" 1048576 >"$work/tcp.tx" 2>&1
   wait $rx
   [ -s "$work/tcp.rx" ] && [ "$(cat "$work/tcp.rx")" = "$(cat "$work/tcp.tx")" ]
@@ -337,7 +344,9 @@ fi
 # reached it. What the XDP sink counted end to end is printed beside it; it is not the verdict,
 # because in a TCG guest the generator's NIC and the sink share two emulated CPUs with the
 # router and lose frames of both classes alike.
-sed -e 's/^strategy = .*/strategy = "ll-wfq"\ncost-ns = 50000/' "$work/router.toml" >"$work/router-rt.toml"
+# Rings of 2048 give RT half a second of slack when the emulated CPU is taken from the worker.
+sed -e 's/^strategy = .*/strategy = "ll-wfq"\ncost-ns = 50000/' -e 's/^\[rings\]/[rings]\nrx-size = 2048/' \
+  "$work/router.toml" >"$work/router-rt.toml"
 ip netns exec "$R" "$LLR" run --config "$work/router-rt.toml" --duration 60 >"$work/router-rt.out" 2>"$work/router-rt.err" &
 router_pid=$!
 for _ in $(seq 1 120); do
