@@ -471,3 +471,38 @@ fn sim_flows_config_errors_name_the_field() {
     assert!(o.stdout.contains("voice p99 µs"), "{}", o.stdout);
     assert_eq!(o.stdout.lines().count(), 4, "{}", o.stdout);
 }
+
+#[test]
+fn a_host_that_does_not_fit_the_config_is_refused_at_check() {
+    // The loopback device exists in every namespace and has no ntuple filters, one queue and an
+    // MTU of 65536: `--check` refuses each naming the field, without privileges.
+    let dir = scratch("check");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("router.toml");
+    let write = |extra: &str| {
+        std::fs::write(
+            &cfg,
+            format!(
+                "interfaces = [\"lo\"]\n{extra}\n[[classes]]\nname = \"rt\"\n[[classes]]\nname = \"be\"\n[control]\nsocket = \"{}\"\n",
+                dir.join("ctl.sock").display()
+            ),
+        )
+        .unwrap();
+    };
+    let c = cfg.to_str().unwrap();
+    write("");
+    usage_error(
+        &["run", "--config", c, "--check"],
+        &["rings.frame-size: lo has MTU 65536: frames of up to 65554 bytes, but a 4096-byte UMEM frame takes at most 3840; lower the MTU to 3822"],
+    );
+    usage_error(
+        &["run", "--config", c, "--check", "--steering", "ntuple"],
+        &["steering: \"ntuple\": lo: the NIC has no ntuple (Flow Director) filters"],
+    );
+    write("cores = [0, 1]");
+    usage_error(
+        &["run", "--config", c, "--check"],
+        &["cores: lo has 1 active rx queue; 2 workers need one rx queue each"],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -118,10 +118,14 @@ pub fn check_steering(r: &Resolved, steering: Steering) -> Result<(), RouterErro
             }
         }
         Steering::Ntuple => {
+            // A NIC without the filters, or rules they cannot express, is a configuration that
+            // does not fit this host: bad input, named by the field.
+            fn bad(e: impl std::fmt::Display) -> ConfigError {
+                ConfigError::field("steering", format!("\"ntuple\": {e:#}"))
+            }
             for (n, &ifindex) in r.cfg.interfaces.iter().zip(&r.ifindexes) {
-                llr_io::ntuple::check_support(n, nclasses as u32).step("steering = \"ntuple\"")?;
-                llr_io::ntuple::plan(n, ifindex, &r.rules, nclasses, 0)
-                    .step("steering = \"ntuple\"")?;
+                llr_io::ntuple::check_support(n, nclasses as u32).map_err(bad)?;
+                llr_io::ntuple::plan(n, ifindex, &r.rules, nclasses, 0).map_err(bad)?;
             }
             Ok(())
         }
