@@ -163,9 +163,13 @@ fn bad_run_configs_exit_2_naming_the_field() {
             .arg(&cfg)
             .output()
             .expect("taskset (util-linux)");
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let out = String::from_utf8_lossy(&o.stdout).to_string();
-        assert!(out.starts_with("config ok: 1 interface,"), "{out}");
+        // lo's MTU (65536) does not fit a UMEM frame, so the check ends there, after the cores
+        // were accepted.
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(
+            !err.contains("cores") && err.contains("rings.frame-size: lo has MTU 65536"),
+            "{err}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -270,9 +270,8 @@ mod tests {
         );
         assert!(out.iter().any(|l| l == "#   rt -> ring 0 (rt)"), "{out:?}");
         assert!(
-            out.iter()
-                .any(|l| l
-                    == "#   queue 0 -> worker 0 (unpinned) -> classes by the classifier's rules"),
+            out.iter().any(|l| l
+                == "#     queue 0 -> worker 0 (unpinned) -> classes by the classifier's rules"),
             "{out:?}"
         );
     }
