@@ -391,29 +391,30 @@ fn one_worker_serves_every_queue_of_a_four_queue_veth() {
     assert_eq!(xdp_attached(&topo), 0, "XDP detached");
 }
 
+/// Starts a router with `cfg` in `topo`'s router namespace and returns the configuration error
+/// it was refused with (panics if it started or failed otherwise).
+fn refused(topo: &Topology, cfg: RouterConfig) -> String {
+    let r = topo
+        .router
+        .run(move || Router::start(cfg, StartOptions::default()).map(|_| ()))
+        .expect("enter the router namespace");
+    match r {
+        Err(RouterError::Config(e)) => e.to_string(),
+        other => panic!("expected a config error, got {other:?}"),
+    }
+}
+
 #[test]
 #[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
 fn more_workers_than_queues_is_refused_naming_cores() {
     llr_io::sys::require_root();
     let topo = Topology::new("llrmx").expect("topology");
     let tmp = TempDir::new("mx");
-    let cfg = config(tmp.join("ctl.sock"), vec![0, 1]);
-    let r = topo
-        .router
-        .run(move || Router::start(cfg, StartOptions::default()).map(|_| ()))
-        .expect("enter the router namespace");
-    match r {
-        Err(RouterError::Config(e)) => {
-            let s = e.to_string();
-            assert!(
-                s.starts_with(
-                    "cores: veth-rin has 1 active rx queue; 2 workers need one rx queue each"
-                ),
-                "{s}"
-            );
-        }
-        other => panic!("expected a config error, got {other:?}"),
-    }
+    let s = refused(&topo, config(tmp.join("ctl.sock"), vec![0, 1]));
+    assert!(
+        s.starts_with("cores: veth-rin has 1 active rx queue; 2 workers need one rx queue each"),
+        "{s}"
+    );
     assert_eq!(xdp_attached(&topo), 0, "nothing attached");
     assert!(!tmp.join("ctl.sock").exists(), "no control socket left");
 }
@@ -432,21 +433,11 @@ fn active_queues_count_not_allocated_ones() {
         assert!(o.status.success(), "ethtool -L {dev}: {o:?}");
     }
     let tmp = TempDir::new("ma");
-    let cfg = config(tmp.join("ctl.sock"), vec![0, 1]);
-    let r = topo
-        .router
-        .run(move || Router::start(cfg, StartOptions::default()).map(|_| ()))
-        .expect("enter the router namespace");
-    match r {
-        Err(RouterError::Config(e)) => {
-            let s = e.to_string();
-            assert!(
-                s.starts_with("cores: veth-rin has 1 active rx queue;") && s.contains("ethtool -L"),
-                "{s}"
-            );
-        }
-        other => panic!("expected a config error naming cores, got {other:?}"),
-    }
+    let s = refused(&topo, config(tmp.join("ctl.sock"), vec![0, 1]));
+    assert!(
+        s.starts_with("cores: veth-rin has 1 active rx queue;") && s.contains("ethtool -L"),
+        "{s}"
+    );
     assert_eq!(xdp_attached(&topo), 0, "nothing attached");
 }
 
@@ -461,21 +452,11 @@ fn an_mtu_larger_than_a_umem_frame_is_refused_at_start() {
         ns.ip(&["link", "set", "dev", dev, "mtu", "9000"]).unwrap();
     }
     let tmp = TempDir::new("mtu");
-    let cfg = config(tmp.join("ctl.sock"), vec![]);
-    let r = topo
-        .router
-        .run(move || Router::start(cfg, StartOptions::default()).map(|_| ()))
-        .expect("enter the router namespace");
-    match r {
-        Err(RouterError::Config(e)) => {
-            let s = e.to_string();
-            assert!(
-                s.starts_with("rings.frame-size: veth-rin has MTU 9000: frames of up to 9018 bytes, but a 4096-byte UMEM frame takes at most 3840;")
-                    && s.contains("lower the MTU to 3822"),
-                "{s}"
-            );
-        }
-        other => panic!("expected a config error naming rings.frame-size, got {other:?}"),
-    }
+    let s = refused(&topo, config(tmp.join("ctl.sock"), vec![]));
+    assert!(
+        s.starts_with("rings.frame-size: veth-rin has MTU 9000: frames of up to 9018 bytes, but a 4096-byte UMEM frame takes at most 3840;")
+            && s.contains("lower the MTU to 3822"),
+        "{s}"
+    );
     assert_eq!(xdp_attached(&topo), 0, "nothing attached");
 }

@@ -15,18 +15,9 @@ SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
 
-# The Debian mirror this machine already uses (deb822 or one-line format); no other host.
-mirror() {
-  local m=""
-  m=$(grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null \
-        | awk '{print $2}' | grep -v -- '-security' | grep '/debian/*$' | head -n1 || true)
-  if [ -z "$m" ]; then
-    m=$(grep -hs '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
-          | awk '{for(i=2;i<=NF;i++) if ($i ~ /^https?:/) {print $i; exit}}' \
-          | grep -v -- '-security' | grep '/debian/*$' | head -n1 || true)
-  fi
-  echo "${m:-http://deb.debian.org/debian}"
-}
+# shellcheck source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+mirror() { vm_mirror; }
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 

@@ -28,19 +28,9 @@ ALL=(6.1 6.12 6.12-rt bpo)
 
 log() { echo "kernels: $*" >&2; }
 
-# The Debian mirror this machine already uses; no other host.
-mirror() {
-  local m=""
-  m=$(grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null \
-        | awk '{print $2}' | grep -v -- '-security' | grep '/debian/*$' | head -n1 || true)
-  if [ -z "$m" ]; then
-    m=$(grep -hs '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
-          | awk '{for(i=2;i<=NF;i++) if ($i ~ /^https?:/) {print $i; exit}}' \
-          | grep -v -- '-security' | grep '/debian/*$' | head -n1 || true)
-  fi
-  m="${m:-http://deb.debian.org/debian}"
-  echo "${m%/}"
-}
+# shellcheck source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+mirror() { vm_mirror; }
 
 spec() { # short -> "suite metapackage"
   case "$1" in

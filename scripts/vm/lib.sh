@@ -33,6 +33,19 @@ VM_TIMEOUT="${VM_TIMEOUT:-300}"
 case ":$PATH:" in *":$VM_VNG_VENV/bin:"*) ;; *) PATH="$VM_VNG_VENV/bin:$PATH" ;; esac
 export PATH
 
+vm_mirror() { # the Debian mirror this machine already uses (deb822 or one-line); no other host
+  local m=""
+  m=$(grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null \
+        | awk '{print $2}' | grep -v -- '-security' | grep '/debian/*$' | head -n1 || true)
+  if [ -z "$m" ]; then
+    m=$(grep -hs '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
+          | awk '{for(i=2;i<=NF;i++) if ($i ~ /^https?:/) {print $i; exit}}' \
+          | grep -v -- '-security' | grep '/debian/*$' | head -n1 || true)
+  fi
+  m="${m:-http://deb.debian.org/debian}"
+  echo "${m%/}"
+}
+
 vm_kernel() { # SHORT -> /lib/modules/<ver>/vmlinuz (from kernels.sh, without downloading)
   local cache="${LLROUTER_KERNEL_CACHE:-/var/cache/llrouter-kernels}" ver
   ver=$(cat "$cache/$1/version" 2>/dev/null) || { echo "vm: kernel $1 not fetched; run scripts/vm/kernels.sh" >&2; return 1; }
