@@ -124,20 +124,36 @@ vm_run() {
   # kernel command line, and past 2048 bytes (COMMAND_LINE_SIZE) the kernel panics in early
   # boot (fortify: strlen buffer overflow) and QEMU hangs until the timeout. The guest sees
   # the host's /tmp (as the lower layer of an overlay), so the file is readable there.
+  # The guest runs in the background and this shell waits for it: a wait, unlike a foreground
+  # command, returns at once when a trapped signal arrives, so the caller's INT/TERM trap can
+  # stop the guest (vm_abort) instead of waiting for its timeout (timeout puts QEMU in a
+  # process group of its own, which a terminal's Ctrl-C does not reach).
   local rc script
-  script=$(mktemp /tmp/llrouter-vm.XXXXXX.sh) || return 1
+  script=$(mktemp "${VM_TMPDIR:-/tmp}/llrouter-vm.XXXXXX.sh") || return 1
   { vm_guest_prelude; printf '%s\n' "$cmd"; } > "$script"
   chmod 644 "$script"
-  { timeout -k 15 "$VM_TIMEOUT" "$VM_VNG" --run "$kernel" --disable-kvm --disable-microvm \
+  ( timeout -k 15 "$VM_TIMEOUT" "$VM_VNG" --run "$kernel" --disable-kvm --disable-microvm \
       --name "$name" -m "$VM_MEMORY" -p "$VM_CPUS" \
       ${qopts:+--qemu-opts="$qopts"} "${VM_VNG_EXTRA[@]}" ${VM_VERBOSE:+-v} \
       --exec "bash $script" </dev/null \
       2> >(grep -v --line-buffered 'warning: hub [0-9]* is not connected to host network' >&2) | cat
-    rc=${PIPESTATUS[0]}
-  }
+    exit "${PIPESTATUS[0]}"
+  ) &
+  VM_PID=$!
+  wait "$VM_PID"
+  rc=$?
+  VM_PID=""
   rm -f "$script"
   vm_reap "$name"
   return "$rc"
+}
+
+vm_abort() { # stops this shell's guests (for an INT/TERM trap): QEMU, then vng and timeout
+  local pid
+  for pid in $(pgrep -f -- "-name llrouter-vm-$$-" 2>/dev/null); do kill "$pid" 2>/dev/null; done
+  [ -n "${VM_PID:-}" ] && kill "$VM_PID" 2>/dev/null
+  wait 2>/dev/null
+  return 0
 }
 
 vm_reap() { # kill a leftover QEMU of this run (matched by its unique -name), if any

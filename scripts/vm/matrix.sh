@@ -29,7 +29,9 @@ mkdir -p "$LOG_DIR" "$(dirname "$OUT")"
 # rebuild while the matrix runs cannot change them under a running guest.
 stage=$(mktemp -d /tmp/llrouter-matrix.XXXXXX)
 trap 'rm -rf "$stage"' EXIT
+trap 'vm_abort; exit 130' INT TERM
 cp target/release/llrouter scripts/vm/guest-check.sh "$stage/"
+export VM_TMPDIR="$stage"
 
 # Inside the guest: load the NIC driver, find the four NICs by MAC, run the check per mode.
 guest_cmd() { # MODEL MODES
