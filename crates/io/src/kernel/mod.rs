@@ -119,15 +119,9 @@ use netlink::*;
 /// What the router checks of an interface before it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LinkFacts {
-    /// Allocated queues (`IFLA_NUM_RX_QUEUES` / `IFLA_NUM_TX_QUEUES`); fewer may be active
-    /// ([`active_rx_queues`]).
+    /// Allocated rx queues (`IFLA_NUM_RX_QUEUES`); fewer may be active ([`active_rx_queues`]).
     pub num_rx_queues: u32,
-    pub num_tx_queues: u32,
     pub mtu: u32,
-    /// The largest MTU the driver accepts, where it says.
-    pub max_mtu: Option<u32>,
-    /// Administratively up (`IFF_UP`).
-    pub up: bool,
 }
 
 /// [`LinkFacts`] of interface `ifindex` in the calling thread's namespace.

@@ -13,7 +13,7 @@ use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressMessage};
-use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::link::{LinkAttribute, LinkMessage};
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
 };
@@ -382,17 +382,11 @@ pub(super) fn link_facts(sock: &mut NlSocket) -> Result<BTreeMap<u32, LinkFacts>
         if let RouteNetlinkMessage::NewLink(l) = m {
             let mut f = LinkFacts {
                 num_rx_queues: 1,
-                num_tx_queues: 1,
                 mtu: decode_link(&l).2,
-                up: l.header.flags.contains(LinkFlags::Up),
-                max_mtu: None,
             };
             for a in &l.attributes {
-                match a {
-                    LinkAttribute::NumRxQueues(n) => f.num_rx_queues = *n,
-                    LinkAttribute::NumTxQueues(n) => f.num_tx_queues = *n,
-                    LinkAttribute::MaxMtu(n) => f.max_mtu = Some(*n),
-                    _ => {}
+                if let LinkAttribute::NumRxQueues(n) = a {
+                    f.num_rx_queues = *n;
                 }
             }
             out.insert(l.header.index, f);
