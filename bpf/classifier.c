@@ -294,8 +294,8 @@ static __always_inline int l4_min(__u8 proto)
 	return proto == IPPROTO_TCP ? 20 : proto == IPPROTO_UDP ? 8 : proto == IPPROTO_SCTP ? 12 : 0;
 }
 
-SEC("xdp")
-int llr_classify(struct xdp_md *ctx)
+/* The body of both programs below. */
+static __always_inline int classify(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -316,7 +316,9 @@ int llr_classify(struct xdp_md *ctx)
 		return XDP_PASS;
 	cls = set->default_class;
 	__u32 nrules = set->nrules;
-	__u64 flen = (__u64)(data_end - data);
+	/* The whole frame: a multi-buffer frame (the frags program) is longer than its linear
+	 * part [data, data_end), which holds the headers that direct reads below look at. */
+	__u64 flen = bpf_xdp_get_buff_len(ctx);
 
 	if ((void *)(eth + 1) > data_end) {
 		/* runt frame: no L2 fields either; flex and interface rules still apply */
@@ -525,6 +527,21 @@ redirect:;
 	if (ret != XDP_REDIRECT)
 		count(ST_NO_SOCKET);
 	return ret;
+}
+
+/* Frames in one buffer: the program for every MTU whose frames fit a UMEM chunk. */
+SEC("xdp")
+int llr_classify(struct xdp_md *ctx)
+{
+	return classify(ctx);
+}
+
+/* Frames in several buffers (jumbo MTUs, AF_XDP multi-buffer): loaded with
+ * BPF_F_XDP_HAS_FRAGS, which drivers require before they take an MTU beyond one page. */
+SEC("xdp.frags")
+int llr_classify_mb(struct xdp_md *ctx)
+{
+	return classify(ctx);
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -60,7 +60,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         let r = cfg
             .resolve(|n| llr_io::ebpf::ifindex(n).ok())
             .map_err(bad_config)?;
-        let queues = plan::check(&r, steering).map_err(|e| match e {
+        let kernel = llr_io::probe::KernelFeatures::probe();
+        let queues = plan::check(&r, steering, kernel.multi_buffer).map_err(|e| match e {
             RouterError::Config(c) => bad_config(c),
             other => other.into(),
         })?;

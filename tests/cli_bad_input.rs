@@ -493,7 +493,7 @@ fn a_host_that_does_not_fit_the_config_is_refused_at_check() {
     write("");
     usage_error(
         &["run", "--config", c, "--check"],
-        &["rings.frame-size: lo has MTU 65536: frames of up to 65554 bytes, but a 4096-byte UMEM frame takes at most 3840; lower the MTU to 3822"],
+        &["interfaces: lo has MTU 65536; llrouter carries frames of up to 9018 bytes (MTU 9000, the limit of its classifier and parser): lower it (`ip link set lo mtu 9000`)"],
     );
     usage_error(
         &["run", "--config", c, "--check", "--steering", "ntuple"],

@@ -556,3 +556,117 @@ fn first_packets_to_an_unresolved_neighbour_wait_for_it() {
     assert_eq!(released, held, "every held frame was sent");
     assert_eq!(seqs, (0..n).collect::<Vec<u32>>(), "all arrived, in order");
 }
+
+/// Sets the MTU of every link of `t` (both ends) to `mtu`, and the router's egress to
+/// `egress`.
+fn set_mtus(t: &Topology, mtu: u32, egress: u32) {
+    let m = mtu.to_string();
+    let e = egress.to_string();
+    t.gen.ip(&["link", "set", addr::GEN_IF, "mtu", &m]).unwrap();
+    t.router
+        .ip(&["link", "set", addr::RTR_IN_IF, "mtu", &m])
+        .unwrap();
+    t.router
+        .ip(&["link", "set", addr::RTR_OUT_IF, "mtu", &e])
+        .unwrap();
+    t.sink
+        .ip(&["link", "set", addr::SINK_IF, "mtu", &e])
+        .unwrap();
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn jumbo_frames_cross_whole_in_both_families() {
+    llr_io::sys::require_root();
+    let t = hosts("llr-jumbo");
+    set_mtus(&t, 9000, 9000);
+    let dir = TempDir::new("jumbo");
+    let router = RouterThread::start(&t, dir.router_config(CONFIG));
+    let sock = dir.join("ctl.sock");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_llrouter"))
+        .args(["ctl", "--socket", &sock.display().to_string(), "status"])
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        status.contains("multi-buffer") && status.contains("MTU 9000"),
+        "the status names the multi-buffer datapath: {status}"
+    );
+    let ping = |args: &[&str]| {
+        let mut argv = vec!["ping", "-n", "-c", "2", "-i", "0.3", "-W", "2"];
+        argv.extend_from_slice(args);
+        exec_text(&t.gen, &argv)
+    };
+    let mut failures = Vec::new();
+    // 8000-byte payloads with DF (IPv6 never fragments on the way), and the largest frame.
+    for args in [
+        vec!["-M", "do", "-s", "8000", addr::SINK_V4],
+        vec!["-6", "-M", "do", "-s", "8000", addr::SINK_V6],
+        vec!["-M", "do", "-s", "8972", addr::SINK_V4],
+        vec!["-6", "-M", "do", "-s", "8952", addr::SINK_V6],
+    ] {
+        let out = ping(&args);
+        if !out.contains(" 0% packet loss") {
+            failures.push(format!("ping {args:?}:\n{out}"));
+        }
+    }
+    // 1 MB over TCP, both families: with MTU 9000 end to end the segments are ~8960 bytes.
+    for dst in [v4(addr::SINK_V4), v4(addr::SINK_V6)] {
+        if !tcp_through(&t, dst, 5330, 1 << 20, Duration::from_secs(10)) {
+            failures.push(format!("TCP 1 MB to {dst} did not arrive intact"));
+        }
+    }
+    let report = router.finish().unwrap().expect("report");
+    let ports = &report.worker.ports;
+    let multi: u64 = ports.iter().map(|p| p.rx_multi).sum();
+    let broken: u64 = ports.iter().map(|p| p.rx_broken).sum();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // 1 MB twice in ~8960-byte segments is over 200 jumbo frames, each in 3 chunks.
+    assert!(multi > 200, "frames came in several chunks: {multi}");
+    assert_eq!(broken, 0, "no multi-buffer frame was broken");
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn jumbo_frames_larger_than_the_egress_mtu_get_icmp_or_fragments() {
+    llr_io::sys::require_root();
+    let t = hosts("llr-jumbo2");
+    set_mtus(&t, 9000, 1500);
+    let dir = TempDir::new("jumbo2");
+    let router = RouterThread::start(&t, dir.router_config(CONFIG));
+    let ping = |args: &[&str]| {
+        let mut argv = vec!["ping", "-n", "-c", "1", "-W", "2"];
+        argv.extend_from_slice(args);
+        exec_text(&t.gen, &argv)
+    };
+    let mut failures = Vec::new();
+    // In this order: once the host has learnt the path MTU from llrouter's "frag needed" it
+    // fragments (or refuses) by itself, and the router would see only small frames.
+    for (args, want) in [
+        // TTL 1 on a jumbo frame: time exceeded, as for any size.
+        (
+            vec!["-M", "do", "-t", "1", "-s", "8000", addr::SINK_V4],
+            "Time to live exceeded",
+        ),
+        // Without DF, IPv4 is fragmented by llrouter and reassembled by the sink.
+        (
+            vec!["-M", "dont", "-s", "8000", addr::SINK_V4],
+            "bytes from 10.71.2.1",
+        ),
+        (
+            vec!["-M", "do", "-s", "8000", addr::SINK_V4],
+            "Frag needed and DF set (mtu = 1500)",
+        ),
+        (
+            vec!["-6", "-M", "do", "-s", "8000", addr::SINK_V6],
+            "Packet too big: mtu=1500",
+        ),
+    ] {
+        let out = ping(&args);
+        if !out.contains(want) {
+            failures.push(format!("ping {args:?}: want `{want}`, got:\n{out}"));
+        }
+    }
+    router.finish().unwrap();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

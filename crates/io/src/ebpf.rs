@@ -17,6 +17,8 @@ use aya::Ebpf;
 
 /// Name of the XDP program in `bpf/classifier.c`; also how a stale one is recognised.
 pub const PROGRAM_NAME: &str = "llr_classify";
+/// The same program for multi-buffer frames (`xdp.frags`, loaded with `BPF_F_XDP_HAS_FRAGS`).
+pub const PROGRAM_NAME_MB: &str = "llr_classify_mb";
 /// Rules the program evaluates at most (`LLR_MAX_RULES`).
 pub const MAX_RULES: usize = 64;
 /// Classes, and rings per rx queue, at most (`LLR_MAX_CLASSES`).
@@ -86,6 +88,8 @@ pub struct TestOutcome {
 
 /// The loaded classifier of one interface.
 pub struct Classifier {
+    /// The program loaded: [`PROGRAM_NAME`] or [`PROGRAM_NAME_MB`].
+    name: &'static str,
     ebpf: Ebpf,
     attached: Option<(u32, XdpMode)>,
     /// The rule-table half frames use now (`llr_config.active`).
@@ -113,14 +117,26 @@ impl Classifier {
     /// Loads the program and its maps into the kernel (not attached). Every frame goes to class
     /// `default_class` until rules are set.
     pub fn load(default_class: u32) -> Result<Classifier> {
+        Self::load_for(default_class, false)
+    }
+
+    /// [`Classifier::load`], for frames in several buffers if `multi_buffer` (jumbo MTUs):
+    /// the frags-aware program, which drivers require before they take an MTU beyond a page.
+    pub fn load_for(default_class: u32, multi_buffer: bool) -> Result<Classifier> {
+        let name = if multi_buffer {
+            PROGRAM_NAME_MB
+        } else {
+            PROGRAM_NAME
+        };
         let mut ebpf =
             Ebpf::load(crate::bpf_objects::CLASSIFIER).context("load bpf/classifier.o")?;
         let prog: &mut Xdp = ebpf
-            .program_mut(PROGRAM_NAME)
-            .context("program llr_classify missing in classifier.o")?
+            .program_mut(name)
+            .with_context(|| format!("program {name} missing in classifier.o"))?
             .try_into()?;
-        load_checked(prog, PROGRAM_NAME)?;
+        load_checked(prog, name)?;
         let mut c = Classifier {
+            name,
             ebpf,
             attached: None,
             active: 0,
@@ -135,7 +151,7 @@ impl Classifier {
 
     fn prog(&self) -> &Xdp {
         self.ebpf
-            .program(PROGRAM_NAME)
+            .program(self.name)
             .expect("loaded")
             .try_into()
             .expect("xdp")
@@ -143,7 +159,7 @@ impl Classifier {
 
     fn prog_mut(&mut self) -> &mut Xdp {
         self.ebpf
-            .program_mut(PROGRAM_NAME)
+            .program_mut(self.name)
             .expect("loaded")
             .try_into()
             .expect("xdp")

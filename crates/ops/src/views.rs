@@ -29,10 +29,16 @@ pub struct PortModeView {
     pub rx_queues: u32,
     /// Of those, the queues whose sockets bound in zero-copy mode.
     pub zerocopy_queues: u32,
+    /// The interface's MTU at start.
+    #[serde(default)]
+    pub mtu: u32,
+    /// Frames may span several UMEM chunks (AF_XDP multi-buffer, for jumbo MTUs).
+    #[serde(default)]
+    pub multi_buffer: bool,
 }
 
 impl PortModeView {
-    /// `eth0: native XDP, 2 rx queues, zero-copy`.
+    /// `eth0: native XDP, 2 rx queues, zero-copy, MTU 1500`.
     pub fn describe(&self) -> String {
         let zc = match self.zerocopy_queues {
             0 => "copy mode".to_string(),
@@ -40,11 +46,17 @@ impl PortModeView {
             n => format!("zero-copy on {n} of {}", self.rx_queues),
         };
         format!(
-            "{}: {} XDP, {} rx queue{}, {zc}",
+            "{}: {} XDP, {} rx queue{}, {zc}{}, MTU {}",
             self.interface,
             self.xdp,
             self.rx_queues,
-            if self.rx_queues == 1 { "" } else { "s" }
+            if self.rx_queues == 1 { "" } else { "s" },
+            if self.multi_buffer {
+                ", multi-buffer"
+            } else {
+                ""
+            },
+            self.mtu
         )
     }
 }

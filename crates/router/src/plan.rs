@@ -49,50 +49,83 @@ pub fn frame_capacity(frame_size: u32, zerocopy: bool) -> u32 {
     }
 }
 
-/// Checks that every interface's MTU fits a UMEM chunk (`mtu[i]` for interface i; `zerocopy`:
-/// whether the sockets bound in zero-copy mode). The error names `rings.frame-size`.
+/// The largest MTU the router carries: frames of up to 9018 bytes with a VLAN tag, the limit of
+/// the classifier and of the parser (`llr_core::wire::DEFAULT_MAX_FRAME`).
+pub const MAX_MTU: u32 = 9000;
+
+/// Checks every interface's MTU (`mtus[i]` for interface i) against what the sockets carry:
+/// at most [`MAX_MTU`], and a frame in one UMEM chunk unless `multi_buffer_ok` (the kernel
+/// has AF_XDP multi-buffer, 6.6). `zerocopy`: the sockets bound in zero-copy mode (chunks in
+/// whole KiB). Returns whether some frame needs several chunks; errors name the field.
 pub fn check_frames(
     names: &[String],
     mtus: &[u32],
     frame_size: u32,
     zerocopy: bool,
-) -> Result<(), ConfigError> {
+    multi_buffer_ok: bool,
+) -> Result<bool, ConfigError> {
     let cap = frame_capacity(frame_size, zerocopy);
+    let mut multi = false;
     for (name, &mtu) in names.iter().zip(mtus) {
-        if mtu + L2_OVERHEAD > cap {
-            let fix = if frame_size < 4096 && mtu + L2_OVERHEAD <= frame_capacity(4096, zerocopy) {
-                "set `frame-size = 4096` in [rings]".to_string()
-            } else {
-                format!(
-                    "lower the MTU to {} (`ip link set {name} mtu {}`); frames that span several UMEM chunks (multi-buffer) are not supported",
-                    cap - L2_OVERHEAD,
-                    cap - L2_OVERHEAD
-                )
-            };
+        if mtu > MAX_MTU {
             return Err(ConfigError::field(
-                "rings.frame-size",
+                "interfaces",
                 format!(
-                    "{name} has MTU {mtu}: frames of up to {} bytes, but a {frame_size}-byte UMEM frame takes at most {cap}{}; {fix}",
-                    mtu + L2_OVERHEAD,
-                    if zerocopy { " in zero-copy mode (receive buffers in whole KiB)" } else { "" }
+                    "{name} has MTU {mtu}; llrouter carries frames of up to {} bytes (MTU {MAX_MTU}, the limit of its classifier and parser): lower it (`ip link set {name} mtu {MAX_MTU}`)",
+                    MAX_MTU + L2_OVERHEAD
                 ),
             ));
         }
+        if mtu + L2_OVERHEAD <= cap {
+            continue;
+        }
+        if multi_buffer_ok {
+            multi = true;
+            continue;
+        }
+        let fix = if frame_size < 4096 && mtu + L2_OVERHEAD <= frame_capacity(4096, zerocopy) {
+            "set `frame-size = 4096` in [rings]".to_string()
+        } else {
+            format!(
+                "lower the MTU to {} (`ip link set {name} mtu {}`): frames that span several UMEM chunks need AF_XDP multi-buffer, Linux 6.6 or later",
+                cap - L2_OVERHEAD,
+                cap - L2_OVERHEAD
+            )
+        };
+        return Err(ConfigError::field(
+            "rings.frame-size",
+            format!(
+                "{name} has MTU {mtu}: frames of up to {} bytes, but a {frame_size}-byte UMEM frame takes at most {cap}{}; {fix}",
+                mtu + L2_OVERHEAD,
+                if zerocopy { " in zero-copy mode (receive buffers in whole KiB)" } else { "" }
+            ),
+        ));
     }
-    Ok(())
+    Ok(multi)
 }
 
 /// Everything `--check` and [`Router::start`](crate::Router::start) check before touching
 /// anything: steering, the queue plan (every active rx queue gets a socket) and the MTUs
-/// against the UMEM frame. Returns the queue plan.
-pub fn check(r: &Resolved, steering: Steering) -> Result<QueueLayout, RouterError> {
+/// against the UMEM frame (`multi_buffer_ok`: the kernel has AF_XDP multi-buffer). Returns
+/// the queue plan, multi-buffer on where an MTU needs it.
+pub fn check(
+    r: &Resolved,
+    steering: Steering,
+    multi_buffer_ok: bool,
+) -> Result<QueueLayout, RouterError> {
     check_steering(r, steering)?;
-    let queues = QueueLayout::new(r, steering, QueueLayout::active_queues(r));
+    let mut queues = QueueLayout::new(r, steering, QueueLayout::active_queues(r));
     queues.check(&r.cfg.interfaces)?;
     let mtus: Vec<u32> = (r.ifindexes.iter())
         .map(|&i| llr_io::kernel::link_facts(i).map_or(1500, |f| f.mtu))
         .collect();
-    check_frames(&r.cfg.interfaces, &mtus, r.cfg.rings.frame_size, false)?;
+    queues.multi_buffer = check_frames(
+        &r.cfg.interfaces,
+        &mtus,
+        r.cfg.rings.frame_size,
+        false,
+        multi_buffer_ok,
+    )?;
     Ok(queues)
 }
 
@@ -246,6 +279,37 @@ fn xdp_plan(r: &Resolved, classes: &[String], out: &mut Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frames_beyond_a_chunk_need_multi_buffer_or_are_refused() {
+        let names = ["a".to_string(), "b".to_string()];
+        let check = |mtus: &[u32], zc: bool, mb: bool| {
+            check_frames(&names, mtus, 4096, zc, mb).map_err(|e| e.to_string())
+        };
+        // Both fit one chunk: no multi-buffer, whatever the kernel.
+        assert_eq!(check(&[1500, 3822], false, true), Ok(false));
+        assert_eq!(check(&[1500, 3822], false, false), Ok(false));
+        // A jumbo MTU: multi-buffer where the kernel has it (6.6+), refused where not.
+        assert_eq!(check(&[1500, 9000], false, true), Ok(true));
+        let e = check(&[1500, 9000], false, false).unwrap_err();
+        assert!(
+            e.starts_with("rings.frame-size: b has MTU 9000")
+                && e.contains("lower the MTU to 3822")
+                && e.contains("Linux 6.6"),
+            "{e}"
+        );
+        // Zero-copy counts whole KiB.
+        let e = check(&[3822, 1500], true, false).unwrap_err();
+        assert!(e.contains("at most 3072"), "{e}");
+        // Beyond what the classifier and the parser take: refused in any case.
+        let e = check(&[9001, 1500], false, true).unwrap_err();
+        assert!(
+            e.starts_with(
+                "interfaces: a has MTU 9001; llrouter carries frames of up to 9018 bytes"
+            ),
+            "{e}"
+        );
+    }
 
     #[test]
     fn plural_words() {

@@ -15,7 +15,7 @@ use llr_core::fwd::SharedForwarder;
 use llr_io::ebpf::{ClassifierStats, XdpMode, FLAG_TIMESTAMP};
 use llr_io::kernel::{self, MirrorSpec};
 use llr_io::probe::KernelFeatures;
-use llr_io::xsk::{Device, SocketSlot};
+use llr_io::xsk::{Device, SocketSlot, XskOptions};
 use llr_ops::ctl::CtlServer;
 use llr_ops::metrics::{MetricsServer, MetricsSnapshot};
 use llr_ops::views::{DatapathView, PortModeView};
@@ -105,7 +105,7 @@ impl Router {
         kernel.check_minimum().map_err(RouterError::Setup)?;
         let steering = opts.steering.unwrap_or(cfg.steering);
         let r = cfg.resolve(|n| llr_io::ebpf::ifindex(n).ok())?;
-        let queues = crate::plan::check(&r, steering)?;
+        let queues = crate::plan::check(&r, steering, kernel.multi_buffer)?;
         let allowed = llr_ops::cpus::allowed().step("read the CPU affinity")?;
         let helpers =
             llr_ops::cpus::helper_cpus(&allowed, &r.cfg.cores, r.cfg.helper_cores.as_deref());
@@ -313,7 +313,12 @@ fn supervise(
             return fail(e);
         }
     };
-    if let Err(e) = check_zerocopy_frames(&plant.r, &attached.0) {
+    let zc_check = if plant.queues.multi_buffer {
+        Ok(()) // frames span buffers whatever their size
+    } else {
+        check_zerocopy_frames(&plant.r, &attached.0)
+    };
+    if let Err(e) = zc_check {
         stop_workers(workers);
         drop(plant);
         return fail(e.into());
@@ -353,7 +358,10 @@ fn spawn_worker(
     let core = plant.r.cfg.cores.get(w).copied();
     let ports = plant.queues.ports(w, &plant.r.ifindexes);
     let nsock = plant.r.cfg.classes.len().max(plant.r.layout.rings.len());
-    let xsk_opts = plant.r.cfg.rings.clone();
+    let xsk_opts = XskOptions {
+        multi_buffer: plant.queues.multi_buffer,
+        ..plant.r.cfg.rings.clone()
+    };
     let layout = plant.r.layout.clone();
     let fwd = plant.fwd.clone();
     let wopts = wopts.clone();
@@ -464,6 +472,8 @@ fn datapath(plant: &Plant, attached: &Attached) -> DatapathView {
                 .to_string(),
                 rx_queues: ports.iter().filter(|p| p.0 == i).count() as u32,
                 zerocopy_queues: ports.iter().filter(|p| p.0 == i && p.2).count() as u32,
+                mtu: kernel::link_facts(i).map_or(0, |f| f.mtu),
+                multi_buffer: plant.queues.multi_buffer,
             })
             .collect(),
     }
@@ -485,6 +495,7 @@ fn check_zerocopy_frames(
             &[mtu],
             r.cfg.rings.frame_size,
             true,
+            false,
         )?;
     }
     Ok(())

@@ -32,6 +32,9 @@ pub struct QueueLayout {
     pub classes: usize,
     /// Active rx queues of each interface (the order of the configuration's interfaces).
     pub rx: Vec<u32>,
+    /// Frames span several UMEM chunks (an MTU beyond one chunk): multi-buffer sockets and
+    /// the frags-aware classifier ([`crate::plan::check`] decides).
+    pub multi_buffer: bool,
 }
 
 /// Rx queues per interface the classifier can redirect from (its XSKMAP holds 64 rings for
@@ -47,6 +50,7 @@ impl QueueLayout {
             workers: r.cfg.cores.len().max(1),
             classes: r.cfg.classes.len(),
             rx,
+            multi_buffer: false,
         }
     }
 
@@ -227,7 +231,8 @@ impl Classifiers {
     ) -> Result<Classifiers, RouterError> {
         let mut list = Vec::new();
         for &ifindex in &r.ifindexes {
-            let mut c = Classifier::load(r.default_class).map_err(RouterError::setup)?;
+            let mut c = Classifier::load_for(r.default_class, queues.multi_buffer)
+                .map_err(RouterError::setup)?;
             c.set_rules(&r.rule_images, r.default_class, flags)
                 .map_err(RouterError::setup)?;
             c.set_class_rings(&r.layout.class_to_ring)
@@ -426,6 +431,7 @@ mod tests {
             workers,
             classes: 2,
             rx: rx.to_vec(),
+            multi_buffer: false,
         }
     }
 

@@ -9,6 +9,7 @@ use llr_core::sched::{RingId, RingView};
 use xdpilone::xdp::XdpDesc;
 use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, User};
 
+use super::frags::{self, Gathered, MAX_FRAME_MB, MAX_PKT_DESCS, XDP_PKT_CONTD, XDP_USE_SG};
 use super::umem::UmemArea;
 use super::{bind_retrying, Action, Held, PortStats, Spare, XskOptions};
 use crate::sys;
@@ -58,7 +59,14 @@ pub struct Device {
     extra_ready: bool,
     /// Frames the receive callback held ([`Action::Hold`]), not yet taken by the caller.
     held: Vec<Held>,
+    /// Where a multi-buffer frame is gathered ([`MAX_FRAME_MB`] bytes; empty without
+    /// multi-buffer).
+    scratch: Vec<u8>,
 }
+
+/// Descriptors one receive call takes from a ring of one port (a frame may run past it, up to
+/// [`MAX_PKT_DESCS`] more).
+const BATCH: usize = 64;
 
 impl std::fmt::Debug for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -146,7 +154,9 @@ impl Device {
                     },
                     // Only the UMEM owner may ask for need_wakeup; the others inherit it.
                     bind_flags: if pi == 0 && r == 0 {
-                        SocketConfig::XDP_BIND_NEED_WAKEUP | opts.zero_copy.bind_flag()
+                        SocketConfig::XDP_BIND_NEED_WAKEUP
+                            | opts.zero_copy.bind_flag()
+                            | if opts.multi_buffer { XDP_USE_SG } else { 0 }
                     } else {
                         0
                     },
@@ -167,10 +177,20 @@ impl Device {
                     bind_retrying(|| dq.bind(&user))
                 }
                 .map_err(|e| {
+                    let errno = e.get_raw().abs();
+                    let why = match errno {
+                        libc::EINVAL if opts.multi_buffer => {
+                            "; multi-buffer sockets (XDP_USE_SG, for an MTU beyond one UMEM chunk) need Linux 6.6 or later"
+                        }
+                        libc::EOPNOTSUPP if opts.multi_buffer => {
+                            "; the driver has no zero-copy multi-buffer support: set `zero-copy = \"auto\"` or \"off\" in [rings], or lower the MTU"
+                        }
+                        _ => "",
+                    };
                     anyhow::anyhow!(
-                        "bind AF_XDP socket (ifindex {}, queue {queue}, ring {r}): {}",
+                        "bind AF_XDP socket (ifindex {}, queue {queue}, ring {r}): {}{why}",
                         spec.ifindex,
-                        std::io::Error::from_raw_os_error(e.get_raw().abs())
+                        std::io::Error::from_raw_os_error(errno)
                     )
                 })?;
                 let fd = ring.as_raw_fd();
@@ -207,6 +227,11 @@ impl Device {
             wakeups: 0,
             extra_ready: false,
             held: Vec::new(),
+            scratch: if opts.multi_buffer {
+                vec![0; MAX_FRAME_MB]
+            } else {
+                Vec::new()
+            },
         };
         dev.refill();
         Ok(dev)
@@ -291,6 +316,7 @@ impl Device {
         let base = self.mem.area.ptr;
         let area_len = self.mem.area.len as u64;
         let fs = self.mem.frame_size as u64;
+        let multi = self.opts.multi_buffer;
         for k in 0..np {
             if served >= max {
                 break;
@@ -301,21 +327,26 @@ impl Device {
                 addr: 0,
                 len: 0,
                 options: 0,
-            }; 64];
-            let n = {
+            }; BATCH + MAX_PKT_DESCS];
+            let (n, frames) = {
                 let port = &mut self.ports[pi];
-                let want = (max - served).min(64);
-                let mut rd = port.rx[ring].receive(want);
-                let mut n = 0;
-                while let Some(d) = rd.read() {
-                    descs[n] = d;
-                    n += 1;
-                }
-                rd.release();
+                let want = (max - served).min(BATCH as u32);
+                let (n, frames) = if multi {
+                    read_frames(&mut port.rx[ring], want, &mut descs)
+                } else {
+                    let mut rd = port.rx[ring].receive(want);
+                    let mut n = 0;
+                    while let Some(d) = rd.read() {
+                        descs[n] = d;
+                        n += 1;
+                    }
+                    rd.release();
+                    (n, n)
+                };
                 let k = &port.known[ring];
                 k.set(k.get().saturating_sub(n as u32));
-                port.stats.rx += n as u64;
-                n
+                port.stats.rx += frames as u64;
+                (n, frames)
             };
             // The kernel wrote these frames on another CPU: their first touch here is a cache
             // miss (perf: ~60 % of the worker's own time with 4-frame grants). Ask for all of
@@ -325,9 +356,12 @@ impl Device {
                     prefetch(base.as_ptr().wrapping_add(d.addr as usize - 8));
                 }
             }
+            let mut first = true; // descs[i] starts a frame
             for d in &descs[..n] {
-                if frame_room(d, fs, area_len).is_none() {
-                    continue; // refused below
+                let starts = first;
+                first = frags::ends_frame(d);
+                if !starts || frame_room(d, fs, area_len).is_none() {
+                    continue; // a later chunk of a frame (its first holds the headers), or refused below
                 }
                 // SAFETY: [addr, addr+len) lies inside one chunk of the UMEM mapping (checked
                 // just above) that the kernel handed to us through the rx ring and will not
@@ -338,9 +372,19 @@ impl Device {
                 };
                 warm(frame);
             }
-            for d in &descs[..n] {
+            let mut i = 0;
+            while i < n {
+                let d = descs[i];
+                if !frags::ends_frame(&d) {
+                    let last = (i..n).find(|&j| frags::ends_frame(&descs[j]));
+                    let (end, whole) = last.map_or((n, false), |j| (j + 1, true));
+                    self.recv_multi(pi, ring, &descs[i..end], whole, &mut f, &mut extra);
+                    i = end;
+                    continue;
+                }
+                i += 1;
                 let chunk = d.addr & !(fs - 1);
-                let Some(room) = frame_room(d, fs, area_len) else {
+                let Some(room) = frame_room(&d, fs, area_len) else {
                     // never from a sane kernel; do not touch memory outside the chunk
                     self.mem.free.push(chunk);
                     continue;
@@ -355,18 +399,7 @@ impl Device {
                     )
                 };
                 let len = d.len as usize;
-                let meta = if d.addr >= chunk + 8 {
-                    // SAFETY: [addr-8, addr) lies inside the same chunk (checked just above),
-                    // which the kernel handed to us with the frame; read_unaligned has no
-                    // alignment requirement.
-                    unsafe {
-                        std::ptr::read_unaligned(
-                            base.as_ptr().add(d.addr as usize - 8).cast::<u64>(),
-                        )
-                    }
-                } else {
-                    0
-                };
+                let meta = self.mem.meta(&d);
                 let mut spare = Spare {
                     free: &mut self.mem.free,
                     base,
@@ -380,7 +413,7 @@ impl Device {
                             len: len as u32,
                             options: 0,
                         };
-                        self.enqueue(pi, ring, ifindex, desc);
+                        self.enqueue(pi, ring, ifindex, &[desc]);
                     }
                     Action::Hold { tag } => self.held.push(Held {
                         addr: d.addr,
@@ -389,17 +422,117 @@ impl Device {
                         ring: ring as u16,
                         ingress: in_if,
                         tag,
+                        multi: None,
                     }),
                     _ => self.mem.free.push(chunk),
                 }
                 for (ifindex, desc) in extra.drain(..) {
-                    self.enqueue(pi, ring, ifindex, desc);
+                    self.enqueue(pi, ring, ifindex, &[desc]);
                 }
             }
-            served += n as u32;
+            served += frames as u32;
         }
         self.cursor = (self.cursor + 1) % np;
         served
+    }
+
+    /// Serves one frame that arrived in the chunks of `pkt` (`whole`: its last descriptor ends
+    /// it): gathers it into the scratch buffer, hands that to `f`, and scatters the result
+    /// back into the same chunks for Tx. A frame that does not gather (too long, a chunk
+    /// outside the UMEM, cut short) is dropped whole and counted as `rx_broken`.
+    #[inline(never)]
+    fn recv_multi<F>(
+        &mut self,
+        pi: usize,
+        ring: RingId,
+        pkt: &[XdpDesc],
+        whole: bool,
+        f: &mut F,
+        extra: &mut Vec<(u32, XdpDesc)>,
+    ) where
+        F: FnMut(&mut [u8], u32, u32, u64, &mut Spare<'_>) -> Action,
+    {
+        let mut data = std::mem::take(&mut self.scratch);
+        let len = if whole && pkt.len() <= MAX_PKT_DESCS {
+            self.mem.gather(pkt, &mut data)
+        } else {
+            None
+        };
+        let in_if = self.ports[pi].ifindex;
+        let Some(len) = len else {
+            self.ports[pi].stats.rx_broken += 1;
+            self.mem.free_chunks(pkt.iter().map(|d| d.addr));
+            self.scratch = data;
+            return;
+        };
+        self.ports[pi].stats.rx_multi += 1;
+        let meta = self.mem.meta(&pkt[0]);
+        let mut spare = Spare {
+            free: &mut self.mem.free,
+            base: self.mem.area.ptr,
+            frame_size: u64::from(self.mem.frame_size),
+            out: extra,
+        };
+        let addrs = || pkt.iter().map(|d| d.addr);
+        match f(&mut data[..], len as u32, in_if, meta, &mut spare) {
+            Action::Tx { ifindex, len: out } if out > 0 && out <= data.len() => {
+                self.send_gathered(pi, ring, ifindex, &data[..out], addrs());
+            }
+            Action::Hold { tag } => self.held.push(Held {
+                addr: pkt[0].addr,
+                len: len as u32,
+                port: pi as u16,
+                ring: ring as u16,
+                ingress: in_if,
+                tag,
+                multi: Some(Box::new(Gathered {
+                    data: data[..len.max(HELD_ROOM)].into(),
+                    tail: addrs().skip(1).collect(),
+                })),
+            }),
+            _ => self.mem.free_chunks(addrs()),
+        }
+        for (ifindex, desc) in extra.drain(..) {
+            self.enqueue(pi, ring, ifindex, &[desc]);
+        }
+        self.scratch = data;
+    }
+
+    /// Scatters `bytes` (a frame) into the chunks at `addrs` in order (each from its address to
+    /// the end of its chunk) and queues them as one frame for `ifindex`; chunks left over are
+    /// freed. A frame that does not fit them is dropped (`egress_drops`).
+    fn send_gathered(
+        &mut self,
+        pi: usize,
+        ring: RingId,
+        ifindex: u32,
+        bytes: &[u8],
+        addrs: impl Iterator<Item = u64>,
+    ) {
+        let mut out = [XdpDesc::default(); MAX_PKT_DESCS];
+        let mut k = 0;
+        let mut off = 0;
+        for addr in addrs {
+            if off >= bytes.len() || k == out.len() {
+                self.mem.free_chunks(std::iter::once(addr));
+                continue;
+            }
+            let n = self.mem.put(addr, &bytes[off..]);
+            out[k] = XdpDesc {
+                addr,
+                len: n as u32,
+                options: XDP_PKT_CONTD,
+            };
+            k += 1;
+            off += n;
+        }
+        if off < bytes.len() || k == 0 {
+            self.ports[pi].stats.egress_drops += 1;
+            self.mem.free_chunks(out[..k].iter().map(|d| d.addr));
+            return;
+        }
+        out[k - 1].options = 0;
+        self.enqueue(pi, ring, ifindex, &out[..k]);
     }
 
     /// Moves the frames held by the last receive calls to `out`.
@@ -408,8 +541,11 @@ impl Device {
     }
 
     /// The buffer of a held frame, from its first byte to the end of its chunk (the frame is
-    /// the first [`Held::len`] bytes).
-    pub fn held_frame(&mut self, h: &Held) -> &mut [u8] {
+    /// the first [`Held::len`] bytes); a multi-buffer frame's gathered copy.
+    pub fn held_frame<'a>(&'a mut self, h: &'a mut Held) -> &'a mut [u8] {
+        if let Some(g) = h.multi.as_mut() {
+            return &mut g.data;
+        }
         let fs = u64::from(self.mem.frame_size);
         let chunk = h.addr & !(fs - 1);
         let room = (chunk + fs - h.addr) as usize;
@@ -426,15 +562,36 @@ impl Device {
     /// [`recv_meta`](Self::recv_meta) (`Hold` again counts as `Drop`). Frames for Tx go to the
     /// egress queue of the ring the frame came in on.
     #[inline]
-    pub fn finish_held<F>(&mut self, h: Held, f: F) -> Action
+    pub fn finish_held<F>(&mut self, mut h: Held, f: F) -> Action
     where
         F: FnOnce(&mut [u8], u32, u32, &mut Spare<'_>) -> Action,
     {
         let mut extra: Vec<(u32, XdpDesc)> = Vec::new();
+        let (pi, ring) = (h.port as usize, h.ring as usize);
+        let base = self.mem.area.ptr;
         let fs = u64::from(self.mem.frame_size);
+        if let Some(mut g) = h.multi.take() {
+            let mut spare = Spare {
+                free: &mut self.mem.free,
+                base,
+                frame_size: fs,
+                out: &mut extra,
+            };
+            let a = f(&mut g.data, h.len, h.ingress, &mut spare);
+            let addrs = std::iter::once(h.addr).chain(g.tail.iter().copied());
+            match a {
+                Action::Tx { ifindex, len } if len <= g.data.len() && len > 0 => {
+                    self.send_gathered(pi, ring, ifindex, &g.data[..len], addrs);
+                }
+                _ => self.mem.free_chunks(addrs),
+            }
+            for (ifindex, desc) in extra {
+                self.enqueue(pi, ring, ifindex, &[desc]);
+            }
+            return a;
+        }
         let chunk = h.addr & !(fs - 1);
         let room = (chunk + fs - h.addr) as usize;
-        let base = self.mem.area.ptr;
         // SAFETY: as in `held_frame`: the chunk is exclusively ours, [addr, addr+room) inside it.
         let frame =
             unsafe { std::slice::from_raw_parts_mut(base.as_ptr().add(h.addr as usize), room) };
@@ -445,7 +602,6 @@ impl Device {
             out: &mut extra,
         };
         let a = f(frame, h.len, h.ingress, &mut spare);
-        let (pi, ring) = (h.port as usize, h.ring as usize);
         match a {
             Action::Tx { ifindex, len } if len <= room && len > 0 => {
                 let desc = XdpDesc {
@@ -453,41 +609,39 @@ impl Device {
                     len: len as u32,
                     options: 0,
                 };
-                self.enqueue(pi, ring, ifindex, desc);
+                self.enqueue(pi, ring, ifindex, &[desc]);
             }
             _ => self.mem.free.push(chunk),
         }
         for (ifindex, desc) in extra {
-            self.enqueue(pi, ring, ifindex, desc);
+            self.enqueue(pi, ring, ifindex, &[desc]);
         }
         a
     }
 
-    /// Gives a held frame's chunk back (dropped).
+    /// Gives a held frame's chunks back (dropped).
     pub fn free_held(&mut self, h: Held) {
-        let chunk = h.addr & !(u64::from(self.mem.frame_size) - 1);
-        self.mem.free.push(chunk);
+        let tail = h.multi.map(|g| g.tail).unwrap_or_default();
+        self.mem
+            .free_chunks(std::iter::once(h.addr).chain(tail.iter().copied()));
     }
 
-    /// Queues `desc` (a chunk this device owns) for transmission on `ifindex` behind ring
-    /// `ring`'s frames, or frees it (counted) if the port is unknown or its queue full.
-    fn enqueue(&mut self, from_port: usize, ring: RingId, ifindex: u32, desc: XdpDesc) {
-        let chunk = desc.addr & !(u64::from(self.mem.frame_size) - 1);
+    /// Queues `frame` (the descriptors of one frame, chunks this device owns) for
+    /// transmission on `ifindex` behind ring `ring`'s frames, or frees its chunks (counted) if
+    /// the port is unknown or its queue full.
+    fn enqueue(&mut self, from_port: usize, ring: RingId, ifindex: u32, frame: &[XdpDesc]) {
         match self.ports.iter_mut().find(|p| p.ifindex == ifindex) {
             Some(out) => {
                 let q = &mut out.egress[ring];
-                if q.len() < self.opts.egress_queue as usize {
-                    q.push_back(desc);
-                } else {
-                    out.stats.egress_drops += 1;
-                    self.mem.free.push(chunk);
+                if q.len() + frame.len() <= self.opts.egress_queue as usize {
+                    q.extend(frame.iter().copied());
+                    return;
                 }
+                out.stats.egress_drops += 1;
             }
-            None => {
-                self.ports[from_port].stats.no_port += 1;
-                self.mem.free.push(chunk);
-            }
+            None => self.ports[from_port].stats.no_port += 1,
         }
+        self.mem.free_chunks(frame.iter().map(|d| d.addr));
     }
 
     /// Reaps Tx completions, moves queued egress frames into the Tx rings (highest ring first:
@@ -513,18 +667,19 @@ impl Device {
                 }
                 let mut w = p.tx.transmit(q.len() as u32);
                 let cap = w.capacity() as usize;
-                let k = cap.min(q.len());
+                let k = frags::whole_frames(q, cap);
+                let frames = frags::frames_in(q, k);
                 let sent = w.insert(q.drain(..k));
                 w.commit();
                 drop(w);
                 submitted += sent;
-                if k < q.len() || cap == k && !q.is_empty() {
+                handed += frames;
+                p.stats.tx += frames as u64;
+                if !q.is_empty() {
                     break; // Tx ring full: lower rings wait
                 }
             }
             p.in_flight += submitted;
-            p.stats.tx += submitted as u64;
-            handed += submitted as usize;
             if submitted > 0 || (p.in_flight > 0 && p.tx.needs_wakeup()) {
                 // Copy mode transmits in this syscall, at most 32 frames per call (the kernel's
                 // Tx batch): kick again while descriptors wait (bounded), so a flush of a large
@@ -710,4 +865,32 @@ fn prefetch(p: *const u8) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+/// Room a held multi-buffer frame's copy keeps at least, for an ICMP error written over it.
+const HELD_ROOM: usize = 2048;
+
+/// Reads whole frames from `rx` into `out`: up to `want` frames within [`BATCH`] descriptors,
+/// and a frame begun within them to its end (`out` has [`MAX_PKT_DESCS`] more slots). Returns
+/// (descriptors, frames); a frame cut short (longer than `out` allows, or not all published)
+/// counts as a frame, and is dropped as broken.
+fn read_frames(rx: &mut RingRx, want: u32, out: &mut [XdpDesc]) -> (usize, usize) {
+    let want = want.min(BATCH as u32);
+    let mut rd = rx.receive(want + MAX_PKT_DESCS as u32);
+    let (mut n, mut frames) = (0, 0);
+    let mut inside = false;
+    while n < out.len() && (inside || (frames < want as usize && n < BATCH)) {
+        let Some(d) = rd.read() else { break };
+        out[n] = d;
+        n += 1;
+        inside = !frags::ends_frame(&d);
+        if !inside {
+            frames += 1;
+        }
+    }
+    if inside {
+        frames += 1;
+    }
+    rd.release();
+    (n, frames)
 }

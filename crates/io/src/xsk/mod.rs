@@ -21,10 +21,12 @@ use llr_core::sched::ConfigError;
 use xdpilone::xdp::XdpDesc;
 
 mod device;
+mod frags;
 mod tx_socket;
 mod umem;
 
 pub use device::{Device, PortSpec, SocketSlot};
+pub use frags::MAX_FRAME_MB;
 pub use tx_socket::TxSocket;
 
 /// How the worker waits for packets when its poll engine is idle.
@@ -73,6 +75,10 @@ pub struct XskOptions {
     pub hold_frames: u32,
     /// Zero-copy (the driver receives into the UMEM) or copy mode.
     pub zero_copy: ZeroCopy,
+    /// Frames may span several chunks (`XDP_USE_SG`, Linux 6.6+): set by the router when an
+    /// interface's MTU does not fit one chunk, never by a config file.
+    #[serde(skip)]
+    pub multi_buffer: bool,
 }
 
 /// How the sockets bind: `auto` takes zero-copy where the driver offers it; `on` refuses to
@@ -108,6 +114,7 @@ impl Default for XskOptions {
             egress_queue: 1024,
             hold_frames: 0,
             zero_copy: ZeroCopy::Auto,
+            multi_buffer: false,
         }
     }
 }
@@ -162,6 +169,8 @@ pub struct Held {
     ring: u16,
     ingress: u32,
     pub tag: u32,
+    /// A frame that arrived in several chunks: its bytes gathered, and its other chunks.
+    multi: Option<Box<frags::Gathered>>,
 }
 
 impl Held {
@@ -246,6 +255,11 @@ pub struct PortStats {
     pub fill_wakeups: u64,
     /// Tx kicks (sendto syscalls; copy mode transmits in them).
     pub tx_kicks: u64,
+    /// Frames that arrived in several chunks (multi-buffer).
+    pub rx_multi: u64,
+    /// Multi-buffer frames dropped whole because their chunks made no frame (more chunks or
+    /// bytes than a frame can have, or a chunk outside the UMEM).
+    pub rx_broken: u64,
     /// Kernel counters of the port's sockets, summed: rx dropped, rx ring full, fill ring empty.
     pub kernel_rx_dropped: u64,
     pub kernel_rx_ring_full: u64,
@@ -262,6 +276,8 @@ impl PortStats {
         self.no_port += o.no_port;
         self.fill_wakeups += o.fill_wakeups;
         self.tx_kicks += o.tx_kicks;
+        self.rx_multi += o.rx_multi;
+        self.rx_broken += o.rx_broken;
         self.kernel_rx_dropped += o.kernel_rx_dropped;
         self.kernel_rx_ring_full += o.kernel_rx_ring_full;
         self.kernel_fill_empty += o.kernel_fill_empty;

@@ -1,6 +1,7 @@
 //! The UMEM both socket kinds register: one anonymous mapping, cut into chunks.
 
 use std::ptr::NonNull;
+use xdpilone::xdp::XdpDesc;
 
 use anyhow::{bail, Result};
 use xdpilone::{Umem, UmemConfig};
@@ -101,5 +102,84 @@ impl UmemArea {
             n += 1;
         }
         n
+    }
+
+    /// The 8 bytes in front of frame `d`, read as a native `u64` (the classifier's timestamp
+    /// when it writes one); 0 when the headroom is too small.
+    #[inline(always)]
+    pub(super) fn meta(&self, d: &XdpDesc) -> u64 {
+        let chunk = d.addr & !(u64::from(self.frame_size) - 1);
+        if d.addr >= chunk + 8 && d.addr <= self.area.len as u64 {
+            // SAFETY: [addr-8, addr) lies inside the mapping (checked just above) and in the
+            // chunk the kernel handed to us with the frame; read_unaligned has no alignment
+            // requirement.
+            unsafe {
+                std::ptr::read_unaligned(
+                    self.area
+                        .ptr
+                        .as_ptr()
+                        .add(d.addr as usize - 8)
+                        .cast::<u64>(),
+                )
+            }
+        } else {
+            0
+        }
+    }
+
+    /// Copies the frame in the chunks of `descs` (received, ours) into `out`, in order;
+    /// returns its length, or `None` if a descriptor leaves its chunk or the mapping or the
+    /// frame is longer than `out`.
+    pub(super) fn gather(&self, descs: &[XdpDesc], out: &mut [u8]) -> Option<usize> {
+        let fs = u64::from(self.frame_size);
+        let mut len = 0;
+        for d in descs {
+            let chunk = d.addr & !(fs - 1);
+            let l = d.len as usize;
+            if d.addr + u64::from(d.len) > chunk + fs
+                || chunk + fs > self.area.len as u64
+                || len + l > out.len()
+            {
+                return None;
+            }
+            // SAFETY: [addr, addr+len) lies inside one chunk inside the mapping (checked just
+            // above); the kernel handed the chunk to us through an rx ring and does not write
+            // it until we give it back, and `out` is ordinary memory, not the UMEM.
+            let src = unsafe {
+                std::slice::from_raw_parts(self.area.ptr.as_ptr().add(d.addr as usize), l)
+            };
+            out[len..len + l].copy_from_slice(src);
+            len += l;
+        }
+        Some(len)
+    }
+
+    /// Copies the front of `bytes` into the chunk of `addr` (one of ours), from `addr` to the
+    /// chunk's end; returns how many bytes went in (0 for an address outside the mapping).
+    pub(super) fn put(&mut self, addr: u64, bytes: &[u8]) -> usize {
+        let fs = u64::from(self.frame_size);
+        let chunk = addr & !(fs - 1);
+        if chunk + fs > self.area.len as u64 {
+            return 0;
+        }
+        let n = ((chunk + fs - addr) as usize).min(bytes.len());
+        // SAFETY: [addr, addr+n) lies inside one chunk inside the mapping (checked just
+        // above), a chunk user space owns (received, not yet in any ring), so nothing else
+        // reads or writes it meanwhile; `bytes` is not the UMEM.
+        let dst =
+            unsafe { std::slice::from_raw_parts_mut(self.area.ptr.as_ptr().add(addr as usize), n) };
+        dst.copy_from_slice(&bytes[..n]);
+        n
+    }
+
+    /// Gives the chunks of `addrs` (ours) back to the free list.
+    pub(super) fn free_chunks(&mut self, addrs: impl Iterator<Item = u64>) {
+        let fs = u64::from(self.frame_size);
+        for a in addrs {
+            let chunk = a & !(fs - 1);
+            if chunk + fs <= self.area.len as u64 {
+                self.free.push(chunk);
+            }
+        }
     }
 }

@@ -162,14 +162,14 @@ impl Worker<'_> {
         // there, as a plain grant's is counted to the grant's ring.
         let mut top = lowest;
         let mut t = mono_ns();
-        fp.flows.sched.run_turn(id, |pl, pos, h| {
+        fp.flows.sched.run_turn(id, |pl, pos, mut h| {
             if pos < pl.len() {
                 let (len, ingress) = (h.len(), h.ingress());
                 let mut spend = spin_ns;
                 let step = pl.run(
                     pos,
                     &mut Pkt {
-                        frame: xsk.held_frame(&h),
+                        frame: xsk.held_frame(&mut h),
                         len,
                         ingress,
                     },

@@ -377,11 +377,11 @@ impl<'a> Worker<'a> {
         }
         self.slow.pending_table = at;
         for _ in 0..self.slow.pending.len() {
-            let Some((h, since)) = self.slow.pending.pop_front() else {
+            let Some((mut h, since)) = self.slow.pending.pop_front() else {
                 break;
             };
             let (len, ingress, ring) = (h.len(), h.ingress(), h.ring());
-            let v = fwd.process(&mut self.xsk.held_frame(&h)[..len], ingress);
+            let v = fwd.process(&mut self.xsk.held_frame(&mut h)[..len], ingress);
             if v == Verdict::Drop(DropReason::NoNeighbor)
                 && now.saturating_sub(since) < super::slow_path::HOLD_NS
             {
