@@ -395,6 +395,20 @@ pub struct IperfArgs {
     /// Rounds (targets interleaved within each round); the report gives medians and ranges.
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
+    /// MTU of every link (576..=9000; above one UMEM chunk llrouter uses multi-buffer).
+    #[arg(long, default_value_t = 1500)]
+    pub mtu: u32,
+    /// Segmentation, receive and checksum offloads of the links: `on` leaves veth's defaults
+    /// (TSO, GSO, checksum offload on), `off` turns TSO, GSO, GRO and checksum offload off.
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    pub offloads: String,
+    /// Cases, comma-separated: alone (as fast as TCP goes), paced (at --pace), overload (beside
+    /// a BE overload), rt (in the RT class beside it).
+    #[arg(long, default_value = "alone,overload,rt", value_delimiter = ',')]
+    pub cases: Vec<String>,
+    /// Rate of the paced case's TCP flow, Mbit/s.
+    #[arg(long, default_value_t = 1000.0)]
+    pub pace: f64,
 }
 
 /// A progress bar on stderr.
@@ -529,14 +543,34 @@ fn run_iperf(a: IperfArgs) -> Result<()> {
         secs: a.secs,
         overload: a.overload,
         repeat: a.repeat,
+        mtu: a.mtu,
+        offloads: a.offloads == "on",
+        cases: (a.cases.iter())
+            .map(|c| {
+                iperf::Case::parse(c).ok_or_else(|| {
+                    usage(
+                        "cases",
+                        format!("`{c}` is not a case (alone, paced, overload, rt)"),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?,
+        pace_mbps: a.pace,
     };
     study.check().map_err(lab_error)?;
     let stop = stop_on_signal();
     let rows = study
         .run(stop, &mut |r| {
             eprintln!(
-                "round {} {:<18} {:<17} {:>9.1} Mbit/s  retransmits {:>6}  overload {:>8.0} pps",
-                r.round, r.target, r.case, r.goodput_mbps, r.retransmits, r.overload_pps
+                "round {} {:<18} {:<17} {:>9.1} Mbit/s  retransmits {:>6} ({:.2} %)  overload {:>8.0} pps  router CPU {:>5.0} ms/Gbit",
+                r.round,
+                r.target,
+                r.case,
+                r.goodput_mbps,
+                r.retransmits,
+                r.retransmit_pct,
+                r.overload_pps,
+                r.router_cpu_ms_per_gbit
             )
         })
         .map_err(lab_error)?;

@@ -574,6 +574,14 @@ fn set_mtus(t: &Topology, mtu: u32, egress: u32) {
         .unwrap();
 }
 
+/// [`CONFIG`] with AF_XDP multi-buffer allowed (experimental: off by default).
+fn multi_buffer_config() -> String {
+    CONFIG.replace("[control]", "[rings]\nmulti-buffer = true\n[control]")
+}
+
+// Multi-buffer is experimental: these check single frames and a short transfer. Sustained
+// bulk TCP of multi-chunk frames stalls on Linux 6.18 (the kernel stops consuming the Tx
+// ring after about its size in descriptors), which no test here claims to work.
 #[test]
 #[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
 fn jumbo_frames_cross_whole_in_both_families() {
@@ -581,7 +589,7 @@ fn jumbo_frames_cross_whole_in_both_families() {
     let t = hosts("llr-jumbo");
     set_mtus(&t, 9000, 9000);
     let dir = TempDir::new("jumbo");
-    let router = RouterThread::start(&t, dir.router_config(CONFIG));
+    let router = RouterThread::start(&t, dir.router_config(&multi_buffer_config()));
     let sock = dir.join("ctl.sock");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_llrouter"))
         .args(["ctl", "--socket", &sock.display().to_string(), "status"])
@@ -633,7 +641,7 @@ fn jumbo_frames_larger_than_the_egress_mtu_get_icmp_or_fragments() {
     let t = hosts("llr-jumbo2");
     set_mtus(&t, 9000, 1500);
     let dir = TempDir::new("jumbo2");
-    let router = RouterThread::start(&t, dir.router_config(CONFIG));
+    let router = RouterThread::start(&t, dir.router_config(&multi_buffer_config()));
     let ping = |args: &[&str]| {
         let mut argv = vec!["ping", "-n", "-c", "1", "-W", "2"];
         argv.extend_from_slice(args);

@@ -14,6 +14,7 @@ use std::time::Duration;
 use llr_io::netns::{addr, Topology};
 use serde::{Deserialize, Serialize};
 
+use crate::host;
 use crate::measure::measure_once;
 use crate::options::Options;
 use crate::report::{self, Fixed};
@@ -32,6 +33,59 @@ pub struct IperfStudy {
     pub overload: f64,
     /// Rounds (targets interleaved within each round), 1..=20.
     pub repeat: u32,
+    /// MTU of every link of the topology (both ends), 576..=9000.
+    pub mtu: u32,
+    /// Segmentation, receive and checksum offloads of every link (veth's defaults: on).
+    pub offloads: bool,
+    /// The cases to run, in order.
+    pub cases: Vec<Case>,
+    /// Rate of the `paced` case's TCP flow (iperf3 `-b`), Mbit/s.
+    pub pace_mbps: f64,
+}
+
+/// One kind of iperf3 run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Case {
+    /// The TCP flow alone, as fast as it goes (BE).
+    Alone,
+    /// The TCP flow alone at `pace_mbps`: below what the router carries, it should lose nothing.
+    Paced,
+    /// The TCP flow (BE) beside the BE overload.
+    Overload,
+    /// The TCP flow in the RT class beside the BE overload.
+    Rt,
+}
+
+impl Case {
+    /// Its name in the rows and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Case::Alone => "tcp-be",
+            Case::Paced => "tcp-paced",
+            Case::Overload => "tcp-be+overload",
+            Case::Rt => "tcp-rt+overload",
+        }
+    }
+
+    /// Parses `alone`, `paced`, `overload` or `rt`.
+    pub fn parse(s: &str) -> Option<Case> {
+        Some(match s {
+            "alone" => Case::Alone,
+            "paced" => Case::Paced,
+            "overload" => Case::Overload,
+            "rt" => Case::Rt,
+            _ => return None,
+        })
+    }
+
+    /// (beside the overload, in the RT class).
+    fn shape(self) -> (bool, bool) {
+        match self {
+            Case::Alone | Case::Paced => (false, false),
+            Case::Overload => (true, false),
+            Case::Rt => (true, true),
+        }
+    }
 }
 
 /// One iperf3 measurement.
@@ -42,19 +96,29 @@ pub struct IperfRow {
     pub case: String,
     pub goodput_mbps: f64,
     pub retransmits: u64,
+    /// Retransmitted segments per segment sent, in percent.
+    pub retransmit_pct: f64,
     /// Frames the overload generator sent per second (0 without overload).
     pub overload_pps: f64,
+    /// The router's CPU time per gigabit received, ms: llrouter's process (its workers, and
+    /// the egress and the receiver's stack that run in their syscalls), or for the kernel the
+    /// router CPUs' softirq time.
+    pub router_cpu_ms_per_gbit: f64,
+    /// Every CPU's busy time per gigabit received, ms (senders, router, receiver: the whole
+    /// path, whoever runs it).
+    pub total_cpu_ms_per_gbit: f64,
 }
 
-const CASES: [(&str, bool, bool); 3] = [
-    ("tcp-be", false, false),
-    ("tcp-be+overload", true, false),
-    ("tcp-rt+overload", true, true),
-];
+/// What one iperf3 run measured.
+struct Run {
+    bps: f64,
+    retransmits: u64,
+    /// Segments the sender sent (bytes over the MSS).
+    segments: f64,
+}
 
-/// Runs iperf3 from the gen namespace to the sink for `secs`; returns (goodput bit/s,
-/// retransmits).
-fn iperf3(topo: &Topology, secs: f64, rt: bool, ipv6: bool) -> Result<(f64, u64)> {
+/// Runs iperf3 from the gen namespace to the sink for `secs` (at `pace_mbps` if given).
+fn iperf3(topo: &Topology, secs: f64, rt: bool, ipv6: bool, pace_mbps: Option<f64>) -> Result<Run> {
     let dst = if ipv6 { addr::SINK_V6 } else { addr::SINK_V4 };
     let port = if rt { RT_TCP_PORT } else { 5201 }.to_string();
     let mut server = topo
@@ -70,6 +134,10 @@ fn iperf3(topo: &Topology, secs: f64, rt: bool, ipv6: bool) -> Result<(f64, u64)
     let mut args = vec!["-c", dst, "-p", &port, "-t", &t, "-J"];
     if rt {
         args.extend(["-S", "184"]); // TOS 0xb8 = DSCP EF
+    }
+    let rate = pace_mbps.map(|m| format!("{m}M"));
+    if let Some(r) = &rate {
+        args.extend(["-b", r.as_str()]);
     }
     let out = topo.gen.command("iperf3").args(&args).output();
     let _ = server.kill();
@@ -88,8 +156,14 @@ fn iperf3(topo: &Topology, secs: f64, rt: bool, ipv6: bool) -> Result<(f64, u64)
     let bps = end["sum_received"]["bits_per_second"]
         .as_f64()
         .ok_or_else(|| LabError::Failed("iperf3: no end.sum_received.bits_per_second".into()))?;
-    let retr = end["sum_sent"]["retransmits"].as_u64().unwrap_or(0);
-    Ok((bps, retr))
+    let retransmits = end["sum_sent"]["retransmits"].as_u64().unwrap_or(0);
+    let bytes = end["sum_sent"]["bytes"].as_f64().unwrap_or(0.0);
+    let mss = v["start"]["tcp_mss_default"].as_f64().filter(|m| *m > 0.0);
+    Ok(Run {
+        bps,
+        retransmits,
+        segments: mss.map_or(0.0, |m| bytes / m),
+    })
 }
 
 impl IperfStudy {
@@ -104,6 +178,18 @@ impl IperfStudy {
         }
         if self.repeat == 0 || self.repeat > 20 {
             return Err(LabError::invalid("repeat", "must be within 1..=20"));
+        }
+        if !(576..=9000).contains(&self.mtu) {
+            return Err(LabError::invalid("mtu", "must be within 576..=9000"));
+        }
+        if self.cases.is_empty() {
+            return Err(LabError::invalid("cases", "name at least one case"));
+        }
+        if !(self.pace_mbps > 0.0 && self.pace_mbps.is_finite()) {
+            return Err(LabError::invalid(
+                "pace",
+                "must be a positive rate in Mbit/s",
+            ));
         }
         Ok(())
     }
@@ -123,22 +209,43 @@ impl IperfStudy {
         }
         let c = &self.options;
         let (topo, _shield) = prepare(c)?;
+        let _links = Links::set(&topo, self.mtu, self.offloads)?;
         let mut rows: Vec<IperfRow> = Vec::new();
         for round in 0..self.repeat {
             for t in &c.targets {
                 let mut act = Active::start(&topo, t, c)?;
-                for (case, overload, rt) in CASES {
+                for &case in &self.cases {
                     if stop.load(Ordering::Relaxed) {
                         return Err(LabError::Interrupted);
                     }
-                    let (bps, retr, pps) = self.case(&topo, &act, overload, rt)?;
+                    let (cpu0, all0) = (act.router_cpu_ns(), host::all_cpus_busy_ns());
+                    let (run, pps) = self.case(&topo, &act, case)?;
+                    let (cpu, all) = (
+                        act.router_cpu_ns().saturating_sub(cpu0),
+                        host::all_cpus_busy_ns().saturating_sub(all0),
+                    );
+                    let gbit = run.bps * self.secs / 1e9;
+                    let per_gbit = |ns: u64| {
+                        if gbit > 0.0 {
+                            ns as f64 / 1e6 / gbit
+                        } else {
+                            f64::NAN
+                        }
+                    };
                     let row = IperfRow {
                         round,
                         target: t.label(),
-                        case: case.to_string(),
-                        goodput_mbps: bps / 1e6,
-                        retransmits: retr,
+                        case: case.name().to_string(),
+                        goodput_mbps: run.bps / 1e6,
+                        retransmits: run.retransmits,
+                        retransmit_pct: if run.segments > 0.0 {
+                            100.0 * run.retransmits as f64 / run.segments
+                        } else {
+                            f64::NAN
+                        },
                         overload_pps: pps,
+                        router_cpu_ms_per_gbit: per_gbit(cpu),
+                        total_cpu_ms_per_gbit: per_gbit(all),
                     };
                     on_row(&row);
                     rows.push(row);
@@ -157,33 +264,27 @@ impl IperfStudy {
 
     /// One case: iperf3 alone, or beside the BE overload. Returns (goodput bit/s, retransmits,
     /// overload packets/s sent).
-    fn case(
-        &self,
-        topo: &Topology,
-        act: &Active<'_>,
-        overload: bool,
-        rt: bool,
-    ) -> Result<(f64, u64, f64)> {
+    fn case(&self, topo: &Topology, act: &Active<'_>, case: Case) -> Result<(Run, f64)> {
         let c = &self.options;
+        let (overload, rt) = case.shape();
         if !overload {
-            let (bps, retr) = iperf3(topo, self.secs, rt, c.ipv6)?;
-            return Ok((bps, retr, 0.0));
+            let pace = (case == Case::Paced).then_some(self.pace_mbps);
+            return Ok((iperf3(topo, self.secs, rt, c.ipv6, pace)?, 0.0));
         }
         let oc = Options {
             point_secs: self.secs + 1.0,
             ..c.clone()
         };
         let done = AtomicBool::new(false);
-        std::thread::scope(|s| -> Result<(f64, u64, f64)> {
+        std::thread::scope(|s| -> Result<(Run, f64)> {
             let gen = s.spawn(|| measure_once(topo, act, &oc, self.overload, 0.0, &done));
             // Let the overload build up before the TCP flow starts.
             std::thread::sleep(Duration::from_millis(500));
-            let r = iperf3(topo, self.secs, rt, c.ipv6);
+            let r = iperf3(topo, self.secs, rt, c.ipv6, None);
             let p = gen
                 .join()
                 .map_err(|_| LabError::Failed("overload thread panicked".into()))??;
-            let (bps, retr) = r?;
-            Ok((bps, retr, p.gen.achieved_pps))
+            Ok((r?, p.gen.achieved_pps))
         })
     }
 }
@@ -196,7 +297,10 @@ struct CsvLine<'a> {
     case: &'a str,
     goodput_mbps: Fixed<3>,
     retransmits: u64,
+    retransmit_pct: Fixed<3>,
     overload_pps: Fixed<0>,
+    router_cpu_ms_per_gbit: Fixed<2>,
+    total_cpu_ms_per_gbit: Fixed<2>,
 }
 
 fn write_rows(path: &Path, rows: &[IperfRow]) -> Result<()> {
@@ -208,13 +312,16 @@ fn write_rows(path: &Path, rows: &[IperfRow]) -> Result<()> {
             case: &r.case,
             goodput_mbps: Fixed(r.goodput_mbps),
             retransmits: r.retransmits,
+            retransmit_pct: Fixed(r.retransmit_pct),
             overload_pps: Fixed(r.overload_pps),
+            router_cpu_ms_per_gbit: Fixed(r.router_cpu_ms_per_gbit),
+            total_cpu_ms_per_gbit: Fixed(r.total_cpu_ms_per_gbit),
         })
         .collect();
     report::write_csv(
         path,
         &lines,
-        "round,target,case,goodput_mbps,retransmits,overload_pps",
+        "round,target,case,goodput_mbps,retransmits,retransmit_pct,overload_pps,router_cpu_ms_per_gbit,total_cpu_ms_per_gbit",
     )
     .map(|_| ())
 }
@@ -229,18 +336,23 @@ fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
     (m, v[0], v[v.len() - 1])
 }
 
-/// Median [min–max] goodput per target and case, and the ratio to the kernel's median.
+/// Median [min–max] goodput per target and case, the ratio to the kernel's median, and the
+/// medians of retransmits and CPU per gigabit.
 pub fn summary(rows: &[IperfRow]) -> String {
     let mut targets: Vec<&str> = Vec::new();
+    let mut cases: Vec<&str> = Vec::new();
     for r in rows {
         if !targets.contains(&r.target.as_str()) {
             targets.push(&r.target);
         }
+        if !cases.contains(&r.case.as_str()) {
+            cases.push(&r.case);
+        }
     }
     let mut out = String::from(
-        "| target | case | goodput Mbit/s, median [min–max] | / kernel | retransmits (median) |\n|---|---|---|---|---|\n",
+        "| target | case | goodput Mbit/s, median [min–max] | / kernel | retransmits, % of segments | router CPU ms/Gbit | all CPUs ms/Gbit |\n|---|---|---|---|---|---|---|\n",
     );
-    for (case, _, _) in CASES {
+    for case in cases {
         let kernel = rows
             .iter()
             .filter(|r| r.target == "kernel" && r.case == case)
@@ -255,15 +367,93 @@ pub fn summary(rows: &[IperfRow]) -> String {
             if sel.is_empty() {
                 continue;
             }
-            let (m, lo, hi) = median(sel.iter().map(|r| r.goodput_mbps).collect());
-            let (rm, _, _) = median(sel.iter().map(|r| r.retransmits as f64).collect());
+            let med = |f: fn(&IperfRow) -> f64| median(sel.iter().map(|r| f(r)).collect());
+            let (m, lo, hi) = med(|r| r.goodput_mbps);
+            let (rp, rlo, rhi) = med(|r| r.retransmit_pct);
+            let (rc, _, _) = med(|r| r.router_cpu_ms_per_gbit);
+            let (ac, _, _) = med(|r| r.total_cpu_ms_per_gbit);
             let ratio = km.map_or("–".to_string(), |k| format!("{:.2}", m / k));
             out.push_str(&format!(
-                "| {t} | {case} | {m:.0} [{lo:.0}–{hi:.0}] | {ratio} | {rm:.0} |\n"
+                "| {t} | {case} | {m:.0} [{lo:.0}–{hi:.0}] | {ratio} | {rp:.2} [{rlo:.2}–{rhi:.2}] | {rc:.0} | {ac:.0} |\n"
             ));
         }
     }
     out
+}
+
+/// Sets the MTU and offloads of every veth end of the topology; puts veth's defaults back on
+/// drop (a `--name` topology outlives the study).
+struct Links<'a> {
+    topo: &'a Topology,
+    mtu: bool,
+    offloads_off: bool,
+}
+
+impl<'a> Links<'a> {
+    fn ends(topo: &Topology) -> [(&llr_io::netns::Netns, &'static str); 4] {
+        [
+            (&topo.gen, addr::GEN_IF),
+            (&topo.router, addr::RTR_IN_IF),
+            (&topo.router, addr::RTR_OUT_IF),
+            (&topo.sink, addr::SINK_IF),
+        ]
+    }
+
+    /// `offloads` false turns TSO, GSO, GRO and checksum offload off; true leaves veth's
+    /// defaults (TSO, GSO and checksum offload on, GRO off).
+    fn set(topo: &'a Topology, mtu: u32, offloads: bool) -> Result<Links<'a>> {
+        let links = Links {
+            topo,
+            mtu: mtu != 1500,
+            offloads_off: !offloads,
+        };
+        for (ns, dev) in Self::ends(topo) {
+            if links.mtu {
+                let m = mtu.to_string();
+                ns.ip(&["link", "set", "dev", dev, "mtu", &m])
+                    .map_err(|e| LabError::Failed(format!("set the MTU of {dev}: {e:#}")))?;
+            }
+            if links.offloads_off {
+                ethtool(
+                    ns,
+                    &[
+                        "-K", dev, "tso", "off", "gso", "off", "gro", "off", "tx", "off",
+                    ],
+                )?;
+            }
+        }
+        Ok(links)
+    }
+}
+
+fn ethtool(ns: &llr_io::netns::Netns, args: &[&str]) -> Result<()> {
+    let mut argv = vec!["ethtool"];
+    argv.extend_from_slice(args);
+    let out = ns
+        .exec(&argv)
+        .map_err(|e| LabError::Failed(format!("run ethtool (install ethtool): {e:#}")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(LabError::Failed(format!(
+            "ethtool {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+impl Drop for Links<'_> {
+    fn drop(&mut self) {
+        for (ns, dev) in Self::ends(self.topo) {
+            if self.mtu {
+                let _ = ns.ip(&["link", "set", "dev", dev, "mtu", "1500"]);
+            }
+            if self.offloads_off {
+                let _ = ethtool(ns, &["-K", dev, "tso", "on", "gso", "on", "tx", "on"]);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -277,7 +467,10 @@ mod tests {
             case: case.into(),
             goodput_mbps: g,
             retransmits: 1,
+            retransmit_pct: 0.5,
             overload_pps: 0.0,
+            router_cpu_ms_per_gbit: 100.0,
+            total_cpu_ms_per_gbit: 300.0,
         }
     }
 

@@ -680,10 +680,13 @@ impl Device {
                 }
             }
             p.in_flight += submitted;
-            if submitted > 0 || (p.in_flight > 0 && p.tx.needs_wakeup()) {
-                // Copy mode transmits in this syscall, at most 32 frames per call (the kernel's
-                // Tx batch): kick again while descriptors wait (bounded), so a flush of a large
-                // batch does not leave frames for the next one.
+            // Descriptors the kernel has not taken yet (`pending`) need a kick too, not only new
+            // ones: copy mode transmits only in the syscall, and a flush with a full Tx ring
+            // submits nothing, so a ring left full by the last flush would never drain.
+            if submitted > 0 || p.tx.pending() > 0 || (p.in_flight > 0 && p.tx.needs_wakeup()) {
+                // Copy mode transmits in this syscall, at most 32 descriptors per call (the
+                // kernel's Tx budget): kick again while descriptors wait (bounded), so a flush
+                // of a large batch does not leave frames for the next one.
                 p.tx.wake();
                 p.stats.tx_kicks += 1;
                 let mut more = 0;

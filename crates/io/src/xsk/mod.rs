@@ -75,9 +75,11 @@ pub struct XskOptions {
     pub hold_frames: u32,
     /// Zero-copy (the driver receives into the UMEM) or copy mode.
     pub zero_copy: ZeroCopy,
-    /// Frames may span several chunks (`XDP_USE_SG`, Linux 6.6+): set by the router when an
-    /// interface's MTU does not fit one chunk, never by a config file.
-    #[serde(skip)]
+    /// Frames may span several chunks (`XDP_USE_SG`, Linux 6.6+), for MTUs beyond one chunk.
+    /// Experimental and off by default: on Linux 6.18 copy mode, bulk TCP of multi-chunk
+    /// frames stalls once the Tx ring has taken about its size in descriptors (the kernel stops
+    /// consuming it). In a config it allows multi-buffer; the router turns it on for the sockets
+    /// only where an MTU needs it.
     pub multi_buffer: bool,
 }
 
