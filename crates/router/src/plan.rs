@@ -87,7 +87,7 @@ pub fn check_frames(
             "set `frame-size = 4096` in [rings]".to_string()
         } else {
             format!(
-                "lower the MTU to {} (`ip link set {name} mtu {}`); frames that span several UMEM chunks need AF_XDP multi-buffer, Linux 6.6 or later, and `multi-buffer = true` in [rings] (experimental: bulk TCP stalls on Linux 6.18)",
+                "lower the MTU to {} (`ip link set {name} mtu {}`); frames that span several UMEM chunks need AF_XDP multi-buffer: Linux 6.6 or later, and `multi-buffer = true` in [rings] (the default)",
                 cap - L2_OVERHEAD,
                 cap - L2_OVERHEAD
             )
@@ -107,8 +107,8 @@ pub fn check_frames(
 /// Everything `--check` and [`Router::start`](crate::Router::start) check before touching
 /// anything: steering, the queue plan (every active rx queue gets a socket) and the MTUs
 /// against the UMEM frame (`kernel_multi_buffer`: the kernel has AF_XDP multi-buffer, which
-/// the config must also allow: `[rings] multi-buffer = true`). Returns the queue plan,
-/// multi-buffer on where an MTU needs it.
+/// the config must also allow: `[rings] multi-buffer`, true by default). Returns the queue
+/// plan, multi-buffer on where an MTU needs it.
 pub fn check(
     r: &Resolved,
     steering: Steering,

@@ -665,13 +665,35 @@ impl Device {
                 if q.is_empty() {
                     continue;
                 }
+                let real_free = (self.opts.tx_size).saturating_sub(p.tx.pending()) as usize;
                 let mut w = p.tx.transmit(q.len() as u32);
                 let cap = w.capacity() as usize;
-                let k = frags::whole_frames(q, cap);
+                let mut k = frags::whole_frames(q, cap);
+                let need = frags::first_frame_len(q);
+                let split = k == 0 && cap > 0 && need > cap && real_free >= need;
+                if split {
+                    // xdpilone re-reads the kernel's consumer index only when its cached view
+                    // shows no free slot at all: a cached `cap` smaller than the first frame
+                    // (while the ring has room) would never grow, and the queue would stall.
+                    // Fill the cached slots with the frame's first descriptors, then reserve
+                    // afresh for the rest; both are committed before the kick that lets the
+                    // kernel read them, so it never sees half a frame.
+                    k = cap;
+                }
                 let frames = frags::frames_in(q, k);
-                let sent = w.insert(q.drain(..k));
+                let mut sent = w.insert(q.drain(..k));
                 w.commit();
                 drop(w);
+                if split {
+                    let rest = need - k;
+                    let mut w = p.tx.transmit(rest as u32);
+                    let more = (w.capacity() as usize).min(rest);
+                    sent += w.insert(q.drain(..more));
+                    w.commit();
+                    drop(w);
+                    handed += 1;
+                    p.stats.tx += 1;
+                }
                 submitted += sent;
                 handed += frames;
                 p.stats.tx += frames as u64;

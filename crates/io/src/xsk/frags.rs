@@ -47,6 +47,12 @@ pub(super) fn whole_frames(q: &VecDeque<XdpDesc>, cap: usize) -> usize {
     k
 }
 
+/// How many descriptors the first frame of `q` takes (0 for an empty queue).
+#[inline]
+pub(super) fn first_frame_len(q: &VecDeque<XdpDesc>) -> usize {
+    q.iter().position(ends_frame).map_or(q.len(), |i| i + 1)
+}
+
 /// How many of `q`'s first `k` descriptors end a frame (frames, not chunks, are counted).
 #[inline]
 pub(super) fn frames_in(q: &VecDeque<XdpDesc>, k: usize) -> usize {
@@ -80,6 +86,10 @@ mod tests {
         assert_eq!(whole_frames(&q, 6), 6);
         assert_eq!(whole_frames(&q, 100), 6);
         assert_eq!(frames_in(&q, 6), 3);
+        assert_eq!(first_frame_len(&q), 1);
+        let tail: VecDeque<XdpDesc> = q.iter().skip(1).copied().collect();
+        assert_eq!(first_frame_len(&tail), 3);
+        assert_eq!(first_frame_len(&VecDeque::new()), 0);
         assert_eq!(frames_in(&q, 4), 2);
     }
 }

@@ -76,10 +76,8 @@ pub struct XskOptions {
     /// Zero-copy (the driver receives into the UMEM) or copy mode.
     pub zero_copy: ZeroCopy,
     /// Frames may span several chunks (`XDP_USE_SG`, Linux 6.6+), for MTUs beyond one chunk.
-    /// Experimental and off by default: on Linux 6.18 copy mode, bulk TCP of multi-chunk
-    /// frames stalls once the Tx ring has taken about its size in descriptors (the kernel stops
-    /// consuming it). In a config it allows multi-buffer; the router turns it on for the sockets
-    /// only where an MTU needs it.
+    /// In a config it allows multi-buffer (the default); the router turns it on for the
+    /// sockets only where an MTU needs it. `false` refuses such MTUs at start instead.
     pub multi_buffer: bool,
 }
 
@@ -116,7 +114,7 @@ impl Default for XskOptions {
             egress_queue: 1024,
             hold_frames: 0,
             zero_copy: ZeroCopy::Auto,
-            multi_buffer: false,
+            multi_buffer: true,
         }
     }
 }
