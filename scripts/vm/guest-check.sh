@@ -23,6 +23,10 @@
 #   irq        (NICs with their own interrupt vectors) the NIC interrupted during the UDP test,
 #              and `llrouter tune --apply` moves its vectors off the worker's core
 #   ntuple     `--steering ntuple` on a NIC without ntuple filters is refused naming them
+#   jumbo      MTU 9000 on every link: on Linux 6.6+ (multi-buffer) DF pings of 8000 bytes in
+#              both families and 4 MB of TCP cross; before 6.6 the router refuses to start
+#              (exit 2) naming rings.frame-size and Linux 6.6. A driver that refuses MTU 9000
+#              itself is reported as such (not llrouter's limit)
 # Each check prints `CHECK name ok|FAIL …`; the last line is
 #   `ROW label|kernel|driver|xdp mode|zero-copy|queues|checks passed/total|failed checks`.
 # Exit status: 0 when every check passed. Everything the script creates is removed on exit.
@@ -241,12 +245,12 @@ s.shutdown(socket.SHUT_WR)
 s.recv(1)
 print(n, hashlib.sha256(data).hexdigest())
 EOF
-tcp() { # DST_BIND DST PORT -> 0 when intact
+tcp() { # DST_BIND DST PORT [BYTES] -> 0 when intact
   rm -f "$work/tcp.ready"
   ip netns exec "$S" timeout 90 python3 "$work/tcp_rx.py" "$1" "$3" "$work/tcp.ready" >"$work/tcp.rx" &
   local rx=$!
   ready_file "$work/tcp.ready"
-  ip netns exec "$G" timeout 90 python3 "$work/tcp_tx.py" "$2" "$3" 1048576 >"$work/tcp.tx" 2>&1
+  ip netns exec "$G" timeout 90 python3 "$work/tcp_tx.py" "$2" "$3" "${4:-1048576}" >"$work/tcp.tx" 2>&1
   wait $rx
   [ -s "$work/tcp.rx" ] && [ "$(cat "$work/tcp.rx")" = "$(cat "$work/tcp.tx")" ]
 }
@@ -389,6 +393,43 @@ EOF
 )
 check rt "${rt%%|*}" "${rt#*|}"
 [ "${rt%%|*}" = 0 ] || { echo "  gen: $(tail -c 400 "$work/gen.err")"; echo "  router: $(tail -c 400 "$work/router-rt.err")"; }
+
+# jumbo: see the header. The router runs with the base configuration at MTU 9000.
+links="$G:$gen_if $R:$rin_if $R:$rout_if $S:$sink_if"
+set_mtu() { for i in $links; do ip -n "${i%%:*}" link set "${i#*:}" mtu "$1" || return 1; done; }
+kv=$(uname -r | awk -F. '{print $1 * 1000 + $2}')
+if ! set_mtu 9000 2>"$work/mtu.err"; then
+  check jumbo 0 "MTU 9000: the $drv driver refuses it ($(head -c 100 "$work/mtu.err")); not llrouter's limit"
+else
+  ip netns exec "$R" "$LLR" run --config "$work/router.toml" --duration 120 >"$work/router-j.out" 2>"$work/router-j.err" &
+  router_pid=$!
+  up=1
+  for _ in $(seq 1 120); do
+    if ip netns exec "$R" "$LLR" ctl -s "$ctl" -j status 2>/dev/null | grep -q '"ready": *true'; then up=0; break; fi
+    kill -0 "$router_pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  if [ "$kv" -ge 6006 ]; then
+    line=$(grep -o "routing between.*" "$work/router-j.err" | head -n1 | cut -c1-220)
+    ip netns exec "$G" ping -c 2 -W 3 -M do -s 8000 10.81.2.2 >/dev/null 2>&1
+    j4=$?
+    ip netns exec "$G" ping -6 -c 2 -W 3 -M do -s 8000 fd81:2::2 >/dev/null 2>&1
+    j6=$?
+    tcp 0.0.0.0 10.81.2.2 9304 4194304
+    jt=$?
+    [ "$up" = 0 ] && [ "$j4" = 0 ] && [ "$j6" = 0 ] && [ "$jt" = 0 ] && echo "$line" | grep -q "multi-buffer"
+    check jumbo $? "MTU 9000, multi-buffer: ping 8000 B rc $j4, ping6 rc $j6, tcp 4 MB rc $jt; $line"
+    kill -INT "$router_pid" 2>/dev/null
+    wait "$router_pid" 2>/dev/null
+  else
+    wait "$router_pid" 2>/dev/null
+    jrc=$?
+    [ "$up" = 1 ] && [ "$jrc" = 2 ] && grep -q "rings.frame-size.*Linux 6.6" "$work/router-j.err"
+    check jumbo $? "MTU 9000 before Linux 6.6: refused at start, exit $jrc: $(grep -o "rings.frame-size.*" "$work/router-j.err" | head -c 160)"
+  fi
+  router_pid=""
+  set_mtu 1500
+fi
 
 echo "ROW $label|${m_kernel:--}|$drv|${m_xdp:--}|${m_zc:--}|${m_queues:--}|$passed/$total|${failed[*]:-}"
 [ "${#failed[@]}" = 0 ]

@@ -901,7 +901,10 @@ const HELD_ROOM: usize = 2048;
 /// counts as a frame, and is dropped as broken.
 fn read_frames(rx: &mut RingRx, want: u32, out: &mut [XdpDesc]) -> (usize, usize) {
     let want = want.min(BATCH as u32);
-    let mut rd = rx.receive(want + MAX_PKT_DESCS as u32);
+    // Peek as many descriptors as `out` holds, not `want` plus a frame's worth: `want` frames
+    // of several chunks each take more than `want` descriptors, and a peek that ends inside a
+    // frame would leave its last chunks to the next call, where they would pass for a frame.
+    let mut rd = rx.receive(out.len() as u32);
     let (mut n, mut frames) = (0, 0);
     let mut inside = false;
     while n < out.len() && (inside || (frames < want as usize && n < BATCH)) {
