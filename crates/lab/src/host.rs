@@ -18,16 +18,6 @@ pub fn proc_cpu_ns(pid: u32) -> u64 {
         .map_or(0, |p| (p.cpu_seconds * 1e9).round() as u64)
 }
 
-/// Busy time of every CPU together (`/proc/stat`: user, nice, system, irq, softirq; steal
-/// left out, it is another guest's), ns; 0 when unreadable.
-pub fn all_cpus_busy_ns() -> u64 {
-    tune::parse_proc_stat(&std::fs::read_to_string("/proc/stat").unwrap_or_default())
-        .ok()
-        .map_or(0, |s| {
-            s.values().map(|t| t.busy() - t.steal).sum::<u64>() * 1_000_000_000 / clk_tck()
-        })
-}
-
 /// softirq time of one CPU (`/proc/stat`), ns; 0 when unreadable.
 pub fn softirq_ns(cpu: usize) -> u64 {
     softirq_ns_in(

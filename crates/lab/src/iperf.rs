@@ -14,7 +14,6 @@ use std::time::Duration;
 use llr_io::netns::{addr, Topology};
 use serde::{Deserialize, Serialize};
 
-use crate::host;
 use crate::measure::measure_once;
 use crate::options::Options;
 use crate::report::{self, Fixed};
@@ -102,11 +101,9 @@ pub struct IperfRow {
     pub overload_pps: f64,
     /// The router's CPU time per gigabit received, ms: llrouter's process (its workers, and
     /// the egress and the receiver's stack that run in their syscalls), or for the kernel the
-    /// router CPUs' softirq time.
+    /// router CPUs' softirq time. Both come from the kernel's tick-sampled accounting: good for
+    /// a busy router, coarse for a mostly idle one (the paced case).
     pub router_cpu_ms_per_gbit: f64,
-    /// Every CPU's busy time per gigabit received, ms (senders, router, receiver: the whole
-    /// path, whoever runs it).
-    pub total_cpu_ms_per_gbit: f64,
 }
 
 /// What one iperf3 run measured.
@@ -218,12 +215,9 @@ impl IperfStudy {
                     if stop.load(Ordering::Relaxed) {
                         return Err(LabError::Interrupted);
                     }
-                    let (cpu0, all0) = (act.router_cpu_ns(), host::all_cpus_busy_ns());
+                    let cpu0 = act.router_cpu_ns();
                     let (run, pps) = self.case(&topo, &act, case)?;
-                    let (cpu, all) = (
-                        act.router_cpu_ns().saturating_sub(cpu0),
-                        host::all_cpus_busy_ns().saturating_sub(all0),
-                    );
+                    let cpu = act.router_cpu_ns().saturating_sub(cpu0);
                     let gbit = run.bps * self.secs / 1e9;
                     let per_gbit = |ns: u64| {
                         if gbit > 0.0 {
@@ -245,7 +239,6 @@ impl IperfStudy {
                         },
                         overload_pps: pps,
                         router_cpu_ms_per_gbit: per_gbit(cpu),
-                        total_cpu_ms_per_gbit: per_gbit(all),
                     };
                     on_row(&row);
                     rows.push(row);
@@ -300,7 +293,6 @@ struct CsvLine<'a> {
     retransmit_pct: Fixed<3>,
     overload_pps: Fixed<0>,
     router_cpu_ms_per_gbit: Fixed<2>,
-    total_cpu_ms_per_gbit: Fixed<2>,
 }
 
 fn write_rows(path: &Path, rows: &[IperfRow]) -> Result<()> {
@@ -315,13 +307,12 @@ fn write_rows(path: &Path, rows: &[IperfRow]) -> Result<()> {
             retransmit_pct: Fixed(r.retransmit_pct),
             overload_pps: Fixed(r.overload_pps),
             router_cpu_ms_per_gbit: Fixed(r.router_cpu_ms_per_gbit),
-            total_cpu_ms_per_gbit: Fixed(r.total_cpu_ms_per_gbit),
         })
         .collect();
     report::write_csv(
         path,
         &lines,
-        "round,target,case,goodput_mbps,retransmits,retransmit_pct,overload_pps,router_cpu_ms_per_gbit,total_cpu_ms_per_gbit",
+        "round,target,case,goodput_mbps,retransmits,retransmit_pct,overload_pps,router_cpu_ms_per_gbit",
     )
     .map(|_| ())
 }
@@ -350,7 +341,7 @@ pub fn summary(rows: &[IperfRow]) -> String {
         }
     }
     let mut out = String::from(
-        "| target | case | goodput Mbit/s, median [min–max] | / kernel | retransmits, % of segments | router CPU ms/Gbit | all CPUs ms/Gbit |\n|---|---|---|---|---|---|---|\n",
+        "| target | case | goodput Mbit/s, median [min–max] | / kernel | retransmits, % of segments | router CPU ms/Gbit |\n|---|---|---|---|---|---|\n",
     );
     for case in cases {
         let kernel = rows
@@ -371,10 +362,9 @@ pub fn summary(rows: &[IperfRow]) -> String {
             let (m, lo, hi) = med(|r| r.goodput_mbps);
             let (rp, rlo, rhi) = med(|r| r.retransmit_pct);
             let (rc, _, _) = med(|r| r.router_cpu_ms_per_gbit);
-            let (ac, _, _) = med(|r| r.total_cpu_ms_per_gbit);
             let ratio = km.map_or("–".to_string(), |k| format!("{:.2}", m / k));
             out.push_str(&format!(
-                "| {t} | {case} | {m:.0} [{lo:.0}–{hi:.0}] | {ratio} | {rp:.2} [{rlo:.2}–{rhi:.2}] | {rc:.0} | {ac:.0} |\n"
+                "| {t} | {case} | {m:.0} [{lo:.0}–{hi:.0}] | {ratio} | {rp:.2} [{rlo:.2}–{rhi:.2}] | {rc:.0} |\n"
             ));
         }
     }
@@ -470,7 +460,6 @@ mod tests {
             retransmit_pct: 0.5,
             overload_pps: 0.0,
             router_cpu_ms_per_gbit: 100.0,
-            total_cpu_ms_per_gbit: 300.0,
         }
     }
 
