@@ -219,8 +219,9 @@ impl IperfStudy {
                     let (run, pps) = self.case(&topo, &act, case)?;
                     let cpu = act.router_cpu_ns().saturating_sub(cpu0);
                     let gbit = run.bps * self.secs / 1e9;
+                    // Below a megabit per second the ratio says nothing but "collapsed".
                     let per_gbit = |ns: u64| {
-                        if gbit > 0.0 {
+                        if run.bps >= 1e6 {
                             ns as f64 / 1e6 / gbit
                         } else {
                             f64::NAN
@@ -361,10 +362,17 @@ pub fn summary(rows: &[IperfRow]) -> String {
             let med = |f: fn(&IperfRow) -> f64| median(sel.iter().map(|r| f(r)).collect());
             let (m, lo, hi) = med(|r| r.goodput_mbps);
             let (rp, rlo, rhi) = med(|r| r.retransmit_pct);
-            let (rc, _, _) = med(|r| r.router_cpu_ms_per_gbit);
+            let cpu: Vec<f64> = (sel.iter().map(|r| r.router_cpu_ms_per_gbit))
+                .filter(|c| c.is_finite())
+                .collect();
+            let rc = if cpu.is_empty() {
+                "–".to_string()
+            } else {
+                format!("{:.0}", median(cpu).0)
+            };
             let ratio = km.map_or("–".to_string(), |k| format!("{:.2}", m / k));
             out.push_str(&format!(
-                "| {t} | {case} | {m:.0} [{lo:.0}–{hi:.0}] | {ratio} | {rp:.2} [{rlo:.2}–{rhi:.2}] | {rc:.0} |\n"
+                "| {t} | {case} | {m:.0} [{lo:.0}–{hi:.0}] | {ratio} | {rp:.2} [{rlo:.2}–{rhi:.2}] | {rc} |\n"
             ));
         }
     }
