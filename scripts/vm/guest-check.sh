@@ -111,14 +111,22 @@ zero-copy = "$zc"
 socket = "$ctl"
 EOF
 
-ip netns exec "$R" "$LLR" run --config "$work/router.toml" --duration 600 >"$work/router.out" 2>"$work/router.err" &
-router_pid=$!
-ready=1
-for _ in $(seq 1 120); do
-  if ip netns exec "$R" "$LLR" ctl -s "$ctl" -j status 2>/dev/null | grep -q '"ready": *true'; then ready=0; break; fi
-  kill -0 "$router_pid" 2>/dev/null || break
-  sleep 0.5
-done
+# start_router CONFIG LOG SECS: runs llrouter in the router namespace for at most SECS (stdout
+# to LOG.out, stderr to LOG.err; $router_pid is set) and waits up to 60 s for its worker loop;
+# 0 when it runs, 1 when it did not get there (or exited).
+start_router() {
+  ip netns exec "$R" "$LLR" run --config "$1" --duration "$3" >"$2.out" 2>"$2.err" &
+  router_pid=$!
+  for _ in $(seq 1 120); do
+    ip netns exec "$R" "$LLR" ctl -s "$ctl" -j status 2>/dev/null | grep -q '"ready": *true' && return 0
+    kill -0 "$router_pid" 2>/dev/null || return 1
+    sleep 0.5
+  done
+  return 1
+}
+
+start_router "$work/router.toml" "$work/router" 600
+ready=$?
 status_json=$(ip netns exec "$R" "$LLR" ctl -s "$ctl" -j status 2>/dev/null)
 mode=$(printf '%s' "$status_json" | python3 -c '
 import json, sys
@@ -351,12 +359,7 @@ fi
 # Rings of 2048 give RT half a second of slack when the emulated CPU is taken from the worker.
 sed -e 's/^strategy = .*/strategy = "ll-wfq"\ncost-ns = 50000/' -e 's/^\[rings\]/[rings]\nrx-size = 2048/' \
   "$work/router.toml" >"$work/router-rt.toml"
-ip netns exec "$R" "$LLR" run --config "$work/router-rt.toml" --duration 60 >"$work/router-rt.out" 2>"$work/router-rt.err" &
-router_pid=$!
-for _ in $(seq 1 120); do
-  ip netns exec "$R" "$LLR" ctl -s "$ctl" -j status 2>/dev/null | grep -q '"ready": *true' && break
-  sleep 0.5
-done
+start_router "$work/router-rt.toml" "$work/router-rt" 60
 ip netns exec "$S" "$LLR" sink --backend xdp --iface "$sink_if" --duration 10 --idle 2 --json \
   >"$work/sink.json" 2>"$work/sink.err" &
 sk=$!
@@ -403,14 +406,8 @@ if ! set_mtu 9000 2>"$work/mtu.err"; then
   jumbo_col="the driver refuses it"
   check jumbo 0 "MTU 9000: the $drv driver refuses it ($(head -c 100 "$work/mtu.err")); not llrouter's limit"
 else
-  ip netns exec "$R" "$LLR" run --config "$work/router.toml" --duration 120 >"$work/router-j.out" 2>"$work/router-j.err" &
-  router_pid=$!
-  up=1
-  for _ in $(seq 1 120); do
-    if ip netns exec "$R" "$LLR" ctl -s "$ctl" -j status 2>/dev/null | grep -q '"ready": *true'; then up=0; break; fi
-    kill -0 "$router_pid" 2>/dev/null || break
-    sleep 0.5
-  done
+  start_router "$work/router.toml" "$work/router-j" 120
+  up=$?
   if [ "$kv" -ge 6006 ]; then
     line=$(grep -o "routing between.*" "$work/router-j.err" | head -n1 | cut -c1-220)
     ip netns exec "$G" ping -c 2 -W 3 -M do -s 8000 10.81.2.2 >/dev/null 2>&1

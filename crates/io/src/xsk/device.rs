@@ -649,6 +649,7 @@ impl Device {
     /// handed to the kernel.
     pub fn flush(&mut self) -> usize {
         let mut handed = 0;
+        let multi = self.opts.multi_buffer;
         for p in &mut self.ports {
             // A port with nothing in flight has nothing to complete: leave the kernel's
             // completion index alone (reading it is a cache miss while the kernel writes it).
@@ -665,35 +666,19 @@ impl Device {
                 if q.is_empty() {
                     continue;
                 }
-                let real_free = (self.opts.tx_size).saturating_sub(p.tx.pending()) as usize;
                 let mut w = p.tx.transmit(q.len() as u32);
                 let cap = w.capacity() as usize;
-                let mut k = frags::whole_frames(q, cap);
                 let need = frags::first_frame_len(q);
-                let split = k == 0 && cap > 0 && need > cap && real_free >= need;
-                if split {
-                    // xdpilone re-reads the kernel's consumer index only when its cached view
-                    // shows no free slot at all: a cached `cap` smaller than the first frame
-                    // (while the ring has room) would never grow, and the queue would stall.
-                    // Fill the cached slots with the frame's first descriptors, then reserve
-                    // afresh for the rest; both are committed before the kick that lets the
-                    // kernel read them, so it never sees half a frame.
-                    k = cap;
-                }
-                let frames = frags::frames_in(q, k);
-                let mut sent = w.insert(q.drain(..k));
-                w.commit();
-                drop(w);
-                if split {
-                    let rest = need - k;
-                    let mut w = p.tx.transmit(rest as u32);
-                    let more = (w.capacity() as usize).min(rest);
-                    sent += w.insert(q.drain(..more));
+                let (sent, frames) = if need <= cap {
+                    let k = frags::whole_frames(q, cap);
+                    let frames = if multi { frags::frames_in(q, k) } else { k };
+                    let sent = w.insert(q.drain(..k));
                     w.commit();
+                    (sent, frames)
+                } else {
                     drop(w);
-                    handed += 1;
-                    p.stats.tx += 1;
-                }
+                    split_first_frame(&mut p.tx, q, cap, need, self.opts.tx_size)
+                };
                 submitted += sent;
                 handed += frames;
                 p.stats.tx += frames as u64;
@@ -890,6 +875,35 @@ fn prefetch(p: *const u8) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+/// Puts the first frame of `q` on the Tx ring when it needs more slots (`need`) than
+/// xdpilone's cached view offers (`cap`). xdpilone re-reads the kernel's consumer index only
+/// when that view shows no free slot at all, so a cached `cap` smaller than one frame, while
+/// the ring has room, would never grow and the queue would stall. If the ring really has room,
+/// the cached slots take the frame's first descriptors and a fresh reservation the rest; both
+/// are committed before the kick that lets the kernel read them, so it never sees half a frame.
+/// Returns (descriptors, frames) submitted.
+fn split_first_frame(
+    tx: &mut RingTx,
+    q: &mut VecDeque<XdpDesc>,
+    cap: usize,
+    need: usize,
+    ring_size: u32,
+) -> (u32, usize) {
+    let real_free = ring_size.saturating_sub(tx.pending()) as usize;
+    if cap == 0 || real_free < need {
+        return (0, 0); // the ring is full: the kick drains it
+    }
+    let mut w = tx.transmit(cap as u32);
+    let mut sent = w.insert(q.drain(..cap));
+    w.commit();
+    drop(w);
+    let mut w = tx.transmit((need - cap) as u32);
+    let more = (w.capacity() as usize).min(need - cap);
+    sent += w.insert(q.drain(..more));
+    w.commit();
+    (sent, 1)
 }
 
 /// Room a held multi-buffer frame's copy keeps at least, for an ICMP error written over it.
