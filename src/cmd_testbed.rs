@@ -91,7 +91,7 @@ pub struct FulltableArgs {
     #[arg(long, default_value_t = 1_000_000)]
     pub v4: usize,
     /// IPv6 prefixes (today's table: about 200 000).
-    #[arg(long, default_value_t = 200_000)]
+    #[arg(long, default_value_t = 230_000)]
     pub v6: usize,
     /// Seed: the same seed and sizes always give the same table.
     #[arg(long, default_value_t = 1)]

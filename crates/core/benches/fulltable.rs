@@ -1,5 +1,5 @@
 //! The lookup and the per-packet path with a full Internet table (the fixture: 1 M IPv4 +
-//! 200 k IPv6 prefixes, nested, 2000 next hops) and random destinations drawn from it, so the
+//! 230 k IPv6 prefixes, nested, 2000 next hops; the sizes are in the benchmarks' names) and random destinations drawn from it, so the
 //! table's memory is mostly cache-cold as on a router at an Internet edge. One iteration is a
 //! batch of 32 packets (a grant), each to another random destination.
 //!
@@ -12,7 +12,8 @@ use std::net::IpAddr;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use llr_core::fixture::{Fixture, FixtureSpec};
-use llr_core::fwd::lpm::{Lpm6, Readers, V6_STRIDES};
+use llr_core::fwd::lpm::{Multibit6, Readers, V6_STRIDES};
+use llr_core::fwd::poptrie::Poptrie;
 use llr_core::fwd::{Forwarder, NextHop, Verdict};
 use llr_core::wire::build::{frame, FrameSpec};
 use llr_core::wire::parse_frame;
@@ -70,8 +71,12 @@ fn fulltable(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("fulltable");
     g.throughput(Throughput::Elements(BATCH as u64));
-    for (name, set) in [("lookup_v4", &v4), ("lookup_v6", &v6)] {
-        lookups(&mut g, name, set, |a| {
+    let (n4, n6) = (size(fx.v4.len()), size(fx.v6.len()));
+    for (name, set) in [
+        (format!("lookup_v4_{n4}"), &v4),
+        (format!("lookup_v6_{n6}"), &v6),
+    ] {
+        lookups(&mut g, &name, set, |a| {
             fwd.routes.lookup(a).map_or(0, |n| n.ifindex)
         });
     }
@@ -80,13 +85,13 @@ fn fulltable(c: &mut Criterion) {
     // cold as there. The 32 frames are copied from their templates into the grant's buffers
     // outside the timed part (the worker's frames arrive prefetched), so every packet is
     // forwarded, none expires. As the worker does, a grant is first warmed
-    // (`Forwarder::warm`: every frame's lookup, so the misses overlap), then processed;
+    // (`Forwarder::warm_many`: every frame's lookup, so the misses overlap), then processed;
     // `_unwarmed` processes frame by frame.
     for (name, set, warm) in [
-        ("forward_v4", &v4, true),
-        ("forward_v4_unwarmed", &v4, false),
-        ("forward_v6", &v6, true),
-        ("forward_v6_unwarmed", &v6, false),
+        (format!("forward_v4_{n4}"), &v4, true),
+        (format!("forward_v4_{n4}_unwarmed"), &v4, false),
+        (format!("forward_v6_{n6}"), &v6, true),
+        (format!("forward_v6_{n6}_unwarmed"), &v6, false),
     ] {
         let frames: Vec<Vec<u8>> = set
             .iter()
@@ -113,7 +118,7 @@ fn fulltable(c: &mut Criterion) {
             );
         }
         let mut at = 0usize;
-        g.bench_function(name, |b| {
+        g.bench_function(&name, |b| {
             b.iter_batched_ref(
                 || {
                     (0..BATCH)
@@ -126,9 +131,8 @@ fn fulltable(c: &mut Criterion) {
                 |grant| {
                     let mut n = 0u32;
                     if warm {
-                        for f in grant.iter() {
-                            fwd.warm(black_box(f));
-                        }
+                        let frames: Vec<&[u8]> = grant.iter().map(|f| &f[..]).collect();
+                        fwd.warm_many(black_box(&frames));
                     }
                     for f in grant.iter_mut() {
                         if matches!(fwd.process(black_box(f), 1), Verdict::Tx { .. }) {
@@ -144,15 +148,11 @@ fn fulltable(c: &mut Criterion) {
     g.finish();
 }
 
-/// IPv6 candidates at full-table size: the prefix trie llrouter used first and multibit tries
-/// with several stride plans. Each is built from the fixture's 200 k prefixes; its memory is
-/// printed before it is timed.
+/// IPv6 candidates at full-table size: the Poptrie (the table), the prefix trie llrouter used
+/// first and multibit tries with two stride plans. Each is built from the fixture's prefixes;
+/// its memory and build time are printed before it is timed.
 fn v6_structures(c: &mut Criterion) {
-    const S16_8: &[u8] = &[16, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8];
     const S24_8: &[u8] = &[24, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8];
-    const S16_8_4_AT40: &[u8] = &[
-        16, 8, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
-    ];
     let fx = Fixture::generate(FixtureSpec::full(1)).expect("fixture");
     let dsts: Vec<u128> = fx
         .destinations(4 * DESTS, 7)
@@ -176,13 +176,54 @@ fn v6_structures(c: &mut Criterion) {
             trie.get_lpm(&(a, 128)).map_or(0, |(_, v)| *v)
         });
     }
-    for (name, strides) in [
-        ("multibit_16_8_8_4", V6_STRIDES),
-        ("multibit_16_8_8_8_4", S16_8_4_AT40),
-        ("multibit_16_8", S16_8),
-        ("multibit_24_8", S24_8),
-    ] {
-        let t = Lpm6::with_strides(strides, std::sync::Arc::<Readers>::default());
+    {
+        let t = Poptrie::default();
+        let t0 = std::time::Instant::now();
+        for r in &fx.v6 {
+            if let IpAddr::V6(a) = r.prefix().addr() {
+                t.insert(u128::from(a), r.prefix().len(), u32::from(r.next_hop))
+                    .unwrap();
+            }
+        }
+        let m = t.memory();
+        eprintln!(
+            "poptrie: {} prefixes in {:.2} s; direct table {:.1} MB touched, nodes and leaves {:.1} MB, records {:.1} MB",
+            t.len(),
+            t0.elapsed().as_secs_f64(),
+            m.first_level as f64 / 1e6,
+            m.groups_used as f64 / 1e6,
+            m.shadow as f64 / 1e6
+        );
+        lookups(&mut g, "poptrie", &dsts, |a| t.lookup(a).unwrap_or(0));
+        let mut at = 0usize;
+        g.bench_function("poptrie_batched", |b| {
+            b.iter(|| {
+                let mut addrs = [0u128; BATCH];
+                for a in &mut addrs {
+                    *a = dsts[at];
+                    at = (at + 1) % dsts.len();
+                }
+                let mut out = [None; BATCH];
+                t.lookup_many(black_box(&addrs), &mut out);
+                out.iter().fold(0u32, |s, v| s.wrapping_add(v.unwrap_or(0)))
+            })
+        });
+        let hot = &dsts[..64];
+        g.bench_function("poptrie_batched_hot", |b| {
+            b.iter(|| {
+                let mut addrs = [0u128; BATCH];
+                for a in &mut addrs {
+                    *a = hot[at % 64];
+                    at += 1;
+                }
+                let mut out = [None; BATCH];
+                t.lookup_many(black_box(&addrs), &mut out);
+                out.iter().fold(0u32, |s, v| s.wrapping_add(v.unwrap_or(0)))
+            })
+        });
+    }
+    for (name, strides) in [("multibit_16_8_8_4", V6_STRIDES), ("multibit_24_8", S24_8)] {
+        let t = Multibit6::with_strides(strides, std::sync::Arc::<Readers>::default());
         let t0 = std::time::Instant::now();
         for r in &fx.v6 {
             if let IpAddr::V6(a) = r.prefix().addr() {
@@ -203,6 +244,15 @@ fn v6_structures(c: &mut Criterion) {
         lookups(&mut g, name, &dsts, |a| t.lookup(a).unwrap_or(0));
     }
     g.finish();
+}
+
+/// `1000000` as `1M`, `230000` as `230k`.
+fn size(n: usize) -> String {
+    if n >= 1_000_000 && n % 1_000_000 == 0 {
+        format!("{}M", n / 1_000_000)
+    } else {
+        format!("{}k", n / 1000)
+    }
 }
 
 /// Times `lookup` over batches of [`BATCH`] destinations, cycling through `dests`.

@@ -110,11 +110,11 @@ pub struct FixtureSpec {
 }
 
 impl FixtureSpec {
-    /// Today's full table: 1 M IPv4 and 200 k IPv6 prefixes over 2000 next hops.
+    /// Today's full table: 1 M IPv4 and 230 k IPv6 prefixes over 2000 next hops.
     pub fn full(seed: u64) -> FixtureSpec {
         FixtureSpec {
             v4: 1_000_000,
-            v6: 200_000,
+            v6: 230_000,
             seed,
             next_hops: 2000,
         }

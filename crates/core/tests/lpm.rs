@@ -118,3 +118,51 @@ proptest! {
         prop_assert_eq!(all, want);
     }
 }
+
+/// Prefixes crowded under one /32 with lengths around the Poptrie's node boundaries (20, 26,
+/// 32, 38, 44, 50, …), so nodes are created, rebuilt, copied on the path and dropped again;
+/// some short ones land in the direct table's fallback words.
+fn crowded6() -> impl Strategy<Value = (u128, u8)> {
+    let base = 0x2001_0db8u128 << 96;
+    (
+        any::<u128>(),
+        prop_oneof![1 => 0u8..=20, 6 => 21u8..=56, 2 => 57u8..=128],
+    )
+        .prop_map(move |(r, l)| (base | (r >> 100) << 60 | (r & 0xff), l))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn poptrie_matches_naive_and_frees_everything(ops in prop::collection::vec((crowded6(), 0u32..8, any::<bool>()), 1..60)) {
+        let m = |l: u8| u128::MAX.checked_shl(128 - u32::from(l)).unwrap_or(0);
+        let t = Lpm6::default();
+        let mut naive: HashMap<(u128, u8), u32> = HashMap::new();
+        let mut probes = vec![0x2001_0db8u128 << 96, u128::MAX];
+        for ((a, l), v, ins) in ops {
+            if ins {
+                prop_assert_eq!(t.insert(a, l, v).unwrap(), naive.insert((a & m(l), l), v));
+            } else {
+                prop_assert_eq!(t.remove(a, l), naive.remove(&(a & m(l), l)));
+            }
+            prop_assert_eq!(t.verify(), Ok(()));
+            probes.extend([a, a ^ 1, a | !m(l), a & m(l), (a & m(l)).wrapping_sub(1)]);
+            // Batched lookups (in chunks of the batch size and a ragged end) give the same.
+            let mut many = vec![None; probes.len()];
+            t.lookup_many(&probes, &mut many);
+            for (&x, &got) in probes.iter().zip(&many) {
+                let want = naive.iter().filter(|((n, l), _)| x & m(*l) == *n).max_by_key(|((_, l), _)| *l).map(|(_, v)| *v);
+                prop_assert_eq!(t.lookup(x), want, "{:#x}", x);
+                prop_assert_eq!(got, want, "{:#x} batched", x);
+            }
+        }
+        for (n, l) in naive.keys().copied().collect::<Vec<_>>() {
+            prop_assert!(t.remove(n, l).is_some());
+        }
+        prop_assert!(t.is_empty());
+        let mem = t.memory();
+        prop_assert_eq!(mem.groups_used, 0, "every node and leaf array was retired");
+        prop_assert_eq!(mem.first_level, 0, "every direct entry is empty again");
+    }
+}

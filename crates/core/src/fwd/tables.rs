@@ -7,9 +7,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::hash::FxBuild;
-use super::lpm::{
-    Lpm4, Lpm6, LpmError, LpmMemory, Reader, Readers, MAX_VALUE, V4_STRIDES, V6_STRIDES,
-};
+use super::lpm::{Lpm4, LpmError, LpmMemory, Reader, Readers, MAX_VALUE, V4_STRIDES};
+use super::poptrie::Poptrie as Lpm6;
 use crate::classify::IpPrefix;
 use crate::wire::Mac;
 
@@ -247,7 +246,7 @@ impl RouteTable {
         let readers = Arc::<Readers>::default();
         RouteTable {
             v4: Lpm4::with_strides(V4_STRIDES, readers.clone()),
-            v6: Lpm6::with_strides(V6_STRIDES, readers.clone()),
+            v6: Lpm6::new(readers.clone()),
             nexthops: NextHops::default(),
             readers,
             count: AtomicUsize::new(0),
@@ -331,6 +330,16 @@ impl RouteTable {
     #[inline]
     pub fn lookup_v6(&self, addr: u128) -> Option<NextHop> {
         self.nexthops.get(self.v6.lookup(addr)?)
+    }
+
+    /// Looks up IPv6 addresses together and throws the answers away: the entries are then in
+    /// the cache for the lookups that follow.
+    pub fn warm_v6(&self, addrs: &[u128]) {
+        let mut out = [None; 64];
+        for chunk in addrs.chunks(out.len()) {
+            self.v6.lookup_many(chunk, &mut out);
+            std::hint::black_box(&out);
+        }
     }
 
     /// Longest-prefix match for any address.

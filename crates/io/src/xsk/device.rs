@@ -301,13 +301,13 @@ impl Device {
         self.recv_warmed(ring, max, |_| {}, f)
     }
 
-    /// [`Device::recv_meta`] that first hands every received frame of a batch (its `len`
-    /// bytes, read-only) to `warm`, before `f` sees any of them: the worker looks up their
-    /// routes there so that the lookups' cache misses overlap (`Forwarder::warm`).
+    /// [`Device::recv_meta`] that first hands the received frames of a batch (each its `len`
+    /// bytes, read-only) to `warm` together, before `f` sees any of them: the worker looks up
+    /// their routes there so that the lookups' cache misses overlap (`Forwarder::warm_many`).
     #[inline(always)]
     pub fn recv_warmed<W, F>(&mut self, ring: RingId, max: u32, mut warm: W, mut f: F) -> u32
     where
-        W: FnMut(&[u8]),
+        W: FnMut(&[&[u8]]),
         F: FnMut(&mut [u8], u32, u32, u64, &mut Spare<'_>) -> Action,
     {
         let mut extra: Vec<(u32, XdpDesc)> = Vec::new();
@@ -356,21 +356,29 @@ impl Device {
                     prefetch(base.as_ptr().wrapping_add(d.addr as usize - 8));
                 }
             }
-            let mut first = true; // descs[i] starts a frame
-            for d in &descs[..n] {
-                let starts = first;
-                first = frags::ends_frame(d);
-                if !starts || frame_room(d, fs, area_len).is_none() {
-                    continue; // a later chunk of a frame (its first holds the headers), or refused below
+            {
+                let mut frames: [&[u8]; BATCH] = [&[]; BATCH];
+                let mut m = 0;
+                let mut first = true; // descs[i] starts a frame
+                for d in &descs[..n] {
+                    let starts = first;
+                    first = frags::ends_frame(d);
+                    if !starts || frame_room(d, fs, area_len).is_none() || m == BATCH {
+                        continue; // a later chunk of a frame (its first holds the headers), or refused below
+                    }
+                    // SAFETY: [addr, addr+len) lies inside one chunk of the UMEM mapping
+                    // (checked just above) that the kernel handed to us through the rx ring and
+                    // will not write until we return it; these shared slices end with this
+                    // block, before the loop below makes each frame's exclusive one.
+                    frames[m] = unsafe {
+                        std::slice::from_raw_parts(
+                            base.as_ptr().add(d.addr as usize),
+                            d.len as usize,
+                        )
+                    };
+                    m += 1;
                 }
-                // SAFETY: [addr, addr+len) lies inside one chunk of the UMEM mapping (checked
-                // just above) that the kernel handed to us through the rx ring and will not
-                // write until we return it; this shared slice ends before the loop below makes
-                // the frame's exclusive one.
-                let frame = unsafe {
-                    std::slice::from_raw_parts(base.as_ptr().add(d.addr as usize), d.len as usize)
-                };
-                warm(frame);
+                warm(&frames[..m]);
             }
             let mut i = 0;
             while i < n {

@@ -220,7 +220,7 @@ impl<'a> Worker<'a> {
         let n = self.xsk.recv_warmed(
             ring,
             max,
-            |frame| fwd.warm(frame),
+            |frames| fwd.warm_many(frames),
             move |frame, len, ingress, stamp, spare| {
                 spin_ns(cost_ns);
                 if acl_rules > 0 {
