@@ -746,6 +746,33 @@ impl<K: LpmKey> Lpm<K> {
     }
 }
 
+/// Runs `check` in a registered reader thread, quiescent between rounds, while `update` runs
+/// here; returns the reader's rounds. Shared by the tables' race tests.
+#[cfg(test)]
+pub(super) fn race(
+    readers: &Arc<Readers>,
+    check: impl Fn() + Send + 'static,
+    update: impl FnOnce(),
+) -> u64 {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (readers, stop) = (readers.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let r = readers.register();
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                check();
+                r.quiescent();
+                n += 1;
+            }
+            n
+        })
+    };
+    update();
+    stop.store(true, Ordering::Relaxed);
+    reader.join().unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -942,36 +969,30 @@ mod tests {
         // answer must be one the table held at some point (never a value of another prefix).
         let t = Arc::new(Lpm4::new());
         t.insert(ip("10.0.0.0"), 8, 1).unwrap();
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let reader = {
-            let (t, stop) = (t.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let r = t.readers().register();
-                let mut n = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    for x in 0..64u32 {
-                        let a = ip("10.1.2.0") | x;
-                        let v = t.lookup(a);
-                        assert!(matches!(v, Some(1) | Some(2) | Some(3)), "{a:#x}: {v:?}");
-                        let b = ip("10.200.0.0") | x;
-                        let v = t.lookup(b);
-                        assert!(matches!(v, Some(1) | Some(4)), "{b:#x}: {v:?}");
-                    }
-                    r.quiescent();
-                    n += 1;
+        let reader = t.clone();
+        let rounds = race(
+            t.readers(),
+            move || {
+                for x in 0..64u32 {
+                    let a = ip("10.1.2.0") | x;
+                    let v = reader.lookup(a);
+                    assert!(matches!(v, Some(1) | Some(2) | Some(3)), "{a:#x}: {v:?}");
+                    let b = ip("10.200.0.0") | x;
+                    let v = reader.lookup(b);
+                    assert!(matches!(v, Some(1) | Some(4)), "{b:#x}: {v:?}");
                 }
-                n
-            })
-        };
-        for _ in 0..20_000 {
-            t.insert(ip("10.1.2.0"), 24, 2).unwrap();
-            t.insert(ip("10.1.2.0"), 27, 3).unwrap();
-            t.insert(ip("10.200.0.0"), 26, 4).unwrap();
-            t.remove(ip("10.1.2.0"), 27);
-            t.remove(ip("10.200.0.0"), 26);
-            t.remove(ip("10.1.2.0"), 24);
-        }
-        stop.store(true, Ordering::Relaxed);
-        assert!(reader.join().unwrap() > 0);
+            },
+            || {
+                for _ in 0..20_000 {
+                    t.insert(ip("10.1.2.0"), 24, 2).unwrap();
+                    t.insert(ip("10.1.2.0"), 27, 3).unwrap();
+                    t.insert(ip("10.200.0.0"), 26, 4).unwrap();
+                    t.remove(ip("10.1.2.0"), 27);
+                    t.remove(ip("10.200.0.0"), 26);
+                    t.remove(ip("10.1.2.0"), 24);
+                }
+            },
+        );
+        assert!(rounds > 0);
     }
 }

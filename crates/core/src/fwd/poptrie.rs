@@ -982,37 +982,31 @@ mod tests {
         // under a reader that must only ever see values the table held.
         let t = Arc::new(Poptrie::default());
         t.insert(ip6("2001:db8::"), 32, 1).unwrap();
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let reader = {
-            let (t, stop) = (t.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let r = t.readers().register();
-                let mut n = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    for x in 0..64u128 {
-                        let a = ip6("2001:db8:1:2::") | x;
-                        let v = t.lookup(a);
-                        assert!(matches!(v, Some(1..=3)), "{a:#x}: {v:?}");
-                        let b = ip6("2001:db8:c8::") | x << 64;
-                        let v = t.lookup(b);
-                        assert!(matches!(v, Some(1) | Some(4)), "{b:#x}: {v:?}");
-                    }
-                    r.quiescent();
-                    n += 1;
+        let reader = t.clone();
+        let rounds = super::super::lpm::race(
+            t.readers(),
+            move || {
+                for x in 0..64u128 {
+                    let a = ip6("2001:db8:1:2::") | x;
+                    let v = reader.lookup(a);
+                    assert!(matches!(v, Some(1..=3)), "{a:#x}: {v:?}");
+                    let b = ip6("2001:db8:c8::") | x << 64;
+                    let v = reader.lookup(b);
+                    assert!(matches!(v, Some(1) | Some(4)), "{b:#x}: {v:?}");
                 }
-                n
-            })
-        };
-        for _ in 0..5_000 {
-            t.insert(ip6("2001:db8:1::"), 48, 2).unwrap();
-            t.insert(ip6("2001:db8:1:2::"), 64, 3).unwrap();
-            t.insert(ip6("2001:db8:c8::"), 46, 4).unwrap();
-            t.remove(ip6("2001:db8:1:2::"), 64);
-            t.remove(ip6("2001:db8:c8::"), 46);
-            t.remove(ip6("2001:db8:1::"), 48);
-        }
-        stop.store(true, Ordering::Relaxed);
-        assert!(reader.join().unwrap() > 0);
+            },
+            || {
+                for _ in 0..5_000 {
+                    t.insert(ip6("2001:db8:1::"), 48, 2).unwrap();
+                    t.insert(ip6("2001:db8:1:2::"), 64, 3).unwrap();
+                    t.insert(ip6("2001:db8:c8::"), 46, 4).unwrap();
+                    t.remove(ip6("2001:db8:1:2::"), 64);
+                    t.remove(ip6("2001:db8:c8::"), 46);
+                    t.remove(ip6("2001:db8:1::"), 48);
+                }
+            },
+        );
+        assert!(rounds > 0);
         assert_eq!(t.verify(), Ok(()));
     }
 }
