@@ -18,6 +18,25 @@ pub fn proc_cpu_ns(pid: u32) -> u64 {
         .map_or(0, |p| (p.cpu_seconds * 1e9).round() as u64)
 }
 
+/// CPU time of the threads of `pid` whose name starts with `prefix`, ns (`schedstat`: the time
+/// the scheduler ran them, in ns, whatever the tick; steal is not in it); 0 when unreadable.
+pub fn threads_cpu_ns(pid: u32, prefix: &str) -> u64 {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    dir.flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(prefix))
+        })
+        .filter_map(|t| schedstat_ns(&std::fs::read_to_string(t.path().join("schedstat")).ok()?))
+        .sum()
+}
+
+/// The first field of `/proc/…/schedstat`: time on the CPU, ns.
+fn schedstat_ns(text: &str) -> Option<u64> {
+    text.split_whitespace().next()?.parse().ok()
+}
+
 /// softirq time of one CPU (`/proc/stat`), ns; 0 when unreadable.
 pub fn softirq_ns(cpu: usize) -> u64 {
     softirq_ns_in(
@@ -110,6 +129,17 @@ fn per_thread(pids: &[u32], cmd: &str, args: &[&str]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schedstat_gives_the_time_on_the_cpu() {
+        assert_eq!(schedstat_ns("123456789 5000 42\n"), Some(123_456_789));
+        assert_eq!(schedstat_ns(""), None);
+        assert_eq!(schedstat_ns("x 1 2"), None);
+        // This process's own threads: the test thread has run, so some time is counted.
+        let me = std::process::id();
+        assert!(threads_cpu_ns(me, "") > 0);
+        assert_eq!(threads_cpu_ns(me, "no-such-thread-name"), 0);
+    }
 
     #[test]
     fn readers_pick_the_right_column() {

@@ -121,6 +121,12 @@ pub struct Row {
     /// stall: a route update, the CPU taken away, …).
     #[serde(default = "nan")]
     pub stall_max_us: f64,
+    /// CPU time of the forwarding threads per forwarded packet, ns: llrouter's workers (the
+    /// scheduler's count, so steal and the other threads are left out), or the router CPU's
+    /// softirq for the kernel. At a load the router keeps up with, this is the price of its
+    /// strategy per packet, which the wall-clock rate hides in the VM's noise.
+    #[serde(default = "nan")]
+    pub worker_ns_per_pkt: f64,
 }
 
 fn nan() -> f64 {
@@ -138,6 +144,8 @@ pub struct PointExtra {
     pub drops: u64,
     /// Router CPU time during the point, ns.
     pub router_cpu_ns: u64,
+    /// The forwarding threads' CPU time during the point, ns.
+    pub worker_cpu_ns: u64,
     /// Wake-ups during the point, if they could be read.
     pub wakeups: Option<u64>,
     /// Highest steal of any CPU and the router CPU's softirq share, % (NaN: unreadable).
@@ -173,6 +181,7 @@ impl Point {
 struct Before {
     drops: u64,
     cpu_ns: u64,
+    worker_ns: u64,
     wakeups: Option<u64>,
     stat: Option<StatSnapshot>,
     counters: Option<MetricsSnapshot>,
@@ -202,6 +211,7 @@ impl Before {
         Before {
             drops: host::softnet_drops(router_cpu),
             cpu_ns: act.router_cpu_ns(),
+            worker_ns: act.worker_cpu_ns(),
             wakeups: act.wakeups(),
             stat: read_stat(),
             counters: act.counters(),
@@ -212,6 +222,7 @@ impl Before {
         PointExtra {
             drops: host::softnet_drops(router_cpu).saturating_sub(self.drops),
             router_cpu_ns: act.router_cpu_ns().saturating_sub(self.cpu_ns),
+            worker_cpu_ns: act.worker_cpu_ns().saturating_sub(self.worker_ns),
             wakeups: self
                 .wakeups
                 .zip(act.wakeups())
@@ -485,6 +496,11 @@ pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: &Po
                 .map(|w| w.stall_max_seconds * 1e6)
                 .fold(0.0, f64::max)
         }),
+        worker_ns_per_pkt: if received > 0 && x.worker_cpu_ns > 0 {
+            x.worker_cpu_ns as f64 / received as f64
+        } else {
+            f64::NAN
+        },
     }
 }
 

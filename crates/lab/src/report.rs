@@ -86,6 +86,7 @@ pub struct CsvRow<'a> {
     hi_ring_drops: u64,
     router_drops: u64,
     stall_max_us: Fixed<1>,
+    worker_ns_per_pkt: Fixed<1>,
 }
 
 impl<'a> From<&'a Row> for CsvRow<'a> {
@@ -141,6 +142,7 @@ impl<'a> From<&'a Row> for CsvRow<'a> {
             hi_ring_drops: r.hi_ring_drops,
             router_drops: r.router_drops,
             stall_max_us: Fixed(r.stall_max_us),
+            worker_ns_per_pkt: Fixed(r.worker_ns_per_pkt),
         }
     }
 }
@@ -195,7 +197,7 @@ pub fn write_csv<T: Serialize>(path: &Path, rows: &[T], empty_header: &str) -> R
 }
 
 /// The header of `results.csv`.
-pub const RESULTS_HEADER: &str = "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt,round,wakeups_per_s,steal_pct,router_softirq_pct,attempts,x_ns,rho_rt,be_budget,tmax_us,rt_ring_p99_lo_us,rt_ring_p99_us,within_tmax,hi_frames_per_grant,hi_ns_per_grant,lo_frames_per_grant,lo_ns_per_grant,hi_flushes_per_grant,lo_flushes_per_grant,frames_per_grant,flushes_per_grant,ns_per_grant,tx_hold_us,flush_ns_per_grant,flushed_per_grant,hi_ring_drops,router_drops,stall_max_us";
+pub const RESULTS_HEADER: &str = "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt,round,wakeups_per_s,steal_pct,router_softirq_pct,attempts,x_ns,rho_rt,be_budget,tmax_us,rt_ring_p99_lo_us,rt_ring_p99_us,within_tmax,hi_frames_per_grant,hi_ns_per_grant,lo_frames_per_grant,lo_ns_per_grant,hi_flushes_per_grant,lo_flushes_per_grant,frames_per_grant,flushes_per_grant,ns_per_grant,tx_hold_us,flush_ns_per_grant,flushed_per_grant,hi_ring_drops,router_drops,stall_max_us,worker_ns_per_pkt";
 
 /// The header of `mlffr.csv`.
 pub const MLFFR_HEADER: &str = "target,round,mlffr_pps,loss_tolerance,generator_limited";
@@ -1012,6 +1014,7 @@ mod tests {
             attempts: 2,
             hi_ring_drops: 3,
             stall_max_us: 812.25,
+            worker_ns_per_pkt: 640.06,
             ..Default::default()
         };
         let text = csv_text(&[CsvRow::from(&r)], "").unwrap();
@@ -1020,7 +1023,7 @@ mod tests {
         assert_eq!(lines.next(), Some(RESULTS_HEADER));
         assert_eq!(
             lines.next(),
-            Some("llrouter:ll-wfq,0.3,20000,0,0,0,0,0,0.500000,0.000000,0,0,0.00,0.00,12.35,0.00,0.00,0.00,0.00,0.00,0,0.123,812.3,2,NaN,7.2,41.0,2,0.0,0.0000,0,0.00,0,0,,0.00,0,0.00,0,0.000,0.000,0.00,0.000,0,,0,0.000,3,0,812.2")
+            Some("llrouter:ll-wfq,0.3,20000,0,0,0,0,0,0.500000,0.000000,0,0,0.00,0.00,12.35,0.00,0.00,0.00,0.00,0.00,0,0.123,812.3,2,NaN,7.2,41.0,2,0.0,0.0000,0,0.00,0,0,,0.00,0,0.00,0,0.000,0.000,0.00,0.000,0,,0,0.000,3,0,812.2,640.1")
         );
         assert_eq!(
             csv_text::<CsvRow<'_>>(&[], RESULTS_HEADER).unwrap(),

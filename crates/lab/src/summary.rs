@@ -100,6 +100,59 @@ pub fn mlffr_md(m: &[Mlffr], tolerance: f64) -> String {
     s
 }
 
+/// The price of each strategy in CPU time: per RT share and offered load, the forwarding
+/// threads' CPU ns per forwarded packet (median [min–max] over rounds), and its ratio to
+/// `base` in the same round. At a load every target keeps up with, each round forwards the
+/// same packets, so the ratio is the strategy's own cost, which the VM's noise hides in rates.
+pub fn cpu_price_md(rows: &[Row], base: &str) -> String {
+    let mut s = String::new();
+    if !rows.iter().any(|r| r.worker_ns_per_pkt.is_finite()) {
+        return s;
+    }
+    let _ = write!(
+        s,
+        "\n## The price in CPU time\n\n\
+         CPU time of the forwarding threads (llrouter's workers, by the scheduler's count; the \
+         kernel's softirq time on the router CPU, in ticks) per forwarded packet, ns. Median \
+         [min–max] over rounds; × {base}: the ratio within each round.\n\n\
+         | RT share | offered pps | target | rounds | CPU ns per packet | × {base} |\n|---|---|---|---|---|---|\n"
+    );
+    let mut points: Vec<(f64, f64)> = Vec::new();
+    for r in rows {
+        if !points.contains(&(r.rt_share, r.offered_pps)) {
+            points.push((r.rt_share, r.offered_pps));
+        }
+    }
+    for (share, load) in points {
+        let here: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.rt_share == share && r.offered_pps == load)
+            .collect();
+        for t in targets_in_order(here.iter().map(|r| r.target.as_str())) {
+            let mine: Vec<&&Row> = here.iter().filter(|r| r.target == t).collect();
+            let ns: Vec<f64> = mine.iter().map(|r| r.worker_ns_per_pkt).collect();
+            let ratios: Vec<f64> = mine
+                .iter()
+                .filter_map(|r| {
+                    let b = here
+                        .iter()
+                        .find(|b| b.target == base && b.round == r.round)?
+                        .worker_ns_per_pkt;
+                    (b > 0.0).then(|| r.worker_ns_per_pkt / b)
+                })
+                .collect();
+            let _ = writeln!(
+                s,
+                "| {share} | {load:.0} | {t} | {} | {} | {} |",
+                mine.len(),
+                fmt_spread(&ns, 0),
+                fmt_spread(&ratios, 3)
+            );
+        }
+    }
+    s
+}
+
 /// Rows of `target` in `round` at `share`, in measurement order (= order of the multiples).
 fn round_rows<'a>(rows: &'a [Row], target: &str, round: u32, share: f64) -> Vec<&'a Row> {
     rows.iter()
@@ -275,6 +328,39 @@ mod tests {
             pps,
             gen_limited: false,
         }
+    }
+
+    #[test]
+    fn cpu_price_pairs_rounds_against_the_base() {
+        let at = |target: &str, round: u32, ns: f64| Row {
+            target: target.into(),
+            round,
+            rt_share: 0.3,
+            offered_pps: 100_000.0,
+            worker_ns_per_pkt: ns,
+            ..Row::default()
+        };
+        // Round 2 is twice as slow for both: the ratio holds, the medians move.
+        let rows = [
+            at("llrouter:sq", 1, 500.0),
+            at("llrouter:ll-wfq", 1, 525.0),
+            at("llrouter:sq", 2, 1000.0),
+            at("llrouter:ll-wfq", 2, 1050.0),
+        ];
+        let md = cpu_price_md(&rows, "llrouter:sq");
+        assert!(
+            md.contains("| 0.3 | 100000 | llrouter:ll-wfq | 2 | 788 [525–1050] | 1.050 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| llrouter:sq | 2 | 750 [500–1000] | 1.000 |"),
+            "{md}"
+        );
+        let none = [Row {
+            worker_ns_per_pkt: f64::NAN,
+            ..at("kernel", 1, 0.0)
+        }];
+        assert_eq!(cpu_price_md(&none, "llrouter:sq"), "");
     }
 
     #[test]

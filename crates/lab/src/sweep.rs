@@ -286,6 +286,9 @@ impl SweepStudy {
         if !o.mlffrs.is_empty() {
             md.push_str(&summary::mlffr_md(&o.mlffrs, self.search.loss_tolerance));
         }
+        if self.multiples.is_none() {
+            md.push_str(&summary::cpu_price_md(&o.rows, "llrouter:sq"));
+        }
         if let Some(m) = &self.multiples {
             md.push_str(&summary::multiples_md(
                 &o.rows,

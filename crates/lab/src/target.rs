@@ -109,6 +109,15 @@ impl<'a> Active<'a> {
         }
     }
 
+    /// The forwarding threads' CPU time so far, ns: llrouter's workers (scheduler time, no
+    /// steal), or the router CPUs' softirq time (the kernel forwards there).
+    pub fn worker_cpu_ns(&self) -> u64 {
+        match &self.router {
+            Some(r) => host::threads_cpu_ns(r.pid(), "llr-worker-"),
+            None => self.router_cpus.iter().map(|&c| host::softirq_ns(c)).sum(),
+        }
+    }
+
     /// Stops an llrouter target and keeps its counters.
     pub fn finish(&mut self) -> Result<()> {
         if let Some(r) = self.router.take() {
