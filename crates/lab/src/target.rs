@@ -114,7 +114,7 @@ impl<'a> Active<'a> {
     pub fn worker_cpu_ns(&self) -> u64 {
         match &self.router {
             Some(r) => host::threads_cpu_ns(r.pid(), "llr-worker-"),
-            None => self.router_cpus.iter().map(|&c| host::softirq_ns(c)).sum(),
+            None => self.router_cpu_ns(),
         }
     }
 

@@ -340,6 +340,19 @@ impl Shadow {
             + self.long.iter().map(HashMap::len).sum::<usize>()
     }
 
+    /// The value and the tag of exactly `net/len` (host bits ignored).
+    pub(super) fn tagged(&self, len: u8, net: u128) -> Option<(u32, u16)> {
+        let x = self.get(len, net & mask(len))?;
+        Some((x & VALUE_MASK, (x >> TAG_SHIFT) as u16))
+    }
+
+    /// Every prefix as `(network, len, value)`, the tags left out.
+    pub(super) fn values<K>(&self, key: impl Fn(u128) -> K) -> Vec<(K, u8, u32)> {
+        let mut v = Vec::with_capacity(self.len());
+        self.for_each(|net, len, x| v.push((key(net), len, x & VALUE_MASK)));
+        v
+    }
+
     /// Every prefix as `(network, len, value | tag << 22)`.
     pub(super) fn for_each(&self, mut f: impl FnMut(u128, u8, u32)) {
         for (l, m) in self.short.iter().enumerate() {
@@ -530,11 +543,7 @@ impl<K: LpmKey> Lpm<K> {
 
     /// Every installed prefix as `(network, len, value)`, in no particular order.
     pub fn to_vec(&self) -> Vec<(K, u8, u32)> {
-        let w = self.lock();
-        let mut v = Vec::with_capacity(w.shadow.len());
-        w.shadow
-            .for_each(|net, len, x| v.push((K::from_bits(net), len, x & VALUE_MASK)));
-        v
+        self.lock().shadow.values(K::from_bits)
     }
 
     /// The value stored for exactly this prefix.
@@ -544,9 +553,7 @@ impl<K: LpmKey> Lpm<K> {
 
     /// The value and the tag stored for exactly this prefix.
     pub fn get_tagged(&self, prefix: K, len: u8) -> Option<(u32, u16)> {
-        let w = self.lock();
-        let x = w.shadow.get(len, prefix.to_bits() & mask(len))?;
-        Some((x & VALUE_MASK, (x >> TAG_SHIFT) as u16))
+        self.lock().shadow.tagged(len, prefix.to_bits())
     }
 
     /// Memory by structure (computed by scanning: for reports, not the hot path).

@@ -337,34 +337,50 @@ impl Poptrie {
         let mut e = 0;
         let root = d as u32;
         if root != 0 {
-            let mut at = (root - 1) as usize;
-            let mut o = u32::from(DIRECT_BITS);
+            let (mut at, mut rest) = (root - 1, addr << DIRECT_BITS);
             loop {
-                let n = self.nodes.get(at)?;
-                // Past bit 128 (the last level) the shift brings in zeros: the 2 real bits pick
-                // the run of children that the build filled for them.
-                let c = ((addr << o) >> (128 - u32::from(STRIDE))) as u32;
-                let vector = n[0].load(Ordering::Relaxed);
-                let bases = n[2].load(Ordering::Relaxed);
-                if vector & (1 << c) != 0 {
-                    at = (bases >> 32) as usize + (vector & upto(c)).count_ones() as usize - 1;
-                    o += u32::from(STRIDE);
-                } else {
-                    let lv = n[1].load(Ordering::Relaxed);
-                    let i = (bases as u32) as usize + (lv & upto(c)).count_ones() as usize - 1;
-                    e = self.leaves.get(i)?.load(Ordering::Relaxed);
-                    break;
+                match self.step(at, &mut rest)? {
+                    Ok(child) => at = child,
+                    Err(slot) => {
+                        e = self.leaves.get(slot as usize)?.load(Ordering::Relaxed);
+                        break;
+                    }
                 }
             }
         }
+        self.resolve(addr, d, e)
+    }
+
+    /// One level down from node `at` by the top 6 bits of `rest` (which it shifts out; past
+    /// bit 128, at the last level, zeros come in and the 2 real bits pick the run of children
+    /// that the build filled for them): `Ok(child node)`, or `Err(leaf slot)`.
+    #[inline(always)]
+    fn step(&self, at: u32, rest: &mut u128) -> Option<Result<u32, u32>> {
+        let n = self.nodes.get(at as usize)?;
+        let c = (*rest >> (128 - u32::from(STRIDE))) as u32;
+        *rest <<= STRIDE;
+        let vector = n[0].load(Ordering::Relaxed);
+        let bases = n[2].load(Ordering::Relaxed);
+        Some(if vector >> c & 1 != 0 {
+            Ok((bases >> 32) as u32 + (vector & upto(c)).count_ones() - 1)
+        } else {
+            let leafvec = n[1].load(Ordering::Relaxed);
+            Err(bases as u32 + (leafvec & upto(c)).count_ones() - 1)
+        })
+    }
+
+    /// The answer for `addr` from the leaf the nodes gave (`e`, 0 for none), else from its
+    /// direct entry `d`'s prefix of 17..=24 bits, else from the short table.
+    #[inline(always)]
+    fn resolve(&self, addr: u128, d: u64, mut e: u32) -> Option<u32> {
         if e == 0 {
             e = (d >> 32) as u32;
-            if e == 0 {
-                e = self
-                    .short
-                    .get((addr >> (128 - SHORT_BITS)) as usize)?
-                    .load(Ordering::Acquire);
-            }
+        }
+        if e == 0 {
+            e = self
+                .short
+                .get((addr >> (128 - SHORT_BITS)) as usize)?
+                .load(Ordering::Acquire);
         }
         is_valid(e).then_some(e & VALUE_MASK)
     }
@@ -380,7 +396,6 @@ impl Poptrie {
         for (addrs, out) in addrs.chunks(B).zip(out.chunks_mut(B)) {
             let n = addrs.len().min(out.len());
             let mut d = [0u64; B];
-            // Each address shifted so that the next level's 6 bits are its top ones.
             let mut rest = [0u128; B];
             let mut at = [0u32; B];
             let mut leaf = [0u32; B];
@@ -400,41 +415,24 @@ impl Poptrie {
                 while l != 0 {
                     let i = l.trailing_zeros() as usize;
                     l &= l - 1;
-                    let Some(node) = self.nodes.get(at[i] as usize) else {
-                        continue;
-                    };
-                    let c = (rest[i] >> (128 - u32::from(STRIDE))) as u32;
-                    rest[i] <<= STRIDE;
-                    let vector = node[0].load(Ordering::Relaxed);
-                    let bases = node[2].load(Ordering::Relaxed);
-                    if vector >> c & 1 != 0 {
-                        at[i] = (bases >> 32) as u32 + (vector & upto(c)).count_ones() - 1;
-                        next |= 1 << i;
-                    } else {
-                        let leafvec = node[1].load(Ordering::Relaxed);
-                        leaf[i] = bases as u32 + (leafvec & upto(c)).count_ones() - 1;
+                    match self.step(at[i], &mut rest[i]) {
+                        Some(Ok(child)) => {
+                            at[i] = child;
+                            next |= 1 << i;
+                        }
+                        Some(Err(slot)) => leaf[i] = slot,
+                        None => {}
                     }
                 }
                 live = next;
             }
             for i in 0..n {
-                let mut x = 0;
-                if d[i] as u32 != 0 {
-                    x = self
-                        .leaves
-                        .get(leaf[i] as usize)
-                        .map_or(0, |e| e.load(Ordering::Relaxed));
-                }
-                if x == 0 {
-                    x = (d[i] >> 32) as u32;
-                }
-                if x == 0 {
-                    x = self
-                        .short
-                        .get((addrs[i] >> (128 - SHORT_BITS)) as usize)
-                        .map_or(0, |s| s.load(Ordering::Acquire));
-                }
-                out[i] = is_valid(x).then_some(x & VALUE_MASK);
+                let e = if d[i] as u32 != 0 {
+                    (self.leaves.get(leaf[i] as usize)).map_or(0, |e| e.load(Ordering::Relaxed))
+                } else {
+                    0
+                };
+                out[i] = self.resolve(addrs[i], d[i], e);
             }
         }
     }
@@ -451,11 +449,7 @@ impl Poptrie {
 
     /// Every installed prefix as `(network, len, value)`, in no particular order.
     pub fn to_vec(&self) -> Vec<(u128, u8, u32)> {
-        let w = self.lock();
-        let mut v = Vec::with_capacity(w.shadow.len());
-        w.shadow
-            .for_each(|net, len, x| v.push((net, len, x & VALUE_MASK)));
-        v
+        self.lock().shadow.values(|net| net)
     }
 
     /// The value stored for exactly this prefix.
@@ -465,8 +459,7 @@ impl Poptrie {
 
     /// The value and the tag stored for exactly this prefix.
     pub fn get_tagged(&self, prefix: u128, len: u8) -> Option<(u32, u16)> {
-        let x = self.lock().shadow.get(len, prefix & mask(len))?;
-        Some((x & VALUE_MASK, (x >> TAG_SHIFT) as u16))
+        self.lock().shadow.tagged(len, prefix)
     }
 
     /// Memory by structure (computed by scanning: for reports, not the hot path).
