@@ -1,13 +1,13 @@
 //! `llrouter ctl`: the control-plane client (protocol in `llr_ops::ctl`, views in
 //! `llr_ops::views`, reference in docs/operations.md).
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
 use llr_core::sched::StrategyKind;
-use llr_ops::ctl::{Command, CtlClient, WakeMode, DEFAULT_DUMP_LIMIT, DEFAULT_SOCKET};
+use llr_ops::ctl::{Command, CtlClient, WakeMode, DEFAULT_SOCKET};
 use llr_ops::metrics::MetricsSnapshot;
-use llr_ops::views::{self, InterfaceView, NeighbourView, RouteView};
-use serde_json::{json, Value};
+use llr_ops::views::{self, InterfaceView};
+use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -52,7 +52,7 @@ pub enum CtlCmd {
     Counters,
     /// Tables of the running router: interfaces, routes, neighbours, classes, workers.
     #[command(subcommand)]
-    Show(ShowCmd),
+    Show(crate::cmd_show::ShowCmd),
     /// Classification rules.
     #[command(subcommand)]
     Rules(RulesCmd),
@@ -76,30 +76,6 @@ pub enum CtlCmd {
     /// Flows of the flow scheduler (paper 003): set up, change, tear down, list.
     #[command(subcommand)]
     Flow(crate::cmd_flow::FlowCmd),
-}
-
-#[derive(Debug, Clone, Subcommand)]
-pub enum ShowCmd {
-    /// Interfaces: index, MTU, MAC, addresses; frames received, transmitted, handed to the
-    /// kernel, dropped, in error.
-    Interfaces,
-    /// The routes the forwarder uses (kernel routes mirrored, static routes over them).
-    Fib {
-        /// Show at most this many routes.
-        #[arg(long, default_value_t = DEFAULT_DUMP_LIMIT)]
-        limit: usize,
-    },
-    /// The neighbour (ARP / ND) entries the forwarder uses.
-    #[command(alias = "neighbors")]
-    Neighbours {
-        /// Show at most this many entries.
-        #[arg(long, default_value_t = DEFAULT_DUMP_LIMIT)]
-        limit: usize,
-    },
-    /// Classes: ring, budget, frames classified and served, ring-full drops, p99 ring latency.
-    Classes,
-    /// Workers: core, load, poll rounds; their engine devices' wake-ups.
-    Workers,
 }
 
 #[derive(Debug, Clone, Subcommand)]
@@ -220,19 +196,11 @@ fn prefix_arg(s: &str) -> Result<String, String> {
     }
 }
 
-/// What one `ctl` invocation asks the router: one protocol command, or a view built from two.
-#[derive(Debug, Clone, PartialEq)]
+/// What one `ctl` invocation asks the router: one protocol command, or a view (`show …`).
+#[derive(Debug, Clone)]
 pub enum Request {
     One(Command),
-    /// `show classes` / `show workers`: `status` and `counters` together.
-    StatusAndCounters(ShowKind),
-}
-
-/// Views that need `status` and `counters`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ShowKind {
-    Classes,
-    Workers,
+    Show(crate::cmd_show::ShowCmd),
 }
 
 /// Builds the request from the CLI words; bad input is a usage error (exit 2).
@@ -240,15 +208,7 @@ pub fn request(cmd: &CtlCmd) -> Result<Request> {
     Ok(Request::One(match cmd {
         CtlCmd::Status => Command::Status {},
         CtlCmd::Counters => Command::Counters {},
-        CtlCmd::Show(ShowCmd::Interfaces) => Command::Interfaces {},
-        CtlCmd::Show(ShowCmd::Fib { limit }) => Command::Fib {
-            limit: Some(dump_limit(*limit)?),
-        },
-        CtlCmd::Show(ShowCmd::Neighbours { limit }) => Command::Neighbours {
-            limit: Some(dump_limit(*limit)?),
-        },
-        CtlCmd::Show(ShowCmd::Classes) => return Ok(Request::StatusAndCounters(ShowKind::Classes)),
-        CtlCmd::Show(ShowCmd::Workers) => return Ok(Request::StatusAndCounters(ShowKind::Workers)),
+        CtlCmd::Show(s) => return Ok(Request::Show(s.clone())),
         CtlCmd::Rules(RulesCmd::List) => Command::RulesList {},
         CtlCmd::Rules(RulesCmd::Add { rule }) => Command::RulesAdd {
             rule: rule.join(" "),
@@ -299,61 +259,18 @@ pub fn request(cmd: &CtlCmd) -> Result<Request> {
     }))
 }
 
-fn dump_limit(n: usize) -> Result<usize> {
-    if n == 0 || n > llr_ops::ctl::MAX_DUMP_LIMIT {
-        return Err(usage(
-            "limit",
-            format!("must be within 1..={}", llr_ops::ctl::MAX_DUMP_LIMIT),
-        ));
-    }
-    Ok(n)
-}
-
-/// One call; a refusal is an error naming the router's field and reason (exit 1).
-fn call(client: &mut CtlClient, cmd: &Command, socket: &std::path::Path) -> Result<Value> {
-    let reply = client
-        .call(cmd)
-        .with_context(|| format!("{} on {}", cmd.name(), socket.display()))?;
-    reply
-        .into_result()
-        .map_err(|e| anyhow::anyhow!("{} rejected: {}: {}", cmd.name(), e.field, e.reason))
-}
-
 pub fn run(args: Args) -> Result<()> {
     let req = request(&args.cmd)?;
     let mut client = CtlClient::connect(&args.socket, Duration::from_secs_f64(args.timeout))?;
-    let out = match &req {
-        Request::One(cmd) => {
-            let v = call(&mut client, cmd, &args.socket)?;
-            if args.json {
-                serde_json::to_string_pretty(&v)? + "\n"
-            } else {
-                human(cmd, &v)
-            }
-        }
-        Request::StatusAndCounters(kind) => {
-            let status = call(&mut client, &Command::Status {}, &args.socket)?;
-            let counters = call(&mut client, &Command::Counters {}, &args.socket)?;
-            let m: MetricsSnapshot = serde_json::from_value(counters).context("counters reply")?;
-            if args.json {
-                let v = match kind {
-                    ShowKind::Classes => {
-                        json!({"classes": status["classes"], "classified": m.classes, "rings": m.rings})
-                    }
-                    ShowKind::Workers => json!({
-                        "workers": m.workers,
-                        "engine_devices": m.devices,
-                        "helper_cores": status["helper_cores"],
-                    }),
-                };
-                serde_json::to_string_pretty(&v)? + "\n"
-            } else {
-                match kind {
-                    ShowKind::Classes => views::classes_table(&status, &m),
-                    ShowKind::Workers => views::workers_table(&status, &m),
-                }
-            }
-        }
+    let cmd = match &req {
+        Request::Show(s) => return crate::cmd_show::run(&mut client, s, args.json),
+        Request::One(cmd) => cmd,
+    };
+    let v = crate::cmd_show::call(&mut client, cmd)?;
+    let out = if args.json {
+        serde_json::to_string_pretty(&v)? + "\n"
+    } else {
+        human(cmd, &v)
     };
     print!("{out}");
     Ok(())
@@ -378,14 +295,6 @@ pub fn human(cmd: &Command, v: &Value) -> String {
         },
         Command::Interfaces {} => match field::<Vec<InterfaceView>>(v, "interfaces") {
             Some(ifs) => views::interfaces_table(&ifs),
-            None => format!("{v:#}\n"),
-        },
-        Command::Fib { .. } => match field::<Vec<RouteView>>(v, "routes") {
-            Some(r) => views::fib_table(&r, v["total"].as_u64().unwrap_or(0) as usize),
-            None => format!("{v:#}\n"),
-        },
-        Command::Neighbours { .. } => match field::<Vec<NeighbourView>>(v, "neighbours") {
-            Some(n) => views::neighbours_table(&n, v["total"].as_u64().unwrap_or(0) as usize),
             None => format!("{v:#}\n"),
         },
         Command::RulesList {} => match v.get("rules").and_then(Value::as_array) {
@@ -442,7 +351,12 @@ pub fn human(cmd: &Command, v: &Value) -> String {
         ),
         Command::RouteRemove { prefix } => format!("removed static route {prefix}\n"),
         Command::Reload {} => format!("reloaded {}\n", s("reloaded")),
-        Command::FlowList {}
+        Command::Fib { .. }
+        | Command::FibSummary { .. }
+        | Command::FibGet { .. }
+        | Command::Neighbours { .. } => format!("{v:#}\n"),
+        Command::FlowList { .. }
+        | Command::FlowGet { .. }
         | Command::FlowAdd { .. }
         | Command::FlowSet { .. }
         | Command::FlowDel { .. } => crate::cmd_flow::human(cmd, v).unwrap_or_default(),
@@ -618,20 +532,10 @@ mod tests {
                 dev: "veth1".into()
             }
         );
-        assert_eq!(
-            one(&["show", "fib", "--limit", "5"]),
-            Command::Fib { limit: Some(5) }
-        );
-        assert_eq!(
-            one(&["show", "neighbors"]),
-            Command::Neighbours {
-                limit: Some(DEFAULT_DUMP_LIMIT)
-            }
-        );
-        assert_eq!(
+        assert!(matches!(
             parse(&["show", "classes"]).unwrap(),
-            Request::StatusAndCounters(ShowKind::Classes)
-        );
+            Request::Show(crate::cmd_show::ShowCmd::Classes)
+        ));
         assert!(matches!(
             one(&["wakeup", "set", "adaptive", "--spin-us", "50"]),
             Command::WakeupSet {
@@ -654,7 +558,6 @@ mod tests {
         assert!(is_usage(&["wakeup", "set", "busy", "--spin-us", "5"]));
         assert!(is_usage(&["budget", "set", "rt", "-1"]));
         assert!(is_usage(&["--timeout", "0", "status"]));
-        assert!(is_usage(&["show", "fib", "--limit", "0"]));
     }
 
     #[test]

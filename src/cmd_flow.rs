@@ -5,6 +5,7 @@ use clap::Subcommand;
 use llr_core::classify::RuleSpec;
 use llr_core::flow::{FlowInfo, FlowSpec, Share};
 use llr_ops::ctl::Command;
+use llr_ops::query::{FlowLookupView, FlowQuery, FlowSort};
 use llr_ops::views;
 use serde_json::Value;
 
@@ -12,8 +13,33 @@ use crate::cli_util::usage;
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum FlowCmd {
-    /// Flows with their share, quantum, queue, pipeline and counters.
-    List,
+    /// Flows with their share, quantum, queue, pipeline and counters, by name or the top N by
+    /// CPU, packets, bytes or drops.
+    List {
+        /// Flows whose name contains this text.
+        #[arg(long)]
+        name: Option<String>,
+        /// Flows of this ingress class.
+        #[arg(long)]
+        class: Option<String>,
+        /// Flows whose match contains this text (`dst_port=5000`).
+        #[arg(long = "match", value_name = "TEXT")]
+        matches: Option<String>,
+        /// Order: name, or most cpu, packets, bytes or drops first.
+        #[arg(long, value_enum, default_value_t = FlowSort::Name)]
+        sort: FlowSort,
+        /// At most this many (`--sort cpu --limit 10`: the top ten).
+        #[arg(long, visible_alias = "top")]
+        limit: Option<usize>,
+    },
+    /// The class, flow and pipeline a packet maps to: `flow get 10.1.2.3 --proto udp --dport
+    /// 5000 --iif eth0`.
+    Get {
+        /// Destination address.
+        dst: std::net::IpAddr,
+        #[command(flatten)]
+        packet: crate::cmd_show::PacketArgs,
+    },
     /// Set up a flow, e.g. `flow add video --match "proto=udp dst=10.1.0.0/16" --weight 4
     /// --pipeline "meter(pps=20000) work(us=2)"`.
     Add {
@@ -82,7 +108,29 @@ impl FlowOpts {
 /// The protocol command of a `flow` subcommand.
 pub fn command(cmd: &FlowCmd) -> Result<Command> {
     Ok(match cmd {
-        FlowCmd::List => Command::FlowList {},
+        FlowCmd::List {
+            name,
+            class,
+            matches,
+            sort,
+            limit,
+        } => {
+            if *limit == Some(0) {
+                return Err(usage("limit", "must be at least 1 (leave it out for all)"));
+            }
+            Command::FlowList {
+                query: FlowQuery {
+                    name: name.clone(),
+                    class: class.clone(),
+                    matches: matches.clone(),
+                    sort: *sort,
+                    limit: *limit,
+                },
+            }
+        }
+        FlowCmd::Get { dst, packet } => Command::FlowGet {
+            packet: packet.query(*dst),
+        },
         FlowCmd::Add {
             name,
             opts,
@@ -153,8 +201,39 @@ pub fn flows_table(flows: &[FlowInfo]) -> String {
 /// Human-readable form of a flow command's result.
 pub fn human(cmd: &Command, v: &Value) -> Option<String> {
     Some(match cmd {
-        Command::FlowList {} => match serde_json::from_value::<Vec<FlowInfo>>(v["flows"].clone()) {
-            Ok(f) => flows_table(&f),
+        Command::FlowList { .. } => {
+            match serde_json::from_value::<Vec<FlowInfo>>(v["flows"].clone()) {
+                Ok(f) => {
+                    let (n, all) = (v["matched"].as_u64(), v["total"].as_u64());
+                    let tail = match (n, all) {
+                        (Some(n), Some(t)) if (f.len() as u64) < n => {
+                            format!("({} of {n} matching flows shown, {t} in all)\n", f.len())
+                        }
+                        (Some(n), Some(t)) => format!("({n} of {t} flows)\n"),
+                        _ => String::new(),
+                    };
+                    flows_table(&f) + &tail
+                }
+                Err(_) => format!("{v:#}\n"),
+            }
+        }
+        Command::FlowGet { .. } => match serde_json::from_value::<FlowLookupView>(v.clone()) {
+            Ok(f) => format!(
+                "iif {} class {} flow {}{}\n    pipeline {}\n",
+                f.iif,
+                f.class,
+                f.flow,
+                if f.matches.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (match {})", f.matches)
+                },
+                if f.pipeline.is_empty() {
+                    "forward".to_string()
+                } else {
+                    f.pipeline.join(" ")
+                }
+            ),
             Err(_) => format!("{v:#}\n"),
         },
         Command::FlowAdd { flow } => format!("added flow {}\n", flow.name),

@@ -11,6 +11,7 @@ pub mod cmd_flow;
 pub mod cmd_gen;
 pub mod cmd_model;
 pub mod cmd_run;
+pub mod cmd_show;
 pub mod cmd_sim;
 pub mod cmd_sink;
 pub mod cmd_testbed;

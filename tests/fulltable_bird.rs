@@ -126,7 +126,7 @@ fn check(what: &str, ns: &Netns, tmp: &TempDir, ctl: &RouterCtl, dsts: &[IpAddr]
 
 /// The prefixes llrouter holds, as text (`1.2.3.0/24`).
 fn llrouter_prefixes(ctl: &RouterCtl) -> HashSet<String> {
-    let (rows, total) = ctl.fib(usize::MAX);
+    let (rows, total) = ctl.fib_all();
     assert_eq!(rows.len(), total);
     rows.into_iter().map(|r| r.prefix).collect()
 }

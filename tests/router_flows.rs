@@ -87,7 +87,13 @@ fn call(c: &mut CtlClient, cmd: Command) -> Result<Value, llr_ops::ctl::CtlError
 }
 
 fn list(c: &mut CtlClient) -> Vec<FlowInfo> {
-    let v = call(c, Command::FlowList {}).expect("flow.list");
+    let v = call(
+        c,
+        Command::FlowList {
+            query: Default::default(),
+        },
+    )
+    .expect("flow.list");
     serde_json::from_value(v["flows"].clone()).expect("flow list parses")
 }
 

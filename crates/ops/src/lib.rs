@@ -10,6 +10,7 @@
 //! - [`conns`]: admission of control and metrics connections (a bounded table that closes the
 //!   least recently active idle connection before it refuses anyone);
 //! - [`shield`]: keeps every other task off the router's CPUs for a measurement (cpuset);
+//! - [`query`]: the typed arguments and answers of the listing and lookup commands;
 //! - [`views`]: what `ctl show …` and `ctl status` print, as aligned tables.
 //!
 //! Nothing here knows the datapath: the router hands in snapshots and implements a trait. The
@@ -21,6 +22,7 @@ pub mod conns;
 pub mod cpus;
 pub mod ctl;
 pub mod metrics;
+pub mod query;
 pub mod shield;
 pub mod tune;
 pub mod views;

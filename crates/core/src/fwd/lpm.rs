@@ -546,6 +546,12 @@ impl<K: LpmKey> Lpm<K> {
         self.lock().shadow.values(K::from_bits)
     }
 
+    /// Calls `f(network, len, value)` for every installed prefix, in no particular order, under
+    /// the writers' lock: updates wait for it, lookups do not.
+    pub fn scan(&self, mut f: impl FnMut(K, u8, u32)) {
+        (self.lock().shadow).for_each(|net, len, x| f(K::from_bits(net), len, x & VALUE_MASK));
+    }
+
     /// The value stored for exactly this prefix.
     pub fn get(&self, prefix: K, len: u8) -> Option<u32> {
         self.get_tagged(prefix, len).map(|(v, _)| v)

@@ -19,8 +19,8 @@ pub use lpm::{Lpm4, LpmError, LpmMemory, Reader, Readers, MAX_TAG, MAX_VALUE};
 pub use poptrie::Poptrie as Lpm6;
 pub use shared::{ForwarderGuard, SharedForwarder};
 pub use tables::{
-    Interface, Interfaces, IpPrefixAddr, Neighbors, NextHop, RouteError, RouteKind, RouteMemory,
-    RouteTable,
+    Interface, Interfaces, IpPrefixAddr, Neighbors, NextHop, RouteError, RouteFilter, RouteKey,
+    RouteKind, RouteMemory, RouteSummary, RouteTable,
 };
 
 use crate::wire::{

@@ -452,6 +452,12 @@ impl Poptrie {
         self.lock().shadow.values(|net| net)
     }
 
+    /// Calls `f(network, len, value)` for every installed prefix, in no particular order, under
+    /// the writers' lock: updates wait for it, lookups do not.
+    pub fn scan(&self, mut f: impl FnMut(u128, u8, u32)) {
+        (self.lock().shadow).for_each(|net, len, x| f(net, len, x & VALUE_MASK));
+    }
+
     /// The value stored for exactly this prefix.
     pub fn get(&self, prefix: u128, len: u8) -> Option<u32> {
         self.get_tagged(prefix, len).map(|(v, _)| v)

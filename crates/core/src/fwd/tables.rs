@@ -12,6 +12,9 @@ use super::poptrie::Poptrie as Lpm6;
 use crate::classify::IpPrefix;
 use crate::wire::Mac;
 
+mod listing;
+pub use listing::{RouteFilter, RouteKey, RouteSummary};
+
 /// Where a route sends packets: an interface and, unless the destination is on-link, a gateway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct NextHop {

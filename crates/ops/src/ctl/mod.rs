@@ -8,6 +8,14 @@
 //! ← {"version":1,"id":7,"ok":true,"result":{...}}
 //! ← {"version":1,"id":7,"ok":false,"error":{"field":"budget","reason":"must be at least 1"}}
 //! ```
+//! A listing (`fib`, `neighbours`, `flow.list`: [`Command::listing_key`]) of any size comes
+//! in several lines: items in lines marked `"more":true`, each at most [`MAX_MESSAGE`] bytes,
+//! then the final reply with the totals ([`listing`]):
+//! ```text
+//! → {"version":1,"id":8,"cmd":"fib"}
+//! ← {"version":1,"id":8,"ok":true,"more":true,"result":{"routes":[{...},{...}]}}
+//! ← {"version":1,"id":8,"ok":true,"result":{"listed":2,"matched":2,"total":2}}
+//! ```
 //! `id` is any JSON value, echoed back (`null` when the request had none or could not be
 //! read). The command's arguments sit beside `cmd` ([`Command`] lists them); unknown fields are
 //! rejected. Limits: a line longer than [`MAX_MESSAGE`] bytes gets an error reply and the
@@ -22,11 +30,13 @@
 //! removes a stale socket file left by a crashed router, and removes its file on drop.
 
 mod client;
+pub mod listing;
 mod server;
 #[cfg(test)]
 mod tests;
 
 pub use client::CtlClient;
+pub use listing::Listing;
 pub use server::{BindError, ControlTarget, CtlServer, ServerOptions};
 
 use serde::{Deserialize, Serialize};
@@ -44,10 +54,9 @@ pub const MAX_MESSAGE: usize = 64 * 1024;
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time a connection may stay idle between requests (`llrouter top` asks every second).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-/// Entries a table dump (`fib`, `neighbours`) returns unless asked for another number.
-pub const DEFAULT_DUMP_LIMIT: usize = 100;
-/// Most entries a table dump returns: a reply must fit in [`MAX_MESSAGE`].
-pub const MAX_DUMP_LIMIT: usize = 400;
+/// Routes `ctl show fib` lists before it prints a summary instead (`--limit` or `--all` list
+/// any number).
+pub const SUMMARY_ABOVE: u64 = 1000;
 /// Default socket path (systemd `RuntimeDirectory=llrouter`).
 pub const DEFAULT_SOCKET: &str = "/run/llrouter/llrouter.sock";
 /// Connections served at once; more are closed at once.
@@ -74,20 +83,34 @@ pub enum Command {
     /// (`{"interfaces": [crate::views::InterfaceView, …]}`).
     #[serde(rename = "interfaces")]
     Interfaces {},
-    /// The forwarder's routes as the worker uses them, sorted, at most `limit`
-    /// (default [`DEFAULT_DUMP_LIMIT`], at most [`MAX_DUMP_LIMIT`]):
-    /// `{"routes": [crate::views::RouteView, …], "total": N}`.
+    /// The forwarder's routes as the worker uses them, in [`llr_core::fwd::RouteKey`] order
+    /// (IPv4 first, by address, shorter first), those `query` keeps, at most `limit` (all when
+    /// absent). A listing: items under `routes`, final [`crate::query::ListingEnd`].
     #[serde(rename = "fib")]
     Fib {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         limit: Option<usize>,
+        #[serde(default)]
+        query: crate::query::RouteQuery,
     },
-    /// The forwarder's neighbour table, like `fib`: `{"neighbours": [crate::views::NeighbourView,
-    /// …], "total": N}`.
+    /// Route counts by length and by next hop: [`crate::query::RouteSummaryView`].
+    #[serde(rename = "fib.summary")]
+    FibSummary {
+        #[serde(default)]
+        query: crate::query::RouteQuery,
+    },
+    /// The route, next hop, neighbour and class of one packet, like `ip route get`:
+    /// [`crate::query::RouteLookupView`].
+    #[serde(rename = "fib.get")]
+    FibGet { packet: crate::query::PacketQuery },
+    /// The forwarder's neighbour table by interface then address, at most `limit`, only
+    /// `dev`'s if given. A listing: items under `neighbours`.
     #[serde(rename = "neighbours")]
     Neighbours {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         limit: Option<usize>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dev: Option<String>,
     },
     /// Classification rules with their ids, in the config's field names:
     /// `{"rules":[{"id":1,"rule":"class=rt dscp=46"}]}`.
@@ -137,9 +160,16 @@ pub enum Command {
     /// Re-reads the configuration file and applies it (validated first, all or nothing).
     #[serde(rename = "reload")]
     Reload {},
-    /// The flows with their counters: `{"flows": [llr_core::flow::FlowInfo, …]}`.
+    /// The flows with their counters, those `query` keeps in its order. A listing: items
+    /// ([`llr_core::flow::FlowInfo`]) under `flows`.
     #[serde(rename = "flow.list")]
-    FlowList {},
+    FlowList {
+        #[serde(default)]
+        query: crate::query::FlowQuery,
+    },
+    /// The class, flow and pipeline of one packet: [`crate::query::FlowLookupView`].
+    #[serde(rename = "flow.get")]
+    FlowGet { packet: crate::query::PacketQuery },
     /// Sets up a flow: `flow` as a `[[flows]]` entry (kebab-case keys).
     #[serde(rename = "flow.add")]
     FlowAdd { flow: Box<llr_core::flow::FlowSpec> },
@@ -160,6 +190,8 @@ impl Command {
             Command::Counters {} => "counters",
             Command::Interfaces {} => "interfaces",
             Command::Fib { .. } => "fib",
+            Command::FibSummary { .. } => "fib.summary",
+            Command::FibGet { .. } => "fib.get",
             Command::Neighbours { .. } => "neighbours",
             Command::RulesList {} => "rules.list",
             Command::RulesAdd { .. } => "rules.add",
@@ -171,7 +203,8 @@ impl Command {
             Command::RouteAdd { .. } => "route.add",
             Command::RouteRemove { .. } => "route.remove",
             Command::Reload {} => "reload",
-            Command::FlowList {} => "flow.list",
+            Command::FlowList { .. } => "flow.list",
+            Command::FlowGet { .. } => "flow.get",
             Command::FlowAdd { .. } => "flow.add",
             Command::FlowSet { .. } => "flow.set",
             Command::FlowDel { .. } => "flow.del",
@@ -187,9 +220,22 @@ impl Command {
                 | Command::RulesList {}
                 | Command::Interfaces {}
                 | Command::Fib { .. }
+                | Command::FibSummary { .. }
+                | Command::FibGet { .. }
                 | Command::Neighbours { .. }
-                | Command::FlowList {}
+                | Command::FlowList { .. }
+                | Command::FlowGet { .. }
         )
+    }
+
+    /// For a listing, the result key its items go under.
+    pub fn listing_key(&self) -> Option<&'static str> {
+        match self {
+            Command::Fib { .. } => Some("routes"),
+            Command::Neighbours { .. } => Some("neighbours"),
+            Command::FlowList { .. } => Some("flows"),
+            _ => None,
+        }
     }
 }
 
@@ -208,6 +254,9 @@ pub struct Reply {
     #[serde(default)]
     pub id: Value,
     pub ok: bool,
+    /// A listing's line with items; the final reply follows.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub more: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -220,6 +269,7 @@ impl Reply {
             version: VERSION,
             id,
             ok: true,
+            more: false,
             result: Some(result),
             error: None,
         }
@@ -229,6 +279,7 @@ impl Reply {
             version: VERSION,
             id,
             ok: false,
+            more: false,
             result: None,
             error: Some(e),
         }

@@ -12,8 +12,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{
-    parse_request, read_line, Command, CtlError, Reply, DEFAULT_IDLE_TIMEOUT, DEFAULT_READ_TIMEOUT,
-    MAX_CONNECTIONS, MAX_MESSAGE,
+    parse_request, read_line, Command, CtlError, Listing, Reply, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_READ_TIMEOUT, MAX_CONNECTIONS, MAX_MESSAGE,
 };
 use crate::conns::{Admit, ConnGuard, ConnTable};
 
@@ -22,6 +22,23 @@ use crate::conns::{Admit, ConnGuard, ConnTable};
 /// running configuration must be unchanged.
 pub trait ControlTarget: Send + Sync {
     fn handle(&self, cmd: Command) -> Result<Value, CtlError>;
+
+    /// A listing command ([`Command::listing_key`]): pushes the items to `out` as it makes
+    /// them and returns the final reply's fields. It must not hold a lock the datapath or other
+    /// commands wait on while it pushes: a push may wait for a slow client. The default runs
+    /// [`handle`](ControlTarget::handle) and pushes the array it returns under the key.
+    fn list(&self, cmd: Command, out: &mut Listing<'_>) -> Result<Value, CtlError> {
+        let mut v = self.handle(cmd)?;
+        if let Some(Value::Array(items)) = v.get_mut(out.key()).map(Value::take) {
+            for it in &items {
+                out.push(it)?;
+            }
+        }
+        if let Value::Object(o) = &mut v {
+            o.remove(out.key());
+        }
+        Ok(v)
+    }
 }
 
 impl<F> ControlTarget for F
@@ -153,10 +170,13 @@ impl CtlServer {
 impl Drop for CtlServer {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
-        // wake the blocking accept
-        let _ = UnixStream::connect(&self.path);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        // Wake the blocking accept. If the socket file is gone (removed by someone else),
+        // nothing can reach the accept: the thread is left blocked there, holding only the
+        // listener, rather than hanging the router's shutdown on it.
+        if UnixStream::connect(&self.path).is_ok() {
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
         }
         self.shared.conns.close_all();
         if let Ok(m) = std::fs::symlink_metadata(&self.path) {
@@ -304,6 +324,37 @@ fn send(w: &mut UnixStream, reply: &Reply) -> io::Result<()> {
     w.flush()
 }
 
+/// Runs one command; a listing's item lines go to `w` before the reply is returned.
+fn run(target: &dyn ControlTarget, cmd: Command, id: Value, w: &mut UnixStream) -> Reply {
+    let name = cmd.name();
+    let change = cmd.is_change();
+    let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match cmd.listing_key() {
+        None => target.handle(cmd),
+        Some(key) => {
+            let mut sink = |line: &[u8]| w.write_all(line);
+            let mut out = Listing::new(key, &id, &mut sink);
+            let fin = target.list(cmd, &mut out)?;
+            out.flush()?;
+            Ok(fin)
+        }
+    }));
+    match res {
+        Ok(Ok(v)) => {
+            if change {
+                tracing::info!("ctl {name}: applied");
+            }
+            Reply::ok(id, v)
+        }
+        Ok(Err(e)) => {
+            if change {
+                tracing::info!("ctl {name}: rejected: {e}");
+            }
+            Reply::err(id, e)
+        }
+        Err(_) => Reply::err(id, CtlError::new("cmd", format!("{name}: internal error"))),
+    }
+}
+
 fn serve_conn(
     stream: UnixStream,
     target: &dyn ControlTarget,
@@ -335,29 +386,7 @@ fn serve_conn(
         let (id, cmd) = parse_request(&line);
         let reply = match cmd {
             Err(e) => Reply::err(id, e),
-            Ok(cmd) => {
-                let name = cmd.name();
-                let change = cmd.is_change();
-                let res =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| target.handle(cmd)));
-                match res {
-                    Ok(Ok(v)) => {
-                        if change {
-                            tracing::info!("ctl {name}: applied");
-                        }
-                        Reply::ok(id, v)
-                    }
-                    Ok(Err(e)) => {
-                        if change {
-                            tracing::info!("ctl {name}: rejected: {e}");
-                        }
-                        Reply::err(id, e)
-                    }
-                    Err(_) => {
-                        Reply::err(id, CtlError::new("cmd", format!("{name}: internal error")))
-                    }
-                }
-            }
+            Ok(cmd) => run(target, cmd, id, &mut w),
         };
         send(&mut w, &reply)?;
         guard.done();

@@ -444,3 +444,154 @@ fn read_line_limits() {
     let mut r = BufReader::new(&b""[..]);
     assert!(read_line(&mut r, 5).unwrap().is_none());
 }
+
+/// A table of `n` numbered items, listed in order.
+struct Table {
+    n: u64,
+    /// Items pushed, over every listing.
+    pushed: AtomicUsize,
+}
+
+impl ControlTarget for Table {
+    fn handle(&self, cmd: Command) -> Result<Value, CtlError> {
+        Ok(serde_json::json!({"cmd": cmd.name()}))
+    }
+
+    fn list(&self, _cmd: Command, out: &mut Listing<'_>) -> Result<Value, CtlError> {
+        for i in 0..self.n {
+            out.push(
+                &serde_json::json!({"prefix": format!("10.{}.{}.0/24", i >> 8, i & 255), "i": i}),
+            )?;
+            self.pushed.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(serde_json::json!({"listed": self.n, "total": self.n}))
+    }
+}
+
+fn fib_all() -> Command {
+    Command::Fib {
+        limit: None,
+        query: Default::default(),
+    }
+}
+
+/// A listing far over one message arrives whole and in order, in lines that each fit a
+/// message, and the connection stays usable after it.
+#[test]
+fn listings_of_any_size_arrive_in_bounded_lines() {
+    let p = sock("list");
+    let t = Arc::new(Table {
+        n: 200_000,
+        pushed: AtomicUsize::new(0),
+    });
+    let s = CtlServer::bind(&p, t.clone()).unwrap();
+    let mut c = CtlClient::connect(&p, Duration::from_secs(5)).unwrap();
+    let mut next = 0u64;
+    let mut lines = 0;
+    let fin = c
+        .call_each(&fib_all(), &mut |items| {
+            lines += 1;
+            for it in items {
+                assert_eq!(it["i"].as_u64(), Some(next));
+                next += 1;
+            }
+        })
+        .unwrap();
+    assert_eq!(next, 200_000);
+    assert!(lines > 200_000 * 30 / MAX_MESSAGE as u64, "{lines} lines");
+    assert_eq!(fin.into_result().unwrap()["total"], 200_000);
+    // the same through `call`, which gathers the items
+    let v = c.call(&fib_all()).unwrap().into_result().unwrap();
+    assert_eq!(v["routes"].as_array().unwrap().len(), 200_000);
+    assert_eq!(v["routes"][199_999]["i"], 199_999);
+    // and an ordinary command after it
+    let r = c.call(&Command::Status {}).unwrap().into_result().unwrap();
+    assert_eq!(r["cmd"], "status");
+    // every line is within the limit: read raw
+    let mut raw = UnixStream::connect(&p).unwrap();
+    raw.write_all(b"{\"version\":1,\"id\":\"x\",\"cmd\":\"fib\"}\n")
+        .unwrap();
+    let mut r = BufReader::new(raw);
+    let mut n = 0;
+    loop {
+        let line = read_line(&mut r, MAX_MESSAGE).unwrap().unwrap();
+        let reply: Reply = serde_json::from_slice(&line).unwrap();
+        assert_eq!(reply.id, "x");
+        n += 1;
+        if !reply.more {
+            break;
+        }
+    }
+    assert!(n > 10);
+    drop(s);
+    cleanup(&p);
+}
+
+/// A client that asks for a long listing and stops reading holds up only its own
+/// connection: others are served meanwhile, and its listing ends when the write times out.
+#[test]
+fn a_client_that_stops_reading_stalls_only_itself() {
+    let p = sock("stall");
+    let t = Arc::new(Table {
+        n: 2_000_000,
+        pushed: AtomicUsize::new(0),
+    });
+    let s = CtlServer::bind_with(
+        &p,
+        t.clone(),
+        ServerOptions {
+            write_timeout: Duration::from_millis(300),
+            ..ServerOptions::default()
+        },
+    )
+    .unwrap();
+    let mut stuck = UnixStream::connect(&p).unwrap();
+    stuck
+        .write_all(b"{\"version\":1,\"id\":1,\"cmd\":\"fib\"}\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let t0 = Instant::now();
+    let mut c = CtlClient::connect(&p, Duration::from_secs(2)).unwrap();
+    let r = c.call(&Command::Status {}).unwrap().into_result().unwrap();
+    assert_eq!(r["cmd"], "status");
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    // the stuck listing gave up: far fewer items than the table were made
+    std::thread::sleep(Duration::from_millis(800));
+    let pushed = t.pushed.load(Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(t.pushed.load(Ordering::Relaxed), pushed, "still listing");
+    assert!(pushed < 1_000_000, "{pushed}");
+    drop(stuck);
+    drop(s);
+    cleanup(&p);
+}
+
+/// In memory, `listing::collect` gathers what a target pushes under its key.
+#[test]
+fn collected_listings_hold_every_item() {
+    let t = Table {
+        n: 5_000,
+        pushed: AtomicUsize::new(0),
+    };
+    let v = listing::collect("routes", |out| t.list(fib_all(), out)).unwrap();
+    assert_eq!(v["routes"].as_array().unwrap().len(), 5_000);
+    assert_eq!(v["total"], 5_000);
+}
+
+/// Someone removed the socket file: stopping the server still returns at once.
+#[test]
+fn stops_when_its_socket_file_was_removed() {
+    let p = sock("gone");
+    let s = CtlServer::bind(
+        &p,
+        Arc::new(Table {
+            n: 1,
+            pushed: AtomicUsize::new(0),
+        }),
+    )
+    .unwrap();
+    cleanup(&p);
+    let t0 = Instant::now();
+    drop(s);
+    assert!(t0.elapsed() < Duration::from_secs(1));
+}

@@ -30,7 +30,7 @@ impl State {
     }
 
     /// The running flows rebuilt (to check a change against, as a worker would apply it).
-    fn scratch_flows(&self) -> Result<(FlowSetup, Flows<()>), CtlError> {
+    pub(super) fn scratch_flows(&self) -> Result<(FlowSetup, Flows<()>), CtlError> {
         let setup = self.flow_setup()?;
         let flows = setup.build::<()>().map_err(|e| err(e.field, e.reason))?;
         Ok((setup, flows))
@@ -119,10 +119,15 @@ impl RouterCtl {
 /// The flows of several workers, counters added by flow name (order: the first worker's).
 pub(crate) fn merge_flows<'a>(parts: impl IntoIterator<Item = &'a [FlowInfo]>) -> Vec<FlowInfo> {
     let mut out: Vec<FlowInfo> = Vec::new();
+    // by name: 10 000 flows on several workers would be 10^8 comparisons by search
+    let mut at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for part in parts {
         for f in part {
-            match out.iter_mut().find(|o| o.name == f.name) {
-                None => out.push(f.clone()),
+            match at.get(&f.name).map(|&i| &mut out[i]) {
+                None => {
+                    at.insert(f.name.clone(), out.len());
+                    out.push(f.clone());
+                }
                 Some(o) => {
                     let (a, b) = (&mut o.stats, &f.stats);
                     a.enqueued += b.enqueued;

@@ -11,6 +11,7 @@
 
 mod flows;
 pub(crate) use flows::merge_flows;
+mod listings;
 mod reload;
 mod views;
 
@@ -26,7 +27,7 @@ use llr_core::fwd::SharedForwarder;
 use llr_core::sched::{Layout, StrategyKind};
 use llr_io::kernel::{self, MirrorSpec, StaticRoute};
 use llr_io::xsk::WakeMode;
-use llr_ops::ctl::{Command, ControlTarget, CtlError, DEFAULT_DUMP_LIMIT, MAX_DUMP_LIMIT};
+use llr_ops::ctl::{Command, ControlTarget, CtlError, Listing};
 use serde_json::{json, Value};
 
 use crate::config::{ConfigError, Resolved, RouteConfig, RouterConfig};
@@ -114,18 +115,6 @@ fn config_err(e: &ConfigError) -> CtlError {
 pub(super) fn sched_layout(cfg: &RouterConfig) -> Result<Layout, CtlError> {
     let sc = cfg.sched().map_err(|e| config_err(&e))?;
     sc.layout().map_err(|e| err(e.field, e.reason))
-}
-
-/// The checked size of a table dump.
-fn dump_limit(limit: Option<usize>) -> Result<usize, CtlError> {
-    match limit.unwrap_or(DEFAULT_DUMP_LIMIT) {
-        0 => Err(err("limit", "must be at least 1")),
-        n if n > MAX_DUMP_LIMIT => Err(err(
-            "limit",
-            format!("at most {MAX_DUMP_LIMIT} (a reply must fit in one control message)"),
-        )),
-        n => Ok(n),
-    }
 }
 
 /// A rule in the one-line syntax with the configuration's field names (`dst_port`, not
@@ -329,12 +318,8 @@ impl RouterCtl {
             .map_err(|e| err("rules", e))
     }
 
-    /// Compiles `rules` against the running classes.
-    fn compile_rules(
-        &self,
-        st: &State,
-        rules: &[(u64, RuleSpec)],
-    ) -> Result<Vec<[u8; 64]>, CtlError> {
+    /// `rules` resolved against the running classes and interfaces, as the classifier runs them.
+    fn rule_set(&self, st: &State, rules: &[(u64, RuleSpec)]) -> Result<RuleSet, CtlError> {
         let names: Vec<String> = st.cfg.classes.iter().map(|c| c.name.clone()).collect();
         let mut out = Vec::new();
         for (id, s) in rules {
@@ -343,7 +328,16 @@ impl RouterCtl {
                     .map_err(|e| err(e.field, format!("rule {id}: {}", e.reason)))?,
             );
         }
-        RuleSet::with_rules(out, st.default_class as usize)
+        Ok(RuleSet::with_rules(out, st.default_class as usize))
+    }
+
+    /// Compiles `rules` against the running classes.
+    fn compile_rules(
+        &self,
+        st: &State,
+        rules: &[(u64, RuleSpec)],
+    ) -> Result<Vec<[u8; 64]>, CtlError> {
+        (self.rule_set(st, rules)?)
             .to_bpf_map()
             .map_err(|e| err(e.field, e.reason))
     }
@@ -551,13 +545,12 @@ impl ControlTarget for RouterCtl {
             Command::Counters {} => serde_json::to_value(self.metrics(Duration::from_millis(50)))
                 .map_err(|e| err("counters", e.to_string())),
             Command::Interfaces {} => Ok(json!({ "interfaces": self.interfaces() })),
-            Command::Fib { limit } => {
-                let (routes, total) = self.fib(dump_limit(limit)?);
-                Ok(json!({ "routes": routes, "total": total }))
-            }
-            Command::Neighbours { limit } => {
-                let (n, total) = self.neighbours(dump_limit(limit)?);
-                Ok(json!({ "neighbours": n, "total": total }))
+            Command::FibSummary { query } => listings_value(self.fib_summary(&query)),
+            Command::FibGet { packet } => listings_value(self.fib_get(&packet)),
+            Command::FlowGet { packet } => listings_value(self.flow_get(&packet)),
+            Command::Fib { .. } | Command::Neighbours { .. } | Command::FlowList { .. } => {
+                let key = cmd.listing_key().expect("a listing");
+                llr_ops::ctl::listing::collect(key, |out| self.list(cmd, out))
             }
             Command::RulesList {} => Ok(json!({ "rules": self.rules() })),
             Command::RulesAdd { rule } => self.rules_add(&rule),
@@ -569,18 +562,29 @@ impl ControlTarget for RouterCtl {
             Command::RouteAdd { prefix, via, dev } => self.route_add(&prefix, via.as_deref(), &dev),
             Command::RouteRemove { prefix } => self.route_remove(&prefix),
             Command::Reload {} => self.reload(),
-            Command::FlowList {} => Ok(json!({ "flows": self.flow_list()? })),
             Command::FlowAdd { flow } => self.flow_add(*flow),
             Command::FlowSet { flow } => self.flow_set(*flow),
             Command::FlowDel { name } => self.flow_del(&name),
         }
     }
+
+    fn list(&self, cmd: Command, out: &mut Listing<'_>) -> Result<Value, CtlError> {
+        match cmd {
+            Command::Fib { limit, query } => self.list_fib(limit, &query, out),
+            Command::Neighbours { limit, dev } => self.list_neighbours(limit, dev.as_deref(), out),
+            Command::FlowList { query } => self.list_flows(&query, out),
+            other => Err(err("cmd", format!("{} is not a listing", other.name()))),
+        }
+    }
+}
+
+fn listings_value<T: serde::Serialize>(r: Result<T, CtlError>) -> Result<Value, CtlError> {
+    serde_json::to_value(r?).map_err(|e| err("result", e.to_string()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use llr_ops::views::RouteView;
 
     #[test]
     fn rules_print_with_the_config_field_names() {
@@ -594,26 +598,5 @@ mod tests {
         );
         // and the parser reads it back
         assert_eq!(t.parse::<RuleSpec>().unwrap(), r);
-    }
-
-    #[test]
-    fn dumps_are_capped_to_fit_a_message() {
-        assert_eq!(dump_limit(None).unwrap(), DEFAULT_DUMP_LIMIT);
-        assert_eq!(dump_limit(Some(7)).unwrap(), 7);
-        assert_eq!(dump_limit(Some(0)).unwrap_err().field, "limit");
-        assert_eq!(
-            dump_limit(Some(MAX_DUMP_LIMIT + 1)).unwrap_err().field,
-            "limit"
-        );
-        // a full dump of long IPv6 routes still fits in one reply line
-        let row = RouteView {
-            prefix: "2001:db8:1234:5678:9abc:def0:1234:0/112".into(),
-            via: Some("fe80::1234:5678:9abc:def0".into()),
-            dev: "a-long-ifname-1".into(),
-            ifindex: 4_000_000_000,
-        };
-        let v = json!({"routes": vec![row; MAX_DUMP_LIMIT], "total": MAX_DUMP_LIMIT});
-        let reply = llr_ops::ctl::Reply::ok(json!(u64::MAX), v);
-        assert!(serde_json::to_vec(&reply).unwrap().len() < llr_ops::ctl::MAX_MESSAGE);
     }
 }

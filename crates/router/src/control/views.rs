@@ -8,7 +8,7 @@ use llr_io::ebpf::FLAG_TIMESTAMP;
 use llr_io::xsk::WakeMode;
 use llr_ops::ctl::RuleEntry;
 use llr_ops::metrics::MetricsSnapshot;
-use llr_ops::views::{format_mac, InterfaceView, NeighbourView, RouteView};
+use llr_ops::views::{format_mac, InterfaceView};
 use serde_json::{json, Value};
 
 use super::{rule_text, RouterCtl};
@@ -158,28 +158,6 @@ impl RouterCtl {
             .collect()
     }
 
-    /// The first `limit` routes of the forwarder (IPv4 then IPv6, by address and length), and
-    /// how many there are.
-    pub fn fib(&self, limit: usize) -> (Vec<RouteView>, usize) {
-        let names = self.lock().interface_names();
-        let fwd = self.fwd.load();
-        let mut all: Vec<_> = fwd.routes.iter().collect();
-        drop(fwd);
-        all.sort_by_key(|(p, _)| (p.addr().is_ipv6(), p.addr(), p.len()));
-        let total = all.len();
-        let rows = all
-            .into_iter()
-            .take(limit)
-            .map(|(p, nh)| RouteView {
-                prefix: p.to_string(),
-                via: nh.gateway.map(|g| g.to_string()),
-                dev: name_of(&names, nh.ifindex),
-                ifindex: nh.ifindex,
-            })
-            .collect();
-        (rows, total)
-    }
-
     /// The forwarder's answer for `dst`: the next hop its longest-prefix match finds, as the
     /// workers would use it (`None`: no route). The in-process counterpart of `ip route get`,
     /// for tests that compare llrouter's table with the kernel's.
@@ -198,25 +176,5 @@ impl RouterCtl {
     /// The name of interface `ifindex` as the router knows it (`ifindex N` if unknown).
     pub fn interface_name(&self, ifindex: u32) -> String {
         name_of(&self.lock().interface_names(), ifindex)
-    }
-
-    /// The first `limit` neighbour entries (by interface, then address), and how many there are.
-    pub fn neighbours(&self, limit: usize) -> (Vec<NeighbourView>, usize) {
-        let names = self.lock().interface_names();
-        let fwd = self.fwd.load();
-        let mut all: Vec<_> = fwd.neighbors.iter().collect();
-        drop(fwd);
-        all.sort_by_key(|(i, a, _)| (*i, a.is_ipv6(), *a));
-        let total = all.len();
-        let rows = all
-            .into_iter()
-            .take(limit)
-            .map(|(i, a, mac)| NeighbourView {
-                ip: a.to_string(),
-                mac: format_mac(&mac),
-                dev: name_of(&names, i),
-            })
-            .collect();
-        (rows, total)
     }
 }

@@ -1,0 +1,392 @@
+//! Listings and lookups: `fib` (paged out of the table, never copied whole), `fib.summary`,
+//! `fib.get`, `neighbours`, `flow.list` (filtered, sorted, top N) and `flow.get`.
+
+use std::net::IpAddr;
+
+use llr_core::classify::IpPrefix;
+use llr_core::flow::FlowInfo;
+use llr_core::fwd::{RouteFilter, RouteSummary};
+use llr_core::wire::build::{frame, FrameSpec};
+use llr_ops::ctl::{CtlError, Listing};
+use llr_ops::query::{
+    Family, FlowLookupView, FlowQuery, FlowSort, LengthCount, ListingEnd, NextHopCount,
+    PacketQuery, RouteLookupView, RouteQuery, RouteSummaryView,
+};
+use llr_ops::views::{format_mac, NeighbourView, RouteView};
+use serde_json::Value;
+
+use super::{err, prefix_of, RouterCtl, State};
+use crate::metrics::name_of;
+
+/// Routes taken from the table per scan: each scan is one pass over the writers' records
+/// under their lock, so fewer, larger pages make a full listing cheaper, and this many routes
+/// (about 40 bytes each while they wait to be sent) is all a listing holds.
+const PAGE: usize = 16 * 1024;
+
+/// Next hops `fib.summary` names (the rest are counted).
+const SUMMARY_NEXT_HOPS: usize = 20;
+
+fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, CtlError> {
+    serde_json::to_value(v).map_err(|e| err("result", e.to_string()))
+}
+
+impl State {
+    /// The ifindex of `name` among the router's interfaces.
+    fn router_ifindex(&self, field: &str, name: &str) -> Result<u32, CtlError> {
+        self.interface_names()
+            .into_iter()
+            .find(|(_, n)| n == name)
+            .map(|(i, _)| i)
+            .ok_or_else(|| {
+                err(
+                    field,
+                    format!(
+                        "`{name}` is not one of the router's interfaces ({})",
+                        self.cfg.interfaces.join(", ")
+                    ),
+                )
+            })
+    }
+
+    fn route_filter(&self, q: &RouteQuery) -> Result<RouteFilter, CtlError> {
+        Ok(RouteFilter {
+            within: q.prefix.as_deref().map(prefix_of).transpose()?,
+            ifindex: (q.dev.as_deref())
+                .map(|d| self.router_ifindex("dev", d))
+                .transpose()?,
+            gateway: q.via,
+            connected: q.connected,
+            ipv6: q.family.map(|f| f == Family::Ipv6),
+        })
+    }
+}
+
+fn route_view(names: &[(u32, String)], p: &IpPrefix, nh: &llr_core::fwd::NextHop) -> RouteView {
+    RouteView {
+        prefix: p.to_string(),
+        via: nh.gateway.map(|g| g.to_string()),
+        dev: name_of(names, nh.ifindex),
+        ifindex: nh.ifindex,
+    }
+}
+
+fn check_limit(limit: Option<usize>) -> Result<usize, CtlError> {
+    match limit {
+        Some(0) => Err(err("limit", "must be at least 1 (leave it out for all)")),
+        Some(n) => Ok(n),
+        None => Ok(usize::MAX),
+    }
+}
+
+impl RouterCtl {
+    /// `fib`: the routes `q` keeps, in `RouteKey` order, at most `limit`, page by page.
+    pub fn list_fib(
+        &self,
+        limit: Option<usize>,
+        q: &RouteQuery,
+        out: &mut Listing<'_>,
+    ) -> Result<Value, CtlError> {
+        let limit = check_limit(limit)?;
+        let (filter, names) = {
+            let st = self.lock();
+            (st.route_filter(q)?, st.interface_names())
+        };
+        let routes = self.fwd.routes();
+        let mut after = None;
+        let mut listed = 0usize;
+        while listed < limit {
+            let want = PAGE.min(limit - listed);
+            let page = routes.page(after, want, &filter);
+            for (p, nh) in &page {
+                out.push(&route_view(&names, p, nh))?;
+            }
+            listed += page.len();
+            match page.last() {
+                Some(last) if page.len() == want => after = Some(last.0),
+                _ => break,
+            }
+        }
+        let total = routes.len() as u64;
+        let matched = if listed < limit {
+            listed as u64
+        } else if filter == RouteFilter::default() {
+            total
+        } else {
+            routes.summary(&filter, 0).total
+        };
+        to_value(&ListingEnd {
+            listed: listed as u64,
+            matched,
+            total,
+        })
+    }
+
+    /// Every route, for a caller in this process (tests comparing tables): `(routes, total)`.
+    pub fn fib_all(&self) -> (Vec<RouteView>, usize) {
+        let v = llr_ops::ctl::listing::collect("routes", |out| {
+            self.list_fib(None, &RouteQuery::default(), out)
+        })
+        .expect("listing into memory");
+        let rows: Vec<RouteView> =
+            serde_json::from_value(v["routes"].clone()).expect("route views");
+        (rows, v["total"].as_u64().unwrap_or(0) as usize)
+    }
+
+    /// `fib.summary`: counts by length and by next hop.
+    pub fn fib_summary(&self, q: &RouteQuery) -> Result<RouteSummaryView, CtlError> {
+        let (filter, names) = {
+            let st = self.lock();
+            (st.route_filter(q)?, st.interface_names())
+        };
+        let s: RouteSummary = self.fwd.routes().summary(&filter, SUMMARY_NEXT_HOPS);
+        Ok(RouteSummaryView {
+            total: s.total,
+            by_length: (s.by_len.iter())
+                .map(|(&(v6, length), &routes)| LengthCount {
+                    family: if v6 { Family::Ipv6 } else { Family::Ipv4 },
+                    length,
+                    routes,
+                })
+                .collect(),
+            by_next_hop: (s.by_nexthop.iter())
+                .map(|(nh, routes)| NextHopCount {
+                    via: nh.gateway.map(|g| g.to_string()),
+                    dev: name_of(&names, nh.ifindex),
+                    routes: *routes,
+                })
+                .collect(),
+            next_hops: s.nexthops,
+        })
+    }
+
+    /// The frame `p` describes, arriving on its `iif` (default: the first interface), and the
+    /// class the classifier's rules give it: `(frame, iif index, iif name, class index)`.
+    fn query_frame(
+        &self,
+        st: &State,
+        p: &PacketQuery,
+    ) -> Result<(Vec<u8>, u32, String, usize), CtlError> {
+        let iif = match &p.iif {
+            Some(n) => n.clone(),
+            None => st.cfg.interfaces.first().cloned().unwrap_or_default(),
+        };
+        let ifindex = st.router_ifindex("iif", &iif)?;
+        let src = match (p.src, p.dst) {
+            (Some(s), d) if s.is_ipv4() != d.is_ipv4() => {
+                return Err(err(
+                    "src",
+                    "source and destination are of different IP versions",
+                ))
+            }
+            (Some(s), _) => s,
+            (None, IpAddr::V4(_)) => IpAddr::V4(0.into()),
+            (None, IpAddr::V6(_)) => IpAddr::V6(0u128.into()),
+        };
+        if p.dscp.is_some_and(|d| d > 63) {
+            return Err(err("dscp", "must be within 0..=63"));
+        }
+        let f = frame(&FrameSpec {
+            src,
+            dst: p.dst,
+            protocol: p.protocol().map_err(|e| err("proto", e))?,
+            dscp: p.dscp.unwrap_or(0),
+            src_port: p.sport.unwrap_or(0),
+            dst_port: p.dport.unwrap_or(0),
+            ..FrameSpec::default()
+        });
+        let class = self.rule_set(st, &st.rules)?.classify(&f, None, ifindex);
+        Ok((f, ifindex, iif, class))
+    }
+
+    /// `fib.get`: what the forwarder does with one packet.
+    pub fn fib_get(&self, p: &PacketQuery) -> Result<RouteLookupView, CtlError> {
+        let st = self.lock();
+        let (_, _, iif, class) = self.query_frame(&st, p)?;
+        let names = st.interface_names();
+        let class = st
+            .cfg
+            .classes
+            .get(class)
+            .map_or("?".into(), |c| c.name.clone());
+        drop(st);
+        let dst = p.dst;
+        let fwd = self.fwd.load();
+        let local = fwd
+            .interfaces
+            .iter()
+            .any(|i| i.addrs.iter().any(|a| a.addr == dst));
+        let routes = self.fwd.routes();
+        let nh = {
+            let _reader = routes.reader();
+            routes.lookup(dst)
+        };
+        // The prefix that matched: the longest one holding this next hop that contains dst.
+        let max = if dst.is_ipv4() { 32 } else { 128 };
+        let route = nh.and_then(|nh| {
+            (0..=max).rev().find_map(|len| {
+                let net = IpPrefix::new(mask_addr(dst, len), len).ok()?;
+                (routes.get(net)?.0 == nh).then_some(net)
+            })
+        });
+        let next_hop = nh.map(|h| h.gateway.unwrap_or(dst));
+        let neighbour = nh
+            .zip(next_hop)
+            .and_then(|(h, a)| fwd.neighbors.get(h.ifindex, a))
+            .map(|m| format_mac(&m));
+        let mtu = nh
+            .and_then(|h| fwd.interfaces.get(h.ifindex))
+            .map(|i| i.mtu);
+        let verdict = if local {
+            "local: to the kernel"
+        } else if nh.is_none() {
+            "no route: to the kernel"
+        } else if neighbour.is_none() {
+            "no neighbour: to the kernel, which resolves it"
+        } else {
+            "forward"
+        };
+        Ok(RouteLookupView {
+            dst: dst.to_string(),
+            route: route.zip(nh).map(|(r, h)| route_view(&names, &r, &h)),
+            next_hop: next_hop.map(|a| a.to_string()),
+            neighbour,
+            mtu,
+            verdict: verdict.into(),
+            class,
+            iif,
+        })
+    }
+
+    /// `neighbours`: by interface, then address; multicast entries are left out (they are
+    /// never a next hop).
+    pub fn list_neighbours(
+        &self,
+        limit: Option<usize>,
+        dev: Option<&str>,
+        out: &mut Listing<'_>,
+    ) -> Result<Value, CtlError> {
+        let limit = check_limit(limit)?;
+        let (names, only) = {
+            let st = self.lock();
+            let only = dev.map(|d| st.router_ifindex("dev", d)).transpose()?;
+            (st.interface_names(), only)
+        };
+        let fwd = self.fwd.load();
+        let mut all: Vec<_> = fwd
+            .neighbors
+            .iter()
+            .filter(|(i, a, _)| !a.is_multicast() && only.is_none_or(|o| o == *i))
+            .collect();
+        let total = fwd.neighbors.len() as u64;
+        drop(fwd);
+        all.sort_by_key(|(i, a, _)| (*i, a.is_ipv6(), *a));
+        let matched = all.len() as u64;
+        for (i, a, mac) in all.iter().take(limit) {
+            out.push(&NeighbourView {
+                ip: a.to_string(),
+                mac: format_mac(mac),
+                dev: name_of(&names, *i),
+            })?;
+        }
+        to_value(&ListingEnd {
+            listed: matched.min(limit as u64),
+            matched,
+            total,
+        })
+    }
+
+    /// `flow.list`: the flows `q` keeps, in its order, at most its limit.
+    pub fn list_flows(&self, q: &FlowQuery, out: &mut Listing<'_>) -> Result<Value, CtlError> {
+        let limit = check_limit(q.limit)?;
+        let all = self.flow_list()?;
+        let total = all.len() as u64;
+        let mut kept: Vec<&FlowInfo> = all.iter().filter(|f| keeps_flow(q, f)).collect();
+        let key = |f: &FlowInfo| -> u64 {
+            match q.sort {
+                FlowSort::Name => 0,
+                FlowSort::Cpu => f.stats.cpu_ns,
+                FlowSort::Packets => f.stats.done,
+                FlowSort::Bytes => f.elements.first().map_or(0, |e| e.bytes),
+                FlowSort::Drops => {
+                    f.stats.queue_drops + f.elements.iter().map(|e| e.dropped).sum::<u64>()
+                }
+            }
+        };
+        kept.sort_by(|a, b| key(b).cmp(&key(a)).then_with(|| a.name.cmp(&b.name)));
+        let matched = kept.len() as u64;
+        for f in kept.into_iter().take(limit) {
+            out.push(f)?;
+        }
+        to_value(&ListingEnd {
+            listed: matched.min(limit as u64),
+            matched,
+            total,
+        })
+    }
+
+    /// `flow.get`: the class, flow and pipeline of one packet.
+    pub fn flow_get(&self, p: &PacketQuery) -> Result<FlowLookupView, CtlError> {
+        let st = self.lock();
+        let (f, ifindex, iif, class) = self.query_frame(&st, p)?;
+        let (_, flows) = st.scratch_flows()?;
+        let id = flows.classify(&f, ifindex, class);
+        let info = flows.list().into_iter().find(|i| i.id == id);
+        Ok(FlowLookupView {
+            class: st
+                .cfg
+                .classes
+                .get(class)
+                .map_or("?".into(), |c| c.name.clone()),
+            iif,
+            flow: info
+                .as_ref()
+                .map_or(format!("flow {id}"), |i| i.name.clone()),
+            matches: info.as_ref().map(|i| i.matches.clone()).unwrap_or_default(),
+            pipeline: info.map(|i| i.pipeline).unwrap_or_default(),
+        })
+    }
+}
+
+fn keeps_flow(q: &FlowQuery, f: &FlowInfo) -> bool {
+    q.name.as_deref().is_none_or(|n| f.name.contains(n))
+        && (q.class.as_deref()).is_none_or(|c| f.class.as_deref() == Some(c))
+        && (q.matches.as_deref()).is_none_or(|m| f.matches.contains(m))
+}
+
+fn mask_addr(a: IpAddr, len: u8) -> IpAddr {
+    match a {
+        IpAddr::V4(x) => {
+            let m = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+            IpAddr::V4((u32::from(x) & m).into())
+        }
+        IpAddr::V6(x) => {
+            let m = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+            IpAddr::V6((u128::from(x) & m).into())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_cut_host_bits() {
+        assert_eq!(
+            mask_addr("10.1.2.3".parse().unwrap(), 16).to_string(),
+            "10.1.0.0"
+        );
+        assert_eq!(
+            mask_addr("10.1.2.3".parse().unwrap(), 0).to_string(),
+            "0.0.0.0"
+        );
+        assert_eq!(
+            mask_addr("10.1.2.3".parse().unwrap(), 32).to_string(),
+            "10.1.2.3"
+        );
+        assert_eq!(
+            mask_addr("2001:db8::1".parse().unwrap(), 32).to_string(),
+            "2001:db8::"
+        );
+    }
+}
