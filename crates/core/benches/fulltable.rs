@@ -271,9 +271,42 @@ fn lookups<A: Copy>(
     });
 }
 
+/// An operator's listing of the whole table: pages of 16 k routes (what `ctl show fib --all`
+/// asks the router for), each found by one scan under the writers' lock; and the summary
+/// (counts by length and next hop) that `ctl show fib` prints for a large table.
+fn listing(c: &mut Criterion) {
+    use llr_core::fwd::RouteFilter;
+    let fx = Fixture::generate(FixtureSpec::full(1)).expect("fixture");
+    let fwd = forwarder(&fx);
+    let total = fwd.routes.len();
+    let name = size(total);
+    let mut g = c.benchmark_group("listing");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(total as u64));
+    g.bench_function(format!("page_all_{name}"), |b| {
+        b.iter(|| {
+            let (mut after, mut n) = (None, 0);
+            loop {
+                let page = fwd.routes.page(after, 16 * 1024, &RouteFilter::default());
+                n += page.len();
+                match page.last() {
+                    Some(l) => after = Some(l.0),
+                    None => break,
+                }
+            }
+            assert_eq!(n, total);
+            n
+        })
+    });
+    g.bench_function(format!("summary_{name}"), |b| {
+        b.iter(|| fwd.routes.summary(&RouteFilter::default(), 20).total)
+    });
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30);
-    targets = fulltable, v6_structures
+    targets = fulltable, v6_structures, listing
 }
 criterion_main!(benches);

@@ -162,13 +162,19 @@ impl RouteTable {
         let after = after.as_ref().map(RouteKey::of);
         let mut heap: BinaryHeap<(RouteKey, u32)> = BinaryHeap::with_capacity(n.min(1 << 16) + 1);
         let mut memo = HashMap::new();
-        self.scan_keys(filter, |k, id| {
+        let everything = *filter == RouteFilter::default();
+        // Past the IPv4 routes, a page has no need to scan them.
+        let mut scan = *filter;
+        if after.is_some_and(|a| a.v6) {
+            scan.ipv6 = Some(true);
+        }
+        self.scan_keys(&scan, |k, id| {
             if after.is_some_and(|a| k <= a)
                 || heap.len() == n && heap.peek().is_some_and(|t| k >= t.0)
             {
                 return;
             }
-            if !self.keeps(filter, &k, id, &mut memo) {
+            if !everything && !self.keeps(filter, &k, id, &mut memo) {
                 return;
             }
             heap.push((k, id));
