@@ -26,6 +26,24 @@ pub fn usage(flag: &str, reason: impl Into<String>) -> anyhow::Error {
     .into()
 }
 
+/// The host refuses what was asked until the operator changes something (privileges, an
+/// interface another program holds): printed as is, exit code 2 like bad input.
+#[derive(Debug)]
+pub struct Refused(pub String);
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// Whether `e` exits 2: a usage error or a refusal.
+pub fn exits_2(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<UsageError>().is_some() || e.downcast_ref::<Refused>().is_some()
+}
+
 /// A testbed error: an option error becomes a usage error naming its flag.
 pub fn lab_error(e: llr_lab::LabError) -> anyhow::Error {
     match e {

@@ -350,7 +350,7 @@ pub fn human(cmd: &Command, v: &Value) -> String {
                 .unwrap_or_default()
         ),
         Command::RouteRemove { prefix } => format!("removed static route {prefix}\n"),
-        Command::Reload {} => format!("reloaded {}\n", s("reloaded")),
+        Command::Reload {} => reload_text(v),
         Command::Fib { .. }
         | Command::FibSummary { .. }
         | Command::FibGet { .. }
@@ -361,6 +361,43 @@ pub fn human(cmd: &Command, v: &Value) -> String {
         | Command::FlowSet { .. }
         | Command::FlowDel { .. } => crate::cmd_flow::human(cmd, v).unwrap_or_default(),
     }
+}
+
+/// `reload`: the file, then each field it changed, old -> new, and whether that undid a change
+/// made with `ctl` (the file itself did not change the field).
+pub fn reload_text(v: &Value) -> String {
+    let file = v["reloaded"].as_str().unwrap_or("?");
+    let changes = v["changes"].as_array().cloned().unwrap_or_default();
+    if changes.is_empty() {
+        return format!("reloaded {file}: nothing changed\n");
+    }
+    let mut out = format!("reloaded {file}:\n");
+    for c in &changes {
+        let short = |x: &Value| {
+            let t = if x.is_null() {
+                "-".to_string()
+            } else {
+                x.to_string()
+            };
+            if t.chars().count() > 60 {
+                t.chars().take(59).collect::<String>() + "…"
+            } else {
+                t
+            }
+        };
+        let revert = if c["reverted"] == true {
+            " (reverts a change made with ctl)"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "  {}: {} -> {}{revert}\n",
+            c["field"].as_str().unwrap_or("?"),
+            short(&c["old"]),
+            short(&c["new"])
+        ));
+    }
+    out
 }
 
 /// Counters as tables: rings, then engine devices and workers, then non-zero drops and passes.
@@ -572,6 +609,20 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{words:?}: {e}"));
             assert!(cli.args.json, "{words:?}");
         }
+    }
+
+    #[test]
+    fn reload_names_each_change_and_reverts() {
+        let v = serde_json::json!({"reloaded": "/etc/llrouter/router.toml", "changed": ["strategy", "wake"],
+            "changes": [
+                {"field": "strategy", "old": "sq", "new": "ll-wfq", "reverted": true},
+                {"field": "wake", "old": "busy", "new": "interrupt", "reverted": false}]});
+        assert_eq!(
+            reload_text(&v),
+            "reloaded /etc/llrouter/router.toml:\n  strategy: \"sq\" -> \"ll-wfq\" (reverts a change made with ctl)\n  wake: \"busy\" -> \"interrupt\"\n"
+        );
+        let v = serde_json::json!({"reloaded": "r.toml", "changed": [], "changes": []});
+        assert_eq!(reload_text(&v), "reloaded r.toml: nothing changed\n");
     }
 
     #[test]

@@ -44,6 +44,21 @@ fn bad_config(e: ConfigError) -> anyhow::Error {
 
 /// Runs the router in this process's namespace and prints its counters on exit.
 pub fn run(args: RunArgs) -> Result<()> {
+    let duration = match args.duration {
+        Some(0.0) => {
+            return Err(usage(
+                "duration",
+                "must be above 0 seconds (leave it out to run until Ctrl-C or SIGTERM)",
+            ))
+        }
+        Some(s) => Some(Duration::try_from_secs_f64(s).map_err(|_| {
+            usage(
+                "duration",
+                format!("{s} is not a number of seconds above 0"),
+            )
+        })?),
+        None => None,
+    };
     let cfg = RouterConfig::load(&args.config).map_err(bad_config)?;
     let steering = args.steering.unwrap_or(cfg.steering);
     if args.dry_run {
@@ -68,13 +83,6 @@ pub fn run(args: RunArgs) -> Result<()> {
         println!("config ok: {}", plan::summary(&r, &queues));
         return Ok(());
     }
-    let duration = match args.duration {
-        Some(s) => Some(
-            Duration::try_from_secs_f64(s)
-                .map_err(|_| usage("duration", format!("{s} is not a number of seconds ≥ 0")))?,
-        ),
-        None => None,
-    };
     let stop = llr_io::sys::install_stop_signals();
     let opts = StartOptions {
         config_path: Some(args.config.clone()),
@@ -83,6 +91,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     let running = llr_router::Router::start(cfg, opts).map_err(|e| match e {
         RouterError::Config(c) => bad_config(c),
+        e if e.is_refusal() => crate::cli_util::Refused(e.to_string()).into(),
         e => e.into(),
     })?;
     eprintln!("llrouter: {}; Ctrl-C stops", running.summary());

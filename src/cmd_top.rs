@@ -84,10 +84,14 @@ pub fn run(args: Args) -> Result<()> {
             let _ = write!(stdout, "\x1b[H\x1b[2J{screen}");
         }
         let _ = stdout.flush();
-        if let Ok(s) = snap {
-            prev = Some((now, s));
-        }
         shown += 1;
+        match snap {
+            Ok(s) => prev = Some((now, s)),
+            // A bounded run that could not show the router in its last frame failed (a
+            // script's `top --count 1` must not pass against a router that is not there).
+            Err(e) if args.count.is_some_and(|c| shown >= c) => return Err(e),
+            Err(_) => {}
+        }
         if args.count.is_some_and(|c| shown >= c) {
             break;
         }

@@ -2,7 +2,7 @@
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
-use llrouter::cli_util::UsageError;
+use llrouter::cli_util::exits_2;
 use llrouter::{
     cmd_ctl, cmd_demo, cmd_gen, cmd_model, cmd_run, cmd_sim, cmd_sink, cmd_testbed, cmd_top,
     cmd_tune,
@@ -80,7 +80,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            if e.downcast_ref::<UsageError>().is_some() {
+            if exits_2(&e) {
                 ExitCode::from(2)
             } else {
                 ExitCode::FAILURE

@@ -423,6 +423,37 @@ fn other_commands_name_the_flag() {
     usage_error(&["--log", "nonsense=[", "model"], &["--log"]);
     usage_error(&["gen", "--dst", "127.0.0.1", "--size", "20"], &["--size"]);
     usage_error(&["sink", "--backend", "xdp"], &["--iface"]);
+    // `--duration 0` is refused before the configuration is read
+    usage_error(
+        &[
+            "run",
+            "--config",
+            "examples/router-ll-wfq.toml",
+            "--duration",
+            "0",
+        ],
+        &["--duration: must be above 0 seconds"],
+    );
+}
+
+/// Client commands fail when they cannot reach the router, whatever they were asked.
+#[test]
+fn clients_fail_without_a_router() {
+    let sock = scratch("absent.sock");
+    let s = sock.to_str().unwrap();
+    for args in [
+        &["top", "--socket", s, "--count", "1", "--plain"][..],
+        &["ctl", "--socket", s, "status"],
+        &["ctl", "--socket", s, "show", "fib"],
+    ] {
+        let o = llrouter(args);
+        assert_eq!(o.code, Some(1), "{args:?}: {}", o.stderr);
+        assert!(
+            o.stderr.contains("is llrouter running?"),
+            "{args:?}: {}",
+            o.stderr
+        );
+    }
 }
 
 #[test]

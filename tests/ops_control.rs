@@ -757,11 +757,70 @@ fn operator_views() {
     let v: Value = serde_json::from_str(&ok(&["show", "fib", "--limit", "1", "-j"])).unwrap();
     assert_eq!(v["routes"].as_array().unwrap().len(), 1);
     assert!(v["total"].as_u64().unwrap() >= 2, "{v}");
+    // the whole table streamed as one JSON document, a route per line, in order
+    let all = ok(&["show", "routes", "--all", "-j"]);
+    let v: Value = serde_json::from_str(&all).unwrap_or_else(|e| panic!("{e}: {all}"));
+    let routes = v["routes"].as_array().unwrap();
+    assert_eq!(routes.len() as u64, v["total"].as_u64().unwrap(), "{v}");
+    assert_eq!(all.lines().count(), routes.len() + 2, "{all}");
+    let v4_first: Vec<bool> = routes
+        .iter()
+        .map(|r| r["prefix"].as_str().unwrap().contains(':'))
+        .collect();
+    assert!(
+        v4_first.windows(2).all(|w| w[0] <= w[1]),
+        "IPv4 first: {all}"
+    );
+    // filters: the routes inside a prefix, out of an interface
+    let inside = ok(&["show", "route", "10.71.2.0/24"]);
+    assert!(inside.starts_with("PREFIX"), "{inside}");
+    assert!(
+        inside.lines().any(|l| l.starts_with("10.71.2.0/24")),
+        "{inside}"
+    );
+    assert!(!inside.contains("10.71.1.0/24"), "{inside}");
+    assert!(inside.contains("routes match)"), "{inside}");
+    let out_if = ok(&["show", "fib", "--dev", addr::RTR_OUT_IF, "-j"]);
+    let v: Value = serde_json::from_str(&out_if).unwrap();
+    assert!(
+        (v["routes"].as_array().unwrap().iter()).all(|r| r["dev"] == addr::RTR_OUT_IF),
+        "{v}"
+    );
+    let (code, _, err) = ctl_bin(&sock, &["show", "fib", "--dev", "nosuch0"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("fib rejected: dev: `nosuch0` is not one of the router's interfaces"),
+        "{err}"
+    );
+    // counts by length and next hop
+    let sum = ok(&["show", "fib", "summary"]);
+    assert!(
+        sum.contains(" routes, ") && sum.contains("ipv4    /24"),
+        "{sum}"
+    );
+    // one packet's route, like `ip route get`, with the class the rules give it
+    let get = ok(&["show", "fib", addr::SINK_V4, "--dscp", "46"]);
+    assert!(
+        get.starts_with(&format!(
+            "{} via route 10.71.2.0/24 dev {}",
+            addr::SINK_V4,
+            addr::RTR_OUT_IF
+        )),
+        "{get}"
+    );
+    assert!(get.contains("class rt"), "{get}");
+    let get = ok(&["show", "fib", addr::SINK_V4, "-j"]);
+    let v: Value = serde_json::from_str(&get).unwrap();
+    assert_eq!(v["class"], "be", "{v}");
+    assert_eq!(v["route"]["dev"], addr::RTR_OUT_IF, "{v}");
+    let get = ok(&["show", "fib", addr::RTR_IN_V4]);
+    assert!(get.contains("local: to the kernel"), "{get}");
 
     // the sink's neighbour entry appears once traffic made the kernel resolve it
     let t0 = Instant::now();
     loop {
         let n = ok(&["show", "neighbours"]);
+        assert!(!n.contains("ff02:"), "multicast is never a next hop: {n}");
         if let Some(l) = n.lines().find(|l| l.starts_with(addr::SINK_V4)) {
             assert!(
                 l.contains(addr::SINK_MAC) && l.contains(addr::RTR_OUT_IF),

@@ -424,6 +424,60 @@ fn is_busy(e: &ProgramError) -> bool {
     false
 }
 
+/// An interface whose XDP hook another program holds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{interface} is in use: {holder}; {fix}")]
+pub struct XdpHeld {
+    pub interface: String,
+    /// What holds it, as far as the interface shows.
+    pub holder: String,
+    /// What the operator can do.
+    pub fix: String,
+}
+
+/// The XDP program attached to `ifname` (of the calling thread's namespace), as `(id, name)`,
+/// from `ip -d link show`; `None` when there is none or `ip` cannot tell.
+pub fn xdp_program_on(ifname: &str) -> Option<(u32, String)> {
+    let out = std::process::Command::new("ip")
+        .args(["-d", "link", "show", "dev", ifname])
+        .output()
+        .ok()?;
+    parse_xdp_program(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// `prog/xdp id 42 name llr_classify tag …` → `(42, "llr_classify")`.
+fn parse_xdp_program(text: &str) -> Option<(u32, String)> {
+    let at = text.find("prog/xdp")?;
+    let mut words = text[at..].split_whitespace();
+    let mut id = None;
+    let mut name = None;
+    while let Some(w) = words.next() {
+        match w {
+            "id" if id.is_none() => id = words.next()?.parse().ok(),
+            "name" if name.is_none() => name = words.next().map(str::to_string),
+            _ => {}
+        }
+        if id.is_some() && name.is_some() {
+            break;
+        }
+    }
+    Some((id?, name.unwrap_or_default()))
+}
+
+/// What holds an interface another program uses: `llrouter's classifier (XDP program id 42)`
+/// or `the XDP program \`xdp_fwd\` (id 7)`.
+pub fn describe_holder(prog: Option<&(u32, String)>) -> String {
+    match prog {
+        Some((id, n)) if n == PROGRAM_NAME || n == PROGRAM_NAME_MB => {
+            format!("another llrouter runs on it (its classifier is XDP program id {id})")
+        }
+        Some((id, n)) => format!("the XDP program `{n}` (id {id}) is attached to it"),
+        None => "no XDP program is attached to it, so an AF_XDP program polls it in copy mode or \
+                 is starting"
+            .to_string(),
+    }
+}
+
 /// Removes a netlink-attached llrouter program left by a crashed run from `ifname`.
 fn detach_stale(ifname: &str) -> Result<()> {
     let out = std::process::Command::new("ip")
@@ -431,8 +485,13 @@ fn detach_stale(ifname: &str) -> Result<()> {
         .output()
         .context("run ip -d link show")?;
     let text = String::from_utf8_lossy(&out.stdout);
+    let prog = parse_xdp_program(&text);
     if !text.contains(&format!("name {PROGRAM_NAME}")) {
-        bail!("{ifname} already has an XDP program that is not llrouter's:\n{text}");
+        return Err(anyhow::Error::new(XdpHeld {
+            interface: ifname.to_string(),
+            holder: describe_holder(prog.as_ref()),
+            fix: format!("remove it (`ip link set dev {ifname} xdp off`) or leave {ifname} out"),
+        }));
     }
     tracing::warn!("{ifname}: replacing a stale llrouter XDP program");
     let mut ok = false;
@@ -445,7 +504,12 @@ fn detach_stale(ifname: &str) -> Result<()> {
         ok |= st.success();
     }
     if !ok {
-        bail!("{ifname}: an llrouter XDP program is attached through a live bpf_link (another llrouter running?)");
+        // Only a live process holds a bpf_link: a crashed router's program would have gone.
+        return Err(anyhow::Error::new(XdpHeld {
+            interface: ifname.to_string(),
+            holder: describe_holder(prog.as_ref()),
+            fix: "stop that router first".into(),
+        }));
     }
     Ok(())
 }
@@ -565,5 +629,24 @@ fn wait_grace_period() {
         // nohz_full kernels refuse MEMBARRIER_CMD_GLOBAL: fall back to a generous sleep (an XDP
         // run lasts microseconds, in softirq context with bottom halves off).
         std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+#[cfg(test)]
+mod holder_tests {
+    use super::*;
+
+    #[test]
+    fn xdp_program_of_ip_link() {
+        let t = "2: veth-rin@if3: <BROADCAST> mtu 1500 xdp qdisc noqueue\n    link/ether 02:00:00:00:01:fe\n    prog/xdp id 142 name llr_classify tag 3b185187f1855c4c jited \n";
+        let p = parse_xdp_program(t);
+        assert_eq!(p, Some((142, "llr_classify".into())));
+        assert!(describe_holder(p.as_ref()).starts_with("another llrouter runs on it"));
+        assert_eq!(parse_xdp_program("2: lo: <LOOPBACK> mtu 65536"), None);
+        let other = (7, "xdp_fwd".to_string());
+        assert_eq!(
+            describe_holder(Some(&other)),
+            "the XDP program `xdp_fwd` (id 7) is attached to it"
+        );
     }
 }

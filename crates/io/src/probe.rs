@@ -109,3 +109,61 @@ mod tests {
         assert_eq!(f.describe(), "Linux 6.12.57+deb13-rt-amd64 (PREEMPT_RT)");
     }
 }
+
+/// Capabilities the router needs: XDP attach and netlink (NET_ADMIN), AF_XDP sockets
+/// (NET_RAW), BPF maps and programs (BPF, or SYS_ADMIN which implies it).
+const NEEDED: [(u32, &str); 3] = [(12, "CAP_NET_ADMIN"), (13, "CAP_NET_RAW"), (39, "CAP_BPF")];
+const CAP_SYS_ADMIN: u32 = 21;
+
+/// The capabilities the router needs that this process lacks (empty: it has them all).
+pub fn missing_capabilities() -> Vec<&'static str> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    missing_of(&status)
+}
+
+fn missing_of(status: &str) -> Vec<&'static str> {
+    let Some(eff) = (status.lines())
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+    else {
+        return Vec::new(); // cannot tell: the first privileged call will say
+    };
+    let has = |bit: u32| eff >> bit & 1 == 1;
+    NEEDED
+        .iter()
+        .filter(|(bit, _)| !(has(*bit) || *bit == 39 && has(CAP_SYS_ADMIN)))
+        .map(|(_, n)| *n)
+        .collect()
+}
+
+/// The one-line refusal for missing capabilities.
+pub fn privileges_message(missing: &[&str]) -> String {
+    format!(
+        "llrouter run needs root, or the capabilities CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF; \
+         this process lacks {}. Run it with sudo, or as the systemd unit (llrouter.service \
+         grants them)",
+        missing.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod caps_tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_from_proc_status() {
+        let root = "Name:\tx\nCapEff:\t000001ffffffffff\n";
+        assert!(missing_of(root).is_empty());
+        let nobody = "CapEff:\t0000000000000000\n";
+        assert_eq!(
+            missing_of(nobody),
+            ["CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_BPF"]
+        );
+        // NET_ADMIN + NET_RAW + SYS_ADMIN: SYS_ADMIN stands in for BPF
+        let old = format!("CapEff:\t{:016x}\n", 1u64 << 12 | 1 << 13 | 1 << 21);
+        assert!(missing_of(&old).is_empty());
+        let no_raw = format!("CapEff:\t{:016x}\n", 1u64 << 12 | 1 << 39);
+        assert_eq!(missing_of(&no_raw), ["CAP_NET_RAW"]);
+        assert!(privileges_message(&["CAP_BPF"]).contains("lacks CAP_BPF"));
+    }
+}

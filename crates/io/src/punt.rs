@@ -65,6 +65,53 @@ impl IfReq {
 }
 
 /// Runs `ioctl(fd, req, ifr)`.
+/// Whether an interface is up: administratively (`IFF_UP`) and with a carrier
+/// (`IFF_RUNNING`), in the calling thread's network namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkState {
+    pub admin_up: bool,
+    pub carrier: bool,
+}
+
+impl LinkState {
+    /// Up and with a carrier: frames flow.
+    pub fn is_up(&self) -> bool {
+        self.admin_up && self.carrier
+    }
+
+    /// `down` / `up, no carrier` / `up`.
+    pub fn describe(&self) -> &'static str {
+        match (self.admin_up, self.carrier) {
+            (false, _) => "down",
+            (true, false) => "up without a carrier",
+            (true, true) => "up",
+        }
+    }
+}
+
+/// The state of `name`.
+pub fn link_state(name: &str) -> Result<LinkState> {
+    // SAFETY: plain socket(2) call; the result is checked before it is owned.
+    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if s < 0 {
+        return Err(std::io::Error::last_os_error()).context("socket for SIOCGIFFLAGS");
+    }
+    // SAFETY: `s` is a fresh descriptor returned by socket(2) above, owned by nobody else.
+    let sock = unsafe { OwnedFd::from_raw_fd(s) };
+    let mut ifr = IfReq::new(name)?;
+    ioctl(
+        sock.as_raw_fd(),
+        libc::SIOCGIFFLAGS,
+        &mut ifr,
+        "SIOCGIFFLAGS",
+    )?;
+    let f = ifr.flags() as libc::c_int;
+    Ok(LinkState {
+        admin_up: f & libc::IFF_UP != 0,
+        carrier: f & libc::IFF_RUNNING != 0,
+    })
+}
+
 fn ioctl(fd: i32, req: libc::c_ulong, ifr: &mut IfReq, what: &str) -> Result<()> {
     // SAFETY: `ifr` is a live, writable `struct ifreq`-sized value (16-byte name + 24-byte
     // union, as the kernel's) for the duration of the call; the request codes used here read

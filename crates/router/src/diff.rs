@@ -61,7 +61,8 @@ pub fn diff(old: &RouterConfig, new: &RouterConfig) -> ConfigDiff {
     d
 }
 
-fn fields(cfg: &RouterConfig) -> serde_json::Map<String, Value> {
+/// The configuration's top-level fields as the file spells them.
+pub(crate) fn fields(cfg: &RouterConfig) -> serde_json::Map<String, Value> {
     match serde_json::to_value(cfg) {
         Ok(Value::Object(m)) => m,
         // A struct of plain data serializes to an object.

@@ -103,6 +103,10 @@ impl Router {
         llr_io::sys::map_large_allocations();
         let kernel = KernelFeatures::probe();
         kernel.check_minimum().map_err(RouterError::Setup)?;
+        let missing = llr_io::probe::missing_capabilities();
+        if !missing.is_empty() {
+            return Err(RouterError::Privileges { missing });
+        }
         let steering = opts.steering.unwrap_or(cfg.steering);
         let r = cfg.resolve(|n| llr_io::ebpf::ifindex(n).ok())?;
         let queues = crate::plan::check(&r, steering, kernel.multi_buffer)?;
@@ -336,13 +340,67 @@ fn supervise(
         let _ = tear_down(plant, workers, done_rx);
         return fail(e);
     }
+    if plant.fwd.routes().is_empty() {
+        tracing::warn!(
+            "the forwarding table is empty (no kernel routes mirrored, no [[routes]]): every \
+             packet goes to the kernel until routes arrive"
+        );
+    }
+    let watch = watch_links(&plant.r.cfg.interfaces, &stop);
     let _ = started.send(Ok(Started {
         ctl: plant.ctl.clone(),
         links: plant.links.clone(),
         metrics_addr: plant.metrics_server.as_ref().map(|m| m.local_addr()),
         summary,
     }));
-    tear_down(plant, workers, done_rx)
+    let rep = tear_down(plant, workers, done_rx);
+    if let Some(w) = watch {
+        let _ = w.join();
+    }
+    rep
+}
+
+/// Warns about each interface that is down at start, then says when one comes up or goes
+/// down, until `stop`. The thread polls the flags (in this thread's network namespace) twice
+/// a second: a link event is rare, and the answer needs no netlink subscription of its own.
+fn watch_links(names: &[String], stop: &Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
+    use llr_io::punt::link_state;
+    let mut last: Vec<Option<bool>> = Vec::new();
+    for n in names {
+        let st = link_state(n).ok();
+        if let Some(s) = st.filter(|s| !s.is_up()) {
+            tracing::warn!(
+                "{n} is {}: nothing is forwarded through it until it is up (`ip link set {n} up`); \
+                 llrouter says when it comes up",
+                s.describe()
+            );
+        }
+        last.push(st.map(|s| s.is_up()));
+    }
+    let names = names.to_vec();
+    let stop = stop.clone();
+    std::thread::Builder::new()
+        .name("llr-links".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(500));
+                for (n, was) in names.iter().zip(last.iter_mut()) {
+                    let Ok(s) = link_state(n) else { continue };
+                    if *was != Some(s.is_up()) {
+                        if s.is_up() {
+                            tracing::warn!("{n} is up");
+                        } else {
+                            tracing::warn!(
+                                "{n} is {}: nothing is forwarded through it",
+                                s.describe()
+                            );
+                        }
+                        *was = Some(s.is_up());
+                    }
+                }
+            }
+        })
+        .ok()
 }
 
 /// Starts worker `w`: it pins itself to its core, opens its sockets and reports them, waits
@@ -387,7 +445,7 @@ fn spawn_worker(
             let mut dev = match Device::open(ports, nsock, &xsk_opts) {
                 Ok(d) => d,
                 Err(e) => {
-                    let _ = opened.send((w, Err(RouterError::setup(e))));
+                    let _ = opened.send((w, Err(RouterError::io(e))));
                     return;
                 }
             };

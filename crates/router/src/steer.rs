@@ -273,7 +273,7 @@ impl Classifiers {
     pub fn attach(&mut self, mode: AttachMode) -> Result<Vec<(u32, XdpMode)>, RouterError> {
         let mut out = Vec::new();
         for (ifindex, c) in &mut self.list {
-            let m = c.attach(*ifindex, mode).map_err(RouterError::setup)?;
+            let m = c.attach(*ifindex, mode).map_err(RouterError::io)?;
             tracing::info!("ifindex {ifindex}: classifier attached ({m:?})");
             out.push((*ifindex, m));
         }

@@ -178,6 +178,16 @@ impl Device {
                 }
                 .map_err(|e| {
                     let errno = e.get_raw().abs();
+                    if errno == libc::EBUSY {
+                        let interface = crate::ebpf::ifname(spec.ifindex)
+                            .unwrap_or_else(|_| format!("ifindex {}", spec.ifindex));
+                        let prog = crate::ebpf::xdp_program_on(&interface);
+                        return anyhow::Error::new(super::QueueBusy {
+                            holder: crate::ebpf::describe_holder(prog.as_ref()),
+                            interface,
+                            queue,
+                        });
+                    }
                     let why = match errno {
                         libc::EINVAL if opts.multi_buffer => {
                             "; multi-buffer sockets (XDP_USE_SG, for an MTU beyond one UMEM chunk) need Linux 6.6 or later"

@@ -297,6 +297,19 @@ impl PortStats {
     }
 }
 
+/// An rx queue another AF_XDP socket is bound to (after waiting for a just-closed one to go).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{interface} rx queue {queue} is held by another AF_XDP socket: {holder}. Stop it first \
+     (`ip -d link show dev {interface}` shows its XDP program)"
+)]
+pub struct QueueBusy {
+    pub interface: String,
+    pub queue: u32,
+    /// What holds the queue, as far as the interface shows it.
+    pub holder: String,
+}
+
 /// Runs an AF_XDP bind, retrying for up to 2 s while the queue is busy: a socket closed just
 /// before on the same queue (the previous generator or router) is released by the kernel
 /// asynchronously, and until then bind fails with EBUSY (seen in CI).

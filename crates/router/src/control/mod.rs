@@ -41,6 +41,9 @@ pub const APPLY_TIMEOUT: Duration = Duration::from_millis(100);
 /// confirmed a change).
 struct State {
     cfg: RouterConfig,
+    /// The configuration as its file last said (at start or the last reload): what `reload`
+    /// tells the file's own edits from the undoing of control-socket changes by.
+    file: RouterConfig,
     ifindexes: Vec<u32>,
     /// (id, rule) in first-match order.
     rules: Vec<(u64, RuleSpec)>,
@@ -167,6 +170,7 @@ impl RouterCtl {
             helper_cpus,
             state: Mutex::new(State {
                 cfg: r.cfg.clone(),
+                file: r.cfg.clone(),
                 ifindexes: r.ifindexes.clone(),
                 next_rule: rules.len() as u64 + 1,
                 rules,

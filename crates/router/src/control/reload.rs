@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use super::{config_err, err, RouterCtl};
 use crate::config::RouterConfig;
-use crate::diff::diff;
+use crate::diff::{diff, fields};
 
 impl RouterCtl {
     /// `reload`: re-reads the configuration file the router was started from and applies it
@@ -22,7 +22,24 @@ impl RouterCtl {
             ));
         };
         let new = RouterConfig::load(path).map_err(|e| config_err(&e))?;
-        let mut v = self.apply_config(new)?;
+        let (running, file) = {
+            let st = self.lock();
+            (fields(&st.cfg), fields(&st.file))
+        };
+        let want = fields(&new);
+        let mut v = self.apply_config(new.clone())?;
+        // Each change with its values; one the file did not make (its value there is the
+        // same as at the last load) undoes a change made through the control socket.
+        let changes: Vec<Value> = (v["changed"].as_array().cloned().unwrap_or_default())
+            .iter()
+            .filter_map(Value::as_str)
+            .map(|k| {
+                let (old, new) = (running.get(k), want.get(k));
+                json!({"field": k, "old": old, "new": new, "reverted": file.get(k) == new})
+            })
+            .collect();
+        self.lock().file = new;
+        v["changes"] = json!(changes);
         v["reloaded"] = json!(path);
         Ok(v)
     }
