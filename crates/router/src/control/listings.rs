@@ -15,7 +15,7 @@ use llr_ops::query::{
 use llr_ops::views::{format_mac, NeighbourView, RouteView};
 use serde_json::Value;
 
-use super::{err, prefix_of, RouterCtl, State};
+use super::{config_words, err, prefix_of, RouterCtl, State};
 use crate::metrics::name_of;
 
 /// Routes taken from the table per scan: each scan is one pass over the writers' records
@@ -298,7 +298,10 @@ impl RouterCtl {
     /// `flow.list`: the flows `q` keeps, in its order, at most its limit.
     pub fn list_flows(&self, q: &FlowQuery, out: &mut Listing<'_>) -> Result<Value, CtlError> {
         let limit = check_limit(q.limit)?;
-        let all = self.flow_list()?;
+        let mut all = self.flow_list()?;
+        for f in &mut all {
+            f.matches = config_words(&f.matches);
+        }
         let total = all.len() as u64;
         let mut kept: Vec<&FlowInfo> = all.iter().filter(|f| keeps_flow(q, f)).collect();
         let key = |f: &FlowInfo| -> u64 {
@@ -341,7 +344,7 @@ impl RouterCtl {
             flow: info
                 .as_ref()
                 .map_or(format!("flow {id}"), |i| i.name.clone()),
-            matches: info.as_ref().map(|i| i.matches.clone()).unwrap_or_default(),
+            matches: info.as_ref().map(|i| config_words(&i.matches)).unwrap_or_default(),
             pipeline: info.map(|i| i.pipeline).unwrap_or_default(),
         })
     }
@@ -350,7 +353,7 @@ impl RouterCtl {
 fn keeps_flow(q: &FlowQuery, f: &FlowInfo) -> bool {
     q.name.as_deref().is_none_or(|n| f.name.contains(n))
         && (q.class.as_deref()).is_none_or(|c| f.class.as_deref() == Some(c))
-        && (q.matches.as_deref()).is_none_or(|m| f.matches.contains(m))
+        && (q.matches.as_deref()).is_none_or(|m| f.matches.contains(&config_words(m)))
 }
 
 fn mask_addr(a: IpAddr, len: u8) -> IpAddr {

@@ -123,8 +123,12 @@ pub(super) fn sched_layout(cfg: &RouterConfig) -> Result<Layout, CtlError> {
 /// A rule in the one-line syntax with the configuration's field names (`dst_port`, not
 /// `dport`), which the rule parser also reads.
 pub fn rule_text(r: &RuleSpec) -> String {
-    r.to_string()
-        .split(' ')
+    config_words(&r.to_string())
+}
+
+/// Rule-syntax text with the configuration's field names.
+pub(crate) fn config_words(text: &str) -> String {
+    text.split(' ')
         .map(|w| match w.split_once('=') {
             Some(("dport", v)) => format!("dst_port={v}"),
             Some(("sport", v)) => format!("src_port={v}"),
