@@ -11,6 +11,8 @@ need_pkgs=()
 # routing daemon the full-table test runs in the namespaces (BGP into the router's kernel
 # table, which llrouter mirrors); the tests start their own instances, never the host's service.
 pkgs=(clang llvm libbpf-dev iproute2 ethtool iputils-ping iputils-tracepath iperf3 fonts-dejavu-core pkg-config ca-certificates bird2)
+# the package test: a clean Debian 12 root (debootstrap) booted with systemd-nspawn
+pkgs+=(debootstrap systemd-container)
 # --fuzz (scripts/fuzz.sh): AFL++ too, whose afl-fuzz runs the fuzz targets and whose
 # afl-compiler-rt.o instruments them (fuzz/, built on the stable toolchain).
 [ "${1:-}" = "--fuzz" ] && pkgs+=(afl++)

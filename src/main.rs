@@ -1,7 +1,7 @@
 //! `llrouter`: a low-latency, QoS-aware software router. See README.md.
 #![forbid(unsafe_code)]
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use llrouter::cli_util::exits_2;
 use llrouter::{
     cmd_ctl, cmd_demo, cmd_gen, cmd_model, cmd_run, cmd_sim, cmd_sink, cmd_testbed, cmd_top,
@@ -42,6 +42,14 @@ enum Cmd {
     Ctl(cmd_ctl::Args),
     /// Live terminal view of a running router's counters.
     Top(cmd_top::Args),
+    /// Shell completions on stdout: `llrouter completions bash > /etc/bash_completion.d/llrouter`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Man pages of every command, written to DIR (the package build uses it).
+    #[command(hide = true)]
+    Manpages { dir: std::path::PathBuf },
 }
 
 fn main() -> ExitCode {
@@ -75,6 +83,18 @@ fn main() -> ExitCode {
         Cmd::Tune(a) => cmd_tune::run(a),
         Cmd::Ctl(a) => cmd_ctl::run(a),
         Cmd::Top(a) => cmd_top::run(a),
+        Cmd::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "llrouter",
+                &mut std::io::stdout(),
+            );
+            Ok(())
+        }
+        Cmd::Manpages { dir } => std::fs::create_dir_all(&dir)
+            .and_then(|_| clap_mangen::generate_to(Cli::command(), &dir))
+            .map_err(|e| anyhow::anyhow!("man pages into {}: {e}", dir.display())),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

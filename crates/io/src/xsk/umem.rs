@@ -76,7 +76,32 @@ impl UmemArea {
         // SAFETY: `area` is a fresh mapping of frames*frame_size bytes that outlives the UMEM
         // (it is dropped after it: field order of `UmemArea`), and nothing else aliases it.
         let umem = unsafe { Umem::new(ucfg, NonNull::slice_from_raw_parts(area.ptr, area.len)) }
-            .map_err(|e| anyhow::anyhow!("register UMEM: errno {}", e.get_raw()))?;
+            .map_err(|e| {
+                let errno = e.get_raw().abs();
+                if errno == libc::ENOBUFS || errno == libc::ENOMEM || errno == libc::EPERM {
+                    let mut lim = libc::rlimit {
+                        rlim_cur: 0,
+                        rlim_max: 0,
+                    };
+                    // SAFETY: getrlimit writes one `rlimit` into the live local `lim`.
+                    let got = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } == 0;
+                    let limit = match (got, lim.rlim_cur) {
+                        (false, _) => "unknown".to_string(),
+                        (true, libc::RLIM_INFINITY) => "unlimited".to_string(),
+                        (true, n) => format!("{} KiB", n / 1024),
+                    };
+                    anyhow::anyhow!(
+                        "register the AF_XDP buffer area ({} KiB of locked memory): {}; the \
+                         locked-memory limit is {limit}: grant CAP_IPC_LOCK, or raise the limit \
+                         (`ulimit -l unlimited`, LimitMEMLOCK=infinity in a systemd unit), or \
+                         lower the [rings] sizes",
+                        area.len / 1024,
+                        std::io::Error::from_raw_os_error(errno)
+                    )
+                } else {
+                    anyhow::anyhow!("register the AF_XDP buffer area: errno {errno}")
+                }
+            })?;
         let fs = u64::from(frame_size);
         Ok(UmemArea {
             umem,

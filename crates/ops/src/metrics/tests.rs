@@ -648,3 +648,75 @@ fn icmp_and_slow_path_series() {
     assert!(text.contains("llrouter_icmp_ratelimited_packets_total{type=\"time_exceeded\"} 950"));
     assert!(text.contains("llrouter_slow_path_packets_total{event=\"punted\"} 3"));
 }
+
+/// The Grafana dashboard (grafana/llrouter.json) names only metrics the endpoint serves, with
+/// labels they carry: a renamed metric or label breaks this test, not the operator's panels.
+#[test]
+fn the_dashboard_names_metrics_that_exist() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../grafana/llrouter.json");
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("dashboard")).expect("JSON");
+    let samples = parse(&render(&snap())).expect("rendered text parses");
+    let mut exprs = Vec::new();
+    for p in dash["panels"].as_array().expect("panels") {
+        for t in p["targets"].as_array().expect("targets") {
+            exprs.push((
+                t["expr"].as_str().expect("expr").to_string(),
+                t["legendFormat"].as_str().unwrap_or("").to_string(),
+            ));
+        }
+    }
+    exprs.push((
+        dash["templating"]["list"][1]["query"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+        String::new(),
+    ));
+    assert!(exprs.len() >= 12, "{exprs:?}");
+    let mut names = 0;
+    for (e, legend) in &exprs {
+        // every metric the expression names
+        let used: Vec<&str> = e
+            .match_indices("llrouter_")
+            .map(|(i, _)| {
+                let rest = &e[i..];
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(rest.len());
+                &rest[..end]
+            })
+            .collect();
+        assert!(!used.is_empty(), "{e}");
+        for name in &used {
+            names += 1;
+            let of: Vec<&Sample> = samples.iter().filter(|s| s.name == *name).collect();
+            assert!(!of.is_empty(), "{name} (in `{e}`) is not served");
+            // labels grouped by or shown in the legend (`instance` and `le` come from
+            // Prometheus and the histogram)
+            let mut labels: Vec<String> = Vec::new();
+            for seg in e.split("by (").skip(1) {
+                labels.extend(
+                    seg.split(')')
+                        .next()
+                        .unwrap()
+                        .split(',')
+                        .map(|l| l.trim().to_string()),
+                );
+            }
+            for seg in legend.split("{{").skip(1) {
+                labels.push(seg.split("}}").next().unwrap().trim().to_string());
+            }
+            for l in labels.iter().filter(|l| *l != "instance" && *l != "le") {
+                let by_expr_only = !legend.contains(&format!("{{{{{l}}}}}"));
+                let carried = of.iter().any(|s| s.labels.contains_key(l));
+                // a `by (x)` naming a label of another metric of the same expression is fine
+                assert!(
+                    carried || by_expr_only && used.len() > 1,
+                    "{name} has no label `{l}` (in `{e}`, legend `{legend}`)"
+                );
+            }
+        }
+    }
+    assert!(names >= 18, "{names}");
+}

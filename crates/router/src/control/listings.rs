@@ -344,7 +344,10 @@ impl RouterCtl {
             flow: info
                 .as_ref()
                 .map_or(format!("flow {id}"), |i| i.name.clone()),
-            matches: info.as_ref().map(|i| config_words(&i.matches)).unwrap_or_default(),
+            matches: info
+                .as_ref()
+                .map(|i| config_words(&i.matches))
+                .unwrap_or_default(),
             pipeline: info.map(|i| i.pipeline).unwrap_or_default(),
         })
     }
