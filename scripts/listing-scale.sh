@@ -1,0 +1,115 @@
+#!/bin/bash
+# Listings at scale (docs/operations.md, "Listings at scale"): loads the fixture table (N4 IPv4 +
+# N6 IPv6 prefixes, `llrouter testbed fulltable`) into the router namespace of a temporary
+# testbed, starts `llrouter run` (worker on core 1), then
+#  1. times `ctl show fib --all` (text and -j) and `ctl show fib summary` over ROUNDS rounds;
+#  2. forwards RATE pps (30 % RT, DSCP 46) for WINDOW s per window, windows alternating between
+#     an idle control plane and `ctl show fib --all -j` listed over and over, ROUNDS pairs, and
+#     reports what the sink received, the RT class's p99 one-way latency at the sink (which
+#     also waits for the sink's own core, shared with the listing client on a 2-core VM), and
+#     the router's own RT ring sojourn p99 (from its ring histograms, before and after; on veth
+#     the ingress NAPI runs on the sender's core, here core 0 with the listing, so a listing
+#     that delays ksoftirqd shows there too), and the worker's longest grant since its start
+#     (the stall metric: a worker held up by the listing would show it).
+# Root. Every loop is bounded; everything it creates is removed on exit.
+#   usage: scripts/listing-scale.sh [N4 [N6 [LLROUTER]]]   (defaults 1000000 230000)
+set -euo pipefail
+N4=${1:-1000000}; N6=${2:-230000}; BIN=${3:-target/release/llrouter}
+ROUNDS=${ROUNDS:-3}; RATE=${RATE:-50000}; WINDOW=${WINDOW:-8}
+NAME=llrls$$; DIR=$(mktemp -d); PID=; LOOP=
+cleanup() {
+  [ -n "$LOOP" ] && kill "$LOOP" 2>/dev/null || true
+  [ -n "$PID" ] && kill -INT "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true
+  "$BIN" testbed down --name "$NAME" >/dev/null 2>&1 || true
+  rm -rf "$DIR"
+}
+trap cleanup EXIT INT TERM
+"$BIN" testbed fulltable --v4 "$N4" --v6 "$N6" --out "$DIR/ft" >/dev/null
+"$BIN" testbed up --name "$NAME" >/dev/null
+ip -n "$NAME-rtr" -batch "$DIR/ft/routes-v4.batch"
+ip -n "$NAME-rtr" -batch "$DIR/ft/routes-v6.batch"
+cat > "$DIR/r.toml" <<TOML
+interfaces = ["veth-rin", "veth-rout"]
+cores = [1]
+wake = "${WAKE:-interrupt}"
+netlink-buffer-kb = 16384
+[control]
+socket = "$DIR/ctl.sock"
+[[classes]]
+name = "rt"
+[[classes]]
+name = "be"
+[[rules]]
+class = "rt"
+dscp = 46
+TOML
+ip netns exec "$NAME-rtr" "$BIN" run --config "$DIR/r.toml" >"$DIR/log" 2>&1 &
+PID=$!
+# The clients run on core 0, off the worker's core, as on a router whose worker cores are kept
+# for the workers (`llrouter tune`, isolcpus): a client on the worker's core competes with it
+# for that core, whatever the router does.
+CTL=(taskset -c 0 "$BIN" ctl --socket "$DIR/ctl.sock")
+deadline=$((SECONDS + 300))
+until n=$("${CTL[@]}" -j status 2>/dev/null | python3 -c 'import sys,json; print(json.load(sys.stdin)["routes"])' 2>/dev/null) \
+    && [ "$n" -ge $((N4 + N6)) ]; do
+  kill -0 "$PID" 2>/dev/null || { echo "llrouter exited:"; tail -5 "$DIR/log"; exit 1; }
+  [ $SECONDS -lt $deadline ] || { echo "routes did not arrive in 300 s"; exit 1; }
+  sleep 0.5
+done
+echo "table: $n routes"
+secs() { local t0; t0=$(date +%s.%N); "$@" >"$DIR/out"; echo "$(date +%s.%N) - $t0" | bc; }
+med() { python3 -c 'import sys,statistics as s; v=sorted(map(float,sys.argv[1:])); print(f"median {s.median(v):.2f} s (range {v[0]:.2f}–{v[-1]:.2f}, {len(v)} rounds)")' "$@"; }
+text=(); json=(); summ=()
+for r in $(seq "$ROUNDS"); do
+  text+=("$(secs "${CTL[@]}" show fib --all)")
+  lines=$(wc -l <"$DIR/out")
+  json+=("$(secs "${CTL[@]}" show fib --all -j)")
+  summ+=("$(secs "${CTL[@]}" show fib summary)")
+done
+echo "show fib --all ($lines lines): $(med "${text[@]}")"
+echo "show fib --all -j: $(med "${json[@]}")"
+echo "show fib summary: $(med "${summ[@]}")"
+ksoftirqd0() { awk '{print $14 + $15}' "/proc/$(pgrep -x ksoftirqd/0)/stat"; }
+window() { # $1 = idle | listing; prints "received rt_p99_us ring_p99_us stall_us ksoftirqd0_ms"
+  local k0; k0=$(ksoftirqd0)
+  "${CTL[@]}" -j counters >"$DIR/before.json"
+  ip netns exec "$NAME-sink" "$BIN" sink --cpu 0 --duration $((WINDOW + 3)) --idle 2 --json >"$DIR/sink.json" 2>/dev/null &
+  local sink=$!
+  sleep 0.5
+  if [ "$1" = listing ]; then
+    # the loop's own shell on core 0 too: its forks would otherwise land on the worker's core
+    ( taskset -pc 0 $BASHPID >/dev/null; end=$((SECONDS + WINDOW + 1)); while [ $SECONDS -lt $end ]; do "${CTL[@]}" ${LISTCMD:-show fib --all -j} >/dev/null; done ) &
+    LOOP=$!
+  fi
+  ip netns exec "$NAME-gen" "$BIN" gen --dst 10.71.2.1 --rate "$RATE" --rt-share 0.3 \
+      --duration "$WINDOW" --cpu 0 >/dev/null 2>&1
+  [ -n "$LOOP" ] && { wait "$LOOP" 2>/dev/null || true; LOOP=; }
+  wait "$sink" || true
+  "${CTL[@]}" -j counters >"$DIR/after.json"
+  python3 - "$DIR/sink.json" "$DIR/before.json" "$DIR/after.json" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))
+rt = [c for c in v["classes"] if c["class"] == 0]
+def ring(path):
+    r = [x for x in json.load(open(path))["rings"] if x["class"] == "rt"][0]["latency"]
+    return r["bounds"], r["counts"]
+bounds, a = ring(sys.argv[2])
+_, b = ring(sys.argv[3])
+d = [y - x for x, y in zip(a, b)]
+n, acc, p99 = sum(d), 0, float("inf")
+for i, c in enumerate(d):
+    acc += c
+    if n and acc >= 0.99 * n:
+        p99 = bounds[i] * 1e6 if i < len(bounds) else float("inf")
+        break
+stall = max(w["stall_max_seconds"] for w in json.load(open(sys.argv[3]))["workers"]) * 1e6
+print(v["received"], rt[0]["latency"]["p99"] / 1000 if rt else "nan", f"≤{p99:g}", f"{stall:.0f}", end=" ")
+PY
+  echo "$(( ($(ksoftirqd0) - k0) * 1000 / $(getconf CLK_TCK) ))"
+}
+echo "forwarding $RATE pps (30 % RT) for $WINDOW s per window: received, RT p99 µs at the sink, RT ring sojourn p99 µs, the worker's longest grant so far µs, ksoftirqd/0 CPU ms"
+for r in $(seq "$ROUNDS"); do
+  for mode in idle listing; do
+    echo "round $r $mode: $(window $mode)"
+  done
+done
