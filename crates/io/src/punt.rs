@@ -89,15 +89,19 @@ impl LinkState {
     }
 }
 
-/// The state of `name`.
-pub fn link_state(name: &str) -> Result<LinkState> {
+/// A socket to address interface ioctls to (in the calling thread's network namespace).
+fn ioctl_socket() -> Result<OwnedFd> {
     // SAFETY: plain socket(2) call; the result is checked before it is owned.
     let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if s < 0 {
-        return Err(std::io::Error::last_os_error()).context("socket for SIOCGIFFLAGS");
+        return Err(std::io::Error::last_os_error()).context("socket for interface ioctls");
     }
     // SAFETY: `s` is a fresh descriptor returned by socket(2) above, owned by nobody else.
-    let sock = unsafe { OwnedFd::from_raw_fd(s) };
+    Ok(unsafe { OwnedFd::from_raw_fd(s) })
+}
+
+/// `name`'s flags (SIOCGIFFLAGS), in a request ready to set them back.
+fn flags_of(sock: &OwnedFd, name: &str) -> Result<IfReq> {
     let mut ifr = IfReq::new(name)?;
     ioctl(
         sock.as_raw_fd(),
@@ -105,7 +109,12 @@ pub fn link_state(name: &str) -> Result<LinkState> {
         &mut ifr,
         "SIOCGIFFLAGS",
     )?;
-    let f = ifr.flags() as libc::c_int;
+    Ok(ifr)
+}
+
+/// The state of `name`.
+pub fn link_state(name: &str) -> Result<LinkState> {
+    let f = flags_of(&ioctl_socket()?, name)?.flags() as libc::c_int;
     Ok(LinkState {
         admin_up: f & libc::IFF_UP != 0,
         carrier: f & libc::IFF_RUNNING != 0,
@@ -169,26 +178,14 @@ impl Punt {
         let mut ifr = IfReq::new(name)?;
         ifr.set_flags(IFF_TAP | IFF_NO_PI | IFF_MULTI_QUEUE);
         ioctl(file.as_raw_fd(), TUNSETIFF, &mut ifr, "TUNSETIFF")?;
-        // SAFETY: plain socket(2) call; the result is checked before it is owned.
-        let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-        if s < 0 {
-            return Err(std::io::Error::last_os_error()).context("socket for SIOCSIFFLAGS");
-        }
-        // SAFETY: `s` is a fresh descriptor returned by socket(2) above, owned by nobody else.
-        let sock = unsafe { OwnedFd::from_raw_fd(s) };
+        let sock = ioctl_socket()?;
         // No IPv6 link-local address on the TAP: its duplicate-address detection would end in
         // an address event a second later, and every address event makes the route mirror
         // re-dump and write-lock the forwarder while the worker is forwarding. The kernel
         // still receives IPv6 on an interface without addresses of its own. (Absent when IPv6
         // is disabled: nothing to prevent then.)
         let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/addr_gen_mode"), "1");
-        let mut ifr = IfReq::new(name)?;
-        ioctl(
-            sock.as_raw_fd(),
-            libc::SIOCGIFFLAGS,
-            &mut ifr,
-            "SIOCGIFFLAGS",
-        )?;
+        let mut ifr = flags_of(&sock, name)?;
         let up = ifr.flags() | libc::IFF_UP as libc::c_short;
         ifr.set_flags(up);
         ioctl(
