@@ -208,7 +208,10 @@ pub fn request(cmd: &CtlCmd) -> Result<Request> {
     Ok(Request::One(match cmd {
         CtlCmd::Status => Command::Status {},
         CtlCmd::Counters => Command::Counters {},
-        CtlCmd::Show(s) => return Ok(Request::Show(s.clone())),
+        CtlCmd::Show(s) => {
+            crate::cmd_show::check(s)?;
+            return Ok(Request::Show(s.clone()));
+        }
         CtlCmd::Rules(RulesCmd::List) => Command::RulesList {},
         CtlCmd::Rules(RulesCmd::Add { rule }) => Command::RulesAdd {
             rule: rule.join(" "),
@@ -595,6 +598,9 @@ mod tests {
         assert!(is_usage(&["wakeup", "set", "busy", "--spin-us", "5"]));
         assert!(is_usage(&["budget", "set", "rt", "-1"]));
         assert!(is_usage(&["--timeout", "0", "status"]));
+        assert!(is_usage(&["show", "fib", "--limit", "0"]));
+        assert!(is_usage(&["show", "neighbours", "--limit", "0"]));
+        assert!(is_usage(&["show", "fib", "--dport", "53"]));
     }
 
     #[test]

@@ -195,6 +195,18 @@ impl std::str::FromStr for PrefixArg {
     }
 }
 
+/// Checks the words of a `show` before anything is sent: a bad command line is a usage error
+/// (exit 2) whether or not a router answers.
+pub fn check(cmd: &ShowCmd) -> Result<()> {
+    match cmd {
+        ShowCmd::Fib(a) => fib_request(a).map(|_| ()),
+        ShowCmd::Neighbours { limit: Some(0), .. } => {
+            Err(usage("limit", "must be at least 1 (leave it out for all)"))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// One call; a refusal is an error naming the router's field and reason (exit 1).
 pub fn call(client: &mut CtlClient, cmd: &Command) -> Result<Value> {
     let reply = client.call(cmd).with_context(|| cmd.name().to_string())?;
@@ -335,9 +347,6 @@ pub fn run(client: &mut CtlClient, cmd: &ShowCmd, json: bool) -> Result<()> {
         }
         ShowCmd::Fib(a) => fib(client, &fib_request(a)?, json)?,
         ShowCmd::Neighbours { limit, dev } => {
-            if *limit == Some(0) {
-                return Err(usage("limit", "must be at least 1 (leave it out for all)"));
-            }
             let cmd = Command::Neighbours {
                 limit: *limit,
                 dev: dev.clone(),

@@ -82,6 +82,22 @@ fn usage_errors_exit_2() {
         &["PREFIX [via GW] dev IF"],
     );
     check(&["ctl", "show", "fib", "--limit", "0"], 2, &["--limit"]);
+    check(
+        &["ctl", "show", "neighbours", "--limit", "0"],
+        2,
+        &["--limit"],
+    );
+    check(
+        &["ctl", "show", "fib", "--dport", "53"],
+        2,
+        &["--from", "destination address"],
+    );
+    check(
+        &["ctl", "show", "fib", "hosts"],
+        2,
+        &["--fib", "`hosts` is not `summary`"],
+    );
+    check(&["ctl", "flow", "list", "--top", "0"], 2, &["--limit"]);
     check(&["ctl", "budget", "set", "rt", "-1"], 2, &["-1"]);
     check(&["ctl", "rules", "add"], 2, &["RULE"]);
 }

@@ -113,6 +113,31 @@ fn refusals_name_the_cause_and_exit_2() {
         std::thread::sleep(Duration::from_millis(100));
     }
 
+    // another program's XDP on an interface: named, with how to free the interface
+    let sink = topo
+        .router
+        .run(|| llr_io::sink_xdp::XdpSink::attach("veth-rin", llr_io::sink::SinkConfig::default()))
+        .unwrap()
+        .expect("attach the XDP sink");
+    let o = output(&mut run_in(
+        &ns,
+        &["--config", &b, "--duration", "1"],
+        false,
+    ));
+    drop(sink);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("veth-rin is in use: the XDP program `llr_sink` (id "),
+        "{err}"
+    );
+    assert!(err.contains("or leave veth-rin out"), "{err}");
+    let t0 = Instant::now();
+    while common::xdp_attached(&topo) > 0 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "XDP left behind");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
     // an interface that is down and an empty table: warned about, and the link's return said
     topo.router
         .ip(&["link", "set", "veth-rout", "down"])

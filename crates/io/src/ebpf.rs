@@ -490,7 +490,10 @@ fn detach_stale(ifname: &str) -> Result<()> {
         return Err(anyhow::Error::new(XdpHeld {
             interface: ifname.to_string(),
             holder: describe_holder(prog.as_ref()),
-            fix: format!("remove it (`ip link set dev {ifname} xdp off`) or leave {ifname} out"),
+            fix: format!(
+                "stop the program that attached it (or, if it was attached with `ip link`, \
+                 remove it: `ip link set dev {ifname} xdp off`), or leave {ifname} out"
+            ),
         }));
     }
     tracing::warn!("{ifname}: replacing a stale llrouter XDP program");
