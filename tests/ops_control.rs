@@ -16,6 +16,9 @@
 //!
 //! The tests share the 2-core machine, so they run one at a time (a lock).
 
+mod common;
+use common::ctl_bin;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -695,22 +698,6 @@ fn malformed_control_messages() {
     eprintln!("{}", rep.worker);
     assert_no_loss(&g, &s);
     assert!(!sock.exists(), "socket removed on stop");
-}
-
-/// `llrouter ctl …` through the binary against the running router.
-fn ctl_bin(sock: &Path, args: &[&str]) -> (i32, String, String) {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_llrouter"))
-        .arg("ctl")
-        .arg("--socket")
-        .arg(sock)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).to_string(),
-        String::from_utf8_lossy(&o.stderr).to_string(),
-    )
 }
 
 /// The operator views: interfaces, FIB and neighbours as the forwarder sees them, classes and

@@ -527,20 +527,8 @@ fn ten_thousand_flows_are_listed_filtered_and_looked_up() {
         .all(|w| w[0].stats.cpu_ns >= w[1].stats.cpu_ns));
 
     // a packet's flow, by the CLI
-    let ctl = |args: &[&str]| -> (i32, String, String) {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_llrouter"))
-            .arg("ctl")
-            .arg("--socket")
-            .arg(dir.join("ctl.sock"))
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            o.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&o.stdout).into(),
-            String::from_utf8_lossy(&o.stderr).into(),
-        )
-    };
+    let sock = dir.join("ctl.sock");
+    let ctl = |args: &[&str]| common::ctl_bin(&sock, args);
     let (code, out, err) = ctl(&["flow", "get", addr::SINK_V4, "--dport", "10042"]);
     assert_eq!(code, 0, "{err}");
     assert!(

@@ -139,3 +139,19 @@ impl Drop for RouterThread {
         self.stop.store(true, Ordering::Relaxed);
     }
 }
+
+/// `llrouter ctl --socket SOCK ARGS…` through the binary: (exit code, stdout, stderr).
+pub fn ctl_bin(sock: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_llrouter"))
+        .arg("ctl")
+        .arg("--socket")
+        .arg(sock)
+        .args(args)
+        .output()
+        .expect("run llrouter ctl");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
