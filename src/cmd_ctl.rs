@@ -186,7 +186,8 @@ pub enum RouteCmd {
     },
 }
 
-fn prefix_arg(s: &str) -> Result<String, String> {
+/// An `addr/len` prefix argument, or why it is not one.
+pub(crate) fn prefix_arg(s: &str) -> Result<String, String> {
     match s.split_once('/') {
         Some((a, l)) if a.parse::<std::net::IpAddr>().is_ok() && l.parse::<u8>().is_ok() => {
             Ok(s.to_string())

@@ -153,8 +153,7 @@ pub fn fib_request(a: &FibArgs) -> Result<FibRequest> {
         Some("summary") if a.limit.is_none() && !a.all => FibRequest::Summary(q),
         Some("summary") => return Err(usage("limit", "a summary lists no routes")),
         Some(w) if w.contains('/') => {
-            let p = w.parse::<PrefixArg>().map_err(|e| usage("prefix", e))?;
-            q.prefix = Some(p.0);
+            q.prefix = Some(crate::cmd_ctl::prefix_arg(w).map_err(|e| usage("prefix", e))?);
             FibRequest::List(a.limit, q)
         }
         Some(w) => match w.parse::<IpAddr>() {
@@ -179,20 +178,6 @@ pub fn fib_request(a: &FibArgs) -> Result<FibRequest> {
         None if filtered => FibRequest::List(None, q),
         None => FibRequest::ListOrSummary(q),
     })
-}
-
-struct PrefixArg(String);
-
-impl std::str::FromStr for PrefixArg {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.split_once('/') {
-            Some((a, l)) if a.parse::<IpAddr>().is_ok() && l.parse::<u8>().is_ok() => {
-                Ok(PrefixArg(s.to_string()))
-            }
-            _ => Err(format!("`{s}` is not an addr/len prefix")),
-        }
-    }
 }
 
 /// Checks the words of a `show` before anything is sent: a bad command line is a usage error

@@ -87,6 +87,17 @@ impl IpPrefix {
         }
     }
 
+    /// The prefix of length `len` that holds `a` (host bits cleared); `len` is capped at the
+    /// family's width.
+    pub fn containing(a: IpAddr, len: u8) -> IpPrefix {
+        let len = len.min(if a.is_ipv4() { 32 } else { 128 });
+        let p = IpPrefix { addr: a, len };
+        IpPrefix {
+            addr: p.network_of(a),
+            len,
+        }
+    }
+
     fn network_of(&self, a: IpAddr) -> IpAddr {
         match a {
             IpAddr::V4(a) => IpAddr::V4((u32::from(a) & mask32(self.len)).into()),

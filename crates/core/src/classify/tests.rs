@@ -307,3 +307,12 @@ fn conflicting_rule_never_matches_and_encodes_version_zero() {
     );
     assert_eq!(b[13], 0);
 }
+
+#[test]
+fn containing_prefixes_cut_host_bits() {
+    let p = |a: &str, l| IpPrefix::containing(a.parse().unwrap(), l).to_string();
+    assert_eq!(p("10.1.2.3", 16), "10.1.0.0/16");
+    assert_eq!(p("10.1.2.3", 0), "0.0.0.0/0");
+    assert_eq!(p("10.1.2.3", 32), "10.1.2.3/32");
+    assert_eq!(p("2001:db8::1", 32), "2001:db8::/32");
+}

@@ -224,7 +224,7 @@ impl RouterCtl {
         let max = if dst.is_ipv4() { 32 } else { 128 };
         let route = nh.and_then(|nh| {
             (0..=max).rev().find_map(|len| {
-                let net = IpPrefix::new(mask_addr(dst, len), len).ok()?;
+                let net = IpPrefix::containing(dst, len);
                 (routes.get(net)?.0 == nh).then_some(net)
             })
         });
@@ -357,42 +357,4 @@ fn keeps_flow(q: &FlowQuery, f: &FlowInfo) -> bool {
     q.name.as_deref().is_none_or(|n| f.name.contains(n))
         && (q.class.as_deref()).is_none_or(|c| f.class.as_deref() == Some(c))
         && (q.matches.as_deref()).is_none_or(|m| f.matches.contains(&config_words(m)))
-}
-
-fn mask_addr(a: IpAddr, len: u8) -> IpAddr {
-    match a {
-        IpAddr::V4(x) => {
-            let m = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
-            IpAddr::V4((u32::from(x) & m).into())
-        }
-        IpAddr::V6(x) => {
-            let m = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
-            IpAddr::V6((u128::from(x) & m).into())
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn masks_cut_host_bits() {
-        assert_eq!(
-            mask_addr("10.1.2.3".parse().unwrap(), 16).to_string(),
-            "10.1.0.0"
-        );
-        assert_eq!(
-            mask_addr("10.1.2.3".parse().unwrap(), 0).to_string(),
-            "0.0.0.0"
-        );
-        assert_eq!(
-            mask_addr("10.1.2.3".parse().unwrap(), 32).to_string(),
-            "10.1.2.3"
-        );
-        assert_eq!(
-            mask_addr("2001:db8::1".parse().unwrap(), 32).to_string(),
-            "2001:db8::"
-        );
-    }
 }
