@@ -1,5 +1,5 @@
 #!/bin/bash
-# Route churn beside measured traffic (docs/measurements.md, "A full table"): a testbed with N
+# Route churn beside measured traffic (docs/results.md, "Full table and BIRD"): a testbed with N
 # /24 routes in the router namespace, one `testbed run` point of llrouter:ll-wfq at LOAD pps
 # with 30 % RT for SECS+20 s, and from 10 s into the point RATE route replaces per second for
 # SECS s (paced in one-second `ip -batch` chunks, alternating two gateways). RATE=0 is the same

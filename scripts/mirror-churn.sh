@@ -1,5 +1,5 @@
 #!/bin/bash
-# The route mirror under churn (docs/measurements.md): N /24 routes, then CHURN route replaces
+# The route mirror under churn (docs/results.md, "Full table and BIRD"): N /24 routes, then CHURN route replaces
 # (alternating two gateways) while the xsk generator sends 50 kpps through one worker; prints
 # the worker's longest stall (its longest grant: route updates take no lock the worker waits
 # for). Root; removes what it creates. CHURN=0 gives the same run without churn.

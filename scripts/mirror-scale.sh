@@ -1,5 +1,5 @@
 #!/bin/bash
-# The route mirror at scale (docs/measurements.md, "A full table"): loads the fixture table
+# The route mirror at scale (docs/results.md, "Full table and BIRD"): loads the fixture table
 # (`llrouter testbed fulltable`, N4 IPv4 + N6 IPv6 prefixes via the sink) into the router
 # namespace of a temporary testbed with `ip -batch`, starts `llrouter run`, and reports the time
 # until the forwarder holds every route, the mirror thread's CPU over 30 s idle, and the

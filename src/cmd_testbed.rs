@@ -189,7 +189,7 @@ pub struct Common {
     #[arg(long, default_value_t = 0)]
     pub cost_ns: u64,
     /// Generator (bpf-live) burst size in frames, 1..=1024. Below 8 the generator falls far short
-    /// of its rate when the router's ingress has an XDP program (see docs/measurements.md).
+    /// of its rate when the router's ingress has an XDP program (see docs/results.md, "How to read them").
     #[arg(long, default_value_t = 32)]
     pub gen_batch: usize,
     /// Receive on the router's CPU: threaded NAPI for the router's ingress veth, its kernel
@@ -203,7 +203,7 @@ pub struct Common {
     /// (threaded NAPI for the sink veth, pinned there at real-time priority, and RPS) instead
     /// of in softirq on the router's CPU inside the router's transmit, for every target alike.
     /// On a 2-core machine that CPU then also carries the generator and the router's ingress
-    /// receive (see docs/measurements.md before trusting loss figures with it).
+    /// receive (see docs/results.md, "How to read them", before trusting loss figures with it).
     #[arg(long)]
     pub sink_on_gen_cpu: bool,
     /// Keep every other task of the machine (processes, unbound kernel threads and

@@ -471,7 +471,7 @@ pub fn clock_ticks_per_sec() -> Option<u64> {
 /// block is freed; from then on the route table's maps and a dump's transient maps come from
 /// the heaps, and freed space at the top of a thread's heap stays resident (`malloc_trim` does
 /// not trim a thread arena's top). With a full table that was ~28 MB of the router's resident
-/// size (docs/measurements.md). Call before the tables are built.
+/// size (docs/datapath.md, "Routes and neighbours"). Call before the tables are built.
 pub fn map_large_allocations() {
     // SAFETY: mallopt only sets the threshold for later allocations; it touches no memory the
     // program owns and is thread-safe in glibc.

@@ -6,7 +6,7 @@
 //! Why: the worker is an ordinary (CFS) thread. Whatever else wakes up on its CPU — a build, a
 //! shell, `rcu_preempt`, a kworker — gets time slices of a scheduler tick or more, during
 //! which the RT ring is not served: the millisecond RT tails on the testbed were that
-//! (docs/measurements.md). A real-time priority does not help: the kernel's fair server then
+//! (docs/operations.md, "Threads and cores"). A real-time priority does not help: the kernel's fair server then
 //! takes 50 ms a second for the starved tasks in one piece. `isolcpus=` on the kernel command
 //! line is the lasting answer; this is the one a running machine allows, the same as
 //! `cset shield --kthread on` (the `cpuset` package), with the cleanup kept in our own hands.

@@ -582,7 +582,7 @@ fn summary(plant: &Plant, dp: &DatapathView) -> String {
 
 /// Says when a worker's core is open to other tasks: each one that wakes there takes the core
 /// from the worker for a scheduler tick or more, and the RT ring waits that long (the
-/// millisecond tails in docs/measurements.md).
+/// millisecond tails in docs/operations.md, "Threads and cores").
 fn warn_shared_cores(cores: &[usize]) {
     for &c in cores {
         let others = llr_ops::cpus::sharing(c);

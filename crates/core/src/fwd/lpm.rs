@@ -5,7 +5,7 @@
 //! indexed by the top 24 bits and 256-entry groups for the /24s that hold longer prefixes, so a
 //! lookup is one or two memory reads. IPv6 uses the same machinery with more levels (strides in
 //! [`V6_STRIDES`], chosen by `cargo bench -p llr-core --bench fulltable`, see
-//! docs/measurements.md). Every entry records the length of the prefix that wrote it, so an
+//! docs/datapath.md, "The forwarding table"). Every entry records the length of the prefix that wrote it, so an
 //! insert only overwrites entries of shorter prefixes and a removal restores the next-shorter
 //! covering prefix, found in the writer's per-length shadow of every prefix.
 //!

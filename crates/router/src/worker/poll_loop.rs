@@ -252,7 +252,7 @@ impl<'a> Worker<'a> {
         // A copy-mode sendto has a fixed cost besides its per-frame work: frames of the lowest
         // ring (BE) wait for `tx_batch`, a higher ring's for the batch or `tx-hold-us`, whichever
         // comes first (`TxPolicy`). The egress queues are strict priority, so RT frames go out
-        // ahead of any BE frames in the same flush (docs/measurements.md has the numbers). An
+        // ahead of any BE frames in the same flush (docs/datapath.md, "Transmit", has the numbers). An
         // orphan socket's frames go like a higher ring's.
         let lowest = self.layout.rings.len() <= 1
             || grant.is_some_and(|g| TxPolicy::is_lowest(&self.engine, &g));
