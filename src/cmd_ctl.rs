@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
-use llr_core::sched::StrategyKind;
+use llr_core::sched::{Budget, StrategyKind};
 use llr_ops::ctl::{Command, CtlClient, WakeMode, DEFAULT_SOCKET};
 use llr_ops::metrics::MetricsSnapshot;
 use llr_ops::views::{self, InterfaceView};
@@ -103,8 +103,9 @@ pub enum BudgetCmd {
     Set {
         /// Class name, as in the config.
         class: String,
-        /// Frames per grant (ns for the time-slice strategies); at least 1.
-        budget: u32,
+        /// Frames per grant (ns for the time-slice strategies), at least 1; `auto` (ll-wfq, a
+        /// lower class, with an `auto-budget` target); or `default`, the strategy's.
+        budget: Budget,
     },
 }
 
@@ -536,7 +537,7 @@ mod tests {
             one(&["budget", "set", "rt", "60"]),
             Command::BudgetSet {
                 class: "rt".into(),
-                budget: 60
+                budget: Budget::packets(60).unwrap()
             }
         );
         assert_eq!(
@@ -640,7 +641,7 @@ mod tests {
         let h = human(
             &Command::BudgetSet {
                 class: "rt".into(),
-                budget: 30,
+                budget: Budget::packets(30).unwrap(),
             },
             &serde_json::json!({"class": "rt", "budget": 30, "previous": 60}),
         );

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command as Proc, Output};
 use std::sync::Arc;
 
+use llr_core::sched::Budget;
 use llr_ops::ctl::{Command, CtlError, CtlServer};
 
 fn llrouter(args: &[&str]) -> Output {
@@ -32,9 +33,10 @@ fn stand_in(dir: &Path) -> (CtlServer, PathBuf) {
     let sock = dir.join("ctl.sock");
     let target = Arc::new(|cmd: Command| -> Result<serde_json::Value, CtlError> {
         match cmd {
-            Command::BudgetSet { budget: 0, .. } => {
-                Err(CtlError::new("budget", "must be at least 1"))
-            }
+            Command::BudgetSet {
+                budget: Budget::Auto,
+                ..
+            } => Err(CtlError::new("budget", "no auto-budget target")),
             Command::BudgetSet { class, .. } if class != "rt" => Err(CtlError::new(
                 "class",
                 format!("unknown class `{class}` (known: rt, be)"),
@@ -99,6 +101,12 @@ fn usage_errors_exit_2() {
     );
     check(&["ctl", "flow", "list", "--top", "0"], 2, &["--limit"]);
     check(&["ctl", "budget", "set", "rt", "-1"], 2, &["-1"]);
+    // 0 is no budget: refused before a router is asked
+    check(
+        &["ctl", "budget", "set", "rt", "0"],
+        2,
+        &["<BUDGET>", "at least 1"],
+    );
     check(&["ctl", "rules", "add"], 2, &["RULE"]);
 }
 
@@ -115,9 +123,9 @@ fn runtime_errors_exit_1() {
     let (srv, sock) = stand_in(&dir);
     let s = sock.to_str().unwrap();
     check(
-        &["ctl", "-s", s, "budget", "set", "rt", "0"],
+        &["ctl", "-s", s, "budget", "set", "rt", "auto"],
         1,
-        &["budget.set rejected: budget: must be at least 1"],
+        &["budget.set rejected: budget: no auto-budget target"],
     );
     check(
         &["ctl", "budget", "set", "nope", "5", "--socket", s],
@@ -126,9 +134,9 @@ fn runtime_errors_exit_1() {
     );
     // --json after the subcommand: the refusal is still an error (exit 1)
     check(
-        &["ctl", "budget", "set", "rt", "0", "--json", "-s", s],
+        &["ctl", "budget", "set", "rt", "auto", "--json", "-s", s],
         1,
-        &["budget: must be at least 1"],
+        &["budget: no auto-budget target"],
     );
     // and a good call works with -j anywhere
     let o = llrouter(&["ctl", "status", "-s", s, "-j"]);

@@ -74,7 +74,8 @@ fn embedded_router_forwards_counts_and_detaches() {
     let e = ctl.handle(Command::Reload {}).unwrap_err();
     assert_eq!(e.field, "config", "{e:?}");
     assert_eq!(ctl.rules().len(), 1);
-    ctl.budget_set("rt", 32).expect("budget.set");
+    ctl.budget_set("rt", llr_core::sched::Budget::packets(32).unwrap())
+        .expect("budget.set");
     let status = ctl.handle(Command::Status {}).unwrap();
     assert_eq!(status["classes"][0]["budget"], 32, "{status}");
     assert!(status["config"].is_null(), "{status}");

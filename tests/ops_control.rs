@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use llr_core::sched::Budget;
 use llr_io::gen::{self, udp::UdpSender, GenConfig, GenReport};
 use llr_io::netns::{addr, Topology};
 use llr_io::sink::{Sink, SinkConfig, SinkReport};
@@ -269,7 +270,7 @@ fn changes_under_traffic() {
                 let class = if i % 5 == 2 { "rt" } else { "be" };
                 call(Command::BudgetSet {
                     class: class.into(),
-                    budget: b,
+                    budget: Budget::packets(b).unwrap(),
                 })
                 .unwrap();
                 let k = if class == "rt" { 0 } else { 1 };
@@ -331,16 +332,17 @@ fn changes_under_traffic() {
     let before = status_of(&mut c2);
     for (cmd, field) in [
         (
+            // the highest class's budget cannot be automatic
             Command::BudgetSet {
                 class: "rt".into(),
-                budget: 0,
+                budget: Budget::Auto,
             },
-            "budget",
+            "budgets",
         ),
         (
             Command::BudgetSet {
                 class: "nope".into(),
-                budget: 5,
+                budget: Budget::packets(5).unwrap(),
             },
             "class",
         ),
@@ -845,12 +847,15 @@ fn operator_views() {
         "{b}"
     );
     assert_eq!(ok(&["strategy", "set", "sq"]), "strategy: ll-wfq -> sq\n");
-    let (code, _, err) = ctl_bin(&sock, &["budget", "set", "rt", "0"]);
+    let (code, _, err) = ctl_bin(&sock, &["budget", "set", "rt", "auto"]);
     assert_eq!(code, 1, "{err}");
     assert!(
-        err.contains("budget.set rejected: budget: must be at least 1"),
+        err.contains("budget.set rejected: budgets: class `rt`"),
         "{err}"
     );
+    let (code, _, err) = ctl_bin(&sock, &["budget", "set", "rt", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("at least 1"), "{err}");
 
     let st = ok(&["status"]);
     assert!(st.contains("strategy     sq"), "{st}");

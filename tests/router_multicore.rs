@@ -158,7 +158,8 @@ fn two_workers_forward_many_flows_in_order_and_share_changes() {
         &s4,
         format!("{}:9000", addr::SINK_V4).parse().unwrap(),
         || {
-            ctl.budget_set("be", 8).expect("budget.set under traffic");
+            ctl.budget_set("be", llr_core::sched::Budget::packets(8).unwrap())
+                .expect("budget.set under traffic");
             // After the reply no worker runs the old budget: each one's latest publication
             // (made before it acknowledged) shows the new one.
             budget_seen = running

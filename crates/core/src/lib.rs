@@ -25,4 +25,5 @@ pub mod fwd;
 pub mod probe;
 pub mod sched;
 pub mod stats;
+pub mod values;
 pub mod wire;

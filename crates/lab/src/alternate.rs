@@ -314,11 +314,11 @@ impl AlternateStudy {
             budget,
         };
         if s == StrategyKind::LlRr {
-            act.call(&rt(b.be))?;
+            act.call(&rt(b.be()))?;
             act.call(&Command::StrategySet { strategy: s })?;
         } else {
             act.call(&Command::StrategySet { strategy: s })?;
-            act.call(&rt(b.rt))?;
+            act.call(&rt(b.rt()))?;
         }
         Ok(())
     }

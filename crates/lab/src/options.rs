@@ -3,7 +3,9 @@
 
 use std::path::PathBuf;
 
-use llr_core::sched::StrategyKind;
+use std::num::NonZeroU32;
+
+use llr_core::sched::{Budget, SchedConfig, StrategyKind};
 use llr_io::gen::Gaps;
 use llr_io::xsk::WakeMode;
 pub use llr_router::Steering;
@@ -81,24 +83,55 @@ impl std::fmt::Display for Target {
     }
 }
 
-/// Ring budgets of the llrouter targets' classes, `RT,BE` packets per turn.
+/// Ring budgets of the llrouter targets' classes, `RT,BE` packets per turn (the BE budget set
+/// by the worker is [`Options::auto_budget_us`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budgets {
-    pub rt: u32,
-    pub be: u32,
+    pub rt: NonZeroU32,
+    pub be: NonZeroU32,
+}
+
+impl Budgets {
+    /// `rt,be`.
+    ///
+    /// # Panics
+    /// On a budget of 0 (a ring with budget 0 starves).
+    pub fn new(rt: u32, be: u32) -> Budgets {
+        let n = |b| NonZeroU32::new(b).expect("a ring budget is at least 1 packet");
+        Budgets {
+            rt: n(rt),
+            be: n(be),
+        }
+    }
+
+    /// The budgets as [`Budget`]s.
+    pub fn rt(&self) -> Budget {
+        Budget::Packets(self.rt)
+    }
+
+    pub fn be(&self) -> Budget {
+        Budget::Packets(self.be)
+    }
 }
 
 impl std::str::FromStr for Budgets {
     type Err = String;
     fn from_str(s: &str) -> Result<Budgets, String> {
-        let v: Vec<u32> = s
-            .split(',')
-            .map(|x| x.trim().parse::<u32>())
-            .collect::<Result<_, _>>()
-            .map_err(|_| format!("`{s}`: expected RT,BE packet counts, e.g. 60,4"))?;
-        match v[..] {
-            [rt, be] if rt >= 1 && be >= 1 => Ok(Budgets { rt, be }),
-            _ => Err(format!("`{s}`: expected two counts ≥ 1, RT,BE")),
+        let fixed = |x: &str| {
+            match x.parse::<Budget>() {
+            Ok(Budget::Packets(n)) => Ok(n),
+            Ok(_) => Err(format!(
+                "`{x}`: the testbed takes packet counts here (--auto-budget-us sets BE's automatically)"
+            )),
+            Err(e) => Err(e.to_string()),
+        }
+        };
+        match s.split(',').collect::<Vec<_>>()[..] {
+            [rt, be] => Ok(Budgets {
+                rt: fixed(rt)?,
+                be: fixed(be)?,
+            }),
+            _ => Err(format!("`{s}`: expected RT,BE packet counts, e.g. 60,4")),
         }
     }
 }
@@ -150,7 +183,7 @@ pub struct Options {
     /// RPS). Off by default: a veth puts it in softirq on the CPU that transmitted, the
     /// router's. On a 2-core machine `gen_cpu` then carries the generator, the router's
     /// ingress receive and the sink, and class-blind losses upstream of the router appeared
-    /// (docs/measurements.md).
+    /// (docs/results.md, "How to read them").
     pub sink_on_gen_cpu: bool,
     /// Keep every other task of the machine off the router's CPUs while the study runs
     /// ([`llr_ops::shield::CpuShield`]): a worker time-sliced with whatever else runs there
@@ -197,11 +230,14 @@ impl Options {
             gen_backend: GenBackend::BpfLive,
             sink_backend: SinkBackend::Xdp,
             wake: WakeMode::Interrupt,
-            budgets: Budgets { rt: 60, be: 4 },
+            budgets: Budgets::new(
+                SchedConfig::DEFAULT_HIGH_BUDGET,
+                SchedConfig::DEFAULT_LOW_BUDGET,
+            ),
             auto_budget_us: None,
             device_budget: 64,
             cost_ns: 0,
-            tx_batch: 16,
+            tx_batch: llr_core::sched::TxPolicy::DEFAULT_BATCH,
             tx_hold_us: llr_core::sched::TxPolicy::DEFAULT_HOLD_US,
             gen_batch: 32,
             rx_size: 512,
@@ -444,7 +480,7 @@ mod tests {
         assert_eq!(f, Target::LlrouterFlows(StrategyKind::Sq));
         assert_eq!(f.label().parse::<Target>().unwrap(), f, "label round trip");
         assert!("llrouter:foo+flows".parse::<Target>().is_err());
-        assert_eq!("60,4".parse::<Budgets>(), Ok(Budgets { rt: 60, be: 4 }));
+        assert_eq!("60,4".parse::<Budgets>(), Ok(Budgets::new(60, 4)));
         assert!("60".parse::<Budgets>().is_err());
         assert!("0,4".parse::<Budgets>().is_err());
     }

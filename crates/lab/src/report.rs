@@ -688,9 +688,9 @@ fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row]) {
                split: Option<llr_sim::model::SplitCost>|
      -> Option<f64> {
         let budgets = if kind == StrategyKind::LlRr {
-            [c.budgets.be, c.budgets.be]
+            [c.budgets.be.get(), c.budgets.be.get()]
         } else {
-            [c.budgets.rt, c.budgets.be]
+            [c.budgets.rt.get(), c.budgets.be.get()]
         };
         let sched = llr_core::sched::SchedConfig::new(kind, &["rt", "be"]).with_budgets(&budgets);
         let mut cfg = llr_sim::SimConfig::paper000(sched, share, 3.0, 300_000);

@@ -7,7 +7,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use llr_core::classify::{NumOrText, RuleSpec};
-use llr_core::sched::{ClassSpec, StrategyKind};
+use llr_core::sched::{Budget, ClassSpec, StrategyKind};
 use llr_io::netns::{addr, Topology};
 use llr_io::xsk::XskOptions;
 use llr_ops::ctl::{Command, CtlClient};
@@ -90,18 +90,15 @@ fn plain_config(c: &Options, strategy: StrategyKind, flows: bool) -> Result<Rout
             format!("{}: must be within 1..=2048 frames", c.tx_batch),
         ));
     }
-    let class = |name: &str, budget: u32| ClassSpec {
-        budget: Some(budget),
+    let class = |name: &str, budget: Budget| ClassSpec {
+        budget,
         ..ClassSpec::named(name)
     };
     // Paper 000's Eq. 2 for the BE ring, where the strategy has one (ll-wfq).
     let auto = c.auto_budget_us.filter(|_| strategy == StrategyKind::LlWfq);
     let be = match auto {
-        Some(_) => ClassSpec {
-            auto_budget: true,
-            ..ClassSpec::named("be")
-        },
-        None => class("be", c.budgets.be),
+        Some(_) => class("be", Budget::Auto),
+        None => class("be", c.budgets.be()),
     };
     let rt_tcp = |src: bool| {
         let port = Some(NumOrText::Num(RT_TCP_PORT.into()));
@@ -117,7 +114,7 @@ fn plain_config(c: &Options, strategy: StrategyKind, flows: bool) -> Result<Rout
         interfaces: vec![addr::RTR_IN_IF.into(), addr::RTR_OUT_IF.into()],
         cores: c.router_cpus(),
         steering: c.steering,
-        strategy: strategy.to_string(),
+        strategy,
         device_budget: c.device_budget,
         wake: c.wake,
         cost_ns: c.cost_ns,
@@ -130,9 +127,9 @@ fn plain_config(c: &Options, strategy: StrategyKind, flows: bool) -> Result<Rout
             class(
                 "rt",
                 if strategy == StrategyKind::LlRr {
-                    c.budgets.be
+                    c.budgets.be()
                 } else {
-                    c.budgets.rt
+                    c.budgets.rt()
                 },
             ),
             be,

@@ -100,8 +100,8 @@ mod tests {
     #[test]
     fn live_and_restart_fields_are_told_apart() {
         let mut n = base();
-        n.classes[0].budget = Some(10);
-        n.strategy = "prio".into();
+        n.classes[0].budget = llr_core::sched::Budget::packets(10).unwrap();
+        n.strategy = llr_core::sched::StrategyKind::Prio;
         n.wake = llr_io::xsk::WakeMode::Busy;
         let d = diff(&base(), &n);
         assert_eq!(d.changed, ["classes", "strategy", "wake"]);

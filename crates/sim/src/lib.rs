@@ -16,10 +16,12 @@
 //! Time is an `f64` in nanoseconds; nothing here reads a clock.
 #![forbid(unsafe_code)]
 
+pub mod args;
 pub mod flows;
 pub mod model;
 mod sim;
 pub mod sweep;
+pub mod sweep_args;
 
 pub use sim::{
     class_flows, core_shares, flow_core, flow_cores, hash_bound, run, run_phases, Arrivals,

@@ -62,10 +62,13 @@ pub enum Arrivals {
 /// Distribution of the per-packet service time around its mean.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum ServiceDist {
     /// Every packet takes exactly the mean (paper 001's model; M/D/1).
+    #[cfg_attr(feature = "clap", value(name = "det"))]
     Deterministic,
     /// Exponentially distributed (M/M/1), for checking against queueing theory.
+    #[cfg_attr(feature = "clap", value(name = "exp"))]
     Exponential,
 }
 
@@ -108,7 +111,7 @@ impl Default for ServiceModel {
             max_grant: 0,
             flush_ns: 0.0,
             flush_frame_ns: 0.0,
-            tx_batch: 16,
+            tx_batch: llr_core::sched::TxPolicy::DEFAULT_BATCH,
             tx_hold_ns: 0,
         }
     }

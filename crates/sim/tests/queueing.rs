@@ -244,7 +244,7 @@ fn auto_budget_keeps_rt_within_its_target_as_the_rt_share_climbs() {
     let phases: Vec<Vec<f64>> = shares.iter().map(|&s| vec![s, 1.0 - s]).collect();
     let mut fixed = c.clone();
     fixed.sched = fixed.sched.with_budgets(&[60, 16]);
-    c.sched.classes[1].auto_budget = true;
+    c.sched.classes[1].budget = llr_core::sched::Budget::Auto;
     c.sched.auto_budget = Some(AutoBudgetSpec {
         target: AutoTarget::Ns(target_ns),
         window_ns: 200_000,

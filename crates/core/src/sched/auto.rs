@@ -126,7 +126,7 @@ mod tests {
 
     fn layout(target: AutoTarget) -> Layout {
         let mut c = SchedConfig::new(StrategyKind::LlWfq, &["rt", "be"]);
-        c.classes[1].auto_budget = true;
+        c.classes[1].budget = crate::sched::Budget::Auto;
         c.auto_budget = Some(AutoBudgetSpec {
             target,
             window_ns: 1_000,
@@ -193,7 +193,7 @@ mod tests {
     fn auto_is_refused_where_eq_2_does_not_apply() {
         let bad = |f: &dyn Fn(&mut SchedConfig)| {
             let mut c = SchedConfig::new(StrategyKind::LlWfq, &["rt", "be"]);
-            c.classes[1].auto_budget = true;
+            c.classes[1].budget = crate::sched::Budget::Auto;
             c.auto_budget = Some(AutoBudgetSpec {
                 target: AutoTarget::ServiceTimes(6),
                 window_ns: 1_000,
@@ -202,7 +202,9 @@ mod tests {
             c.layout().unwrap_err().to_string()
         };
         assert!(bad(&|c| c.strategy = StrategyKind::Sq).contains("needs strategy ll-wfq"));
-        assert!(bad(&|c| c.classes[0].auto_budget = true).contains("highest class"));
+        assert!(
+            bad(&|c| c.classes[0].budget = crate::sched::Budget::Auto).contains("highest class")
+        );
         assert!(bad(&|c| c.auto_budget = None).contains("no target"));
         assert!(bad(&|c| c.auto_budget.as_mut().unwrap().window_ns = 0).contains("window"));
         let no_auto = SchedConfig::new(StrategyKind::LlWfq, &["rt", "be"])
@@ -215,7 +217,7 @@ mod tests {
     fn a_class_reads_and_writes_budget_auto() {
         let c: crate::sched::ClassSpec =
             toml::from_str("name = \"be\"\nbudget = \"auto\"").unwrap();
-        assert!(c.auto_budget && c.budget.is_none());
+        assert_eq!(c.budget, crate::sched::Budget::Auto);
         assert_eq!(
             toml::to_string(&c).unwrap().trim(),
             "name = \"be\"\nbudget = \"auto\""

@@ -1,6 +1,6 @@
 //! Scheduler configuration: strategies, classes, budgets, and the ring/device layout they imply.
 
-use super::{ClassId, DevId, RingId};
+use super::{Budget, ClassId, DevId, RingId};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -10,7 +10,7 @@ use std::str::FromStr;
 /// The first four are the packet-budget strategies of paper 000 (Table I); the rest are the
 /// resource-management strategies of paper 001 (§V-C), with time slices in CPU time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "kebab-case", try_from = "String")]
 pub enum StrategyKind {
     /// Single queue: no classification, one ring, FIFO — the state of the art.
     Sq,
@@ -111,6 +111,15 @@ impl FromStr for StrategyKind {
     }
 }
 
+/// Read as [`FromStr`] reads it, so a file, a control request and a flag accept the same names
+/// and give the same error.
+impl TryFrom<String> for StrategyKind {
+    type Error = ConfigError;
+    fn try_from(s: String) -> Result<Self, ConfigError> {
+        s.parse()
+    }
+}
+
 impl StrategyKind {
     /// All names, comma separated, for error messages and help texts.
     pub fn names() -> String {
@@ -126,82 +135,27 @@ pub type ConfigError = crate::FieldError;
 /// In a file: `name`, `budget` (packets, or `"auto"`: see [`AutoBudgetSpec`]) and `weight`;
 /// other keys are refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "ClassFile", into = "ClassFile")]
+#[serde(deny_unknown_fields)]
 pub struct ClassSpec {
     pub name: String,
-    /// Ring budget in packets (packet-budget strategies). `None`: the strategy's default (the
-    /// starting budget under `auto_budget`).
-    pub budget: Option<u32>,
+    /// Ring budget (packet-budget strategies).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub budget: Budget,
     /// Weight for `wfq`/`ll-wfq-slice`. `None`: the default (3 for the highest class, 1 otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<u32>,
-    /// `budget = "auto"`: the worker sets this ring's budget by paper 000's Eq. 2 from the
-    /// measured RT load (ll-wfq, not the highest class).
-    pub auto_budget: bool,
+}
+
+fn is_default(b: &Budget) -> bool {
+    *b == Budget::Default
 }
 
 impl ClassSpec {
     pub fn named(name: impl Into<String>) -> Self {
         ClassSpec {
             name: name.into(),
-            budget: None,
+            budget: Budget::Default,
             weight: None,
-            auto_budget: false,
-        }
-    }
-}
-
-/// A budget as written: a number or a word (only `"auto"` is one).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-enum BudgetValue {
-    Count(u32),
-    Word(String),
-}
-
-/// [`ClassSpec`] as written in a file.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ClassFile {
-    name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    budget: Option<BudgetValue>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    weight: Option<u32>,
-}
-
-impl TryFrom<ClassFile> for ClassSpec {
-    type Error = String;
-    fn try_from(f: ClassFile) -> Result<Self, String> {
-        let (budget, auto_budget) = match f.budget {
-            None => (None, false),
-            Some(BudgetValue::Count(b)) => (Some(b), false),
-            Some(BudgetValue::Word(w)) if w == "auto" => (None, true),
-            Some(BudgetValue::Word(w)) => {
-                return Err(format!(
-                    "class `{}`: budget `{w}`: expected a number of packets or \"auto\"",
-                    f.name
-                ))
-            }
-        };
-        Ok(ClassSpec {
-            name: f.name,
-            budget,
-            weight: f.weight,
-            auto_budget,
-        })
-    }
-}
-
-impl From<ClassSpec> for ClassFile {
-    fn from(c: ClassSpec) -> ClassFile {
-        ClassFile {
-            name: c.name,
-            budget: if c.auto_budget {
-                Some(BudgetValue::Word("auto".into()))
-            } else {
-                c.budget.map(BudgetValue::Count)
-            },
-            weight: c.weight,
         }
     }
 }
@@ -313,10 +267,14 @@ impl SchedConfig {
         }
     }
 
-    /// Sets per-class ring budgets, in class order.
+    /// Sets per-class ring budgets in packets, in class order (for configurations built in
+    /// code; input from users goes through [`Budget`]'s parser, which names the field).
+    ///
+    /// # Panics
+    /// On a budget of 0: a ring with budget 0 starves, so no configuration may hold one.
     pub fn with_budgets(mut self, budgets: &[u32]) -> Self {
         for (c, b) in self.classes.iter_mut().zip(budgets) {
-            c.budget = Some(*b);
+            c.budget = Budget::packets(*b).expect("a ring budget is at least 1 packet");
         }
         self
     }
@@ -349,13 +307,7 @@ impl SchedConfig {
                     format!("class `{}` is listed twice", c.name),
                 ));
             }
-            if c.budget == Some(0) {
-                return Err(ConfigError::new(
-                    "budgets",
-                    format!("class `{}` has ring budget 0; a ring budget must be at least 1 packet or it starves", c.name),
-                ));
-            }
-            if c.auto_budget {
+            if c.budget.is_auto() {
                 let reason = if self.strategy != StrategyKind::LlWfq {
                     Some(format!(
                         "class `{}`: budget = \"auto\" needs strategy ll-wfq (the BE budget between RT visits that paper 000's Eq. 2 sets), not {}",
@@ -398,11 +350,14 @@ impl SchedConfig {
             ));
         }
         let budget = |i: usize| -> u32 {
-            self.classes[i].budget.unwrap_or(match self.strategy {
-                StrategyKind::LlWfq if i == 0 && n > 1 => Self::DEFAULT_HIGH_BUDGET,
-                StrategyKind::LlWfq | StrategyKind::LlRr if n > 1 => Self::DEFAULT_LOW_BUDGET,
-                _ => self.device_budget,
-            })
+            self.classes[i]
+                .budget
+                .fixed()
+                .unwrap_or(match self.strategy {
+                    StrategyKind::LlWfq if i == 0 && n > 1 => Self::DEFAULT_HIGH_BUDGET,
+                    StrategyKind::LlWfq | StrategyKind::LlRr if n > 1 => Self::DEFAULT_LOW_BUDGET,
+                    _ => self.device_budget,
+                })
         };
         if self.strategy == StrategyKind::LlRr {
             let b0 = budget(0);
@@ -498,7 +453,7 @@ impl SchedConfig {
             }
         }
         let auto: Vec<RingId> = (0..n)
-            .filter(|&i| self.classes[i].auto_budget)
+            .filter(|&i| self.classes[i].budget.is_auto())
             .map(|i| layout.class_to_ring[i])
             .collect();
         if let (Some(spec), false) = (self.auto_budget, auto.is_empty()) {
@@ -592,11 +547,8 @@ mod tests {
             .layout()
             .unwrap_err();
         assert_eq!(e.field, "budgets");
-        let e = SchedConfig::new(StrategyKind::LlWfq, &["rt", "be"])
-            .with_budgets(&[0, 4])
-            .layout()
-            .unwrap_err();
-        assert_eq!(e.field, "budgets");
+        // A budget of 0 cannot be built: the parser refuses it.
+        assert_eq!("0".parse::<Budget>(), Err(crate::sched::BudgetError::Zero));
         let mut c = SchedConfig::new(StrategyKind::LlWfq, &["rt"]);
         c.device_budget = 0;
         assert_eq!(c.layout().unwrap_err().field, "device-budget");

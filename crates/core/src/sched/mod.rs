@@ -1,7 +1,7 @@
 //! The scheduler core: rings, devices, the poll list and the strategies.
 //!
 //! The model follows the NAPI poll loop extended with per-class rings of
-//! [paper 000](../../../../shared/seeds/README.md) (Fig. 2): a *device* is a set of rings that share
+//! paper 000 (Beifuß et al., "Building a Low Latency Linux Software Router", ITC 2016; Fig. 2): a *device* is a set of rings that share
 //! one wake-up source (an IRQ line; here a blocking wait on the device's sockets). A woken device
 //! joins the *poll list*; the engine takes the device at the head, serves its rings with per-ring
 //! budgets until its *device budget* is spent (device moves to the tail) or every ring is empty
@@ -14,12 +14,14 @@
 
 mod auto;
 pub mod bound;
+mod budget;
 mod config;
 mod engine;
 mod ring;
 mod tx;
 
 pub use auto::{AutoBudget, AutoReading};
+pub use budget::{repeated_class, Budget, BudgetError, ClassBudget, PerClass};
 pub use config::{
     AutoBudgetSpec, AutoRings, AutoTarget, ClassSpec, ConfigError, Layout, RingSpec, SchedConfig,
     StrategyKind,

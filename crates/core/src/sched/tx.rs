@@ -23,9 +23,11 @@ impl TxPolicy {
     /// go out with the next grant's frames instead of in a kick of their own, which on veth
     /// cuts ll-wfq's flushes per frame from 0.106 to 0.073 and forwards 2–4 % more under
     /// overload, for ~1.5–4 µs of RT median there; a worker that runs out of work flushes at
-    /// once, so at light load it costs nothing (docs/measurements.md, "The price of QoS under
+    /// once, so at light load it costs nothing (docs/datapath.md, "Transmit", on "the price of QoS under
     /// overload"). 0: every higher ring's grant kicks at once.
     pub const DEFAULT_HOLD_US: u32 = 1;
+    /// The router's default `tx-batch`: frames of the lowest ring held back for one kick.
+    pub const DEFAULT_BATCH: u32 = 16;
 
     /// Frames of the lowest ring wait for `batch` queued frames (at least 1).
     pub fn new(batch: usize) -> TxPolicy {

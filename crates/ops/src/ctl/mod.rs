@@ -129,7 +129,10 @@ pub enum Command {
     },
     /// Sets the ring budget of a class (packets, or ns for time-slice strategies).
     #[serde(rename = "budget.set")]
-    BudgetSet { class: String, budget: u32 },
+    BudgetSet {
+        class: String,
+        budget: llr_core::sched::Budget,
+    },
     /// Sets the device budget (NAPI weight).
     #[serde(rename = "device_budget.set")]
     DeviceBudgetSet { budget: u32 },
@@ -350,6 +353,11 @@ fn serde_error(e: serde_json::Error) -> CtlError {
         } else {
             None
         }
+    } else if msg.contains("unknown strategy") {
+        // StrategyKind and Budget parse as their FromStr does, with its message
+        Some("strategy".into())
+    } else if msg.contains("ring budget") || msg.contains("a number of packets or") {
+        Some("budget".into())
     } else {
         None
     };

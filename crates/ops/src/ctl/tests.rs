@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::*;
+use llr_core::sched::Budget;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Mutex;
@@ -42,9 +43,9 @@ impl ControlTarget for Mock {
         match cmd {
             Command::Status {} => Ok(serde_json::json!({"strategy": "ll-wfq"})),
             Command::BudgetSet { class, budget } => {
-                if budget == 0 {
-                    return Err(CtlError::new("budget", "must be at least 1"));
-                }
+                let Some(budget) = budget.fixed() else {
+                    return Err(CtlError::new("budget", "a number of packets here"));
+                };
                 let mut b = self.budgets.lock().unwrap();
                 match b.get_mut(&class) {
                     Some(v) => {
@@ -93,7 +94,7 @@ fn raw_reply(c: &mut CtlClient, bytes: &[u8]) -> Reply {
 fn command_json_shape() {
     let c = Command::BudgetSet {
         class: "rt".into(),
-        budget: 60,
+        budget: Budget::packets(60).unwrap(),
     };
     assert_eq!(
         serde_json::to_value(&c).unwrap(),
@@ -112,6 +113,11 @@ fn command_json_shape() {
         (&br#"{"version":1,"cmd":"status","x":1}"#[..], "x"),
         (
             br#"{"version":1,"cmd":"budget.set","class":"rt"}"#,
+            "budget",
+        ),
+        // a budget of 0 does not parse: the field is named all the same
+        (
+            br#"{"version":1,"cmd":"budget.set","class":"rt","budget":0}"#,
             "budget",
         ),
         (br#"{"version":1,"cmd":"nope"}"#, "cmd"),
@@ -179,18 +185,18 @@ fn round_trip_and_rejected_change() {
     let r = c
         .call(&Command::BudgetSet {
             class: "rt".into(),
-            budget: 0,
+            budget: Budget::Auto,
         })
         .unwrap();
     assert_eq!(
         r.into_result().unwrap_err(),
-        CtlError::new("budget", "must be at least 1")
+        CtlError::new("budget", "a number of packets here")
     );
     assert_eq!(m.budgets.lock().unwrap()["rt"], 60); // untouched
     let r = c
         .call(&Command::BudgetSet {
             class: "rt".into(),
-            budget: 30,
+            budget: Budget::packets(30).unwrap(),
         })
         .unwrap();
     assert!(r.ok);

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use llr_core::classify::RuleSpec;
 use llr_core::flow::{AclSpec, FlowSchedConfig, FlowSpec};
-use llr_core::sched::{AutoBudgetSpec, ClassSpec, SchedConfig};
+use llr_core::sched::{AutoBudgetSpec, ClassSpec, SchedConfig, StrategyKind};
 use llr_io::ebpf::AttachMode;
 use llr_io::xsk::{WakeMode, XskOptions};
 use serde::{Deserialize, Serialize};
@@ -89,8 +89,8 @@ macro_rules! bail {
 mod resolve;
 pub use resolve::{FlowSetup, Resolved};
 
-fn default_strategy() -> String {
-    "ll-wfq".into()
+fn default_strategy() -> StrategyKind {
+    StrategyKind::LlWfq
 }
 fn default_device_budget() -> u32 {
     SchedConfig::DEFAULT_DEVICE_BUDGET
@@ -108,7 +108,7 @@ fn default_batch() -> u32 {
     32
 }
 fn default_tx_batch() -> u32 {
-    16
+    llr_core::sched::TxPolicy::DEFAULT_BATCH
 }
 fn default_tx_hold_us() -> u32 {
     llr_core::sched::TxPolicy::DEFAULT_HOLD_US
@@ -117,7 +117,7 @@ fn default_tx_hold_us() -> u32 {
 /// safety net (a full table takes a second of CPU to dump and diff), so it is rare.
 /// Memory per route assumed when `max-routes` comes from a memory limit: the full-table
 /// fixture measured ~110 bytes per route beyond the fixed parts below (prefix maps, IPv6
-/// groups, the mirror's view; docs/measurements.md), rounded up for re-dumps and slack.
+/// groups, the mirror's view; docs/results.md, "Full table and BIRD"), rounded up for re-dumps and slack.
 pub const BYTES_PER_ROUTE: u64 = 160;
 /// Memory kept for everything but per-route state: rings, UMEM, maps and threads (55 MB
 /// resident measured with no routes) and the IPv4 first level (64 MiB, most of it touched once
@@ -355,7 +355,7 @@ pub struct RouterConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub helper_cores: Option<Vec<usize>>,
     #[serde(default = "default_strategy")]
-    pub strategy: String,
+    pub strategy: StrategyKind,
     #[serde(default = "default_device_budget")]
     pub device_budget: u32,
     #[serde(default = "default_time_slice")]
@@ -441,7 +441,7 @@ impl RouterConfig {
     pub fn two_class(interfaces: Vec<String>) -> RouterConfig {
         RouterConfig {
             interfaces,
-            strategy: "ll-wfq".into(),
+            strategy: StrategyKind::LlWfq,
             classes: vec![ClassSpec::named("rt"), ClassSpec::named("be")],
             rules: vec![RuleSpec {
                 class: "rt".into(),
@@ -571,11 +571,12 @@ via = "10.0.2.1"
     fn errors_name_the_field() {
         let e = RouterConfig::from_toml(&format!("{GOOD}\nbogus = 1")).unwrap_err();
         assert!(e.to_string().contains("bogus"), "{e}");
-        let e = RouterConfig::from_toml(&GOOD.replace("ll-wfq", "wrr"))
-            .unwrap()
-            .resolve(idx)
-            .unwrap_err();
-        assert!(e.to_string().starts_with("strategy"), "{e}");
+        // Typed fields are refused as the file is read, with the line and the field.
+        let e = RouterConfig::from_toml(&GOOD.replace("ll-wfq", "wrr")).unwrap_err();
+        assert!(
+            e.to_string().contains("strategy: unknown strategy `wrr`"),
+            "{e}"
+        );
         let e = RouterConfig::from_toml(&GOOD.replace("dev = \"b\"", "dev = \"zz\""))
             .unwrap()
             .resolve(idx)
@@ -586,11 +587,11 @@ via = "10.0.2.1"
             .resolve(idx)
             .unwrap_err();
         assert!(e.to_string().starts_with("rules[0].dscp"), "{e}");
-        let e = RouterConfig::from_toml(&GOOD.replace("budget = 4", "budget = 0"))
-            .unwrap()
-            .resolve(idx)
-            .unwrap_err();
-        assert!(e.to_string().starts_with("budgets"), "{e}");
+        let e = RouterConfig::from_toml(&GOOD.replace("budget = 4", "budget = 0")).unwrap_err();
+        assert!(
+            e.to_string().contains("budget = 0") && e.to_string().contains("at least 1"),
+            "{e}"
+        );
         let e = RouterConfig::from_toml(&format!("{GOOD}\n[metrics]\nlisten = \"0.0.0.0:9877\""))
             .unwrap()
             .resolve(idx)

@@ -2,7 +2,7 @@
 
 use llr_core::classify::{Rule, RuleSet};
 use llr_core::flow::{AclSpec, FlowSchedConfig, FlowSpec, Flows};
-use llr_core::sched::{Layout, SchedConfig, StrategyKind};
+use llr_core::sched::{Layout, SchedConfig};
 use llr_core::FieldError;
 use llr_io::kernel::{parse_mac, parse_prefix, StaticNeighbor, StaticRoute};
 
@@ -86,7 +86,7 @@ impl FlowSetup {
 impl RouterConfig {
     /// The scheduler configuration (checked by `layout()`).
     pub fn sched(&self) -> Result<SchedConfig, ConfigError> {
-        let strategy: StrategyKind = self.strategy.parse()?;
+        let strategy = self.strategy;
         Ok(SchedConfig {
             strategy,
             classes: self.classes.clone(),

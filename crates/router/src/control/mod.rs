@@ -24,7 +24,7 @@ use crate::steer::{Classifiers, RuleImages};
 use crate::worker::ctl::{Change, WorkerLink, WorkerSnapshot};
 use llr_core::classify::{RuleError, RuleSet, RuleSpec};
 use llr_core::fwd::SharedForwarder;
-use llr_core::sched::{Layout, StrategyKind};
+use llr_core::sched::{Budget, Layout, StrategyKind};
 use llr_io::kernel::{self, MirrorSpec, StaticRoute};
 use llr_io::xsk::WakeMode;
 use llr_ops::ctl::{Command, ControlTarget, CtlError, Listing};
@@ -421,18 +421,13 @@ impl RouterCtl {
     }
 
     /// `budget.set`: one class's ring budget.
-    pub fn budget_set(&self, class: &str, budget: u32) -> Result<Value, CtlError> {
+    pub fn budget_set(&self, class: &str, budget: Budget) -> Result<Value, CtlError> {
         let mut st = self.lock();
         let i = st.class_index(class)?;
-        if budget == 0 {
-            return Err(err("budget", "must be at least 1"));
-        }
         let snap = self.latest();
         let previous = (snap.class_to_ring.get(i)).and_then(|&r| snap.ring_budgets.get(r).copied());
         let mut cfg = st.cfg.clone();
-        cfg.classes[i].budget = Some(budget);
-        // A budget set by hand replaces "auto" for the class.
-        cfg.classes[i].auto_budget = false;
+        cfg.classes[i].budget = budget;
         self.apply_sched(&mut st, cfg)?;
         Ok(json!({ "class": class, "budget": budget, "previous": previous }))
     }
@@ -453,12 +448,9 @@ impl RouterCtl {
     /// `strategy.set`.
     pub fn strategy_set(&self, strategy: StrategyKind) -> Result<Value, CtlError> {
         let mut st = self.lock();
-        let previous = self
-            .latest()
-            .strategy
-            .map_or(st.cfg.strategy.clone(), |s| s.name().to_string());
+        let previous = self.latest().strategy.unwrap_or(st.cfg.strategy);
         let mut cfg = st.cfg.clone();
-        cfg.strategy = strategy.name().to_string();
+        cfg.strategy = strategy;
         self.apply_sched(&mut st, cfg)?;
         Ok(json!({ "strategy": strategy.name(), "previous": previous }))
     }

@@ -30,7 +30,7 @@ impl RouterCtl {
                 json!({
                     "name": c.name,
                     "budget": ring.and_then(|r| snap.ring_budgets.get(r).copied()),
-                    "configured_budget": if c.auto_budget { json!("auto") } else { json!(c.budget) },
+                    "configured_budget": c.budget,
                     "ring": ring,
                 })
             })
@@ -48,7 +48,7 @@ impl RouterCtl {
             "config": self.config_path,
             "uptime_s": self.started.elapsed().as_secs_f64(),
             "interfaces": st.cfg.interfaces,
-            "strategy": snap.strategy.map(|s| s.name()).unwrap_or(st.cfg.strategy.as_str()),
+            "strategy": snap.strategy.unwrap_or(st.cfg.strategy),
             "device_budget": snap.device_budget,
             "classes": classes,
             "rings": snap.layout_rings.iter().zip(&snap.ring_budgets).map(|(n, b)| json!({"name": n, "budget": b})).collect::<Vec<_>>(),
