@@ -2,7 +2,7 @@
 //! `llr_ops::views`, reference in docs/operations.md).
 
 use anyhow::Result;
-use clap::{Args as ClapArgs, Subcommand, ValueEnum};
+use clap::{Args as ClapArgs, Subcommand};
 use llr_core::sched::{Budget, StrategyKind};
 use llr_ops::ctl::{Command, CtlClient, WakeMode, DEFAULT_SOCKET};
 use llr_ops::metrics::MetricsSnapshot;
@@ -134,34 +134,13 @@ fn strategy_parser() -> impl clap::builder::TypedValueParser<Value = StrategyKin
         .map(|s| s.parse::<StrategyKind>().expect("a listed strategy name"))
 }
 
-/// Wake-up modes of the poll loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum WakeArg {
-    /// Sleep in poll() when idle.
-    Interrupt,
-    /// Never sleep.
-    Busy,
-    /// Spin `--spin-us`, then sleep.
-    Adaptive,
-}
-
-impl From<WakeArg> for WakeMode {
-    fn from(w: WakeArg) -> Self {
-        match w {
-            WakeArg::Interrupt => WakeMode::Interrupt,
-            WakeArg::Busy => WakeMode::Busy,
-            WakeArg::Adaptive => WakeMode::Adaptive,
-        }
-    }
-}
-
 #[derive(Debug, Clone, Subcommand)]
 pub enum WakeupCmd {
     /// Switch the wake-up mode.
     Set {
         /// Wake-up mode.
         #[arg(value_enum)]
-        mode: WakeArg,
+        mode: WakeMode,
         /// Spin time before sleeping (adaptive only), µs.
         #[arg(long)]
         spin_us: Option<u64>,
@@ -230,11 +209,11 @@ pub fn request(cmd: &CtlCmd) -> Result<Request> {
             strategy: *strategy,
         },
         CtlCmd::Wakeup(WakeupCmd::Set { mode, spin_us }) => {
-            if spin_us.is_some() && *mode != WakeArg::Adaptive {
+            if spin_us.is_some() && *mode != WakeMode::Adaptive {
                 return Err(usage("spin-us", "only with the adaptive mode"));
             }
             Command::WakeupSet {
-                mode: (*mode).into(),
+                mode: *mode,
                 spin_us: *spin_us,
             }
         }

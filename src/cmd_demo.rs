@@ -106,7 +106,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
             "no cgroup v1 cpuset here, so other tasks may share the router's CPU and lengthen the RT tail"
         }
     );
-    match llr_lab::demo::live(a.live_secs, crate::cmd_gen::stop_on_signal()) {
+    match llr_lab::demo::live(a.live_secs, llr_io::sys::install_stop_signals()) {
         Ok(rows) => print!("{}", live_table(&rows, a.live_secs)),
         Err(llr_lab::LabError::NeedRoot) => println!("  skipped: the live comparison needs root (network namespaces and XDP); showing the simulation only"),
         Err(e) => println!("  skipped: {e:#}"),

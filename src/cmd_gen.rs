@@ -1,14 +1,12 @@
 //! `llrouter gen`: send probe traffic (see `llr_io::gen`).
 
 use std::net::IpAddr;
-use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use clap::Args;
 use llr_io::gen::Backend as GenBackend;
 use llr_io::gen::{Gaps, GenConfig, GenReport, TxSteer};
 
-use crate::cli_util::{in_netns, print_json_or, table, usage};
+use crate::cli_util::{in_netns, print_json_or, secs, table, to_usage};
 
 /// Send UDP probe traffic (sequence number, class, flow and send timestamp in every payload).
 #[derive(Debug, Args)]
@@ -77,22 +75,6 @@ pub struct GenArgs {
     pub json: bool,
 }
 
-/// A validation error of a generator or sink config as a usage error (exit code 2).
-pub(crate) fn to_usage(e: llr_core::sched::ConfigError) -> anyhow::Error {
-    crate::cli_util::UsageError::from(e).into()
-}
-
-/// Converts a duration flag in seconds.
-pub(crate) fn secs(flag: &str, v: Option<f64>) -> anyhow::Result<Option<Duration>> {
-    match v {
-        None => Ok(None),
-        Some(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => {
-            Ok(Some(Duration::from_secs_f64(s)))
-        }
-        Some(s) => Err(usage(flag, format!("{s}: must be > 0 and ≤ 86400 seconds"))),
-    }
-}
-
 impl GenArgs {
     /// The generator configuration.
     pub fn config(&self) -> anyhow::Result<GenConfig> {
@@ -119,11 +101,6 @@ impl GenArgs {
     }
 }
 
-/// Installs a SIGINT/SIGTERM handler that sets the returned flag (bounded loops poll it).
-pub fn stop_on_signal() -> &'static AtomicBool {
-    llr_io::sys::install_stop_signals()
-}
-
 /// Prints a generator report.
 pub fn print_report(r: &GenReport) {
     let rows = vec![vec![
@@ -148,7 +125,7 @@ pub fn print_report(r: &GenReport) {
 /// `llrouter gen`.
 pub fn run(args: GenArgs) -> anyhow::Result<()> {
     let cfg = args.config()?;
-    let stop = stop_on_signal();
+    let stop = llr_io::sys::install_stop_signals();
     let backend = args.backend;
     let cpu = args.cpu;
     if let Some(c) = cpu {

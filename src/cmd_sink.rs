@@ -6,7 +6,7 @@ use llr_io::sink::{self, SinkConfig, SinkReport};
 use llr_lab::SinkBackend;
 
 use crate::cli_util::{in_netns, print_json_or, table, us, usage};
-use crate::cmd_gen::{secs, stop_on_signal, to_usage};
+use crate::cli_util::{secs, to_usage};
 
 /// Receive probe traffic and measure latency, loss and reordering per class.
 #[derive(Debug, Args)]
@@ -115,7 +115,7 @@ pub fn run(args: SinkArgs) -> anyhow::Result<()> {
         (SinkBackend::Xdp, Some(i)) => sink::SinkBackend::Xdp { iface: i.clone() },
         (SinkBackend::Udp, None) => sink::SinkBackend::Udp,
     };
-    let stop = stop_on_signal();
+    let stop = llr_io::sys::install_stop_signals();
     let cpu = args.cpu;
     if let Some(c) = cpu {
         crate::cli_util::check_cpu("cpu", c)?;

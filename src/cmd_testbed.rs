@@ -22,24 +22,15 @@
 //! The router's CPU cost per forwarded packet is measured per point: llrouter's process CPU time
 //! (`/proc/PID/stat`), or the router CPU's softirq time (`/proc/stat`) for the kernel targets.
 
-use std::path::PathBuf;
-use std::time::Duration;
-
 use anyhow::{bail, Result};
-use clap::{Args, Subcommand, ValueEnum};
-use llr_io::gen::Gaps;
+use clap::{Args, Subcommand};
 use llr_io::netns::{addr, Topology};
-use llr_io::xsk::WakeMode;
-use llr_lab::alternate::AlternateStudy;
-use llr_lab::iperf::{self, IperfStudy};
-use llr_lab::mlffr::MlffrStudy;
-use llr_lab::options::Search;
-use llr_lab::options::Steering;
-use llr_lab::sweep::SweepStudy;
-use llr_lab::{Budgets, GenBackend, Options, Progress, SinkBackend, Target};
+use llr_io::sys::install_stop_signals;
+use llr_lab::args::{AlternateArgs, CostsArgs, FulltableArgs, IperfArgs, MlffrArgs, RunArgs};
+use llr_lab::iperf;
+use llr_lab::Progress;
 
-use crate::cli_util::{lab_error, parse_values, usage};
-use crate::cmd_gen::stop_on_signal;
+use crate::cli_util::{lab_error, usage};
 
 /// The namespace testbed.
 #[derive(Debug, Args)]
@@ -84,333 +75,6 @@ pub enum TestbedCmd {
     Fulltable(FulltableArgs),
 }
 
-/// `testbed fulltable`.
-#[derive(Debug, Args)]
-pub struct FulltableArgs {
-    /// IPv4 prefixes (today's table: about 1 000 000).
-    #[arg(long, default_value_t = 1_000_000)]
-    pub v4: usize,
-    /// IPv6 prefixes (today's table: about 200 000).
-    #[arg(long, default_value_t = 230_000)]
-    pub v6: usize,
-    /// Seed: the same seed and sizes always give the same table.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Distinct next hops. 1: every route via the sink (10.71.2.1, fd71:2::1), so the batch
-    /// files apply to a plain `testbed up`. More: gateways 10.71.64.1… and fd71:2::100:1…,
-    /// which need 10.71.127.254/18 on the router's veth-rout (the summary says so).
-    #[arg(long, default_value_t = 1)]
-    pub next_hops: u16,
-    /// BIRD static protocols per family (fx4_0…, fx6_0…): `birdc disable fx4_3` withdraws a
-    /// slice.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub slices: u32,
-    /// Output directory (created).
-    #[arg(long)]
-    pub out: PathBuf,
-}
-
-/// Wake-up mode of the llrouter targets' worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Wake {
-    Interrupt,
-    Busy,
-    Adaptive,
-}
-
-impl From<Wake> for WakeMode {
-    fn from(w: Wake) -> WakeMode {
-        match w {
-            Wake::Interrupt => WakeMode::Interrupt,
-            Wake::Busy => WakeMode::Busy,
-            Wake::Adaptive => WakeMode::Adaptive,
-        }
-    }
-}
-
-fn parse_target(s: &str) -> std::result::Result<Target, String> {
-    s.parse().map_err(|e: llr_lab::options::TargetError| e.0)
-}
-
-/// Options shared by `run`, `mlffr` and `iperf`.
-#[derive(Debug, Args, Clone)]
-pub struct Common {
-    /// Targets, comma-separated: kernel, kernel-htb, llrouter:<strategy>.
-    #[arg(long, value_delimiter = ',', value_parser = parse_target, default_value = "kernel,kernel-htb")]
-    pub targets: Vec<Target>,
-    /// Use this topology (from `up`) instead of a temporary one.
-    #[arg(long)]
-    pub name: Option<String>,
-    /// Frame size in bytes without FCS.
-    #[arg(long, default_value_t = 64)]
-    pub size: usize,
-    /// Number of flows.
-    #[arg(long, default_value_t = 16)]
-    pub flows: u16,
-    /// Inter-arrival times.
-    #[arg(long, value_enum, default_value_t = Gaps::Poisson)]
-    pub gaps: Gaps,
-    /// Seconds of traffic per measurement point.
-    #[arg(long, default_value_t = 2.0)]
-    pub point_secs: f64,
-    /// CPU of the router (RPS target of the kernel, worker of llrouter).
-    #[arg(long, default_value_t = 1)]
-    pub router_cpu: usize,
-    /// CPU of the generator and sink threads.
-    #[arg(long, default_value_t = 0)]
-    pub gen_cpu: usize,
-    /// Use IPv6 instead of IPv4.
-    #[arg(long)]
-    pub ipv6: bool,
-    /// Output directory.
-    #[arg(long, default_value = "testbed-out")]
-    pub out: PathBuf,
-    /// Generator backend: bpf-live (Mpps, bursts of --gen-batch), xsk (AF_XDP Tx, packet by
-    /// packet, 0.5-0.8 Mpps here) or udp.
-    #[arg(long, value_enum, default_value_t = GenBackend::BpfLive)]
-    pub gen_backend: GenBackend,
-    /// Sink backend: xdp (histograms in maps, 3 % buckets) or udp (exact HDR).
-    #[arg(long, value_enum, default_value_t = SinkBackend::Xdp)]
-    pub sink_backend: SinkBackend,
-    /// llrouter targets: wake-up mode.
-    #[arg(long, value_enum, default_value_t = Wake::Interrupt)]
-    pub wake: Wake,
-    /// llrouter targets: ring budgets of rt and be, `RT,BE` (ll-rr: BE for both rings).
-    #[arg(long, default_value = "60,4")]
-    pub budgets: Budgets,
-    /// llrouter:ll-wfq targets: `budget = "auto"` for be, towards an RT time in ring of this
-    /// many µs (paper 000's Eq. 2 with the measured ρRT and x; replaces the BE budget).
-    #[arg(long)]
-    pub auto_budget_us: Option<f64>,
-    /// llrouter targets: device budget.
-    #[arg(long, default_value_t = 64)]
-    pub device_budget: u32,
-    /// llrouter targets: artificial per-packet cost in ns (busy wait).
-    #[arg(long, default_value_t = 0)]
-    pub cost_ns: u64,
-    /// Generator (bpf-live) burst size in frames, 1..=1024. Below 8 the generator falls far short
-    /// of its rate when the router's ingress has an XDP program (see docs/results.md, "How to read them").
-    #[arg(long, default_value_t = 32)]
-    pub gen_batch: usize,
-    /// Receive on the router's CPU: threaded NAPI for the router's ingress veth, its kernel
-    /// thread pinned to --router-cpu. Without it the ingress veth's receive work (XDP
-    /// classifier, AF_XDP copy, or the kernel's GRO) runs on the generator's CPU inside its
-    /// send call, which caps the `xsk` generator below llrouter's capacity. Needs a sleeping
-    /// worker (`--wake interrupt`): a busy-polling worker on the same CPU starves the thread.
-    #[arg(long)]
-    pub rx_napi_thread: bool,
-    /// Run the sink veth's receive (its XDP program or UDP stack) on the generator's CPU
-    /// (threaded NAPI for the sink veth, pinned there at real-time priority, and RPS) instead
-    /// of in softirq on the router's CPU inside the router's transmit, for every target alike.
-    /// On a 2-core machine that CPU then also carries the generator and the router's ingress
-    /// receive (see docs/results.md, "How to read them", before trusting loss figures with it).
-    #[arg(long)]
-    pub sink_on_gen_cpu: bool,
-    /// Keep every other task of the machine (processes, unbound kernel threads and
-    /// workqueues) off the router's CPUs while this runs (a cgroup v1 cpuset, removed at the
-    /// end): without it, anything that wakes on the router's CPU takes it from the worker for a
-    /// scheduler tick or more, and the RT tail shows it. Confines other users' work too.
-    #[arg(long)]
-    pub shield: bool,
-    /// llrouter targets: Rx ring entries per class socket (power of two; 512 as in paper 000).
-    #[arg(long, default_value_t = 512)]
-    pub rx_size: u32,
-    /// llrouter targets: BE frames held back before a transmit kick (1: a kick per grant).
-    #[arg(long, default_value_t = 16)]
-    pub tx_batch: u32,
-    /// llrouter targets: µs the RT frames may wait for --tx-batch frames before a kick of their
-    /// own (the router's `tx-hold-us`; 0: a kick after every RT grant).
-    #[arg(long, default_value_t = llr_core::sched::TxPolicy::DEFAULT_HOLD_US)]
-    pub tx_hold_us: u32,
-    /// llrouter targets: the llrouter binary (default: this executable).
-    #[arg(long)]
-    pub router_bin: Option<PathBuf>,
-    /// TTL / hop limit of the generator's BE packets (bpf-live). 1: every BE packet expires at
-    /// the router, which answers with ICMP time exceeded (rate-limited) instead of forwarding.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u8).range(1..))]
-    pub be_ttl: u8,
-    /// llrouter targets: workers, on --router-cpu and the CPUs after it (wrapping around). The
-    /// veths get one queue per worker; the generator must be xsk (it spreads flows over the
-    /// queues by hash, as RSS) or udp (the kernel hashes each socket to a queue); the kernel
-    /// targets get one RPS CPU per queue.
-    #[arg(long, default_value_t = 1)]
-    pub workers: usize,
-    /// llrouter targets: xdp (the classifier's rules) or queues (the xsk generator puts class c
-    /// of flow f in queue w×2+c, an emulated Flow Director; the router uses no rules).
-    #[arg(long, value_enum, default_value_t = Steering::Xdp)]
-    pub steering: Steering,
-    /// `llrouter:<strategy>+flows` targets: a TOML file with the router's `[flow-scheduler]`,
-    /// `[[flows]]` and `[[acls]]` (without it: the class flows only, forwarding only).
-    #[arg(long)]
-    pub flow_config: Option<PathBuf>,
-}
-
-impl Common {
-    /// The library's options (checked).
-    fn options(&self) -> Result<Options> {
-        let o = Options {
-            targets: self.targets.clone(),
-            name: self.name.clone(),
-            size: self.size,
-            flows: self.flows,
-            gaps: self.gaps,
-            point_secs: self.point_secs,
-            router_cpu: self.router_cpu,
-            gen_cpu: self.gen_cpu,
-            ipv6: self.ipv6,
-            out: self.out.clone(),
-            gen_backend: self.gen_backend,
-            sink_backend: self.sink_backend,
-            wake: self.wake.into(),
-            budgets: self.budgets,
-            auto_budget_us: self.auto_budget_us,
-            device_budget: self.device_budget,
-            cost_ns: self.cost_ns,
-            gen_batch: self.gen_batch,
-            rx_napi_thread: self.rx_napi_thread,
-            sink_on_gen_cpu: self.sink_on_gen_cpu,
-            shield: self.shield,
-            rx_size: self.rx_size,
-            tx_batch: self.tx_batch,
-            tx_hold_us: self.tx_hold_us,
-            router_bin: self.router_bin.clone(),
-            be_ttl: self.be_ttl,
-            workers: self.workers,
-            steering: self.steering,
-            flow_config: self.flow_config.clone(),
-        };
-        o.check().map_err(lab_error)?;
-        Ok(o)
-    }
-}
-
-#[derive(Debug, Args, Clone)]
-pub struct RunArgs {
-    #[command(flatten)]
-    pub common: Common,
-    /// Offered loads in packets/s: list `a,b,c` or range `start:stop:step`.
-    #[arg(long, default_value = "20000,100000,200000,400000")]
-    pub loads: String,
-    /// RT shares: list or range.
-    #[arg(long, default_value = "0.3")]
-    pub rt_shares: String,
-    /// Loads as multiples of each target's MLFFR (e.g. `0.5,0.9,1.5`): searches the MLFFR of
-    /// each target first (at the first RT share) and ignores --loads.
-    #[arg(long)]
-    pub mlffr_multiples: Option<String>,
-    /// MLFFR search (with --mlffr-multiples): tolerated loss ratio.
-    #[arg(long, default_value_t = 0.001)]
-    pub loss_tolerance: f64,
-    /// MLFFR search: binary-search steps.
-    #[arg(long, default_value_t = 7)]
-    pub steps: u32,
-    /// MLFFR search: upper end of the range, packets/s.
-    #[arg(long, default_value_t = 3_000_000.0)]
-    pub max_rate: f64,
-    /// Repeat the whole measurement of every target this many times, targets interleaved per
-    /// round (a noisy VM moves single MLFFR searches by tens of %); the report gives medians
-    /// and ranges.
-    #[arg(long, default_value_t = 1)]
-    pub repeat: u32,
-    /// With --mlffr-multiples: also measure every target, every round, at this fixed light load
-    /// with --reference-gen-backend (default xsk: packet-by-packet Poisson arrivals, no bursts),
-    /// and report latency growth against that reference too (reference.csv).
-    #[arg(long)]
-    pub reference_load: Option<f64>,
-    /// Generator backend of the reference point.
-    #[arg(long, value_enum, default_value_t = GenBackend::Xsk)]
-    pub reference_gen_backend: GenBackend,
-}
-
-#[derive(Debug, Args)]
-pub struct CostsArgs {
-    /// results.csv files (or the output directories holding them) of `testbed run`s with
-    /// llrouter targets at overload; each file's rounds stay its own.
-    #[arg(required = true)]
-    pub results: Vec<PathBuf>,
-    /// The runs' ring budgets of rt and be, `RT,BE` (for the simulator).
-    #[arg(long, default_value = "60,4")]
-    pub budgets: Budgets,
-    /// The runs' --tx-batch (for the simulator).
-    #[arg(long, default_value_t = 16)]
-    pub tx_batch: u32,
-}
-
-#[derive(Debug, Args)]
-pub struct MlffrArgs {
-    #[command(flatten)]
-    pub common: Common,
-    /// RT share of the traffic.
-    #[arg(long, default_value_t = 0.3)]
-    pub rt_share: f64,
-    /// Tolerated loss ratio (noisy VMs: e.g. 0.001).
-    #[arg(long, default_value_t = 0.0)]
-    pub loss_tolerance: f64,
-    /// Search range, packets/s.
-    #[arg(long, default_value_t = 10_000.0)]
-    pub min_rate: f64,
-    #[arg(long, default_value_t = 2_000_000.0)]
-    pub max_rate: f64,
-    /// Repeat every search this many times, targets interleaved per round.
-    #[arg(long, default_value_t = 1)]
-    pub repeat: u32,
-    /// Binary-search steps.
-    #[arg(long, default_value_t = 8)]
-    pub steps: u32,
-}
-
-/// Options of `testbed alternate`.
-#[derive(Debug, Args, Clone)]
-pub struct AlternateArgs {
-    #[command(flatten)]
-    pub common: Common,
-    /// Offered load, packets per second (flat out: more than the router forwards).
-    #[arg(long, default_value_t = 3_000_000.0)]
-    pub load: f64,
-    /// RT share of the traffic.
-    #[arg(long, default_value_t = 0.15)]
-    pub rt_share: f64,
-    /// Measured milliseconds per slice.
-    #[arg(long, default_value_t = 500)]
-    pub slice_ms: u64,
-    /// Milliseconds after each switch before the slice is measured.
-    #[arg(long, default_value_t = 100)]
-    pub settle_ms: u64,
-    /// Cycles through every target.
-    #[arg(long, default_value_t = 30)]
-    pub cycles: u32,
-}
-
-/// Options of `testbed iperf`.
-#[derive(Debug, Args, Clone)]
-pub struct IperfArgs {
-    #[command(flatten)]
-    pub common: Common,
-    /// Seconds per iperf3 run.
-    #[arg(long, default_value_t = 5.0)]
-    pub secs: f64,
-    /// Offered rate of the BE overload beside the TCP flow, packets per second.
-    #[arg(long, default_value_t = 3_000_000.0)]
-    pub overload: f64,
-    /// Rounds (targets interleaved within each round); the report gives medians and ranges.
-    #[arg(long, default_value_t = 1)]
-    pub repeat: u32,
-    /// MTU of every link (576..=9000; above one UMEM chunk llrouter uses multi-buffer).
-    #[arg(long, default_value_t = 1500)]
-    pub mtu: u32,
-    /// Segmentation, receive and checksum offloads of the links: `on` leaves veth's defaults
-    /// (TSO, GSO, checksum offload on), `off` turns TSO, GSO, GRO and checksum offload off.
-    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
-    pub offloads: String,
-    /// Cases, comma-separated: alone (as fast as TCP goes), paced (at --pace), overload (beside
-    /// a BE overload), rt (in the RT class beside it).
-    #[arg(long, default_value = "alone,overload,rt", value_delimiter = ',')]
-    pub cases: Vec<String>,
-    /// Rate of the paced case's TCP flow, Mbit/s.
-    #[arg(long, default_value_t = 1000.0)]
-    pub pace: f64,
-}
-
 /// A progress bar on stderr.
 struct Bar(indicatif::ProgressBar);
 
@@ -443,28 +107,8 @@ impl Progress for Bar {
 }
 
 fn run_sweep(a: RunArgs) -> Result<()> {
-    let options = a.common.options()?;
-    let multiples = match &a.mlffr_multiples {
-        Some(m) => Some(parse_values("mlffr-multiples", m)?),
-        None => None,
-    };
-    let study = SweepStudy {
-        loads: parse_values("loads", &a.loads)?,
-        shares: parse_values("rt-shares", &a.rt_shares)?,
-        multiples,
-        search: Search {
-            loss_tolerance: a.loss_tolerance,
-            min_rate: 10_000.0,
-            max_rate: a.max_rate,
-            steps: a.steps,
-        },
-        repeat: a.repeat,
-        reference_load: a.reference_load,
-        reference_gen_backend: a.reference_gen_backend,
-        options,
-    };
-    study.check().map_err(lab_error)?;
-    let stop = stop_on_signal();
+    let study = a.study().map_err(lab_error)?;
+    let stop = install_stop_signals();
     let o = study.run(stop, &Bar::new()).map_err(lab_error)?;
     println!("{}", o.md);
     println!(
@@ -486,19 +130,8 @@ fn run_sweep(a: RunArgs) -> Result<()> {
 }
 
 fn run_mlffr(a: MlffrArgs) -> Result<()> {
-    let study = MlffrStudy {
-        options: a.common.options()?,
-        rt_share: a.rt_share,
-        search: Search {
-            loss_tolerance: a.loss_tolerance,
-            min_rate: a.min_rate,
-            max_rate: a.max_rate,
-            steps: a.steps,
-        },
-        repeat: a.repeat,
-    };
-    study.check().map_err(lab_error)?;
-    let stop = stop_on_signal();
+    let study = a.study().map_err(lab_error)?;
+    let stop = install_stop_signals();
     let o = study.run(stop, &Bar::new()).map_err(lab_error)?;
     for (t, why) in &o.unmeasured {
         println!("{t}: not measured: {why}");
@@ -515,16 +148,8 @@ fn run_mlffr(a: MlffrArgs) -> Result<()> {
 }
 
 fn run_alternate(a: AlternateArgs) -> Result<()> {
-    let study = AlternateStudy {
-        options: a.common.options()?,
-        rate: a.load,
-        rt_share: a.rt_share,
-        slice: Duration::from_millis(a.slice_ms),
-        settle: Duration::from_millis(a.settle_ms),
-        cycles: a.cycles,
-    };
-    study.check().map_err(lab_error)?;
-    let stop = stop_on_signal();
+    let study = a.study().map_err(lab_error)?;
+    let stop = install_stop_signals();
     let o = study.run(stop, &Bar::new()).map_err(lab_error)?;
     println!("{}", o.md);
     println!(
@@ -538,27 +163,8 @@ fn run_alternate(a: AlternateArgs) -> Result<()> {
 }
 
 fn run_iperf(a: IperfArgs) -> Result<()> {
-    let study = IperfStudy {
-        options: a.common.options()?,
-        secs: a.secs,
-        overload: a.overload,
-        repeat: a.repeat,
-        mtu: a.mtu,
-        offloads: a.offloads == "on",
-        cases: (a.cases.iter())
-            .map(|c| {
-                iperf::Case::parse(c).ok_or_else(|| {
-                    usage(
-                        "cases",
-                        format!("`{c}` is not a case (alone, paced, overload, rt)"),
-                    )
-                })
-            })
-            .collect::<Result<_, _>>()?,
-        pace_mbps: a.pace,
-    };
-    study.check().map_err(lab_error)?;
-    let stop = stop_on_signal();
+    let study = a.study().map_err(lab_error)?;
+    let stop = install_stop_signals();
     let rows = study
         .run(stop, &mut |r| {
             eprintln!(
@@ -637,29 +243,10 @@ pub fn run(args: TestbedArgs) -> Result<()> {
 }
 
 fn costs(a: CostsArgs) -> Result<()> {
-    let files: Vec<PathBuf> = (a.results.iter())
-        .map(|p| {
-            if p.is_dir() {
-                p.join("results.csv")
-            } else {
-                p.clone()
-            }
-        })
-        .collect();
-    if let Some(f) = files.iter().find(|f| !f.is_file()) {
-        bail!(
-            "{}: no such file (a `testbed run` output directory or its results.csv)",
-            f.display()
-        );
-    }
+    let files = a.files().map_err(lab_error)?;
     let paths: Vec<&std::path::Path> = files.iter().map(|p| p.as_path()).collect();
     let rows = llr_lab::report::read_runs(&paths).map_err(lab_error)?;
-    let c = Options {
-        budgets: a.budgets,
-        tx_batch: a.tx_batch,
-        ..Options::new(&[], PathBuf::new())
-    };
-    let md = llr_lab::report::costs_md(&c, &rows);
+    let md = llr_lab::report::costs_md(&a.options(), &rows);
     if md.is_empty() {
         bail!(
             "no overloaded llrouter point with grant counters in {} file(s) (BE loss > 1 % and a build that records flushes)",
@@ -671,14 +258,9 @@ fn costs(a: CostsArgs) -> Result<()> {
 }
 
 fn fulltable(a: FulltableArgs) -> Result<()> {
-    use llr_core::fixture::{Fixture, FixtureSpec};
+    use llr_core::fixture::Fixture;
     use llr_lab::fulltable::{self, Gateways};
-    let spec = FixtureSpec {
-        v4: a.v4,
-        v6: a.v6,
-        seed: a.seed,
-        next_hops: a.next_hops,
-    };
+    let spec = a.spec();
     let gw = Gateways::testbed(a.next_hops).map_err(lab_error)?;
     let t0 = std::time::Instant::now();
     let fx = Fixture::generate(spec).map_err(|e| usage(&e.field, e.reason))?;

@@ -44,6 +44,7 @@ pub struct IperfStudy {
 
 /// One kind of iperf3 run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Case {
     /// The TCP flow alone, as fast as it goes (BE).
     Alone,
@@ -64,17 +65,6 @@ impl Case {
             Case::Overload => "tcp-be+overload",
             Case::Rt => "tcp-rt+overload",
         }
-    }
-
-    /// Parses `alone`, `paced`, `overload` or `rt`.
-    pub fn parse(s: &str) -> Option<Case> {
-        Some(match s {
-            "alone" => Case::Alone,
-            "paced" => Case::Paced,
-            "overload" => Case::Overload,
-            "rt" => Case::Rt,
-            _ => return None,
-        })
     }
 
     /// (beside the overload, in the RT class).

@@ -34,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 pub mod alternate;
+pub mod args;
 pub mod bird;
 pub mod bound;
 pub mod demo;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use std::num::NonZeroU32;
 
-use llr_core::sched::{Budget, SchedConfig, StrategyKind};
+use llr_core::sched::{Budget, SchedConfig, StrategyKind, TxPolicy};
 use llr_io::gen::Gaps;
 use llr_io::xsk::WakeMode;
 pub use llr_router::Steering;
@@ -142,89 +142,147 @@ impl std::fmt::Display for Budgets {
     }
 }
 
-/// Settings shared by sweeps, MLFFR searches and iperf runs. Field errors name the
-/// command-line flag (`gen-batch`).
+/// A target as a typed option value (the reason without the field, which the flag names).
+pub fn parse_target(s: &str) -> std::result::Result<Target, String> {
+    s.parse().map_err(|e: TargetError| e.0)
+}
+
+/// Settings shared by sweeps, MLFFR searches and iperf runs (`llrouter testbed` derives its
+/// flags from them). Field errors name the command-line flag (`gen-batch`).
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Options {
+    /// Targets, comma-separated: kernel, kernel-htb, llrouter:<strategy>.
+    #[cfg_attr(feature = "clap", arg(long, value_delimiter = ',', value_parser = parse_target, default_value = "kernel,kernel-htb"))]
     pub targets: Vec<Target>,
-    /// A persistent topology (`llrouter testbed up`) instead of a temporary one.
+    /// Use this topology (from `up`) instead of a temporary one.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub name: Option<String>,
     /// Frame size in bytes without FCS.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = Options::DEFAULT_SIZE))]
     pub size: usize,
+    /// Number of flows.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = Options::DEFAULT_FLOWS))]
     pub flows: u16,
+    /// Inter-arrival times.
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = Gaps::Poisson))]
     pub gaps: Gaps,
     /// Seconds of traffic per measurement point.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = Options::DEFAULT_POINT_SECS))]
     pub point_secs: f64,
     /// CPU of the router (RPS target of the kernel, worker of llrouter).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = Options::DEFAULT_ROUTER_CPU))]
     pub router_cpu: usize,
     /// CPU of the generator and sink threads.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = Options::DEFAULT_GEN_CPU))]
     pub gen_cpu: usize,
+    /// Use IPv6 instead of IPv4.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub ipv6: bool,
     /// Output directory (router configs and logs; the study's files).
+    #[cfg_attr(feature = "clap", arg(long, default_value = "testbed-out"))]
     pub out: PathBuf,
+    /// Generator backend: bpf-live (Mpps, bursts of --gen-batch), xsk (AF_XDP Tx, packet by
+    /// packet, 0.5-0.8 Mpps here) or udp.
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = GenBackend::BpfLive))]
     pub gen_backend: GenBackend,
+    /// Sink backend: xdp (histograms in maps, 3 % buckets) or udp (exact HDR).
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = SinkBackend::Xdp))]
     pub sink_backend: SinkBackend,
-    /// llrouter targets: wake-up mode of the worker.
+    /// llrouter targets: wake-up mode.
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = WakeMode::Interrupt))]
     pub wake: WakeMode,
-    /// llrouter targets: ring budgets of rt and be (ll-rr: `be` for both rings).
+    /// llrouter targets: ring budgets of rt and be, `RT,BE` (ll-rr: BE for both rings).
+    #[cfg_attr(feature = "clap", arg(long, default_value = "60,4"))]
     pub budgets: Budgets,
-    /// `llrouter:ll-wfq` targets: the BE budget set by the worker (`budget = "auto"`) towards
-    /// an RT time in ring of this many µs, instead of `budgets.be`.
+    /// llrouter:ll-wfq targets: `budget = "auto"` for be, towards an RT time in ring of this
+    /// many µs (paper 000's Eq. 2 with the measured ρRT and x; replaces the BE budget).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub auto_budget_us: Option<f64>,
     /// llrouter targets: device budget.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = SchedConfig::DEFAULT_DEVICE_BUDGET))]
     pub device_budget: u32,
     /// llrouter targets: artificial per-packet cost in ns (busy wait).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0))]
     pub cost_ns: u64,
-    /// Generator (bpf-live) burst size in frames, 1..=1024.
+    /// Generator (bpf-live) burst size in frames, 1..=1024. Below 8 the generator falls far short
+    /// of its rate when the router's ingress has an XDP program (see docs/results.md, "How to read them").
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = Options::DEFAULT_GEN_BATCH))]
     pub gen_batch: usize,
-    /// Threaded NAPI for the router's ingress veth, its kernel thread pinned to `router_cpu`.
+    /// Receive on the router's CPU: threaded NAPI for the router's ingress veth, its kernel
+    /// thread pinned to --router-cpu. Without it the ingress veth's receive work (XDP
+    /// classifier, AF_XDP copy, or the kernel's GRO) runs on the generator's CPU inside its
+    /// send call, which caps the `xsk` generator below llrouter's capacity. Needs a sleeping
+    /// worker (`--wake interrupt`): a busy-polling worker on the same CPU starves the thread.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub rx_napi_thread: bool,
-    /// Move the sink veth's receive off the router's CPU onto `gen_cpu` (threaded NAPI and
-    /// RPS). Off by default: a veth puts it in softirq on the CPU that transmitted, the
-    /// router's. On a 2-core machine `gen_cpu` then carries the generator, the router's
-    /// ingress receive and the sink, and class-blind losses upstream of the router appeared
-    /// (docs/results.md, "How to read them").
+    /// Run the sink veth's receive (its XDP program or UDP stack) on the generator's CPU
+    /// (threaded NAPI for the sink veth, pinned there at real-time priority, and RPS) instead
+    /// of in softirq on the router's CPU inside the router's transmit, for every target alike.
+    /// On a 2-core machine that CPU then also carries the generator and the router's ingress
+    /// receive (see docs/results.md, "How to read them", before trusting loss figures with it).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub sink_on_gen_cpu: bool,
-    /// Keep every other task of the machine off the router's CPUs while the study runs
-    /// ([`llr_ops::shield::CpuShield`]): a worker time-sliced with whatever else runs there
-    /// leaves its RT ring unserved for a scheduler tick or more. Off by default: it confines
-    /// the whole machine (other users' work too) to the remaining CPUs, and one study at a
-    /// time may hold it.
+    /// Keep every other task of the machine (processes, unbound kernel threads and
+    /// workqueues) off the router's CPUs while this runs (a cgroup v1 cpuset, removed at the
+    /// end): without it, anything that wakes on the router's CPU takes it from the worker for a
+    /// scheduler tick or more, and the RT tail shows it. Confines other users' work too.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub shield: bool,
-    /// llrouter targets: Rx ring entries per class socket (power of two).
+    /// llrouter targets: Rx ring entries per class socket (power of two; 512 as in paper 000).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = Options::DEFAULT_RX_SIZE))]
     pub rx_size: u32,
-    /// llrouter targets: BE frames held back before a transmit kick.
+    /// llrouter targets: BE frames held back before a transmit kick (1: a kick per grant).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TxPolicy::DEFAULT_BATCH))]
     pub tx_batch: u32,
-    /// llrouter targets: µs the higher classes' frames may wait for `tx_batch` (`tx-hold-us`).
+    /// llrouter targets: µs the RT frames may wait for --tx-batch frames before a kick of their
+    /// own (the router's `tx-hold-us`; 0: a kick after every RT grant).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TxPolicy::DEFAULT_HOLD_US))]
     pub tx_hold_us: u32,
-    /// llrouter targets: the llrouter binary (default: the running executable).
+    /// llrouter targets: the llrouter binary (default: this executable).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub router_bin: Option<PathBuf>,
-    /// TTL / hop limit of the generator's BE packets (bpf-live).
+    /// TTL / hop limit of the generator's BE packets (bpf-live). 1: every BE packet expires at
+    /// the router, which answers with ICMP time exceeded (rate-limited) instead of forwarding.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = Options::DEFAULT_TTL, value_parser = clap::value_parser!(u8).range(1..)))]
     pub be_ttl: u8,
-    /// llrouter targets: workers, on `router_cpu` and the CPUs after it (see
-    /// [`Options::router_cpus`]); the veths get one queue per worker (per worker and class with
-    /// `steering = queues`) and the kernel targets one RPS CPU per queue.
+    /// llrouter targets: workers, on --router-cpu and the CPUs after it (wrapping around). The
+    /// veths get one queue per worker; the generator must be xsk (it spreads flows over the
+    /// queues by hash, as RSS) or udp (the kernel hashes each socket to a queue); the kernel
+    /// targets get one RPS CPU per queue.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
     pub workers: usize,
-    /// llrouter targets: how classes reach the rings. `queues`: the generator puts each class
-    /// in its own Tx queue (emulated Flow Director), the router redirects by queue, no rules.
+    /// llrouter targets: xdp (the classifier's rules) or queues (the xsk generator puts class c
+    /// of flow f in queue w×2+c, an emulated Flow Director; the router uses no rules).
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = Steering::Xdp))]
     pub steering: Steering,
-    /// `llrouter:<strategy>+flows` targets: a TOML file with `[flow-scheduler]`, `[[flows]]`
-    /// and `[[acls]]` sections for the router (without it: the class flows only).
+    /// `llrouter:<strategy>+flows` targets: a TOML file with the router's `[flow-scheduler]`,
+    /// `[[flows]]` and `[[acls]]` (without it: the class flows only, forwarding only).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub flow_config: Option<PathBuf>,
 }
 
 impl Options {
+    pub const DEFAULT_SIZE: usize = 64;
+    pub const DEFAULT_FLOWS: u16 = 16;
+    pub const DEFAULT_POINT_SECS: f64 = 2.0;
+    pub const DEFAULT_ROUTER_CPU: usize = 1;
+    pub const DEFAULT_GEN_CPU: usize = 0;
+    pub const DEFAULT_GEN_BATCH: usize = 32;
+    pub const DEFAULT_RX_SIZE: u32 = 512;
+    pub const DEFAULT_TTL: u8 = 64;
+
     /// The defaults of `llrouter testbed run` for `targets`, writing to `out`.
     pub fn new(targets: &[Target], out: PathBuf) -> Options {
         Options {
             targets: targets.to_vec(),
             name: None,
-            size: 64,
-            flows: 16,
+            size: Self::DEFAULT_SIZE,
+            flows: Self::DEFAULT_FLOWS,
             gaps: Gaps::Poisson,
-            point_secs: 2.0,
-            router_cpu: 1,
-            gen_cpu: 0,
+            point_secs: Self::DEFAULT_POINT_SECS,
+            router_cpu: Self::DEFAULT_ROUTER_CPU,
+            gen_cpu: Self::DEFAULT_GEN_CPU,
             ipv6: false,
             out,
             gen_backend: GenBackend::BpfLive,
@@ -235,17 +293,17 @@ impl Options {
                 SchedConfig::DEFAULT_LOW_BUDGET,
             ),
             auto_budget_us: None,
-            device_budget: 64,
+            device_budget: SchedConfig::DEFAULT_DEVICE_BUDGET,
             cost_ns: 0,
-            tx_batch: llr_core::sched::TxPolicy::DEFAULT_BATCH,
-            tx_hold_us: llr_core::sched::TxPolicy::DEFAULT_HOLD_US,
-            gen_batch: 32,
-            rx_size: 512,
+            tx_batch: TxPolicy::DEFAULT_BATCH,
+            tx_hold_us: TxPolicy::DEFAULT_HOLD_US,
+            gen_batch: Self::DEFAULT_GEN_BATCH,
+            rx_size: Self::DEFAULT_RX_SIZE,
             rx_napi_thread: false,
             sink_on_gen_cpu: false,
             shield: false,
             router_bin: None,
-            be_ttl: 64,
+            be_ttl: Self::DEFAULT_TTL,
             workers: 1,
             steering: Steering::Xdp,
             flow_config: None,

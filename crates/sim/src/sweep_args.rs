@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use llr_core::error::FieldError;
 use llr_core::sched::{Budget, ClassBudget, StrategyKind};
 
-use crate::args::{parse_strategy, values, SimArgs};
+use crate::args::{values, SimArgs};
 use crate::sweep::SweepPoint;
 use crate::SimConfig;
 
@@ -120,7 +120,7 @@ pub struct SweepArgs {
     #[cfg_attr(feature = "clap", arg(long))]
     pub values: Option<String>,
     /// Strategies to compare, comma separated (a sweep takes no --strategy).
-    #[cfg_attr(feature = "clap", arg(long, value_delimiter = ',', value_parser = parse_strategy, default_value = "sq,rr,ll-rr,ll-wfq"))]
+    #[cfg_attr(feature = "clap", arg(long, value_delimiter = ',', value_parser = crate::args::parse_strategy, default_value = "sq,rr,ll-rr,ll-wfq"))]
     pub strategies: Vec<StrategyKind>,
     /// Output directory for results.csv and the plots.
     #[cfg_attr(feature = "clap", arg(long, default_value = "results/sim-sweep"))]

@@ -31,6 +31,7 @@ pub use tx_socket::TxSocket;
 
 /// How the worker waits for packets when its poll engine is idle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum WakeMode {
     /// NAPI: block in poll() on the rx fds when every ring is empty (the "interrupt").

@@ -1,0 +1,322 @@
+//! The settings of each testbed study as a user gives them (`llrouter testbed` derives its
+//! flags from them with the `clap` feature), and the study each one builds. The shared
+//! settings are [`Options`], flattened into every study's.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use llr_core::values::Values;
+
+use crate::alternate::AlternateStudy;
+use crate::iperf::{Case, IperfStudy};
+use crate::mlffr::MlffrStudy;
+use crate::options::{Budgets, Options, Search};
+use crate::sweep::SweepStudy;
+use crate::{GenBackend, LabError, Result};
+
+/// `testbed run`: offered load × RT share for each target.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct RunArgs {
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub common: Options,
+    /// Offered loads in packets/s: list `a,b,c` or range `start:stop:step`.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, default_value = "20000,100000,200000,400000")
+    )]
+    pub loads: Values,
+    /// RT shares: list or range.
+    #[cfg_attr(feature = "clap", arg(long, default_value = "0.3"))]
+    pub rt_shares: Values,
+    /// Loads as multiples of each target's MLFFR (e.g. `0.5,0.9,1.5`): searches the MLFFR of
+    /// each target first (at the first RT share) and ignores --loads.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub mlffr_multiples: Option<Values>,
+    /// MLFFR search (with --mlffr-multiples): tolerated loss ratio.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0.001))]
+    pub loss_tolerance: f64,
+    /// MLFFR search: binary-search steps.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 7))]
+    pub steps: u32,
+    /// MLFFR search: upper end of the range, packets/s.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 3_000_000.0))]
+    pub max_rate: f64,
+    /// Repeat the whole measurement of every target this many times, targets interleaved per
+    /// round (a noisy VM moves single MLFFR searches by tens of %); the report gives medians
+    /// and ranges.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
+    pub repeat: u32,
+    /// With --mlffr-multiples: also measure every target, every round, at this fixed light load
+    /// with --reference-gen-backend (default xsk: packet-by-packet Poisson arrivals, no bursts),
+    /// and report latency growth against that reference too (reference.csv).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub reference_load: Option<f64>,
+    /// Generator backend of the reference point.
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = GenBackend::Xsk))]
+    pub reference_gen_backend: GenBackend,
+}
+
+impl RunArgs {
+    /// The lower end of the MLFFR search of `--mlffr-multiples`, packets/s.
+    pub const MIN_RATE: f64 = 10_000.0;
+
+    /// The study, checked before anything changes on the host.
+    pub fn study(self) -> Result<SweepStudy> {
+        let s = SweepStudy {
+            loads: self.loads.0,
+            shares: self.rt_shares.0,
+            multiples: self.mlffr_multiples.map(|m| m.0),
+            search: Search {
+                loss_tolerance: self.loss_tolerance,
+                min_rate: Self::MIN_RATE,
+                max_rate: self.max_rate,
+                steps: self.steps,
+            },
+            repeat: self.repeat,
+            reference_load: self.reference_load,
+            reference_gen_backend: self.reference_gen_backend,
+            options: self.common,
+        };
+        s.check()?;
+        Ok(s)
+    }
+}
+
+/// `testbed mlffr`: the maximum loss-free forwarding rate of each target.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct MlffrArgs {
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub common: Options,
+    /// RT share of the traffic.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0.3))]
+    pub rt_share: f64,
+    /// Tolerated loss ratio (noisy VMs: e.g. 0.001).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0.0))]
+    pub loss_tolerance: f64,
+    /// Search range, packets/s.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 10_000.0))]
+    pub min_rate: f64,
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 2_000_000.0))]
+    pub max_rate: f64,
+    /// Repeat every search this many times, targets interleaved per round.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
+    pub repeat: u32,
+    /// Binary-search steps.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 8))]
+    pub steps: u32,
+}
+
+impl MlffrArgs {
+    /// The study, checked before anything changes on the host.
+    pub fn study(self) -> Result<MlffrStudy> {
+        let s = MlffrStudy {
+            rt_share: self.rt_share,
+            search: Search {
+                loss_tolerance: self.loss_tolerance,
+                min_rate: self.min_rate,
+                max_rate: self.max_rate,
+                steps: self.steps,
+            },
+            repeat: self.repeat,
+            options: self.common,
+        };
+        s.check()?;
+        Ok(s)
+    }
+}
+
+/// `testbed alternate`: llrouter strategies under one constant overload, switched slice by
+/// slice in the running router.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct AlternateArgs {
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub common: Options,
+    /// Offered load, packets per second (flat out: more than the router forwards).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 3_000_000.0))]
+    pub load: f64,
+    /// RT share of the traffic.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0.15))]
+    pub rt_share: f64,
+    /// Measured milliseconds per slice.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 500))]
+    pub slice_ms: u64,
+    /// Milliseconds after each switch before the slice is measured.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 100))]
+    pub settle_ms: u64,
+    /// Cycles through every target.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 30))]
+    pub cycles: u32,
+}
+
+impl AlternateArgs {
+    /// The study, checked before anything changes on the host.
+    pub fn study(self) -> Result<AlternateStudy> {
+        let s = AlternateStudy {
+            rate: self.load,
+            rt_share: self.rt_share,
+            slice: Duration::from_millis(self.slice_ms),
+            settle: Duration::from_millis(self.settle_ms),
+            cycles: self.cycles,
+            options: self.common,
+        };
+        s.check()?;
+        Ok(s)
+    }
+}
+
+/// `on` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Switch {
+    On,
+    Off,
+}
+
+/// `testbed iperf`: TCP goodput through each target, alone and beside a BE overload.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct IperfArgs {
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub common: Options,
+    /// Seconds per iperf3 run.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 5.0))]
+    pub secs: f64,
+    /// Offered rate of the BE overload beside the TCP flow, packets per second.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 3_000_000.0))]
+    pub overload: f64,
+    /// Rounds (targets interleaved within each round); the report gives medians and ranges.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
+    pub repeat: u32,
+    /// MTU of every link (576..=9000; above one UMEM chunk llrouter uses multi-buffer).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1500))]
+    pub mtu: u32,
+    /// Segmentation, receive and checksum offloads of the links: `on` leaves veth's defaults
+    /// (TSO, GSO, checksum offload on), `off` turns TSO, GSO, GRO and checksum offload off.
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = Switch::On))]
+    pub offloads: Switch,
+    /// Cases, comma-separated: alone (as fast as TCP goes), paced (at --pace), overload (beside
+    /// a BE overload), rt (in the RT class beside it).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            default_value = "alone,overload,rt"
+        )
+    )]
+    pub cases: Vec<Case>,
+    /// Rate of the paced case's TCP flow, Mbit/s.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1000.0))]
+    pub pace: f64,
+}
+
+impl IperfArgs {
+    /// The study, checked before anything changes on the host.
+    pub fn study(self) -> Result<IperfStudy> {
+        let s = IperfStudy {
+            secs: self.secs,
+            overload: self.overload,
+            repeat: self.repeat,
+            mtu: self.mtu,
+            offloads: self.offloads == Switch::On,
+            cases: self.cases,
+            pace_mbps: self.pace,
+            options: self.common,
+        };
+        s.check()?;
+        Ok(s)
+    }
+}
+
+/// `testbed costs`: the worker's grant and flush costs fitted over `testbed run` results.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct CostsArgs {
+    /// results.csv files (or the output directories holding them) of `testbed run`s with
+    /// llrouter targets at overload; each file's rounds stay its own.
+    #[cfg_attr(feature = "clap", arg(required = true))]
+    pub results: Vec<PathBuf>,
+    /// The runs' ring budgets of rt and be, `RT,BE` (for the simulator).
+    #[cfg_attr(feature = "clap", arg(long, default_value = "60,4"))]
+    pub budgets: Budgets,
+    /// The runs' --tx-batch (for the simulator).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = llr_core::sched::TxPolicy::DEFAULT_BATCH))]
+    pub tx_batch: u32,
+}
+
+impl CostsArgs {
+    /// The results.csv files named (a directory stands for the one in it).
+    pub fn files(&self) -> Result<Vec<PathBuf>> {
+        let files: Vec<PathBuf> = (self.results.iter())
+            .map(|p| {
+                if p.is_dir() {
+                    p.join("results.csv")
+                } else {
+                    p.clone()
+                }
+            })
+            .collect();
+        match files.iter().find(|f| !f.is_file()) {
+            Some(f) => Err(LabError::invalid(
+                "results",
+                format!(
+                    "{}: no such file (a `testbed run` output directory or its results.csv)",
+                    f.display()
+                ),
+            )),
+            None => Ok(files),
+        }
+    }
+
+    /// The options the simulator needs to replay the runs.
+    pub fn options(&self) -> Options {
+        Options {
+            budgets: self.budgets,
+            tx_batch: self.tx_batch,
+            ..Options::new(&[], PathBuf::new())
+        }
+    }
+}
+
+/// `testbed fulltable`: a generated full Internet routing table as files.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct FulltableArgs {
+    /// IPv4 prefixes (today's table: about 1 000 000).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1_000_000))]
+    pub v4: usize,
+    /// IPv6 prefixes (today's table: about 200 000).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 230_000))]
+    pub v6: usize,
+    /// Seed: the same seed and sizes always give the same table.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
+    pub seed: u64,
+    /// Distinct next hops. 1: every route via the sink (10.71.2.1, fd71:2::1), so the batch
+    /// files apply to a plain `testbed up`. More: gateways 10.71.64.1… and fd71:2::100:1…,
+    /// which need 10.71.127.254/18 on the router's veth-rout (the summary says so).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
+    pub next_hops: u16,
+    /// BIRD static protocols per family (fx4_0…, fx6_0…): `birdc disable fx4_3` withdraws a
+    /// slice.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1000)))]
+    pub slices: u32,
+    /// Output directory (created).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub out: PathBuf,
+}
+
+impl FulltableArgs {
+    /// The fixture's specification.
+    pub fn spec(&self) -> llr_core::fixture::FixtureSpec {
+        llr_core::fixture::FixtureSpec {
+            v4: self.v4,
+            v6: self.v6,
+            seed: self.seed,
+            next_hops: self.next_hops,
+        }
+    }
+}
