@@ -3,11 +3,9 @@
 use anyhow::Result;
 use clap::Subcommand;
 use llr_core::classify::RuleSpec;
-use llr_core::flow::{FlowInfo, FlowSpec, Share};
+use llr_core::flow::FlowSpec;
 use llr_ops::ctl::Command;
-use llr_ops::query::{FlowLookupView, FlowQuery, FlowSort};
-use llr_ops::views;
-use serde_json::Value;
+use llr_ops::query::{FlowQuery, FlowSort};
 
 use crate::cli_util::usage;
 
@@ -154,91 +152,5 @@ pub fn command(cmd: &FlowCmd) -> Result<Command> {
             flow: Box::new(opts.spec(name)),
         },
         FlowCmd::Del { name } => Command::FlowDel { name: name.clone() },
-    })
-}
-
-fn share_text(s: Share) -> String {
-    match s {
-        Share::Weight(w) => format!("w{w}"),
-        Share::Cpu(f) => format!("{:.0}%", f * 100.0),
-    }
-}
-
-/// The table of `flow list`.
-pub fn flows_table(flows: &[FlowInfo]) -> String {
-    let rows: Vec<Vec<String>> = flows
-        .iter()
-        .map(|f| {
-            let drops = f.stats.queue_drops + f.elements.iter().map(|e| e.dropped).sum::<u64>();
-            vec![
-                f.name.clone(),
-                f.class.clone().unwrap_or_else(|| "-".into()),
-                if f.matches.is_empty() {
-                    "-".into()
-                } else {
-                    f.matches.clone()
-                },
-                format!("{} ({:.1}%)", share_text(f.share), f.norm_share * 100.0),
-                format!("{:.1}", f.quantum_ns as f64 / 1000.0),
-                format!("{}/{}", f.queue_len, f.queue_limit),
-                format!("{:.1}", f.stats.cpu_ns as f64 / 1e6),
-                f.stats.done.to_string(),
-                drops.to_string(),
-                f.stats.preemptions.to_string(),
-                f.pipeline.join(" "),
-            ]
-        })
-        .collect();
-    views::table(
-        &[
-            "FLOW", "CLASS", "MATCH", "SHARE", "Q(µs)", "QUEUE", "CPU(ms)", "DONE", "DROPS",
-            "PREEMPT", "PIPELINE",
-        ],
-        &rows,
-    )
-}
-
-/// Human-readable form of a flow command's result.
-pub fn human(cmd: &Command, v: &Value) -> Option<String> {
-    Some(match cmd {
-        Command::FlowList { .. } => {
-            match serde_json::from_value::<Vec<FlowInfo>>(v["flows"].clone()) {
-                Ok(f) => {
-                    let (n, all) = (v["matched"].as_u64(), v["total"].as_u64());
-                    let tail = match (n, all) {
-                        (Some(n), Some(t)) if (f.len() as u64) < n => {
-                            format!("({} of {n} matching flows shown, {t} in all)\n", f.len())
-                        }
-                        (Some(n), Some(t)) => format!("({n} of {t} flows)\n"),
-                        _ => String::new(),
-                    };
-                    flows_table(&f) + &tail
-                }
-                Err(_) => format!("{v:#}\n"),
-            }
-        }
-        Command::FlowGet { .. } => match serde_json::from_value::<FlowLookupView>(v.clone()) {
-            Ok(f) => format!(
-                "iif {} class {} flow {}{}\n    pipeline {}\n",
-                f.iif,
-                f.class,
-                f.flow,
-                if f.matches.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (match {})", f.matches)
-                },
-                if f.pipeline.is_empty() {
-                    "forward".to_string()
-                } else {
-                    f.pipeline.join(" ")
-                }
-            ),
-            Err(_) => format!("{v:#}\n"),
-        },
-        Command::FlowAdd { flow } => format!("added flow {}\n", flow.name),
-        Command::FlowSet { flow } => format!("changed flow {}\n", flow.name),
-        Command::FlowDel { name } => format!("removed flow {name}\n"),
-        _ => return None,
     })
 }

@@ -8,7 +8,7 @@ use llr_ops::metrics::MetricsSnapshot;
 use llr_ops::query::{
     Family, ListingEnd, PacketQuery, RouteLookupView, RouteQuery, RouteSummaryView,
 };
-use llr_ops::views::{self, InterfaceView, NeighbourView, RouteView};
+use llr_ops::views::{self, InterfacesView, NeighbourView, RouteView, StatusView};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::net::IpAddr;
@@ -198,6 +198,12 @@ pub fn call(client: &mut CtlClient, cmd: &Command) -> Result<Value> {
     refused(cmd, reply)
 }
 
+/// Calls `cmd` and reads its reply as `T`.
+pub fn call_as<T: serde::de::DeserializeOwned>(client: &mut CtlClient, cmd: &Command) -> Result<T> {
+    let v = call(client, cmd)?;
+    T::deserialize(v).with_context(|| format!("{} reply", cmd.name()))
+}
+
 fn refused(cmd: &Command, reply: llr_ops::ctl::Reply) -> Result<Value> {
     reply
         .into_result()
@@ -321,13 +327,11 @@ fn listing_tail(end: &ListingEnd, what: &str) -> String {
 pub fn run(client: &mut CtlClient, cmd: &ShowCmd, json: bool) -> Result<()> {
     match cmd {
         ShowCmd::Interfaces => {
-            let v = call(client, &Command::Interfaces {})?;
+            let v: InterfacesView = call_as(client, &Command::Interfaces {})?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
-                let ifs: Vec<InterfaceView> =
-                    serde_json::from_value(v["interfaces"].clone()).context("interfaces reply")?;
-                print!("{}", views::interfaces_table(&ifs));
+                print!("{}", views::interfaces_table(&v.interfaces));
             }
         }
         ShowCmd::Fib(a) => fib(client, &fib_request(a)?, json)?,
@@ -348,15 +352,14 @@ pub fn run(client: &mut CtlClient, cmd: &ShowCmd, json: bool) -> Result<()> {
             }
         }
         ShowCmd::Classes | ShowCmd::Workers => {
-            let status = call(client, &Command::Status {})?;
-            let counters = call(client, &Command::Counters {})?;
-            let m: MetricsSnapshot = serde_json::from_value(counters).context("counters reply")?;
+            let status: StatusView = call_as(client, &Command::Status {})?;
+            let m: MetricsSnapshot = call_as(client, &Command::Counters {})?;
             let classes = matches!(cmd, ShowCmd::Classes);
             if json {
                 let v = if classes {
-                    json!({"classes": status["classes"], "classified": m.classes, "rings": m.rings})
+                    json!({"classes": status.classes, "classified": m.classes, "rings": m.rings})
                 } else {
-                    json!({"workers": m.workers, "engine_devices": m.devices, "helper_cores": status["helper_cores"]})
+                    json!({"workers": m.workers, "engine_devices": m.devices, "helper_cores": status.helper_cores})
                 };
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else if classes {

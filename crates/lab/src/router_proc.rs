@@ -11,8 +11,10 @@ use llr_core::sched::{Budget, ClassSpec, StrategyKind};
 use llr_io::netns::{addr, Topology};
 use llr_io::xsk::XskOptions;
 use llr_ops::ctl::{Command, CtlClient};
+use llr_ops::views::StatusView;
 use llr_router::config::{ControlConfig, RouterConfig};
 use llr_router::Steering;
+use serde::Deserialize;
 
 use crate::options::Options;
 use crate::{LabError, Result};
@@ -356,7 +358,8 @@ fn worker_running(ctl: &Path) -> bool {
     c.call(&Command::Status {})
         .ok()
         .and_then(|r| r.into_result().ok())
-        .is_some_and(|v| v["ready"] == true)
+        .and_then(|v| StatusView::deserialize(v).ok())
+        .is_some_and(|s| s.ready)
 }
 
 impl Drop for RouterProc {

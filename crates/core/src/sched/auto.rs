@@ -10,7 +10,7 @@ use super::bound::max_budget;
 use super::{AutoRings, AutoTarget, Layout, RingId, RingStats};
 
 /// What the controller measured over its last window, and the budget it chose.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AutoReading {
     /// The highest class's frames served in the window × `x_ns`, over the window.
     pub rho_rt: f64,

@@ -9,7 +9,7 @@ use std::str::FromStr;
 ///
 /// The first four are the packet-budget strategies of paper 000 (Table I); the rest are the
 /// resource-management strategies of paper 001 (§V-C), with time slices in CPU time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", try_from = "String")]
 pub enum StrategyKind {
     /// Single queue: no classification, one ring, FIFO — the state of the art.
@@ -19,7 +19,9 @@ pub enum StrategyKind {
     Rr,
     /// One device, one ring per class, equal ring budgets, highest class first.
     LlRr,
-    /// One device, one ring per class, ring budgets per class (e.g. rt=60, be=4).
+    /// One device, one ring per class, ring budgets per class (e.g. rt=60, be=4). The
+    /// router's default.
+    #[default]
     LlWfq,
     /// First-come first-served between class rings: a ring that gets the core keeps it until it
     /// is empty; waiting rings are served in the order they became non-empty.

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use llr_core::flow::{FlowInfo, FlowSpec, Flows};
 use llr_ops::ctl::CtlError;
-use serde_json::{json, Value};
+use llr_ops::views::{FlowAdded, FlowChanged, FlowRemoved};
 
 use super::{err, RouterCtl, State};
 use crate::config::FlowSetup;
@@ -39,7 +39,7 @@ impl State {
 
 impl RouterCtl {
     /// `flow.add`: sets up a flow (its spec as in `[[flows]]`).
-    pub fn flow_add(&self, spec: FlowSpec) -> Result<Value, CtlError> {
+    pub fn flow_add(&self, spec: FlowSpec) -> Result<FlowAdded, CtlError> {
         let mut st = self.lock();
         let (setup, mut scratch) = st.scratch_flows()?;
         scratch
@@ -51,11 +51,11 @@ impl RouterCtl {
         )?;
         st.cfg.flows.push(spec.clone());
         self.changed();
-        Ok(json!({ "added": spec }))
+        Ok(FlowAdded { added: spec })
     }
 
     /// `flow.set`: changes the fields given (weight or cpu, quantum-us, queue, pipeline).
-    pub fn flow_set(&self, spec: FlowSpec) -> Result<Value, CtlError> {
+    pub fn flow_set(&self, spec: FlowSpec) -> Result<FlowChanged, CtlError> {
         let mut st = self.lock();
         let (setup, mut scratch) = st.scratch_flows()?;
         let Some(pos) = st.cfg.flows.iter().position(|f| f.name == spec.name) else {
@@ -72,11 +72,14 @@ impl RouterCtl {
         )?;
         st.cfg.flows[pos] = merged.clone();
         self.changed();
-        Ok(json!({ "flow": merged, "previous": old }))
+        Ok(FlowChanged {
+            flow: merged,
+            previous: old,
+        })
     }
 
     /// `flow.del`: tears a flow down; its queued packets are dropped (counted).
-    pub fn flow_del(&self, name: &str) -> Result<Value, CtlError> {
+    pub fn flow_del(&self, name: &str) -> Result<FlowRemoved, CtlError> {
         let mut st = self.lock();
         st.flow_setup()?;
         let Some(pos) = st.cfg.flows.iter().position(|f| f.name == name) else {
@@ -94,7 +97,7 @@ impl RouterCtl {
         )?;
         st.cfg.flows.remove(pos);
         self.changed();
-        Ok(json!({ "removed": old }))
+        Ok(FlowRemoved { removed: old })
     }
 
     /// `flow.list`: every flow with its counters summed over the workers (each worker runs the

@@ -123,13 +123,18 @@ impl RouterCtl {
 
     /// Every route, for a caller in this process (tests comparing tables): `(routes, total)`.
     pub fn fib_all(&self) -> (Vec<RouteView>, usize) {
+        use serde::Deserialize;
         let v = llr_ops::ctl::listing::collect("routes", |out| {
             self.list_fib(None, &RouteQuery::default(), out)
         })
         .expect("listing into memory");
-        let rows: Vec<RouteView> =
-            serde_json::from_value(v["routes"].clone()).expect("route views");
-        (rows, v["total"].as_u64().unwrap_or(0) as usize)
+        #[derive(serde::Deserialize)]
+        struct Gathered {
+            routes: Vec<RouteView>,
+            total: usize,
+        }
+        let g = Gathered::deserialize(v).expect("route views");
+        (g.routes, g.total)
     }
 
     /// `fib.summary`: counts by length and by next hop.

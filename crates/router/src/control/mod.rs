@@ -27,8 +27,12 @@ use llr_core::fwd::SharedForwarder;
 use llr_core::sched::{Budget, Layout, StrategyKind};
 use llr_io::kernel::{self, MirrorSpec, StaticRoute};
 use llr_io::xsk::WakeMode;
-use llr_ops::ctl::{Command, ControlTarget, CtlError, Listing};
-use serde_json::{json, Value};
+use llr_ops::ctl::{Command, ControlTarget, CtlError, Listing, RuleEntry};
+use llr_ops::views::{
+    BudgetChanged, DeviceBudgetChanged, InterfacesView, RouteAdded, RouteRemoved, RuleRemoved,
+    RulesView, StaticRouteView, StrategyChanged, WakeupChanged, WakeupState,
+};
+use serde_json::Value;
 
 use crate::config::{ConfigError, Resolved, RouteConfig, RouterConfig};
 use crate::error::RouterError;
@@ -394,7 +398,7 @@ impl RouterCtl {
     }
 
     /// `rules.add`: appends a rule (one-line syntax); returns its id.
-    pub fn rules_add(&self, rule: &str) -> Result<Value, CtlError> {
+    pub fn rules_add(&self, rule: &str) -> Result<RuleEntry, CtlError> {
         let spec: RuleSpec = rule
             .parse()
             .map_err(|e: RuleError| err(e.field, e.reason))?;
@@ -405,11 +409,11 @@ impl RouterCtl {
         rules.push((id, spec));
         self.set_rules(&mut st, rules)?;
         st.next_rule += 1;
-        Ok(json!({ "id": id, "rule": text }))
+        Ok(RuleEntry { id, rule: text })
     }
 
     /// `rules.remove`.
-    pub fn rules_remove(&self, id: u64) -> Result<Value, CtlError> {
+    pub fn rules_remove(&self, id: u64) -> Result<RuleRemoved, CtlError> {
         let mut st = self.lock();
         let Some(pos) = st.rules.iter().position(|(i, _)| *i == id) else {
             return Err(err("id", format!("no rule with id {id}")));
@@ -417,11 +421,16 @@ impl RouterCtl {
         let mut rules = st.rules.clone();
         let (_, gone) = rules.remove(pos);
         self.set_rules(&mut st, rules)?;
-        Ok(json!({ "removed": { "id": id, "rule": rule_text(&gone) } }))
+        Ok(RuleRemoved {
+            removed: RuleEntry {
+                id,
+                rule: rule_text(&gone),
+            },
+        })
     }
 
     /// `budget.set`: one class's ring budget.
-    pub fn budget_set(&self, class: &str, budget: Budget) -> Result<Value, CtlError> {
+    pub fn budget_set(&self, class: &str, budget: Budget) -> Result<BudgetChanged, CtlError> {
         let mut st = self.lock();
         let i = st.class_index(class)?;
         let snap = self.latest();
@@ -429,11 +438,15 @@ impl RouterCtl {
         let mut cfg = st.cfg.clone();
         cfg.classes[i].budget = budget;
         self.apply_sched(&mut st, cfg)?;
-        Ok(json!({ "class": class, "budget": budget, "previous": previous }))
+        Ok(BudgetChanged {
+            class: class.to_string(),
+            budget,
+            previous,
+        })
     }
 
     /// `device_budget.set`.
-    pub fn device_budget_set(&self, budget: u32) -> Result<Value, CtlError> {
+    pub fn device_budget_set(&self, budget: u32) -> Result<DeviceBudgetChanged, CtlError> {
         if budget == 0 {
             return Err(err("budget", "must be at least 1"));
         }
@@ -442,21 +455,28 @@ impl RouterCtl {
         let mut cfg = st.cfg.clone();
         cfg.device_budget = budget;
         self.apply_sched(&mut st, cfg)?;
-        Ok(json!({ "device_budget": budget, "previous": previous }))
+        Ok(DeviceBudgetChanged {
+            device_budget: budget,
+            previous,
+        })
     }
 
     /// `strategy.set`.
-    pub fn strategy_set(&self, strategy: StrategyKind) -> Result<Value, CtlError> {
+    pub fn strategy_set(&self, strategy: StrategyKind) -> Result<StrategyChanged, CtlError> {
         let mut st = self.lock();
         let previous = self.latest().strategy.unwrap_or(st.cfg.strategy);
         let mut cfg = st.cfg.clone();
         cfg.strategy = strategy;
         self.apply_sched(&mut st, cfg)?;
-        Ok(json!({ "strategy": strategy.name(), "previous": previous }))
+        Ok(StrategyChanged { strategy, previous })
     }
 
     /// `wakeup.set`: the idle wait mode (and the adaptive mode's spin).
-    pub fn wakeup_set(&self, mode: WakeMode, spin_us: Option<u64>) -> Result<Value, CtlError> {
+    pub fn wakeup_set(
+        &self,
+        mode: WakeMode,
+        spin_us: Option<u64>,
+    ) -> Result<WakeupChanged, CtlError> {
         if spin_us.is_some() && mode != WakeMode::Adaptive {
             return Err(err("spin_us", "only the adaptive mode spins"));
         }
@@ -465,17 +485,31 @@ impl RouterCtl {
         }
         let mut st = self.lock();
         let spin = spin_us.unwrap_or(st.cfg.spin_us);
-        let previous = json!({"wakeup": st.cfg.wake.name(), "spin_us": st.cfg.spin_us});
+        let previous = WakeupState {
+            wakeup: st.cfg.wake,
+            spin_us: st.cfg.spin_us,
+        };
         self.apply_wake(&st, mode, spin)?;
         st.cfg.wake = mode;
         st.cfg.spin_us = spin;
         self.changed();
-        Ok(json!({ "wakeup": st.cfg.wake.name(), "spin_us": spin, "previous": previous }))
+        Ok(WakeupChanged {
+            now: WakeupState {
+                wakeup: mode,
+                spin_us: spin,
+            },
+            previous,
+        })
     }
 
     /// `route.add`: a static route (replacing one for the same prefix). Interface names are
     /// looked up in the calling thread's network namespace.
-    pub fn route_add(&self, prefix: &str, via: Option<&str>, dev: &str) -> Result<Value, CtlError> {
+    pub fn route_add(
+        &self,
+        prefix: &str,
+        via: Option<&str>,
+        dev: &str,
+    ) -> Result<RouteAdded, CtlError> {
         let p = prefix_of(prefix)?;
         let gw: Option<std::net::IpAddr> = match via {
             Some(v) => Some(
@@ -515,11 +549,18 @@ impl RouterCtl {
             dev: dev.to_string(),
             via: gw,
         });
-        Ok(json!({ "route": {"prefix": prefix, "via": gw, "dev": dev}, "replaced": replaced }))
+        Ok(RouteAdded {
+            route: StaticRouteView {
+                prefix: prefix.to_string(),
+                via: gw.map(|g| g.to_string()),
+                dev: dev.to_string(),
+            },
+            replaced,
+        })
     }
 
     /// `route.remove`: a static route (kernel routes are changed with `ip route`).
-    pub fn route_remove(&self, prefix: &str) -> Result<Value, CtlError> {
+    pub fn route_remove(&self, prefix: &str) -> Result<RouteRemoved, CtlError> {
         let p = prefix_of(prefix)?;
         let mut st = self.lock();
         if !st.spec.routes.iter().any(|r| r.prefix == p) {
@@ -534,37 +575,44 @@ impl RouterCtl {
         st.cfg
             .routes
             .retain(|r| kernel::parse_prefix(&r.prefix) != Some(p));
-        Ok(json!({ "removed": prefix }))
+        Ok(RouteRemoved {
+            removed: prefix.to_string(),
+        })
     }
 }
 
 impl ControlTarget for RouterCtl {
     fn handle(&self, cmd: Command) -> Result<Value, CtlError> {
         match cmd {
-            Command::Status {} => Ok(self.status()),
-            Command::Counters {} => serde_json::to_value(self.metrics(Duration::from_millis(50)))
-                .map_err(|e| err("counters", e.to_string())),
-            Command::Interfaces {} => Ok(json!({ "interfaces": self.interfaces() })),
-            Command::FibSummary { query } => listings_value(self.fib_summary(&query)),
-            Command::FibGet { packet } => listings_value(self.fib_get(&packet)),
-            Command::FlowGet { packet } => listings_value(self.flow_get(&packet)),
+            Command::Status {} => reply(Ok(self.status())),
+            Command::Counters {} => reply(Ok(self.metrics(Duration::from_millis(50)))),
+            Command::Interfaces {} => reply(Ok(InterfacesView {
+                interfaces: self.interfaces(),
+            })),
+            Command::FibSummary { query } => reply(self.fib_summary(&query)),
+            Command::FibGet { packet } => reply(self.fib_get(&packet)),
+            Command::FlowGet { packet } => reply(self.flow_get(&packet)),
             Command::Fib { .. } | Command::Neighbours { .. } | Command::FlowList { .. } => {
                 let key = cmd.listing_key().expect("a listing");
                 llr_ops::ctl::listing::collect(key, |out| self.list(cmd, out))
             }
-            Command::RulesList {} => Ok(json!({ "rules": self.rules() })),
-            Command::RulesAdd { rule } => self.rules_add(&rule),
-            Command::RulesRemove { id } => self.rules_remove(id),
-            Command::BudgetSet { class, budget } => self.budget_set(&class, budget),
-            Command::DeviceBudgetSet { budget } => self.device_budget_set(budget),
-            Command::StrategySet { strategy } => self.strategy_set(strategy),
-            Command::WakeupSet { mode, spin_us } => self.wakeup_set(mode, spin_us),
-            Command::RouteAdd { prefix, via, dev } => self.route_add(&prefix, via.as_deref(), &dev),
-            Command::RouteRemove { prefix } => self.route_remove(&prefix),
-            Command::Reload {} => self.reload(),
-            Command::FlowAdd { flow } => self.flow_add(*flow),
-            Command::FlowSet { flow } => self.flow_set(*flow),
-            Command::FlowDel { name } => self.flow_del(&name),
+            Command::RulesList {} => reply(Ok(RulesView {
+                rules: self.rules(),
+            })),
+            Command::RulesAdd { rule } => reply(self.rules_add(&rule)),
+            Command::RulesRemove { id } => reply(self.rules_remove(id)),
+            Command::BudgetSet { class, budget } => reply(self.budget_set(&class, budget)),
+            Command::DeviceBudgetSet { budget } => reply(self.device_budget_set(budget)),
+            Command::StrategySet { strategy } => reply(self.strategy_set(strategy)),
+            Command::WakeupSet { mode, spin_us } => reply(self.wakeup_set(mode, spin_us)),
+            Command::RouteAdd { prefix, via, dev } => {
+                reply(self.route_add(&prefix, via.as_deref(), &dev))
+            }
+            Command::RouteRemove { prefix } => reply(self.route_remove(&prefix)),
+            Command::Reload {} => reply(self.reload()),
+            Command::FlowAdd { flow } => reply(self.flow_add(*flow)),
+            Command::FlowSet { flow } => reply(self.flow_set(*flow)),
+            Command::FlowDel { name } => reply(self.flow_del(&name)),
         }
     }
 
@@ -578,7 +626,8 @@ impl ControlTarget for RouterCtl {
     }
 }
 
-fn listings_value<T: serde::Serialize>(r: Result<T, CtlError>) -> Result<Value, CtlError> {
+/// A typed reply as the JSON the protocol carries.
+fn reply<T: serde::Serialize>(r: Result<T, CtlError>) -> Result<Value, CtlError> {
     serde_json::to_value(r?).map_err(|e| err("result", e.to_string()))
 }
 

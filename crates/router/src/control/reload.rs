@@ -5,7 +5,7 @@ use crate::worker::ctl::{Change, FlowChange};
 use llr_core::flow::FlowSpec;
 use llr_io::kernel::{self, MirrorSpec};
 use llr_ops::ctl::CtlError;
-use serde_json::{json, Value};
+use llr_ops::views::{FieldChange, ReloadView};
 
 use super::{config_err, err, RouterCtl};
 use crate::config::RouterConfig;
@@ -14,7 +14,7 @@ use crate::diff::{diff, fields};
 impl RouterCtl {
     /// `reload`: re-reads the configuration file the router was started from and applies it
     /// ([`apply_config`](Self::apply_config)).
-    pub fn reload(&self) -> Result<Value, CtlError> {
+    pub fn reload(&self) -> Result<ReloadView, CtlError> {
         let Some(path) = &self.config_path else {
             return Err(err(
                 "config",
@@ -27,27 +27,32 @@ impl RouterCtl {
             (fields(&st.cfg), fields(&st.file))
         };
         let want = fields(&new);
-        let mut v = self.apply_config(new.clone())?;
+        let changed = self.apply_config(new.clone())?;
         // Each change with its values; one the file did not make (its value there is the
         // same as at the last load) undoes a change made through the control socket.
-        let changes: Vec<Value> = (v["changed"].as_array().cloned().unwrap_or_default())
-            .iter()
-            .filter_map(Value::as_str)
+        let changes = (changed.iter())
             .map(|k| {
                 let (old, new) = (running.get(k), want.get(k));
-                json!({"field": k, "old": old, "new": new, "reverted": file.get(k) == new})
+                FieldChange {
+                    field: k.clone(),
+                    old: old.cloned(),
+                    new: new.cloned(),
+                    reverted: file.get(k) == new,
+                }
             })
             .collect();
         self.lock().file = new;
-        v["changes"] = json!(changes);
-        v["reloaded"] = json!(path);
-        Ok(v)
+        Ok(ReloadView {
+            reloaded: path.display().to_string(),
+            changed,
+            changes,
+        })
     }
 
     /// Applies `new` all or nothing: validates all of it, refuses changes that need a restart
     /// (naming the field), then applies layout and wake-up mode (one step on every worker),
     /// the class→ring maps, the rules and the routes. Returns the changed fields.
-    pub fn apply_config(&self, new: RouterConfig) -> Result<Value, CtlError> {
+    pub fn apply_config(&self, new: RouterConfig) -> Result<Vec<String>, CtlError> {
         let r = new
             .resolve(|n| llr_io::ebpf::ifindex(n).ok())
             .map_err(|e| config_err(&e))?;
@@ -134,7 +139,7 @@ impl RouterCtl {
         st.default_class = r.default_class;
         st.cfg = r.cfg;
         self.changed();
-        Ok(json!({ "changed": d.changed }))
+        Ok(d.changed)
     }
 }
 

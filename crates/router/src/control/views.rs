@@ -4,76 +4,87 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use llr_core::fwd::NextHop;
+use llr_core::sched::Budget;
 use llr_io::ebpf::FLAG_TIMESTAMP;
-use llr_io::xsk::WakeMode;
 use llr_ops::ctl::RuleEntry;
 use llr_ops::metrics::MetricsSnapshot;
-use llr_ops::views::{format_mac, InterfaceView};
-use serde_json::{json, Value};
+use llr_ops::views::{
+    format_mac, ClassStatus, InterfaceView, MirrorView, RingStatus, StaticRouteView, StatusView,
+    WorkerStatus,
+};
 
 use super::{rule_text, RouterCtl};
 use crate::metrics::{name_of, to_metrics, WorkerPart};
 
 impl RouterCtl {
     /// `status`: version, uptime, interfaces, strategy and budgets, wake-up, workers, rules.
-    pub fn status(&self) -> Value {
+    pub fn status(&self) -> StatusView {
         let snaps: Vec<_> = self.links.iter().map(|l| l.latest()).collect();
         let snap = snaps[0].clone();
         let st = self.lock();
-        let classes: Vec<Value> = st
-            .cfg
-            .classes
-            .iter()
-            .enumerate()
+        let classes = (st.cfg.classes.iter().enumerate())
             .map(|(i, c)| {
                 let ring = snap.class_to_ring.get(i).copied();
-                json!({
-                    "name": c.name,
-                    "budget": ring.and_then(|r| snap.ring_budgets.get(r).copied()),
-                    "configured_budget": c.budget,
-                    "ring": ring,
-                })
+                ClassStatus {
+                    name: c.name.clone(),
+                    ring,
+                    budget: ring.and_then(|r| snap.ring_budgets.get(r).copied()),
+                    configured_budget: Some(c.budget).filter(|b| *b != Budget::Default),
+                }
             })
             .collect();
-        let routes: Vec<Value> = st
-            .cfg
-            .routes
-            .iter()
-            .map(|r| json!({"prefix": r.prefix, "via": r.via, "dev": r.dev}))
+        let static_routes = (st.cfg.routes.iter())
+            .map(|r| StaticRouteView {
+                prefix: r.prefix.clone(),
+                via: r.via.map(|v| v.to_string()),
+                dev: r.dev.clone(),
+            })
             .collect();
         let m = self.mirror_stats();
-        let mirror = json!({"events": m.events, "resyncs": m.resyncs, "overruns": m.overruns, "updates": m.updates});
-        json!({
-            "version": env!("CARGO_PKG_VERSION"),
-            "config": self.config_path,
-            "uptime_s": self.started.elapsed().as_secs_f64(),
-            "interfaces": st.cfg.interfaces,
-            "strategy": snap.strategy.unwrap_or(st.cfg.strategy),
-            "device_budget": snap.device_budget,
-            "classes": classes,
-            "rings": snap.layout_rings.iter().zip(&snap.ring_budgets).map(|(n, b)| json!({"name": n, "budget": b})).collect::<Vec<_>>(),
-            // budget = "auto": worker 0's last window (ρRT, x ns, the budget it set)
-            "auto_budget": snap.auto_budget,
-            "wakeup": snap.wake.map(WakeMode::name),
-            "spin_us": snap.spin_us,
-            "workers": snaps.iter().enumerate().map(|(w, s)| json!({"worker": w, "core": st.cfg.cores.get(w), "busy_ratio": s.busy_ratio})).collect::<Vec<_>>(),
-            "helper_cores": llr_ops::cpus::format_cpu_list(&self.helper_cpus),
-            "rules": st.rules.len(),
-            "routes": self.fwd.routes().len(),
-            // routed packets go to the kernel: more routes than max-routes (the log says more)
-            "routes_incomplete": self.fwd.load().routes_incomplete,
-            "max_routes": st.spec.max_routes,
-            // route mirror: netlink events applied, full re-dumps, event-socket overruns
-            "mirror": mirror,
-            "static_routes": routes,
-            "changes_applied": self.changes_applied(),
-            // every worker loop runs (each has published from inside it)
-            "ready": snaps.iter().all(|s| s.seq > 0),
-            "steering": st.cfg.steering.name(),
-            "datapath": self.datapath(),
-            "timestamps": self.flags & FLAG_TIMESTAMP != 0,
-            "metrics": self.metrics_addr.lock().unwrap_or_else(|e| e.into_inner()).map(|a| a.to_string()),
-        })
+        StatusView {
+            version: env!("CARGO_PKG_VERSION").into(),
+            config: self.config_path.as_ref().map(|p| p.display().to_string()),
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            interfaces: st.cfg.interfaces.clone(),
+            strategy: snap.strategy.unwrap_or(st.cfg.strategy),
+            device_budget: snap.device_budget,
+            classes,
+            rings: (snap.layout_rings.iter().zip(&snap.ring_budgets))
+                .map(|(n, b)| RingStatus {
+                    name: n.clone(),
+                    budget: *b,
+                })
+                .collect(),
+            auto_budget: snap.auto_budget,
+            wakeup: snap.wake,
+            spin_us: snap.spin_us,
+            workers: (snaps.iter().enumerate())
+                .map(|(w, s)| WorkerStatus {
+                    worker: w as u32,
+                    core: st.cfg.cores.get(w).copied(),
+                    busy_ratio: s.busy_ratio,
+                })
+                .collect(),
+            helper_cores: Some(llr_ops::cpus::format_cpu_list(&self.helper_cpus)),
+            rules: st.rules.len(),
+            routes: self.fwd.routes().len(),
+            routes_incomplete: self.fwd.load().routes_incomplete,
+            max_routes: st.spec.max_routes,
+            mirror: MirrorView {
+                events: m.events,
+                resyncs: m.resyncs,
+                overruns: m.overruns,
+                updates: m.updates,
+            },
+            static_routes,
+            changes_applied: self.changes_applied(),
+            ready: snaps.iter().all(|s| s.seq > 0),
+            steering: st.cfg.steering.name().into(),
+            datapath: self.datapath(),
+            timestamps: self.flags & FLAG_TIMESTAMP != 0,
+            metrics: (self.metrics_addr.lock().unwrap_or_else(|e| e.into_inner()))
+                .map(|a| a.to_string()),
+        }
     }
 
     /// A metrics snapshot (asks every worker for fresh counters, waiting up to `wait`).
