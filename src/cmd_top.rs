@@ -137,7 +137,7 @@ pub fn render(
     let old = prev.map(|(_, p)| p);
     out.push(format!(
         "llrouter top — {} — {} — {src}",
-        cur.strategy,
+        cur.strategy.map_or("-", |s| s.name()),
         match secs {
             Some(d) => format!("rates over {d:.1} s"),
             None => "first sample: totals".into(),
@@ -353,7 +353,7 @@ mod tests {
             lat.observe(50e-6);
         }
         MetricsSnapshot {
-            strategy: "ll-wfq".into(),
+            strategy: Some(llr_core::sched::StrategyKind::LlWfq),
             rings: vec![RingMetrics {
                 class: "rt".into(),
                 packets: 1000 * k,

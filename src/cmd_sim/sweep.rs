@@ -193,7 +193,7 @@ fn series_of(
         for (ci, class) in classes.iter().enumerate() {
             let points: Vec<(f64, f64)> = rows
                 .iter()
-                .filter(|r| r.strategy == st.name() && &r.class == class)
+                .filter(|r| r.strategy == *st && &r.class == class)
                 .filter(|r| ylabel == LOSS || ylabel == DELIVERED || r.delivered > 0)
                 .map(|r| {
                     let y = match ylabel {

@@ -44,7 +44,7 @@ pub struct AlternateStudy {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Slice {
     pub cycle: u32,
-    pub strategy: String,
+    pub strategy: StrategyKind,
     /// Middle of the slice, seconds since the first slice began.
     pub at_s: f64,
     pub secs: f64,
@@ -231,7 +231,7 @@ impl AlternateStudy {
             interrupted: stop.load(Ordering::Relaxed),
             ..AlternateOutcome::default()
         };
-        bracket(&mut o.slices, strategies[0].name());
+        bracket(&mut o.slices, strategies[0]);
         report::write_csv(
             &c.out.join("alternate.csv"),
             &o.slices,
@@ -280,7 +280,7 @@ impl AlternateStudy {
             let mid = (a.at - first).as_secs_f64() + secs / 2.0;
             out.push(Slice {
                 cycle,
-                strategy: s.name().to_string(),
+                strategy: s,
                 at_s: mid,
                 secs,
                 forwarded_pps: b.tx.saturating_sub(a.tx) as f64 / secs,
@@ -358,7 +358,7 @@ impl AlternateStudy {
     }
 
     fn summary_md(&self, slices: &[Slice], strategies: &[StrategyKind]) -> String {
-        let reference = strategies[0].name();
+        let reference = strategies[0];
         let mut md = format!(
             "## Strategies alternated live under one overload\n\n\
              One router, {rate:.0} pps offered ({rt:.0} % RT), strategy switched every \
@@ -374,7 +374,7 @@ impl AlternateStudy {
             cycles = self.cycles,
         );
         for s in strategies {
-            let mine: Vec<&Slice> = slices.iter().filter(|x| x.strategy == s.name()).collect();
+            let mine: Vec<&Slice> = slices.iter().filter(|x| x.strategy == *s).collect();
             let pps: Vec<f64> = mine.iter().map(|x| x.forwarded_pps).collect();
             let ratio: Vec<f64> = mine.iter().map(|x| x.ratio).collect();
             let (grants, flushes, served) = mine.iter().fold((0, 0, 0), |(g, f, n), x| {
@@ -463,7 +463,7 @@ const SWITCH_ALLOWANCE: Duration = Duration::from_millis(100);
 /// Sets every non-reference slice's `ratio`: its rate over the reference's, linearly
 /// interpolated in time between the nearest reference slices before and after it. A slice
 /// without a reference slice on both sides keeps NaN.
-pub fn bracket(slices: &mut [Slice], reference: &str) {
+pub fn bracket(slices: &mut [Slice], reference: StrategyKind) {
     let refs: Vec<(f64, f64)> = slices
         .iter()
         .filter(|s| s.strategy == reference)
@@ -508,7 +508,7 @@ mod tests {
 
     fn slice(strategy: &str, at_s: f64, pps: f64) -> Slice {
         Slice {
-            strategy: strategy.into(),
+            strategy: strategy.parse().expect("a strategy"),
             at_s,
             forwarded_pps: pps,
             ratio: f64::NAN,
@@ -526,7 +526,7 @@ mod tests {
             slice("ll-rr", 2.0, 0.90 * speed(2.0)),
             slice("sq", 3.0, speed(3.0)),
         ];
-        bracket(&mut v, "sq");
+        bracket(&mut v, StrategyKind::Sq);
         assert!(v[0].ratio.is_nan() && v[3].ratio.is_nan());
         assert!((v[1].ratio - 0.95).abs() < 1e-12, "{}", v[1].ratio);
         assert!((v[2].ratio - 0.90).abs() < 1e-12, "{}", v[2].ratio);
@@ -535,7 +535,7 @@ mod tests {
     #[test]
     fn a_slice_without_a_reference_after_it_has_no_ratio() {
         let mut v = vec![slice("sq", 0.0, 100.0), slice("ll-wfq", 1.0, 90.0)];
-        bracket(&mut v, "sq");
+        bracket(&mut v, StrategyKind::Sq);
         assert!(v[1].ratio.is_nan());
         // A reference that forwarded nothing gives no ratio rather than infinity.
         let mut v = vec![
@@ -543,7 +543,7 @@ mod tests {
             slice("ll-wfq", 1.0, 90.0),
             slice("sq", 2.0, 0.0),
         ];
-        bracket(&mut v, "sq");
+        bracket(&mut v, StrategyKind::Sq);
         assert!(v[1].ratio.is_nan());
     }
 

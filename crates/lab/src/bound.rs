@@ -9,6 +9,7 @@
 //! (XDP receive → served), whose buckets (steps of 1.5–2×) give the p99 as a range.
 
 use llr_core::sched::bound::tmax_ns;
+use llr_core::sched::StrategyKind;
 use llr_ops::metrics::{Histogram, MetricsSnapshot, RingMetrics};
 
 /// The model's quantities at one point.
@@ -103,7 +104,7 @@ pub fn at_point(
     sent_rt: u64,
     secs: f64,
 ) -> Option<Bound> {
-    if !matches!(b.strategy.as_str(), "ll-wfq" | "ll-rr") || secs <= 0.0 {
+    if !matches!(b.strategy, Some(StrategyKind::LlWfq | StrategyKind::LlRr)) || secs <= 0.0 {
         return None;
     }
     let rt = rt_class(b)?;
@@ -280,7 +281,7 @@ mod tests {
 
     fn snap(strategy: &str, rings: Vec<RingMetrics>) -> MetricsSnapshot {
         MetricsSnapshot {
-            strategy: strategy.into(),
+            strategy: Some(strategy.parse().expect("a strategy")),
             rings,
             ..MetricsSnapshot::default()
         }

@@ -61,14 +61,8 @@ pub fn to_metrics(
     ));
     let first = workers.first().map(|w| w.snap);
     MetricsSnapshot {
-        strategy: first
-            .and_then(|s| s.strategy)
-            .map(|s| s.name().to_string())
-            .unwrap_or_default(),
-        strategies: StrategyKind::ALL
-            .iter()
-            .map(|s| s.name().to_string())
-            .collect(),
+        strategy: first.and_then(|s| s.strategy),
+        strategies: StrategyKind::ALL.to_vec(),
         rings: workers.iter().flat_map(|w| rings(w, class_names)).collect(),
         devices: workers.iter().flat_map(devices).collect(),
         workers: (workers.iter())
@@ -368,8 +362,8 @@ mod tests {
         );
         assert_eq!(m.rings[0].packets, 100);
         assert_eq!(m.workers[0].busy_seconds, 1.5);
-        assert_eq!(m.strategy, "ll-wfq");
-        assert!(m.strategies.contains(&"sq".to_string()));
+        assert_eq!(m.strategy, Some(StrategyKind::LlWfq));
+        assert!(m.strategies.contains(&StrategyKind::Sq));
     }
 
     #[test]

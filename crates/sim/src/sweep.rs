@@ -23,7 +23,7 @@ pub struct SweepPoint {
 /// One row of a sweep's results: a class at one (strategy, value) point.
 #[derive(Debug, Clone, Serialize)]
 pub struct SweepRow {
-    pub strategy: String,
+    pub strategy: StrategyKind,
     pub param: String,
     pub value: f64,
     pub class: String,
@@ -81,7 +81,7 @@ pub fn rows(param: &str, points: &[SweepPoint], results: &[SimResult]) -> Vec<Sw
     for (p, r) in points.iter().zip(results) {
         for c in &r.classes {
             rows.push(SweepRow {
-                strategy: p.strategy.name().to_string(),
+                strategy: p.strategy,
                 param: param.to_string(),
                 value: p.value,
                 class: c.name.clone(),
@@ -271,7 +271,7 @@ pub fn capacities(
 /// One row of `capacity.csv`.
 #[derive(Debug, Clone, Serialize)]
 pub struct CapacityRow {
-    pub strategy: String,
+    pub strategy: StrategyKind,
     pub param: String,
     pub value: f64,
     pub cores: usize,
@@ -293,7 +293,7 @@ pub fn capacity_rows(
         .iter()
         .zip(caps)
         .map(|(p, c)| CapacityRow {
-            strategy: p.strategy.name().to_string(),
+            strategy: p.strategy,
             param: param.to_string(),
             value: p.value,
             cores: p.config.cores,
@@ -363,7 +363,7 @@ mod tests {
         let rows = rows("utilization", &pts, &res);
         assert_eq!(rows.len(), 4, "two classes per point");
         assert_eq!(
-            (rows[0].strategy.as_str(), rows[2].strategy.as_str()),
+            (rows[0].strategy.name(), rows[2].strategy.name()),
             ("sq", "ll-wfq")
         );
         for r in &rows {

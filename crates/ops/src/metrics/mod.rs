@@ -60,6 +60,7 @@ pub use process::ProcessMetrics;
 pub use render::{escape_label, format_value, render};
 pub use server::{MetricsServer, CONTENT_TYPE, IO_TIMEOUT, MAX_CONNECTIONS, MAX_REQUEST};
 
+use llr_core::sched::StrategyKind;
 use serde::{Deserialize, Serialize};
 
 /// A histogram with fixed upper bounds: `counts[i]` observations in `(bounds[i-1], bounds[i]]`,
@@ -240,12 +241,12 @@ pub struct InterfaceMetrics {
 /// returns it as JSON.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct MetricsSnapshot {
-    /// The running strategy's name.
-    pub strategy: String,
+    /// The running strategy (`None` before a worker published).
+    pub strategy: Option<StrategyKind>,
     /// Every strategy the router knows (the `llrouter_strategy` gauge has one series each, so a
     /// strategy change never creates a series).
     #[serde(default)]
-    pub strategies: Vec<String>,
+    pub strategies: Vec<StrategyKind>,
     pub rings: Vec<RingMetrics>,
     pub devices: Vec<DeviceMetrics>,
     pub workers: Vec<WorkerMetrics>,

@@ -111,8 +111,8 @@ pub fn render(snap: &MetricsSnapshot) -> String {
         1.0,
     );
     let mut strategies = snap.strategies.clone();
-    if !snap.strategy.is_empty() && !strategies.contains(&snap.strategy) {
-        strategies.push(snap.strategy.clone());
+    if let Some(s) = snap.strategy.filter(|s| !strategies.contains(s)) {
+        strategies.push(s);
     }
     o.each(
         (
@@ -122,8 +122,11 @@ pub fn render(snap: &MetricsSnapshot) -> String {
         ),
         &strategies,
         |s| {
-            let on = *s == snap.strategy;
-            (vec![("strategy", s.clone())], if on { 1.0 } else { 0.0 })
+            let on = Some(*s) == snap.strategy;
+            (
+                vec![("strategy", s.to_string())],
+                if on { 1.0 } else { 0.0 },
+            )
         },
     );
 

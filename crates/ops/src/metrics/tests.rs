@@ -135,7 +135,7 @@ fn snap() -> MetricsSnapshot {
         lat.observe(v);
     }
     MetricsSnapshot {
-        strategy: "ll-wfq".into(),
+        strategy: Some(StrategyKind::LlWfq),
         rings: vec![
             RingMetrics {
                 worker: 0,
@@ -195,7 +195,7 @@ fn snap() -> MetricsSnapshot {
         icmp: vec![("time_exceeded".into(), 50, 950)],
         slow_path: vec![("punted".into(), 3)],
         classes: vec![("rt".into(), 1000)],
-        strategies: vec!["sq".into(), "ll-wfq".into()],
+        strategies: vec![StrategyKind::Sq, StrategyKind::LlWfq],
         interfaces: vec![InterfaceMetrics {
             interface: "veth-rin".into(),
             ifindex: 4,
@@ -371,8 +371,8 @@ fn check(samples: &[Sample], snap: &MetricsSnapshot) {
     }
     // one series per known strategy, 1 only for the running one
     for s in &snap.strategies {
-        let v = find(samples, "llrouter_strategy", &[("strategy", s)]).value;
-        assert_eq!(v, if *s == snap.strategy { 1.0 } else { 0.0 }, "{s}");
+        let v = find(samples, "llrouter_strategy", &[("strategy", s.name())]).value;
+        assert_eq!(v, if Some(*s) == snap.strategy { 1.0 } else { 0.0 }, "{s}");
     }
     assert_eq!(
         find(
@@ -528,7 +528,7 @@ fn strategy_change_keeps_the_series_set() {
             .collect()
     };
     let before = series(&a);
-    a.strategy = "sq".into();
+    a.strategy = Some(StrategyKind::Sq);
     assert_eq!(series(&a), before);
     assert_eq!(before.len(), 2);
 }

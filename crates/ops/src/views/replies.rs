@@ -216,7 +216,7 @@ pub fn reload_text(r: &ReloadView) -> String {
 
 /// Counters as tables: rings, then engine devices and workers, then non-zero drops and passes.
 pub fn counters_table(m: &MetricsSnapshot) -> String {
-    let mut out = format!("strategy {}\n", m.strategy);
+    let mut out = format!("strategy {}\n", m.strategy.map_or("-", StrategyKind::name));
     let rows: Vec<Vec<String>> = m
         .rings
         .iter()
@@ -352,7 +352,7 @@ mod tests {
         );
         assert_eq!(h, "wake-up: interrupt -> adaptive (spin 20 µs)\n");
         let snap = MetricsSnapshot {
-            strategy: "sq".into(),
+            strategy: Some(StrategyKind::Sq),
             drops: vec![("a".into(), 0), ("b".into(), 2)],
             interfaces: vec![crate::metrics::InterfaceMetrics {
                 interface: "eth0".into(),
