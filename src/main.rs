@@ -37,7 +37,7 @@ enum Cmd {
     /// Namespace testbed: topology up/down, sweeps and MLFFR against the Linux kernel.
     Testbed(Box<cmd_testbed::TestbedArgs>),
     /// Host tuning (paper 002): per-core load, worker core, IRQ affinities, ring and buffer sizes.
-    Tune(cmd_tune::Args),
+    Tune(cmd_tune::TuneArgs),
     /// Control-plane client of a running router.
     Ctl(cmd_ctl::Args),
     /// Live terminal view of a running router's counters.

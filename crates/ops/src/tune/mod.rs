@@ -44,14 +44,17 @@
 //!   worker `i` gets worker `i`'s core, the device's other interrupts the non-workers (all
 //!   cores when there are none). Auto: off-workers when a core is left over.
 
+mod args;
 mod host;
 mod irq;
 mod plan;
+mod render;
 mod sizing;
 mod stat;
 #[cfg(test)]
 mod tests;
 
+pub use args::{flag_error, CheckError, TuneArgs};
 pub use host::{apply, device_aliases, sample, Applied};
 pub use irq::{
     action_matches, device_irqs, format_cpumask, irq_belongs, irq_queue, parse_cpu_list,
@@ -60,6 +63,7 @@ pub use irq::{
 pub use plan::{
     plan, BufferSizing, IrqAffinity, IrqPlacement, RingSizing, TuneInput, TuneParams, TunePlan,
 };
+pub use render::{config_lines, mask_commands, render};
 pub use sizing::{parse_net_dev, ring_size, socket_buffer_bytes};
 pub use stat::{
     busy_fractions, core_loads, parse_proc_stat, percentile, pick_worker_core, pick_worker_cores,

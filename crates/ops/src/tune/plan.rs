@@ -30,6 +30,7 @@ pub struct TuneInput {
 
 /// Where the devices' interrupts go when there are several workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum IrqPlacement {
     /// `OffWorkers` when at least one online core is not a worker, else `OnWorkers`.

@@ -10,6 +10,7 @@ mod flows;
 mod replies;
 pub use flows::{flow_reply_text, flows_table, FlowAdded, FlowChanged, FlowListView, FlowRemoved};
 mod status;
+pub mod top;
 pub use replies::{
     counters_table, reload_text, reply_text, rules_table, BudgetChanged, DeviceBudgetChanged,
     FieldChange, InterfacesView, ReloadView, RouteAdded, RouteRemoved, RuleRemoved, RulesView,
