@@ -7,11 +7,9 @@
 pub mod cli_util;
 pub mod cmd_ctl;
 pub mod cmd_demo;
-pub mod cmd_flow;
 pub mod cmd_gen;
 pub mod cmd_model;
 pub mod cmd_run;
-pub mod cmd_show;
 pub mod cmd_sim;
 pub mod cmd_sink;
 pub mod cmd_testbed;

@@ -7,6 +7,10 @@ use serde::{Deserialize, Serialize};
 use crate::metrics::InterfaceMetrics;
 
 mod flows;
+mod listing;
+pub use listing::{
+    listing_tail, lookup_text, neighbour_row, route_row, summary_text, ListingWriter,
+};
 mod replies;
 pub use flows::{flow_reply_text, flows_table, FlowAdded, FlowChanged, FlowListView, FlowRemoved};
 mod status;

@@ -36,7 +36,7 @@ pub enum FlowCmd {
         /// Destination address.
         dst: std::net::IpAddr,
         #[command(flatten)]
-        packet: crate::cmd_show::PacketArgs,
+        packet: llr_ops::query::PacketArgs,
     },
     /// Set up a flow, e.g. `flow add video --match "proto=udp dst=10.1.0.0/16" --weight 4
     /// --pipeline "meter(pps=20000) work(us=2)"`.

@@ -5,6 +5,9 @@
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
+mod args;
+pub use args::{prefix_arg, FibArgs, FibRequest, PacketArgs};
+
 /// Which routes `fib` and `fib.summary` keep (every field given must match).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

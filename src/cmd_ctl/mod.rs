@@ -11,6 +11,11 @@ use std::time::Duration;
 
 use crate::cli_util::usage;
 
+mod flow;
+mod show;
+pub use flow::FlowCmd;
+pub use show::ShowCmd;
+
 /// Query and change a running router over its control socket.
 ///
 /// Every change is validated by the router first and applied between poll rounds; a rejected
@@ -50,7 +55,7 @@ pub enum CtlCmd {
     Counters,
     /// Tables of the running router: interfaces, routes, neighbours, classes, workers.
     #[command(subcommand)]
-    Show(crate::cmd_show::ShowCmd),
+    Show(show::ShowCmd),
     /// Classification rules.
     #[command(subcommand)]
     Rules(RulesCmd),
@@ -73,7 +78,7 @@ pub enum CtlCmd {
     Reload,
     /// Flows of the flow scheduler (paper 003): set up, change, tear down, list.
     #[command(subcommand)]
-    Flow(crate::cmd_flow::FlowCmd),
+    Flow(flow::FlowCmd),
 }
 
 #[derive(Debug, Clone, Subcommand)]
@@ -150,7 +155,7 @@ pub enum RouteCmd {
     /// `route add PREFIX [via GW] dev IF`: a static route over the kernel's.
     Add {
         /// Destination, `addr/len`.
-        #[arg(value_parser = prefix_arg)]
+        #[arg(value_parser = llr_ops::query::prefix_arg)]
         prefix: String,
         /// `via GW dev IF` or `dev IF`.
         #[arg(num_args = 2..=4, required = true)]
@@ -159,27 +164,16 @@ pub enum RouteCmd {
     /// `route remove PREFIX`: remove a static route.
     Remove {
         /// Destination, `addr/len`, as added.
-        #[arg(value_parser = prefix_arg)]
+        #[arg(value_parser = llr_ops::query::prefix_arg)]
         prefix: String,
     },
-}
-
-/// An `addr/len` prefix argument, or why it is not one.
-pub(crate) fn prefix_arg(s: &str) -> Result<String, String> {
-    match s.split_once('/') {
-        Some((a, l)) if a.parse::<std::net::IpAddr>().is_ok() && l.parse::<u8>().is_ok() => {
-            Ok(s.to_string())
-        }
-        Some(_) => Err("not an addr/len prefix".into()),
-        None => Err("needs a length, e.g. 10.0.0.0/8".into()),
-    }
 }
 
 /// What one `ctl` invocation asks the router: one protocol command, or a view (`show …`).
 #[derive(Debug, Clone)]
 pub enum Request {
     One(Command),
-    Show(crate::cmd_show::ShowCmd),
+    Show(show::ShowCmd),
 }
 
 /// Builds the request from the CLI words; bad input is a usage error (exit 2).
@@ -188,7 +182,7 @@ pub fn request(cmd: &CtlCmd) -> Result<Request> {
         CtlCmd::Status => Command::Status {},
         CtlCmd::Counters => Command::Counters {},
         CtlCmd::Show(s) => {
-            crate::cmd_show::check(s)?;
+            show::check(s)?;
             return Ok(Request::Show(s.clone()));
         }
         CtlCmd::Rules(RulesCmd::List) => Command::RulesList {},
@@ -237,7 +231,7 @@ pub fn request(cmd: &CtlCmd) -> Result<Request> {
             prefix: prefix.clone(),
         },
         CtlCmd::Reload => Command::Reload {},
-        CtlCmd::Flow(f) => crate::cmd_flow::command(f)?,
+        CtlCmd::Flow(f) => flow::command(f)?,
     }))
 }
 
@@ -245,10 +239,10 @@ pub fn run(args: Args) -> Result<()> {
     let req = request(&args.cmd)?;
     let mut client = CtlClient::connect(&args.socket, Duration::from_secs_f64(args.timeout))?;
     let cmd = match &req {
-        Request::Show(s) => return crate::cmd_show::run(&mut client, s, args.json),
+        Request::Show(s) => return show::run(&mut client, s, args.json),
         Request::One(cmd) => cmd,
     };
-    let v = crate::cmd_show::call(&mut client, cmd)?;
+    let v = show::call(&mut client, cmd)?;
     let out = if args.json {
         serde_json::to_string_pretty(&v)? + "\n"
     } else {
@@ -259,133 +253,4 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: Args,
-    }
-
-    fn parse(words: &[&str]) -> Result<Request> {
-        let cli = Cli::try_parse_from(std::iter::once("ctl").chain(words.iter().copied()))?;
-        request(&cli.args.cmd)
-    }
-
-    fn one(words: &[&str]) -> Command {
-        match parse(words).unwrap() {
-            Request::One(c) => c,
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn cli_words_map_to_commands() {
-        assert_eq!(one(&["status"]), Command::Status {});
-        assert_eq!(
-            one(&["rules", "add", "class=rt dscp=46"]),
-            Command::RulesAdd {
-                rule: "class=rt dscp=46".into()
-            }
-        );
-        // unquoted: the words are joined
-        assert_eq!(
-            one(&[
-                "rules",
-                "add",
-                "class=rt",
-                "proto=udp",
-                "dst_port=5000-5010"
-            ]),
-            Command::RulesAdd {
-                rule: "class=rt proto=udp dst_port=5000-5010".into()
-            }
-        );
-        assert_eq!(
-            one(&["budget", "set", "rt", "60"]),
-            Command::BudgetSet {
-                class: "rt".into(),
-                budget: Budget::packets(60).unwrap()
-            }
-        );
-        assert_eq!(
-            one(&["device-budget", "set", "64"]),
-            Command::DeviceBudgetSet { budget: 64 }
-        );
-        assert_eq!(
-            one(&["strategy", "set", "ll-rr"]),
-            Command::StrategySet {
-                strategy: StrategyKind::LlRr
-            }
-        );
-        assert_eq!(
-            one(&[
-                "route",
-                "add",
-                "10.1.0.0/16",
-                "via",
-                "10.0.0.2",
-                "dev",
-                "veth1"
-            ]),
-            Command::RouteAdd {
-                prefix: "10.1.0.0/16".into(),
-                via: Some("10.0.0.2".into()),
-                dev: "veth1".into()
-            }
-        );
-        assert_eq!(
-            one(&["route", "add", "10.1.0.0/16", "dev", "veth1"]),
-            Command::RouteAdd {
-                prefix: "10.1.0.0/16".into(),
-                via: None,
-                dev: "veth1".into()
-            }
-        );
-        assert!(matches!(
-            parse(&["show", "classes"]).unwrap(),
-            Request::Show(crate::cmd_show::ShowCmd::Classes)
-        ));
-        assert!(matches!(
-            one(&["wakeup", "set", "adaptive", "--spin-us", "50"]),
-            Command::WakeupSet {
-                mode: WakeMode::Adaptive,
-                spin_us: Some(50)
-            }
-        ));
-        // usage errors: clap's, or ours marked as usage (exit 2)
-        let is_usage = |w: &[&str]| match parse(w) {
-            Err(e) => {
-                e.downcast_ref::<clap::Error>().is_some()
-                    || e.downcast_ref::<crate::cli_util::UsageError>().is_some()
-            }
-            Ok(r) => panic!("{w:?} accepted: {r:?}"),
-        };
-        assert!(is_usage(&["route", "add", "10.1.0.0/16", "gw", "x"]));
-        assert!(is_usage(&["route", "add", "10.1.0.0", "dev", "x"]));
-        assert!(is_usage(&["strategy", "set", "fastest"]));
-        assert!(is_usage(&["wakeup", "set", "sometimes"]));
-        assert!(is_usage(&["wakeup", "set", "busy", "--spin-us", "5"]));
-        assert!(is_usage(&["budget", "set", "rt", "-1"]));
-        assert!(is_usage(&["--timeout", "0", "status"]));
-        assert!(is_usage(&["show", "fib", "--limit", "0"]));
-        assert!(is_usage(&["show", "neighbours", "--limit", "0"]));
-        assert!(is_usage(&["show", "fib", "--dport", "53"]));
-    }
-
-    #[test]
-    fn json_flag_anywhere() {
-        for words in [
-            &["-j", "status"][..],
-            &["status", "--json"],
-            &["show", "fib", "-j"],
-            &["--json", "show", "interfaces"],
-        ] {
-            let cli = Cli::try_parse_from(std::iter::once("ctl").chain(words.iter().copied()))
-                .unwrap_or_else(|e| panic!("{words:?}: {e}"));
-            assert!(cli.args.json, "{words:?}");
-        }
-    }
-}
+mod tests;
