@@ -163,16 +163,20 @@ struct Settled {
 /// (counted cheaply first, then compared prefix by prefix), and llrouter stays so for `quiet`
 /// (the mirror re-dumps on a timer: a stale snapshot must not bring a route back). Bounded by
 /// `limit` since `t0`.
-#[allow(clippy::too_many_arguments)]
+/// How long `settle` waits: from `t0`, until `limit`, for `quiet` without a change.
+#[derive(Clone, Copy)]
+struct Wait {
+    t0: Instant,
+    quiet: Duration,
+    limit: Duration,
+}
+
 fn settle(
     what: &str,
     ns: &Netns,
     ctl: &RouterCtl,
-    want_kernel: (usize, usize),
-    want: &HashSet<String>,
-    t0: Instant,
-    quiet: Duration,
-    limit: Duration,
+    (want_kernel, want): ((usize, usize), &HashSet<String>),
+    Wait { t0, quiet, limit }: Wait,
 ) -> Settled {
     let mut kernel_at = None;
     let mut right_since: Option<Duration> = None;
@@ -330,11 +334,12 @@ fn bird_full_table_reaches_llrouter_as_in_the_kernel() {
         "load",
         &topo.router,
         &ctl,
-        (spec.v4, spec.v6),
-        &want,
-        t0,
-        quiet,
-        load_limit,
+        ((spec.v4, spec.v6), &want),
+        Wait {
+            t0,
+            quiet,
+            limit: load_limit,
+        },
     );
     eprintln!(
         "fulltable: load of {n} routes (route-refresh-ms {refresh_ms}): BGP established after \
@@ -378,11 +383,12 @@ fn bird_full_table_reaches_llrouter_as_in_the_kernel() {
         "withdrawal",
         &topo.router,
         &ctl,
-        less,
-        &want_less,
-        t1,
-        quiet,
-        load_limit,
+        (less, &want_less),
+        Wait {
+            t0: t1,
+            quiet,
+            limit: load_limit,
+        },
     );
     eprintln!(
         "fulltable: withdrawal of {} routes: kernel after {:.2} s, llrouter after {:.2} s \
@@ -411,11 +417,12 @@ fn bird_full_table_reaches_llrouter_as_in_the_kernel() {
         "re-announcement",
         &topo.router,
         &ctl,
-        (spec.v4, spec.v6),
-        &want,
-        t2,
-        quiet,
-        load_limit,
+        ((spec.v4, spec.v6), &want),
+        Wait {
+            t0: t2,
+            quiet,
+            limit: load_limit,
+        },
     );
     eprintln!(
         "fulltable: re-announcement: kernel after {:.2} s, llrouter after {:.2} s ({} \

@@ -21,7 +21,7 @@ use llr_ops::metrics::{MetricsServer, MetricsSnapshot};
 use llr_ops::views::{DatapathView, PortModeView};
 
 use crate::config::{Resolved, RouterConfig, Steering};
-use crate::control::RouterCtl;
+use crate::control::{CtlParts, RouterCtl};
 use crate::error::{RouterError, Step};
 use crate::plan::plural;
 use crate::steer::{Classifiers, NtupleFilters, QueueLayout};
@@ -644,14 +644,16 @@ fn set_up(
         .step("control: eventfd")?;
     let classifiers = Arc::new(Mutex::new(Classifiers::load(&r, &queues, flags, &local)?));
     let ctl = Arc::new(RouterCtl::new(
-        config_path,
         &r,
-        spec,
-        fwd.clone(),
-        links.clone(),
-        classifiers.clone(),
-        flags,
-        helpers,
+        CtlParts {
+            config_path,
+            spec,
+            fwd: fwd.clone(),
+            links: links.clone(),
+            classifiers: classifiers.clone(),
+            flags,
+            helper_cpus: helpers,
+        },
     ));
     let ctl_server = bind_control(&r.cfg.control.socket, ctl.clone())?;
     let metrics_server = match &r.cfg.metrics {

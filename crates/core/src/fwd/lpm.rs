@@ -473,6 +473,15 @@ impl Lpm<u128> {
     }
 }
 
+/// One prefix's write: the entry `new` goes into the leaf entries of `net/len` that satisfy
+/// `pred` (an insert skips entries of longer prefixes; a removal takes only its own).
+struct EntryWrite<'a> {
+    net: u128,
+    len: u8,
+    new: u32,
+    pred: &'a dyn Fn(u32) -> bool,
+}
+
 impl<K: LpmKey> Lpm<K> {
     /// An empty table with these strides (summing to the address width, each after the first at
     /// most 8 bits), whose groups are reclaimed as `readers` allow.
@@ -622,7 +631,13 @@ impl<K: LpmKey> Lpm<K> {
         } else {
             // Overwrite entries from shorter (or equal: a replacement) prefixes; longer ones stay.
             let pred = |e: u32| !is_valid(e) || depth_of(e) <= len;
-            self.write(&mut w, 0, 0, 0, net, len, leaf(value, len), &pred)?;
+            let t = EntryWrite {
+                net,
+                len,
+                new: leaf(value, len),
+                pred: &pred,
+            };
+            self.write(&mut w, (0, 0, 0), &t)?;
         }
         let old = w
             .shadow
@@ -648,7 +663,13 @@ impl<K: LpmKey> Lpm<K> {
         // Only entries written by this very prefix carry its length inside its range. A removal
         // allocates no group, so it cannot fail.
         let pred = |e: u32| is_valid(e) && depth_of(e) == len;
-        let _ = self.write(&mut w, 0, 0, 0, net, len, repl, &pred);
+        let t = EntryWrite {
+            net,
+            len,
+            new: repl,
+            pred: &pred,
+        };
+        let _ = self.write(&mut w, (0, 0, 0), &t);
         Some(old)
     }
 
@@ -661,20 +682,15 @@ impl<K: LpmKey> Lpm<K> {
         }
     }
 
-    /// Writes `new` into every leaf entry of `net/len` below node (`level`, `g`), whose entries
-    /// start at bit `o`, that satisfies `pred`.
-    #[allow(clippy::too_many_arguments)]
+    /// Writes `t.new` into every leaf entry of `t.net/t.len` below node (`level`, `g`), whose
+    /// entries start at bit `o`, that satisfies `t.pred`.
     fn write(
         &self,
         w: &mut Writer,
-        level: usize,
-        g: u32,
-        o: u8,
-        net: u128,
-        len: u8,
-        new: u32,
-        pred: &dyn Fn(u32) -> bool,
+        (level, g, o): (usize, u32, u8),
+        t: &EntryWrite<'_>,
     ) -> Result<(), LpmError> {
+        let (net, len, new, pred) = (t.net, t.len, t.new, t.pred);
         let s = self.strides[level];
         if len <= o + s {
             // The prefix covers a range of this node's entries (all of them if len <= o).
@@ -683,7 +699,7 @@ impl<K: LpmKey> Lpm<K> {
             for i in first..first + count {
                 let e = self.node(level, g)[i].load(Ordering::Relaxed);
                 if e & EXT != 0 {
-                    self.write(w, level + 1, e & VALUE_MASK, o + s, net, len, new, pred)?;
+                    self.write(w, (level + 1, e & VALUE_MASK, o + s), t)?;
                     self.try_collapse(w, level, g, i, o + s);
                 } else if pred(e) {
                     self.node(level, g)[i].store(new, Ordering::Release);
@@ -693,13 +709,13 @@ impl<K: LpmKey> Lpm<K> {
             let i = bits(net, o, s);
             let e = self.node(level, g)[i].load(Ordering::Relaxed);
             if e & EXT != 0 {
-                self.write(w, level + 1, e & VALUE_MASK, o + s, net, len, new, pred)?;
+                self.write(w, (level + 1, e & VALUE_MASK, o + s), t)?;
                 self.try_collapse(w, level, g, i, o + s);
             } else if pred(e) {
                 // Only an insert gets here (a removal refuses the shorter prefix's entry): fill a
                 // new group with the entry it replaces, write into it, then publish it.
                 let child = self.alloc(w, level + 1, e)?;
-                self.write(w, level + 1, child, o + s, net, len, new, pred)?;
+                self.write(w, (level + 1, child, o + s), t)?;
                 self.node(level, g)[i].store(VALID | EXT | child, Ordering::Release);
             }
         }

@@ -149,18 +149,29 @@ fn prefix_of(prefix: &str) -> Result<llr_core::classify::IpPrefix, CtlError> {
         .ok_or_else(|| err("prefix", format!("`{prefix}` is not an addr/len prefix")))
 }
 
+/// The parts of a running router the control plane drives.
+pub(crate) struct CtlParts {
+    pub config_path: Option<PathBuf>,
+    pub spec: MirrorSpec,
+    pub fwd: Arc<SharedForwarder>,
+    pub links: Vec<Arc<WorkerLink>>,
+    pub classifiers: Arc<Mutex<Classifiers>>,
+    /// The classifier's flags (`FLAG_TIMESTAMP`, …).
+    pub flags: u32,
+    pub helper_cpus: BTreeSet<usize>,
+}
+
 impl RouterCtl {
-    #[allow(clippy::too_many_arguments)] // each is a distinct part of the running router
-    pub(crate) fn new(
-        config_path: Option<PathBuf>,
-        r: &Resolved,
-        spec: MirrorSpec,
-        fwd: Arc<SharedForwarder>,
-        links: Vec<Arc<WorkerLink>>,
-        classifiers: Arc<Mutex<Classifiers>>,
-        flags: u32,
-        helper_cpus: BTreeSet<usize>,
-    ) -> RouterCtl {
+    pub(crate) fn new(r: &Resolved, parts: CtlParts) -> RouterCtl {
+        let CtlParts {
+            config_path,
+            spec,
+            fwd,
+            links,
+            classifiers,
+            flags,
+            helper_cpus,
+        } = parts;
         let rules: Vec<(u64, RuleSpec)> = r
             .cfg
             .rules
