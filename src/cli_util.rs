@@ -125,7 +125,7 @@ pub fn in_netns<T: Send>(
     work: impl FnOnce() -> anyhow::Result<T> + Send,
 ) -> anyhow::Result<T> {
     match netns {
-        Some(n) => llr_io::netns::Netns::open(n)
+        Some(n) => llr_traffic::netns::Netns::open(n)
             .map_err(|e| usage("netns", e.to_string()))?
             .run(work)?,
         None => work(),

@@ -1,10 +1,10 @@
-//! `llrouter gen`: send probe traffic (see `llr_io::gen`).
+//! `llrouter gen`: send probe traffic (see `llr_traffic::gen`).
 
 use std::net::IpAddr;
 
 use clap::Args;
-use llr_io::gen::Backend as GenBackend;
-use llr_io::gen::{Gaps, GenConfig, GenReport, TxSteer};
+use llr_traffic::gen::Backend as GenBackend;
+use llr_traffic::gen::{Gaps, GenConfig, GenReport, TxSteer};
 
 use crate::cli_util::{in_netns, print_json_or, secs, table, to_usage};
 
@@ -135,7 +135,7 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
         if let Some(c) = cpu {
             crate::cli_util::pin_cpu("cpu", c)?;
         }
-        llr_io::gen::run(&cfg, backend, stop)
+        llr_traffic::gen::run(&cfg, backend, stop)
     };
     let rep = in_netns(args.netns.as_deref(), work)?;
     print_json_or(args.json, &rep, print_report)

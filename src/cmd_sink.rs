@@ -1,9 +1,9 @@
 //! `llrouter sink`: receive probe traffic, report one-way latency, loss and reordering per class.
 
 use clap::Args;
-use llr_io::gen::{CLASS_BE, CLASS_RT};
-use llr_io::sink::{self, SinkConfig, SinkReport};
 use llr_lab::SinkBackend;
+use llr_traffic::gen::{CLASS_BE, CLASS_RT};
+use llr_traffic::sink::{self, SinkConfig, SinkReport};
 
 use crate::cli_util::{in_netns, print_json_or, table, us, usage};
 use crate::cli_util::{secs, to_usage};

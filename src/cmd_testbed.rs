@@ -24,11 +24,11 @@
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
-use llr_io::netns::{addr, Topology};
 use llr_io::sys::install_stop_signals;
 use llr_lab::args::{AlternateArgs, CostsArgs, FulltableArgs, IperfArgs, MlffrArgs, RunArgs};
 use llr_lab::iperf;
 use llr_lab::Progress;
+use llr_traffic::netns::{addr, Topology};
 
 use crate::cli_util::{lab_error, usage};
 

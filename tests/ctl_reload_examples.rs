@@ -11,7 +11,7 @@ use std::process::Command as Proc;
 use std::time::{Duration, Instant};
 
 use common::{topology, RouterThread, TempDir};
-use llr_io::netns::addr;
+use llr_traffic::netns::addr;
 
 /// The example with its interface names mapped onto the router namespace's and `socket` as its
 /// control socket.

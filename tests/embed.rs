@@ -11,9 +11,9 @@ use std::net::{SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use llr_io::netns::addr;
 use llr_ops::ctl::{Command, ControlTarget};
 use llr_router::{Router, RouterConfig, StartOptions};
+use llr_traffic::netns::addr;
 
 fn config(socket: std::path::PathBuf) -> RouterConfig {
     let mut cfg = RouterConfig::two_class(vec![addr::RTR_IN_IF.into(), addr::RTR_OUT_IF.into()]);

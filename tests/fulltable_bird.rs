@@ -25,10 +25,10 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use llr_core::fixture::{Fixture, FixtureSpec};
-use llr_io::netns::{addr, Netns};
 use llr_lab::bird::{self, Bird};
 use llr_lab::fulltable::{self, Gateways};
 use llr_router::{control::RouterCtl, Router, RouterConfig, StartOptions};
+use llr_traffic::netns::{addr, Netns};
 
 /// Static protocols per family on the originator: one of them is the churn slice.
 const SLICES: usize = 8;

@@ -29,11 +29,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use llr_core::sched::Budget;
-use llr_io::gen::{self, udp::UdpSender, GenConfig, GenReport};
-use llr_io::netns::{addr, Topology};
-use llr_io::sink::{Sink, SinkConfig, SinkReport};
 use llr_ops::ctl::{socket_mode, Command, CtlClient};
 use llr_router::{RouterError, RunReport, StartOptions};
+use llr_traffic::gen::{self, udp::UdpSender, GenConfig, GenReport};
+use llr_traffic::netns::{addr, Topology};
+use llr_traffic::sink::{Sink, SinkConfig, SinkReport};
 use serde_json::Value;
 
 static SERIAL: Mutex<()> = Mutex::new(());

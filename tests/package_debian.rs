@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use llr_io::netns::addr;
+use llr_traffic::netns::addr;
 
 const CHECK: &str = r#"#!/bin/sh
 exec > /result/log 2>&1

@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 
 use common::{topology, RouterThread, TempDir};
 use llr_core::flow::{FlowInfo, FlowSpec};
-use llr_io::gen::{self, udp::UdpSender, GenConfig};
-use llr_io::netns::{addr, Topology};
-use llr_io::sink::{Sink, SinkConfig};
 use llr_ops::ctl::{Command, CtlClient};
+use llr_traffic::gen::{self, udp::UdpSender, GenConfig};
+use llr_traffic::netns::{addr, Topology};
+use llr_traffic::sink::{Sink, SinkConfig};
 use serde_json::Value;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -111,7 +111,7 @@ fn sink(
     topo: &Topology,
     ports: Vec<u16>,
     stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<anyhow::Result<anyhow::Result<llr_io::sink::SinkReport>>> {
+) -> std::thread::JoinHandle<anyhow::Result<anyhow::Result<llr_traffic::sink::SinkReport>>> {
     topo.sink.spawn(move || {
         // Off the worker's core (1): see `pinned`.
         llr_ops::cpus::set_affinity(&[0].into())?;

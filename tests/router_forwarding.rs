@@ -12,7 +12,7 @@ use std::net::{SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use llr_io::netns::addr;
+use llr_traffic::netns::addr;
 
 const CONFIG: &str = r#"
 interfaces = ["veth-rin", "veth-rout"]

@@ -15,7 +15,7 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use llr_io::netns::{addr, Topology};
+use llr_traffic::netns::{addr, Topology};
 
 const CONFIG: &str = r#"
 interfaces = ["veth-rin", "veth-rout"]
@@ -158,7 +158,7 @@ fn tcp_through(t: &Topology, dst: IpAddr, port: u16, bytes: usize, limit: Durati
 }
 
 /// `netstat`-style counters of a namespace: (UDP InCsumErrors, TCP InCsumErrors).
-fn csum_errors(ns: &llr_io::netns::Netns) -> (u64, u64) {
+fn csum_errors(ns: &llr_traffic::netns::Netns) -> (u64, u64) {
     let out = ns.exec(&["cat", "/proc/net/snmp"]).unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let field = |proto: &str, name: &str| -> u64 {
@@ -172,7 +172,7 @@ fn csum_errors(ns: &llr_io::netns::Netns) -> (u64, u64) {
 }
 
 /// Runs `argv` in `ns` and returns its stdout and stderr, whatever its exit status.
-fn exec_text(ns: &llr_io::netns::Netns, argv: &[&str]) -> String {
+fn exec_text(ns: &llr_traffic::netns::Netns, argv: &[&str]) -> String {
     let o = ns.command(argv[0]).args(&argv[1..]).output().unwrap();
     format!(
         "{}{}",

@@ -27,7 +27,7 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use llr_core::wire::build::{frame, FrameSpec};
-use llr_io::netns::addr;
+use llr_traffic::netns::addr;
 
 fn mac(s: &str) -> [u8; 6] {
     llr_io::kernel::parse_mac(s).expect("a MAC address")
@@ -158,7 +158,7 @@ dscp = 46
 
     let gen_if = topo.gen.ifindex(addr::GEN_IF).unwrap();
     let raw = topo.gen.run(move || Raw::open(gen_if)).unwrap().unwrap();
-    let bind = |ns: &llr_io::netns::Netns, a: &str| {
+    let bind = |ns: &llr_traffic::netns::Netns, a: &str| {
         let a: SocketAddr = a.parse().unwrap();
         let s = ns.run(move || UdpSocket::bind(a)).unwrap().unwrap();
         s.set_read_timeout(Some(Duration::from_millis(200)))

@@ -21,8 +21,8 @@ use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use llr_io::netns::{addr, Topology};
 use llr_router::{Router, RouterConfig, RouterError, StartOptions, Steering};
+use llr_traffic::netns::{addr, Topology};
 
 const FLOWS: u16 = 16;
 const PER_FLOW: u32 = 60;
@@ -236,7 +236,7 @@ fn queue_steering_takes_the_class_from_the_queue() {
             })
         })
         .collect();
-    let gen_cfg = llr_io::gen::GenConfig {
+    let gen_cfg = llr_traffic::gen::GenConfig {
         dst: addr::SINK_V4.parse().unwrap(),
         dst_port: 9000,
         rt_port: Some(9001),
@@ -247,13 +247,13 @@ fn queue_steering_takes_the_class_from_the_queue() {
         packets: Some(4000),
         duration: Some(Duration::from_secs(5)),
         queues: 2,
-        tx_steer: llr_io::gen::TxSteer::Class,
+        tx_steer: llr_traffic::gen::TxSteer::Class,
         ..Default::default()
     };
     let stop = std::sync::atomic::AtomicBool::new(false);
     let sent = topo
         .gen
-        .run(|| llr_io::gen::run(&gen_cfg, llr_io::gen::Backend::Xsk, &stop))
+        .run(|| llr_traffic::gen::run(&gen_cfg, llr_traffic::gen::Backend::Xsk, &stop))
         .unwrap()
         .expect("generator");
     let got: Vec<u64> = counts.into_iter().map(|h| h.join().unwrap()).collect();
@@ -279,7 +279,7 @@ fn queue_steering_takes_the_class_from_the_queue() {
 }
 
 /// XDP-redirected frames per rx queue of `ifname` in `ns` (veth's `ethtool -S`).
-fn xdp_redirects_per_queue(ns: &llr_io::netns::Netns, ifname: &str) -> Vec<u64> {
+fn xdp_redirects_per_queue(ns: &llr_traffic::netns::Netns, ifname: &str) -> Vec<u64> {
     let out = ns.exec(&["ethtool", "-S", ifname]).unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let mut per: BTreeMap<u32, u64> = BTreeMap::new();

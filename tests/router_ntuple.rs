@@ -11,8 +11,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use llr_io::netns::{addr, Topology};
 use llr_ops::ctl::{Command as Ctl, CtlClient as Client};
+use llr_traffic::netns::{addr, Topology};
 
 /// A fake `ethtool`: ntuple on, 2 combined channels, every call appended to `log`.
 fn fake_ethtool(dir: &Path, log: &Path) {

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use llr_io::netns::addr;
+use llr_traffic::netns::addr;
 
 /// A raw AF_PACKET socket receiving IPv4 frames on `ifindex`.
 struct RawRx(i32);

@@ -113,7 +113,7 @@ fn ntuple_on_veth_fails_naming_the_interface() {
         eprintln!("skipped: no ethtool");
         return;
     }
-    let topo = llr_io::netns::Topology::new("llrntp").expect("topology");
+    let topo = llr_traffic::netns::Topology::new("llrntp").expect("topology");
     let (dir, cfg) = write_config("veth", CONFIG);
     let out = topo
         .router

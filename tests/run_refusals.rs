@@ -116,7 +116,9 @@ fn refusals_name_the_cause_and_exit_2() {
     // another program's XDP on an interface: named, with how to free the interface
     let sink = topo
         .router
-        .run(|| llr_io::sink_xdp::XdpSink::attach("veth-rin", llr_io::sink::SinkConfig::default()))
+        .run(|| {
+            llr_traffic::sink::XdpSink::attach("veth-rin", llr_traffic::sink::SinkConfig::default())
+        })
         .unwrap()
         .expect("attach the XDP sink");
     let o = output(&mut run_in(

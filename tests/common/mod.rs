@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use llr_io::netns::Topology;
+use llr_traffic::netns::Topology;
 
 /// The testbed topology with the veths' default offloads: the generator's plain sockets leave
 /// their UDP checksums partial, and the router completes them.
@@ -16,7 +16,7 @@ pub fn topology(prefix: &str) -> Topology {
 }
 
 /// A UDP socket bound to `bind` inside namespace `ns`, with a read timeout of `timeout_ms`.
-pub fn udp_in(ns: &llr_io::netns::Netns, bind: &str, timeout_ms: u64) -> std::net::UdpSocket {
+pub fn udp_in(ns: &llr_traffic::netns::Netns, bind: &str, timeout_ms: u64) -> std::net::UdpSocket {
     let bind = bind.to_string();
     let s = ns
         .run(move || std::net::UdpSocket::bind(bind))

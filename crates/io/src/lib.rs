@@ -1,14 +1,12 @@
-//! llrouter's I/O layer: the eBPF classifier, AF_XDP sockets, netlink, traffic generation and
-//! sinks, the punt TAP and the raw system calls. The worker loop that drives them is in
-//! `llr-router`.
+//! llrouter's I/O layer: the eBPF classifier, AF_XDP sockets, netlink, the punt TAP and the
+//! raw system calls. The worker loop that drives them is in `llr-router`; the traffic tools
+//! that test it (generator, sinks, namespaces) are in `llr-traffic`.
 //!
 //! - [`bpf_objects`]: the compiled `bpf/*.c` programs;
 //! - [`ebpf`]: load, configure and attach the XDP classifier;
 //! - [`xsk`]: AF_XDP sockets on one shared UMEM, as the poll engine's rings;
-//! - [`gen`], [`sink`], [`sink_xdp`]: the traffic generator and the latency sinks;
 //! - [`punt`]: the TAP that hands frames to the kernel; [`ntuple`]: NIC flow-steering rules;
 //! - [`kernel`]: interfaces, routes and neighbours mirrored from the kernel;
-//! - [`netns`]: network-namespace fixtures for tests and the testbed;
 //! - [`sys`]: the raw Linux calls (signals, affinity, clock, eventfd, poll, socket options).
 
 pub mod bpf_objects {
@@ -17,13 +15,9 @@ pub mod bpf_objects {
     include!(concat!(env!("OUT_DIR"), "/bpf_objects.rs"));
 }
 pub mod ebpf;
-pub mod gen;
 pub mod kernel;
-pub mod netns;
 pub mod ntuple;
 pub mod probe;
 pub mod punt;
-pub mod sink;
-pub mod sink_xdp;
 pub mod sys;
 pub mod xsk;

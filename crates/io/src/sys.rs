@@ -268,6 +268,98 @@ pub fn setsockopt_int(
     Ok(())
 }
 
+/// Receives up to `bufs.len()` datagrams in one `recvmmsg` without blocking: their lengths,
+/// in order (empty when nothing is queued or the call was interrupted).
+pub fn recv_batch(fd: RawFd, bufs: &mut [[u8; 2048]]) -> io::Result<Vec<usize>> {
+    let mut iov: Vec<libc::iovec> = (bufs.iter_mut())
+        .map(|b| libc::iovec {
+            iov_base: b.as_mut_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        })
+        .collect();
+    let mut msgs = mmsg_headers(&mut iov);
+    // SAFETY: every header points at one iovec of `iov`, each at one buffer of `bufs`; both
+    // outlive the call, and the kernel writes at most iov_len bytes into each.
+    let n = unsafe {
+        libc::recvmmsg(
+            fd,
+            msgs.as_mut_ptr(),
+            msgs.len() as libc::c_uint,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+        )
+    };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EINTR) | Some(libc::ECONNREFUSED) => Ok(Vec::new()),
+            _ => Err(e),
+        };
+    }
+    Ok((msgs[..n as usize].iter())
+        .map(|m| m.msg_len as usize)
+        .collect())
+}
+
+/// Sends `bufs` as datagrams on the connected socket `fd` with `sendmmsg`, retrying once after
+/// a pending ICMP error (`ECONNREFUSED` for an earlier datagram): how many went out. The rest
+/// (`ENOBUFS` and the like) is not sent.
+pub fn send_batch(fd: RawFd, bufs: &mut [&mut [u8]]) -> usize {
+    let mut iov: Vec<libc::iovec> = (bufs.iter_mut())
+        .map(|b| libc::iovec {
+            iov_base: b.as_mut_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        })
+        .collect();
+    let mut msgs = mmsg_headers(&mut iov);
+    let (mut done, mut retried) = (0usize, false);
+    while done < msgs.len() {
+        // SAFETY: msgs[done..] point at iovecs of `iov`, each at one buffer of `bufs`, which
+        // outlive the call; the socket is connected, so no msg_name is needed.
+        let n = unsafe {
+            libc::sendmmsg(
+                fd,
+                msgs[done..].as_mut_ptr(),
+                (msgs.len() - done) as libc::c_uint,
+                0,
+            )
+        };
+        if n <= 0 {
+            if io::Error::last_os_error().raw_os_error() == Some(libc::ECONNREFUSED) && !retried {
+                retried = true;
+                continue;
+            }
+            break;
+        }
+        done += n as usize;
+    }
+    done
+}
+
+/// One `mmsghdr` per iovec, each pointing at its own.
+fn mmsg_headers(iov: &mut [libc::iovec]) -> Vec<libc::mmsghdr> {
+    (iov.iter_mut())
+        .map(|v| {
+            // SAFETY: mmsghdr is plain data; all-zero is a valid (empty) header.
+            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            m.msg_hdr.msg_iov = v;
+            m.msg_hdr.msg_iovlen = 1;
+            m
+        })
+        .collect()
+}
+
+/// Moves the calling thread into the network namespace of `fd` (an open `/run/netns/NAME`).
+pub fn enter_netns(fd: RawFd) -> io::Result<()> {
+    // SAFETY: setns only reads the fd, valid for the duration of the call; it changes the
+    // network namespace of the calling thread only.
+    let rc = unsafe { libc::setns(fd, libc::CLONE_NEWNET) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Sets a socket's receive buffer to `bytes`: `SO_RCVBUFFORCE` first (root: beyond
 /// `net.core.rmem_max`, which caps plain `SO_RCVBUF` at ~200 KiB by default), else
 /// `SO_RCVBUF`. Returns the size the kernel now reports (it doubles the request for its

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use llr_core::fwd::{Forwarder, NextHop, RouteKind, SharedForwarder};
 use llr_io::kernel::{self, MirrorSpec, MirrorStats, StaticNeighbor, StaticRoute};
-use llr_io::netns::Netns;
+use llr_traffic::netns::Netns;
 
 /// Bound on how long a kernel change may take to reach the forwarder.
 const BOUND: Duration = Duration::from_secs(1);

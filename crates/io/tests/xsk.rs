@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use llr_core::sched::RingView;
 use llr_io::ebpf::{AttachMode, Classifier};
-use llr_io::netns::{addr, Netns, Topology};
 use llr_io::xsk::{Action, Device, PortSpec, XskOptions};
+use llr_traffic::netns::{addr, Netns, Topology};
 
 fn mac(s: &str) -> [u8; 6] {
     llr_io::kernel::parse_mac(s).expect("a MAC address")

@@ -19,8 +19,8 @@ use serde::Serialize;
 
 use crate::measure::{measure_once, Point, Row};
 use crate::options::{Options, Target};
+use crate::setup::prepare;
 use crate::summary::spread;
-use crate::sweep::prepare;
 use crate::target::Active;
 use crate::{report, traffic, LabError, Progress, Result};
 

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use llr_io::netns::Netns;
+use llr_traffic::netns::Netns;
 
 use crate::{LabError, Result};
 
@@ -71,7 +71,7 @@ impl Bird {
     /// socket answers. `name` tags the temporary directory and error messages.
     pub fn start(ns: &Netns, name: &str, config: &str) -> Result<Bird> {
         let dir =
-            std::env::temp_dir().join(llr_io::netns::unique_name(&format!("llr-bird-{name}")));
+            std::env::temp_dir().join(llr_traffic::netns::unique_name(&format!("llr-bird-{name}")));
         std::fs::create_dir_all(&dir)
             .map_err(|e| LabError::io(format!("create {}", dir.display()), e))?;
         let mut bird = Bird {
@@ -374,7 +374,7 @@ pub fn router_config(router_id: Ipv4Addr, sessions: &[Session]) -> String {
 /// The standard testbed's sessions between the sink (originator, AS 65002) and the router
 /// (AS 65001) over the router–sink link: `(router side, sink side)`, IPv4 and IPv6 each.
 pub fn testbed_sessions() -> (Vec<Session>, Vec<Session>) {
-    use llr_io::netns::addr::{RTR_OUT_V4, RTR_OUT_V6, SINK_V4, SINK_V6};
+    use llr_traffic::netns::addr::{RTR_OUT_V4, RTR_OUT_V6, SINK_V4, SINK_V6};
     let ip = |s: &str| s.parse::<IpAddr>().expect("a literal");
     let pair = |name: &str, rtr: &str, sink: &str| {
         (

@@ -17,7 +17,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
 use llr_core::fixture::{Fixture, Route4, Route6};
-use llr_io::netns::addr;
+use llr_traffic::netns::addr;
 
 use crate::{LabError, Result};
 

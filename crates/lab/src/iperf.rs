@@ -11,14 +11,14 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use llr_io::netns::{addr, Topology};
+use llr_traffic::netns::{addr, Topology};
 use serde::{Deserialize, Serialize};
 
 use crate::measure::measure_once;
 use crate::options::Options;
 use crate::report::{self, Fixed};
 use crate::router_proc::RT_TCP_PORT;
-use crate::sweep::prepare;
+use crate::setup::prepare;
 use crate::target::Active;
 use crate::{LabError, Result};
 
@@ -378,7 +378,7 @@ struct Links<'a> {
 }
 
 impl<'a> Links<'a> {
-    fn ends(topo: &Topology) -> [(&llr_io::netns::Netns, &'static str); 4] {
+    fn ends(topo: &Topology) -> [(&llr_traffic::netns::Netns, &'static str); 4] {
         [
             (&topo.gen, addr::GEN_IF),
             (&topo.router, addr::RTR_IN_IF),
@@ -414,7 +414,7 @@ impl<'a> Links<'a> {
     }
 }
 
-fn ethtool(ns: &llr_io::netns::Netns, args: &[&str]) -> Result<()> {
+fn ethtool(ns: &llr_traffic::netns::Netns, args: &[&str]) -> Result<()> {
     let mut argv = vec!["ethtool"];
     argv.extend_from_slice(args);
     let out = ns

@@ -5,9 +5,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use llr_io::gen::{GenReport, CLASS_BE, CLASS_RT};
-use llr_io::netns::{addr, Topology};
-use llr_io::sink::{OpenSink, SinkReport};
+use llr_traffic::gen::{GenReport, CLASS_BE, CLASS_RT};
+use llr_traffic::netns::{addr, Topology};
+use llr_traffic::sink::{OpenSink, SinkReport};
 use serde::{Deserialize, Serialize};
 
 use crate::options::{Options, Target};
@@ -327,17 +327,17 @@ pub fn measure_once(
         let h = sc.spawn(|| {
             // The UDP sink receives on this thread (the XDP sink only reads maps).
             if matches!(sink, OpenSink::Udp(_)) {
-                let _ = llr_io::gen::pin_to_cpu(gen_cpu);
+                let _ = llr_traffic::gen::pin_to_cpu(gen_cpu);
                 // The sink shares the generator's core: let it preempt the generator.
-                let _ = llr_io::gen::set_fifo(50);
+                let _ = llr_traffic::gen::set_fifo(50);
             }
             sink.run(&sink_stop)
         });
         let g = topo.gen.run(|| {
-            let _ = llr_io::gen::pin_to_cpu(gen_cpu);
+            let _ = llr_traffic::gen::pin_to_cpu(gen_cpu);
             // Other work on the generator's core (builds) should not thin the offered load.
             let _ = llr_io::sys::set_nice(-10);
-            llr_io::gen::run(&cfg, backend, stop)
+            llr_traffic::gen::run(&cfg, backend, stop)
         });
         let g = g.and_then(|r| r);
         gen_done.store(true, Ordering::Relaxed);

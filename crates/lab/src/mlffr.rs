@@ -3,13 +3,13 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use llr_io::netns::Topology;
+use llr_traffic::netns::Topology;
 
 use crate::measure::{measure, Row};
 use crate::options::{check_repeat, Options, Search};
 use crate::report::{self, MlffrCsvRow, MLFFR_HEADER};
+use crate::setup::prepare;
 use crate::summary::{self, Mlffr};
-use crate::sweep::prepare;
 use crate::target::Active;
 use crate::{traffic, LabError, Progress, Result};
 

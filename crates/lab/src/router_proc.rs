@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use llr_core::classify::{NumOrText, RuleSpec};
 use llr_core::sched::{Budget, ClassSpec, StrategyKind};
-use llr_io::netns::{addr, Topology};
 use llr_io::xsk::XskOptions;
 use llr_ops::ctl::{Command, CtlClient};
 use llr_ops::views::StatusView;
 use llr_router::config::{ControlConfig, RouterConfig};
 use llr_router::Steering;
+use llr_traffic::netns::{addr, Topology};
 use serde::Deserialize;
 
 use crate::options::Options;

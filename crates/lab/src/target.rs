@@ -1,7 +1,7 @@
 //! A target set up in the router namespace: receive steering (RPS, optionally threaded NAPI on
 //! the router CPU), the HTB qdisc of `kernel-htb`, or the llrouter process. Undone on drop.
 
-use llr_io::netns::{addr, Topology};
+use llr_traffic::netns::{addr, Topology};
 
 use crate::host;
 use crate::options::{Options, Target};

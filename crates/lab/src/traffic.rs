@@ -1,42 +1,15 @@
-//! The traffic of a measurement point: the generator and sink backends (llr-io's, as closed
-//! choices) and the generator and sink configurations.
+//! The traffic of a measurement point: the generator and sink configurations.
 
 use std::time::Duration;
 
-use llr_io::gen::{GenConfig, TxSteer};
-use llr_io::netns::addr;
-use llr_io::sink::SinkConfig;
-use serde::{Deserialize, Serialize};
+use llr_traffic::gen::{GenConfig, TxSteer};
+use llr_traffic::netns::addr;
+use llr_traffic::sink::SinkConfig;
 
 use crate::options::Options;
 use crate::{LabError, Result};
 
-/// How the generator sends (llr-io's; `clap::ValueEnum` under the `clap` feature).
-pub use llr_io::gen::Backend as GenBackend;
-
-/// Which sink receives a point: the closed choice of [`llr_io::sink::SinkBackend`], whose XDP
-/// variant also names the interface.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-#[serde(rename_all = "kebab-case")]
-pub enum SinkBackend {
-    /// UDP sockets with recvmmsg (exact HDR histograms; ~0.5 Mpps).
-    Udp,
-    /// XDP program on --iface: timestamps in the driver, histograms in maps (3 % buckets), drops.
-    Xdp,
-}
-
-impl SinkBackend {
-    /// llr-io's sink backend, the XDP program on `iface`.
-    pub fn on(self, iface: &str) -> llr_io::sink::SinkBackend {
-        match self {
-            SinkBackend::Udp => llr_io::sink::SinkBackend::Udp,
-            SinkBackend::Xdp => llr_io::sink::SinkBackend::Xdp {
-                iface: iface.to_string(),
-            },
-        }
-    }
-}
+pub use crate::options::{GenBackend, SinkBackend};
 
 /// The generator configuration of one point at `rate` packets/s (checked).
 pub fn gen_config(c: &Options, rate: f64, rt_share: f64) -> Result<GenConfig> {

@@ -3,19 +3,10 @@
 
 use crate::config::{ConfigError, Resolved, RouterConfig, Steering};
 use crate::error::{RouterError, Step};
-use crate::steer::QueueLayout;
+use crate::steer::{plural, QueueLayout};
 
 /// Placeholder interface indexes of `--dry-run` for interfaces absent from the namespace.
 const DRY_RUN_IFINDEX_BASE: u32 = 1 << 30;
-
-/// `1 ring`, `2 rings`.
-pub(crate) fn plural(n: usize, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else {
-        format!("{n} {what}s")
-    }
-}
 
 /// One line for `--check`: `2 interfaces, strategy ll-wfq, 2 rings, 1 rule; rx queues served:
 /// a 4 queues, b 1 queue`.

@@ -23,7 +23,7 @@ use llr_ops::views::{DatapathView, PortModeView};
 use crate::config::{Resolved, RouterConfig, Steering};
 use crate::control::{CtlParts, RouterCtl};
 use crate::error::{RouterError, Step};
-use crate::plan::plural;
+use crate::steer::plural;
 use crate::steer::{Classifiers, NtupleFilters, QueueLayout};
 
 /// What `llrouter run` takes from its command line rather than from the configuration.

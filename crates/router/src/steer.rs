@@ -33,7 +33,7 @@ pub struct QueueLayout {
     /// Active rx queues of each interface (the order of the configuration's interfaces).
     pub rx: Vec<u32>,
     /// Frames span several UMEM chunks (an MTU beyond one chunk): multi-buffer sockets and
-    /// the frags-aware classifier ([`crate::plan::check`] decides).
+    /// the frags-aware classifier (the start-up plan's check decides).
     pub multi_buffer: bool,
 }
 
@@ -161,7 +161,7 @@ impl QueueLayout {
     /// The queue plan in one phrase per interface: `eth0 4 queues`.
     pub fn plan_summary(&self, names: &[String]) -> String {
         (names.iter().zip(&self.rx))
-            .map(|(n, &q)| format!("{n} {}", crate::plan::plural(q as usize, "queue")))
+            .map(|(n, &q)| format!("{n} {}", plural(q as usize, "queue")))
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -182,7 +182,7 @@ impl QueueLayout {
             let n = self.rx.get(i).copied().unwrap_or(1);
             out.push(format!(
                 "#   {name}: {}",
-                crate::plan::plural(n as usize, "active rx queue")
+                plural(n as usize, "active rx queue")
             ));
             for q in 0..n {
                 let w = self.worker_of(q);
@@ -419,6 +419,15 @@ fn parse_state(text: &str) -> Vec<Vec<String>> {
         .filter(|l| !l.trim().is_empty())
         .map(|l| l.split('\t').map(str::to_string).collect())
         .collect()
+}
+
+/// `1 ring`, `2 rings`.
+pub(crate) fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,24 @@ use std::net::IpAddr;
 mod args;
 pub use args::{prefix_arg, FibArgs, FibRequest, PacketArgs};
 
+/// One route of the forwarder.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteView {
+    pub prefix: String,
+    /// Gateway; `None` for a connected route.
+    pub via: Option<String>,
+    pub dev: String,
+    pub ifindex: u32,
+}
+
+/// One neighbour (ARP / ND) entry of the forwarder.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NeighbourView {
+    pub ip: String,
+    pub mac: String,
+    pub dev: String,
+}
+
 /// Which routes `fib` and `fib.summary` keep (every field given must match).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -137,7 +155,7 @@ impl PacketQuery {
 pub struct RouteLookupView {
     pub dst: String,
     /// The route that matched (longest prefix), or none: the packet goes to the kernel.
-    pub route: Option<crate::views::RouteView>,
+    pub route: Option<RouteView>,
     /// Where the packet goes next: the gateway, or `dst` itself on a connected route.
     pub next_hop: Option<String>,
     /// The next hop's MAC when the neighbour table has it; none: the packet goes to the

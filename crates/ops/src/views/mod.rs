@@ -96,23 +96,7 @@ impl DatapathView {
     }
 }
 
-/// One route of the forwarder.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RouteView {
-    pub prefix: String,
-    /// Gateway; `None` for a connected route.
-    pub via: Option<String>,
-    pub dev: String,
-    pub ifindex: u32,
-}
-
-/// One neighbour (ARP / ND) entry of the forwarder.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NeighbourView {
-    pub ip: String,
-    pub mac: String,
-    pub dev: String,
-}
+pub use crate::query::{NeighbourView, RouteView};
 
 /// `aa:bb:cc:dd:ee:ff`.
 pub fn format_mac(m: &[u8; 6]) -> String {

@@ -115,39 +115,8 @@ impl RouterCtl {
                 break;
             }
         }
-        Ok(merge_flows(snaps.iter().map(|s| s.flows.as_slice())))
+        Ok(crate::metrics::merge_flows(
+            snaps.iter().map(|s| s.flows.as_slice()),
+        ))
     }
-}
-
-/// The flows of several workers, counters added by flow name (order: the first worker's).
-pub(crate) fn merge_flows<'a>(parts: impl IntoIterator<Item = &'a [FlowInfo]>) -> Vec<FlowInfo> {
-    let mut out: Vec<FlowInfo> = Vec::new();
-    // by name: 10 000 flows on several workers would be 10^8 comparisons by search
-    let mut at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for part in parts {
-        for f in part {
-            match at.get(&f.name).map(|&i| &mut out[i]) {
-                None => {
-                    at.insert(f.name.clone(), out.len());
-                    out.push(f.clone());
-                }
-                Some(o) => {
-                    let (a, b) = (&mut o.stats, &f.stats);
-                    a.enqueued += b.enqueued;
-                    a.queue_drops += b.queue_drops;
-                    a.done += b.done;
-                    a.cpu_ns += b.cpu_ns;
-                    a.turns += b.turns;
-                    a.preemptions += b.preemptions;
-                    o.queue_len += f.queue_len;
-                    for (x, y) in o.elements.iter_mut().zip(&f.elements) {
-                        x.packets += y.packets;
-                        x.bytes += y.bytes;
-                        x.dropped += y.dropped;
-                    }
-                }
-            }
-        }
-    }
-    out
 }

@@ -10,7 +10,6 @@
 //! lock).
 
 mod flows;
-pub(crate) use flows::merge_flows;
 mod listings;
 mod reload;
 mod views;

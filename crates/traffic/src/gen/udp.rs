@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use llr_core::probe::{Probe, SEQ_OFFSET, TS_OFFSET};
 
 use super::{GenConfig, Sender, CLASS_RT, DSCP_EF};
-use crate::sys::mono_ns;
+use llr_io::sys::mono_ns;
 
 /// The UDP backend.
 pub struct UdpSender {
@@ -44,7 +44,7 @@ impl UdpSender {
                 } else {
                     (libc::IPPROTO_IPV6, libc::IPV6_TCLASS)
                 };
-                crate::sys::setsockopt_int(s.as_raw_fd(), level, opt, tos).context("set DSCP")?;
+                llr_io::sys::setsockopt_int(s.as_raw_fd(), level, opt, tos).context("set DSCP")?;
             }
             socks.push(s);
         }
@@ -72,47 +72,14 @@ impl Sender for UdpSender {
             b[SEQ_OFFSET..SEQ_OFFSET + 8].copy_from_slice(&(first_seq + i as u64).to_le_bytes());
         }
         let now = mono_ns().to_le_bytes();
-        let mut iov: Vec<libc::iovec> = Vec::with_capacity(count);
-        for b in &mut self.bufs[..count] {
-            b[TS_OFFSET..TS_OFFSET + 8].copy_from_slice(&now);
-            iov.push(libc::iovec {
-                iov_base: b.as_mut_ptr() as *mut libc::c_void,
-                iov_len: b.len(),
-            });
-        }
-        // SAFETY: mmsghdr is plain data; all-zero is a valid (empty) header.
-        let mut msgs: Vec<libc::mmsghdr> =
-            (0..count).map(|_| unsafe { std::mem::zeroed() }).collect();
-        for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
-            m.msg_hdr.msg_iov = v;
-            m.msg_hdr.msg_iovlen = 1;
-        }
-        let fd = self.socks[flow as usize].as_raw_fd();
-        let mut done = 0usize;
-        let mut retried = false;
-        while done < count {
-            // SAFETY: msgs[done..] point into iov/bufs, which outlive the call; the socket is
-            // connected, so no msg_name is needed.
-            let n = unsafe {
-                libc::sendmmsg(
-                    fd,
-                    msgs[done..].as_mut_ptr(),
-                    (count - done) as libc::c_uint,
-                    0,
-                )
-            };
-            if n <= 0 {
-                let e = std::io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::ECONNREFUSED) && !retried {
-                    // A pending ICMP error from an earlier packet, reported now: retry once.
-                    retried = true;
-                    continue;
-                }
-                // ENOBUFS etc.: the rest is not sent (reported as send errors).
-                break;
-            }
-            done += n as usize;
-        }
+        let mut frames: Vec<&mut [u8]> = (self.bufs[..count].iter_mut())
+            .map(|b| {
+                b[TS_OFFSET..TS_OFFSET + 8].copy_from_slice(&now);
+                &mut b[..]
+            })
+            .collect();
+        // ENOBUFS etc.: the rest is not sent (reported as send errors).
+        let done = llr_io::sys::send_batch(self.socks[flow as usize].as_raw_fd(), &mut frames);
         Ok(done)
     }
 

@@ -27,8 +27,8 @@ use aya::programs::{Xdp, XdpMode};
 use aya::Ebpf;
 use llr_core::stats::{LatencySummary, SeqStats};
 
-use crate::sink::{ClassReport, SinkConfig, SinkReport};
-use crate::sys::mono_ns;
+use super::{ClassReport, SinkConfig, SinkReport};
+use llr_io::sys::mono_ns;
 
 /// Program name in `bpf/sink.c`.
 pub const PROGRAM_NAME: &str = "llr_sink";
@@ -110,8 +110,8 @@ impl XdpSink {
     /// (native mode, falling back to skb mode). Ports as in [`SinkConfig`] (a single 0 = any).
     pub fn attach(ifname: &str, cfg: SinkConfig) -> Result<XdpSink> {
         cfg.validate()?;
-        let ifindex = crate::ebpf::ifindex(ifname).map_err(|e| anyhow::anyhow!("--iface: {e}"))?;
-        let mut ebpf = Ebpf::load(crate::bpf_objects::SINK).context("load bpf/sink.o")?;
+        let ifindex = llr_io::ebpf::ifindex(ifname).map_err(|e| anyhow::anyhow!("--iface: {e}"))?;
+        let mut ebpf = Ebpf::load(llr_io::bpf_objects::SINK).context("load bpf/sink.o")?;
         {
             let mut c: Array<_, [u32; 2]> =
                 Array::try_from(ebpf.map_mut("sink_config").context("sink_config")?)?;
@@ -126,7 +126,7 @@ impl XdpSink {
             .program_mut(PROGRAM_NAME)
             .context("program llr_sink missing in sink.o")?
             .try_into()?;
-        crate::ebpf::load_checked(prog, "llr_sink")?;
+        llr_io::ebpf::load_checked(prog, "llr_sink")?;
         let mut last = None;
         let mut mode = None;
         for m in [XdpMode::Driver, XdpMode::Skb] {
@@ -350,7 +350,7 @@ mod tests {
         use crate::gen::{bpf_live, GenConfig};
         use crate::netns::{addr, Topology};
         use crate::sink::Sink;
-        crate::sys::require_root();
+        llr_io::sys::require_root();
         let topo = Topology::new("llrxs").unwrap();
         // veth delivers redirected XDP frames only to a peer with NAPI on (GRO or XDP).
         topo.router

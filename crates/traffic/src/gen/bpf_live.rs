@@ -32,7 +32,7 @@ use llr_core::probe::Probe;
 use llr_core::wire::checksum::checksum;
 
 use super::{Gaps, GenConfig, GenReport, Rng, CLASS_BE, CLASS_RT, DSCP_EF};
-use crate::sys::mono_ns;
+use llr_io::sys::mono_ns;
 
 /// Program name in `bpf/gen.c`.
 pub const PROGRAM_NAME: &str = "llr_gen";
@@ -97,7 +97,7 @@ impl Path {
                 .with_context(|| format!("MAC of {ifname}"))?,
         )?;
         Ok(Path {
-            ifindex: crate::ebpf::ifindex(&ifname)?,
+            ifindex: llr_io::ebpf::ifindex(&ifname)?,
             ifname,
             src,
             src_mac,
@@ -222,12 +222,12 @@ impl BpfLive {
             );
         }
         let path = Path::resolve(cfg.dst)?;
-        let mut ebpf = Ebpf::load(crate::bpf_objects::GEN).context("load bpf/gen.o")?;
+        let mut ebpf = Ebpf::load(llr_io::bpf_objects::GEN).context("load bpf/gen.o")?;
         let prog: &mut Xdp = ebpf
             .program_mut(PROGRAM_NAME)
             .context("program llr_gen missing in gen.o")?
             .try_into()?;
-        crate::ebpf::load_checked(prog, "llr_gen")?;
+        llr_io::ebpf::load_checked(prog, "llr_gen")?;
         let rt_flows = cfg.rt_flows() as u32;
         let be_flows = cfg.flows as u32 - rt_flows;
         let thresh = (cfg.rt_share * 4_294_967_296.0).min(4_294_967_295.0) as u32;
@@ -346,8 +346,7 @@ pub fn drive(cfg: &GenConfig, g: &BpfLive, stop: &AtomicBool) -> Result<GenRepor
     };
     let mut next_due = start as f64;
     let mut sent = 0u64;
-    // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack (1 µs).
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
+    llr_io::sys::set_timer_slack(1000);
     loop {
         let now = mono_ns();
         if now >= end || sent >= limit || stop.load(Ordering::Relaxed) {

@@ -17,8 +17,8 @@ use llr_core::wire::checksum::ones_complement_sum;
 
 use super::bpf_live::{template, Path, SPORT_BASE};
 use super::{GenConfig, Sender, CLASS_BE, CLASS_RT};
-use crate::sys::mono_ns;
-use crate::xsk::TxSocket;
+use llr_io::sys::mono_ns;
+use llr_io::xsk::TxSocket;
 
 /// UMEM chunks of the generator socket.
 const FRAMES: u32 = 4096;

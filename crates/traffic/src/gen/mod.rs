@@ -33,7 +33,7 @@ pub const CLASS_RT: u8 = 0;
 pub const CLASS_BE: u8 = 1;
 
 // Thread set-up the generator's callers use (pinning, SCHED_FIFO), kept under their old path.
-pub use crate::sys::{pin_to_cpu, set_fifo};
+pub use llr_io::sys::{pin_to_cpu, set_fifo};
 
 /// How the generator sends (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -386,7 +386,7 @@ pub trait Sender {
 /// The pacing loop shared by all backends: runs until the packet or time bound or `stop`.
 pub fn drive(cfg: &GenConfig, tx: &mut dyn Sender, stop: &AtomicBool) -> Result<GenReport> {
     cfg.validate()?;
-    let start = crate::sys::mono_ns();
+    let start = llr_io::sys::mono_ns();
     let end = cfg
         .duration
         .map(|d| start + d.as_nanos() as u64)
@@ -404,9 +404,9 @@ pub fn drive(cfg: &GenConfig, tx: &mut dyn Sender, stop: &AtomicBool) -> Result<
     let mut counts = vec![0usize; cfg.flows as usize];
     let mut attempted = 0u64;
     // 1 µs: the pacing sleeps below wake close to their deadline.
-    crate::sys::set_timer_slack(1000);
+    llr_io::sys::set_timer_slack(1000);
     loop {
-        let now = crate::sys::mono_ns();
+        let now = llr_io::sys::mono_ns();
         if now >= end || attempted >= limit || stop.load(Ordering::Relaxed) {
             break;
         }
@@ -450,7 +450,7 @@ pub fn drive(cfg: &GenConfig, tx: &mut dyn Sender, stop: &AtomicBool) -> Result<
         }
         tx.flush()?;
     }
-    rep.duration_s = (crate::sys::mono_ns() - start) as f64 / 1e9;
+    rep.duration_s = (llr_io::sys::mono_ns() - start) as f64 / 1e9;
     rep.achieved_pps = rep.sent as f64 / rep.duration_s.max(1e-9);
     rep.per_flow = seq;
     Ok(rep)
@@ -604,14 +604,14 @@ mod e2e {
     #[test]
     #[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
     fn xsk_sockets_reopen_back_to_back() {
-        crate::sys::require_root();
+        llr_io::sys::require_root();
         let topo = Topology::new("llrgr").unwrap();
         let ifname = addr::GEN_IF;
         topo.gen
             .run(|| {
-                let ifindex = crate::ebpf::ifindex(ifname).unwrap();
+                let ifindex = llr_io::ebpf::ifindex(ifname).unwrap();
                 for i in 0..30 {
-                    let s = crate::xsk::TxSocket::open(ifindex, 0, 64, 64);
+                    let s = llr_io::xsk::TxSocket::open(ifindex, 0, 64, 64);
                     assert!(s.is_ok(), "open #{i}: {:?}", s.err());
                 }
             })
@@ -619,7 +619,7 @@ mod e2e {
     }
 
     fn through_topology(prefix: &str, make: impl Fn(&GenConfig) -> Box<dyn Sender> + Sync) {
-        crate::sys::require_root();
+        llr_io::sys::require_root();
         let topo = Topology::new(prefix).unwrap();
         for dst in [addr::SINK_V4, addr::SINK_V6] {
             let mut sink = topo

@@ -18,8 +18,9 @@ use llr_core::sched::ConfigError;
 use llr_core::stats::{FlowTable, LatencyHist, LatencySummary, SeqStats};
 use serde::{Deserialize, Serialize};
 
-use crate::sink_xdp::XdpSink;
-use crate::sys::{self, mono_ns};
+pub mod xdp;
+use llr_io::sys::{self, mono_ns};
+pub use xdp::XdpSink;
 
 /// How the sink receives.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -304,42 +305,7 @@ fn set_rcvbuf(s: &UdpSocket, bytes: usize) {
 
 /// One non-blocking `recvmmsg`; returns the datagram lengths (empty when nothing is queued).
 fn recv_batch(fd: libc::c_int, bufs: &mut [[u8; 2048]]) -> Result<Vec<usize>> {
-    let mut iov: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        })
-        .collect();
-    // SAFETY: mmsghdr is plain data; all-zero is a valid (empty) header.
-    let mut msgs: Vec<libc::mmsghdr> = (0..bufs.len())
-        .map(|_| unsafe { std::mem::zeroed() })
-        .collect();
-    for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
-        m.msg_hdr.msg_iov = v;
-        m.msg_hdr.msg_iovlen = 1;
-    }
-    // SAFETY: msgs point into iov/bufs which outlive the call.
-    let n = unsafe {
-        libc::recvmmsg(
-            fd,
-            msgs.as_mut_ptr(),
-            msgs.len() as libc::c_uint,
-            libc::MSG_DONTWAIT,
-            std::ptr::null_mut(),
-        )
-    };
-    if n < 0 {
-        let e = std::io::Error::last_os_error();
-        return match e.raw_os_error() {
-            Some(libc::EAGAIN) | Some(libc::EINTR) | Some(libc::ECONNREFUSED) => Ok(Vec::new()),
-            _ => Err(e).context("recvmmsg"),
-        };
-    }
-    Ok(msgs[..n as usize]
-        .iter()
-        .map(|m| m.msg_len as usize)
-        .collect())
+    sys::recv_batch(fd, bufs).context("recvmmsg")
 }
 
 #[cfg(test)]
@@ -392,7 +358,7 @@ mod tests {
     #[test]
     #[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
     fn measures_a_known_delay_and_crafted_loss() {
-        crate::sys::require_root();
+        llr_io::sys::require_root();
         let ns = Netns::new("llrsk").unwrap();
         let mut sink = ns
             .run(|| {

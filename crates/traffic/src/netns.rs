@@ -188,13 +188,7 @@ impl Netns {
     /// Moves the calling thread into the namespace for the rest of its life.
     pub fn enter(&self) -> io::Result<()> {
         let f = File::open(format!("/run/netns/{}", self.name))?;
-        // SAFETY: setns only reads the fd, which is valid for the duration of the call; it changes
-        // the network namespace of the calling thread only.
-        let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        llr_io::sys::enter_netns(f.as_raw_fd())
     }
 
     /// Runs `f` on a fresh thread inside the namespace and returns its result (sockets opened
@@ -544,7 +538,7 @@ mod tests {
     #[test]
     #[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
     fn netns_is_removed_on_drop_and_panic() {
-        crate::sys::require_root();
+        llr_io::sys::require_root();
         let name;
         {
             let ns = Netns::new("llrt").unwrap();
@@ -566,7 +560,7 @@ mod tests {
     #[test]
     #[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
     fn topology_forwards_v4_and_v6_and_cleans_up() {
-        crate::sys::require_root();
+        llr_io::sys::require_root();
         let topo = Topology::new("llrt").unwrap();
         let names: Vec<String> = [&topo.gen, &topo.router, &topo.sink]
             .iter()
@@ -600,7 +594,7 @@ mod tests {
     #[test]
     #[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
     fn sweep_removes_only_dead_pids() {
-        crate::sys::require_root();
+        llr_io::sys::require_root();
         // pid 0x3fffffff is above pid_max: never alive.
         let dead = format!("llrsw-{}-0", 0x3fff_ffffu32);
         let live = Netns::new("llrsw").unwrap();
@@ -619,7 +613,7 @@ mod tests {
     #[test]
     #[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
     fn persisted_topology_survives_and_opens() {
-        crate::sys::require_root();
+        llr_io::sys::require_root();
         let base = unique_name("llrp");
         {
             let mut t = Topology::create(&base).unwrap();
