@@ -9,8 +9,7 @@
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 
-use anyhow::{bail, Context, Result};
-use aya::maps::{Array, HashMap, PerCpuArray, XskMap};
+use aya::maps::{Array, HashMap, Map, PerCpuArray, XskMap};
 pub use aya::programs::XdpMode;
 use aya::programs::{ProgramError, TestRun, TestRunOptions, Xdp};
 use aya::Ebpf;
@@ -42,6 +41,70 @@ pub const XDP_REDIRECT: u32 = 4;
 const ST_PASS_NONIP: u32 = MAX_CLASSES as u32;
 const ST_KEY_BASE: u32 = MAX_CLASSES as u32 + 8;
 const ST_SLOTS: u32 = ST_KEY_BASE + MAX_CLASSES as u32;
+
+/// A cause from the kernel or aya, kept as the source of an [`EbpfError`].
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+/// What failed in loading, configuring or attaching an XDP program.
+#[derive(Debug, thiserror::Error)]
+pub enum EbpfError {
+    /// The object or its program did not load (the verifier's refusal says which kernel and
+    /// where its log went).
+    #[error("load {what}: {cause}")]
+    Load { what: String, cause: Cause },
+    /// The kernel's verifier refused the program.
+    #[error("the kernel (Linux {release}) refused the eBPF program {program}: {cause}; verifier: \"{last}\"; full log: {log} (llrouter is tested on Linux 6.1 and later: please report this with the log)")]
+    Verifier {
+        program: String,
+        release: String,
+        cause: std::io::Error,
+        /// The verifier's last words.
+        last: String,
+        /// Where the full log went (or how to see it).
+        log: String,
+    },
+    /// A map of the program could not be opened, read or written.
+    #[error("map {map}: {cause}")]
+    Map { map: String, cause: Cause },
+    /// A value beyond what the program holds (rules, classes, queues).
+    #[error("{0}")]
+    Limit(String),
+    /// Attaching to an interface failed.
+    #[error("attach XDP to {ifname} (ifindex {ifindex}, {mode:?}): {cause}")]
+    Attach {
+        ifname: String,
+        ifindex: u32,
+        mode: AttachMode,
+        cause: Cause,
+    },
+    /// Another program holds the interface's XDP hook.
+    #[error(transparent)]
+    Held(#[from] XdpHeld),
+    /// No interface of that name or index in the calling thread's namespace.
+    #[error("no interface {0}")]
+    NoInterface(String),
+    /// Another step on the program failed (a test run, a detach, an `ip` command).
+    #[error("{op}: {cause}")]
+    Op { op: String, cause: Cause },
+}
+
+impl EbpfError {
+    fn map(map: &str, e: impl Into<Cause>) -> EbpfError {
+        EbpfError::Map {
+            map: map.to_string(),
+            cause: e.into(),
+        }
+    }
+
+    fn op(op: impl Into<String>, e: impl Into<Cause>) -> EbpfError {
+        EbpfError::Op {
+            op: op.into(),
+            cause: e.into(),
+        }
+    }
+}
+
+type Result<T, E = EbpfError> = std::result::Result<T, E>;
 
 /// How to attach.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -128,12 +191,15 @@ impl Classifier {
         } else {
             PROGRAM_NAME
         };
-        let mut ebpf =
-            Ebpf::load(crate::bpf_objects::CLASSIFIER).context("load bpf/classifier.o")?;
-        let prog: &mut Xdp = ebpf
-            .program_mut(name)
-            .with_context(|| format!("program {name} missing in classifier.o"))?
-            .try_into()?;
+        let load = |e: Cause| EbpfError::Load {
+            what: "bpf/classifier.o".into(),
+            cause: e,
+        };
+        let mut ebpf = Ebpf::load(crate::bpf_objects::CLASSIFIER).map_err(|e| load(e.into()))?;
+        let prog: &mut Xdp = (ebpf.program_mut(name))
+            .ok_or_else(|| load(format!("program {name} missing").into()))?
+            .try_into()
+            .map_err(|e: ProgramError| load(e.into()))?;
         load_checked(prog, name)?;
         let mut c = Classifier {
             name,
@@ -147,6 +213,16 @@ impl Classifier {
         };
         c.set_rules(&[], default_class, 0)?;
         Ok(c)
+    }
+
+    /// The map `name`, opened as `T`.
+    fn map_mut<'a, T>(&'a mut self, name: &str) -> Result<T>
+    where
+        T: TryFrom<&'a mut Map, Error = aya::maps::MapError>,
+    {
+        let m = (self.ebpf.map_mut(name))
+            .ok_or_else(|| EbpfError::map(name, "missing in the object"))?;
+        T::try_from(m).map_err(|e| EbpfError::map(name, e))
     }
 
     fn prog(&self) -> &Xdp {
@@ -170,13 +246,15 @@ impl Classifier {
     /// see [`Classifier::update_rules`].
     pub fn set_rules(&mut self, rules: &[[u8; 64]], default_class: u32, flags: u32) -> Result<()> {
         if rules.len() > MAX_RULES {
-            bail!(
+            return Err(EbpfError::Limit(format!(
                 "rules: {} rules; the classifier holds at most {MAX_RULES}",
                 rules.len()
-            );
+            )));
         }
         if default_class as usize >= MAX_CLASSES {
-            bail!("default class {default_class} >= {MAX_CLASSES}");
+            return Err(EbpfError::Limit(format!(
+                "default class {default_class} >= {MAX_CLASSES}"
+            )));
         }
         let next = self.active ^ 1;
         // Frames that read `active` before the last flip may still walk the half about to be
@@ -185,24 +263,20 @@ impl Classifier {
         if let Some(g) = self.grace.take() {
             let _ = g.join();
         }
-        let mut map: Array<_, [u8; 64]> =
-            Array::try_from(self.ebpf.map_mut("llr_rules").context("llr_rules")?)?;
+        let mut map: Array<_, [u8; 64]> = self.map_mut("llr_rules")?;
         let base = next * MAX_RULES as u32;
         for (i, r) in rules.iter().enumerate() {
-            map.set(base + i as u32, r, 0)?;
+            (map.set(base + i as u32, r, 0)).map_err(|e| EbpfError::map("llr_rules", e))?;
         }
-        let mut sets: Array<_, [u32; 2]> =
-            Array::try_from(self.ebpf.map_mut("llr_sets").context("llr_sets")?)?;
-        sets.set(next, [rules.len() as u32, default_class], 0)?;
+        let mut sets: Array<_, [u32; 2]> = self.map_mut("llr_sets")?;
+        (sets.set(next, [rules.len() as u32, default_class], 0))
+            .map_err(|e| EbpfError::map("llr_sets", e))?;
         // The flip: one 4-byte word that frames read once.
-        let mut cfg: Array<_, [u32; 4]> =
-            Array::try_from(self.ebpf.map_mut("llr_config").context("llr_config")?)?;
-        let by_queue = if self.queue_classes > 0 {
-            FLAG_BY_QUEUE
-        } else {
-            0
-        };
-        cfg.set(0, [next, self.queue_classes, flags | by_queue, 0], 0)?;
+        let queue_classes = self.queue_classes;
+        let by_queue = if queue_classes > 0 { FLAG_BY_QUEUE } else { 0 };
+        let mut cfg: Array<_, [u32; 4]> = self.map_mut("llr_config")?;
+        (cfg.set(0, [next, queue_classes, flags | by_queue, 0], 0))
+            .map_err(|e| EbpfError::map("llr_config", e))?;
         self.active = next;
         self.flags = flags;
         if self.attached.is_some() || self.live {
@@ -232,13 +306,9 @@ impl Classifier {
 
     /// Maps each class (index) to the XSKMAP key (ring id) it is redirected to.
     pub fn set_class_rings(&mut self, class_to_ring: &[usize]) -> Result<()> {
-        let mut map: Array<_, u32> = Array::try_from(
-            self.ebpf
-                .map_mut("llr_class_ring")
-                .context("llr_class_ring")?,
-        )?;
+        let mut map: Array<_, u32> = self.map_mut("llr_class_ring")?;
         for (c, r) in class_to_ring.iter().enumerate().take(MAX_CLASSES) {
-            map.set(c as u32, *r as u32, 0)?;
+            (map.set(c as u32, *r as u32, 0)).map_err(|e| EbpfError::map("llr_class_ring", e))?;
         }
         Ok(())
     }
@@ -248,14 +318,13 @@ impl Classifier {
         for a in addrs {
             match a {
                 IpAddr::V4(v4) => {
-                    let mut m: HashMap<_, u32, u8> =
-                        HashMap::try_from(self.ebpf.map_mut("llr_local4").context("llr_local4")?)?;
-                    m.insert(u32::from_ne_bytes(v4.octets()), 1, 0)?;
+                    let mut m: HashMap<_, u32, u8> = self.map_mut("llr_local4")?;
+                    (m.insert(u32::from_ne_bytes(v4.octets()), 1, 0))
+                        .map_err(|e| EbpfError::map("llr_local4", e))?;
                 }
                 IpAddr::V6(v6) => {
-                    let mut m: HashMap<_, [u8; 16], u8> =
-                        HashMap::try_from(self.ebpf.map_mut("llr_local6").context("llr_local6")?)?;
-                    m.insert(v6.octets(), 1, 0)?;
+                    let mut m: HashMap<_, [u8; 16], u8> = self.map_mut("llr_local6")?;
+                    (m.insert(v6.octets(), 1, 0)).map_err(|e| EbpfError::map("llr_local6", e))?;
                 }
             }
         }
@@ -266,12 +335,18 @@ impl Classifier {
     /// queue (XSKMAP key `queue * MAX_CLASSES + ring`).
     pub fn set_socket(&mut self, queue: u32, ring: u32, fd: RawFd) -> Result<()> {
         if queue as usize >= MAX_QUEUES || ring as usize >= MAX_CLASSES {
-            bail!("socket of queue {queue}, ring {ring}: at most {MAX_QUEUES} queues and {MAX_CLASSES} rings");
+            return Err(EbpfError::Limit(format!(
+                "socket of queue {queue}, ring {ring}: at most {MAX_QUEUES} queues and {MAX_CLASSES} rings"
+            )));
         }
         let key = queue * MAX_CLASSES as u32 + ring;
-        let mut m = XskMap::try_from(self.ebpf.map_mut("llr_xsks").context("llr_xsks")?)?;
-        m.set(key, fd, 0)
-            .with_context(|| format!("XSKMAP[{key}] (queue {queue}, ring {ring}) = fd {fd}"))?;
+        let mut m: XskMap<_> = self.map_mut("llr_xsks")?;
+        (m.set(key, fd, 0)).map_err(|e| {
+            EbpfError::map(
+                &format!("llr_xsks: XSKMAP[{key}] (queue {queue}, ring {ring}) = fd {fd}"),
+                e,
+            )
+        })?;
         Ok(())
     }
 
@@ -280,13 +355,16 @@ impl Classifier {
     /// into queues). `classes` = 0 goes back to the rules. Takes effect at once.
     pub fn set_queue_steering(&mut self, classes: u32) -> Result<()> {
         if classes as usize > MAX_CLASSES {
-            bail!("queue steering: {classes} classes; at most {MAX_CLASSES}");
+            return Err(EbpfError::Limit(format!(
+                "queue steering: {classes} classes; at most {MAX_CLASSES}"
+            )));
         }
         self.queue_classes = classes;
         let by_queue = if classes > 0 { FLAG_BY_QUEUE } else { 0 };
-        let mut cfg: Array<_, [u32; 4]> =
-            Array::try_from(self.ebpf.map_mut("llr_config").context("llr_config")?)?;
-        cfg.set(0, [self.active, classes, self.flags | by_queue, 0], 0)?;
+        let (active, flags) = (self.active, self.flags);
+        let mut cfg: Array<_, [u32; 4]> = self.map_mut("llr_config")?;
+        (cfg.set(0, [active, classes, flags | by_queue, 0], 0))
+            .map_err(|e| EbpfError::map("llr_config", e))?;
         Ok(())
     }
 
@@ -294,7 +372,9 @@ impl Classifier {
     /// program attached through netlink is replaced; anything else attached is an error.
     pub fn attach(&mut self, ifindex: u32, mode: AttachMode) -> Result<XdpMode> {
         if let Some((i, _)) = self.attached {
-            bail!("classifier already attached to ifindex {i}");
+            return Err(EbpfError::Limit(format!(
+                "classifier already attached to ifindex {i}"
+            )));
         }
         let ifname = ifname(ifindex)?;
         let modes: &[XdpMode] = match mode {
@@ -321,8 +401,12 @@ impl Classifier {
             }
             i += 1;
         }
-        Err(anyhow::Error::new(last_err.expect("tried a mode")))
-            .with_context(|| format!("attach XDP to {ifname} (ifindex {ifindex}, {mode:?})"))
+        Err(EbpfError::Attach {
+            ifname,
+            ifindex,
+            mode,
+            cause: last_err.expect("tried a mode").into(),
+        })
     }
 
     /// Where and how the program is attached.
@@ -336,18 +420,24 @@ impl Classifier {
             // Unloading the program's data drops its links: bpf_link fds close, netlink
             // attachments are removed by aya.
             let prog = self.prog_mut();
-            prog.unload()?;
+            prog.unload()
+                .map_err(|e| EbpfError::op("unload the classifier", e))?;
         }
         Ok(())
     }
 
     /// The classifier's counters, summed over CPUs.
     pub fn stats(&self) -> Result<ClassifierStats> {
+        let m = (self.ebpf.map("llr_stats"))
+            .ok_or_else(|| EbpfError::map("llr_stats", "missing in the object"))?;
         let m: PerCpuArray<_, u64> =
-            PerCpuArray::try_from(self.ebpf.map("llr_stats").context("llr_stats")?)?;
+            PerCpuArray::try_from(m).map_err(|e| EbpfError::map("llr_stats", e))?;
         let mut v = vec![0u64; ST_SLOTS as usize];
         for (i, slot) in v.iter_mut().enumerate() {
-            *slot = m.get(&(i as u32), 0)?.iter().sum();
+            *slot = (m.get(&(i as u32), 0))
+                .map_err(|e| EbpfError::map("llr_stats", e))?
+                .iter()
+                .sum();
         }
         let s = |k: u32| v[(ST_PASS_NONIP + k) as usize];
         Ok(ClassifierStats {
@@ -382,7 +472,7 @@ impl Classifier {
             repeat: 1,
             ..Default::default()
         };
-        let r = self.prog().test_run(opts).context("BPF_PROG_TEST_RUN")?;
+        let r = (self.prog().test_run(opts)).map_err(|e| EbpfError::op("BPF_PROG_TEST_RUN", e))?;
         let after = self.stats()?;
         let class = (0..MAX_CLASSES)
             .find(|&c| after.per_class[c] > before.per_class[c])
@@ -399,7 +489,8 @@ impl Classifier {
 
     /// The program's fd (e.g. for `bpftool`-style inspection).
     pub fn prog_fd(&self) -> Result<RawFd> {
-        Ok(self.prog().fd()?.as_fd().as_raw_fd())
+        let fd = (self.prog().fd()).map_err(|e| EbpfError::op("the program's fd", e))?;
+        Ok(fd.as_fd().as_raw_fd())
     }
 }
 
@@ -483,11 +574,11 @@ fn detach_stale(ifname: &str) -> Result<()> {
     let out = std::process::Command::new("ip")
         .args(["-d", "link", "show", "dev", ifname])
         .output()
-        .context("run ip -d link show")?;
+        .map_err(|e| EbpfError::op("run ip -d link show", e))?;
     let text = String::from_utf8_lossy(&out.stdout);
     let prog = parse_xdp_program(&text);
     if !text.contains(&format!("name {PROGRAM_NAME}")) {
-        return Err(anyhow::Error::new(XdpHeld {
+        return Err(EbpfError::Held(XdpHeld {
             interface: ifname.to_string(),
             holder: describe_holder(prog.as_ref()),
             fix: format!(
@@ -503,12 +594,12 @@ fn detach_stale(ifname: &str) -> Result<()> {
             .args(["link", "set", "dev", ifname, flavour, "off"])
             .stderr(std::process::Stdio::null())
             .status()
-            .context("run ip link set xdp off")?;
+            .map_err(|e| EbpfError::op("run ip link set xdp off", e))?;
         ok |= st.success();
     }
     if !ok {
         // Only a live process holds a bpf_link: a crashed router's program would have gone.
-        return Err(anyhow::Error::new(XdpHeld {
+        return Err(EbpfError::Held(XdpHeld {
             interface: ifname.to_string(),
             holder: describe_holder(prog.as_ref()),
             fix: "stop that router first".into(),
@@ -539,13 +630,18 @@ pub fn load_checked(prog: &mut Xdp, name: &str) -> Result<()> {
                 .unwrap_or("(no verifier output)")
                 .to_string();
             let path = save_verifier_log(name, &log);
-            let release = crate::probe::kernel_release();
-            bail!(
-                "the kernel (Linux {release}) refused the eBPF program {name}: {io_error}; verifier: \"{last}\"; full log: {} (llrouter is tested on Linux 6.1 and later: please report this with the log)",
-                path.as_deref().map_or_else(|| "run with -v".to_string(), |p| p.display().to_string())
-            )
+            Err(EbpfError::Verifier {
+                program: name.to_string(),
+                release: crate::probe::kernel_release(),
+                cause: io_error,
+                last,
+                log: path.map_or_else(|| "run with -v".to_string(), |p| p.display().to_string()),
+            })
         }
-        Err(e) => Err(anyhow::Error::new(e).context(format!("load the eBPF program {name}"))),
+        Err(e) => Err(EbpfError::Load {
+            what: format!("the eBPF program {name}"),
+            cause: e.into(),
+        }),
     }
 }
 
@@ -574,10 +670,10 @@ pub fn ifname(ifindex: u32) -> Result<String> {
     // SAFETY: buf has IF_NAMESIZE bytes as if_indextoname requires; it NUL-terminates on success.
     let p = unsafe { libc::if_indextoname(ifindex, buf.as_mut_ptr()) };
     if p.is_null() {
-        bail!(
-            "no interface with ifindex {ifindex}: {}",
+        return Err(EbpfError::NoInterface(format!(
+            "with ifindex {ifindex}: {}",
             std::io::Error::last_os_error()
-        );
+        )));
     }
     // SAFETY: on success buf holds a NUL-terminated string.
     Ok(unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
@@ -587,11 +683,13 @@ pub fn ifname(ifindex: u32) -> Result<String> {
 
 /// The index of `name` in the calling thread's namespace.
 pub fn ifindex(name: &str) -> Result<u32> {
-    let c = std::ffi::CString::new(name).context("interface name contains NUL")?;
+    let c = std::ffi::CString::new(name).map_err(|_| {
+        EbpfError::NoInterface(format!("named `{}` (it contains NUL)", name.escape_debug()))
+    })?;
     // SAFETY: c is a valid NUL-terminated string for the duration of the call.
     let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
     if i == 0 {
-        bail!("no interface named `{name}`");
+        return Err(EbpfError::NoInterface(format!("named `{name}`")));
     }
     Ok(i)
 }

@@ -22,7 +22,29 @@
 use std::net::IpAddr;
 use std::process::Command;
 
-use anyhow::{bail, Context, Result};
+use llr_core::error::FieldError;
+
+/// Why ntuple steering cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum NtupleError {
+    /// A rule (or the classes) that ntuple filters cannot express, named by its field.
+    #[error(transparent)]
+    Rule(#[from] FieldError),
+    /// The NIC lacks the filters or the queues.
+    #[error("{ifname}: {reason}")]
+    Unsupported { ifname: String, reason: String },
+    /// `ethtool` could not be run.
+    #[error("run {command} (install ethtool): {cause}")]
+    Spawn {
+        command: String,
+        cause: std::io::Error,
+    },
+    /// `ethtool` refused the command.
+    #[error("`{command}` failed: {stderr}")]
+    Failed { command: String, stderr: String },
+}
+
+type Result<T, E = NtupleError> = std::result::Result<T, E>;
 use llr_core::classify::{PortRange, Rule};
 use llr_core::wire::IpVersion;
 
@@ -118,7 +140,7 @@ pub fn plan(
     first_queue: u32,
 ) -> Result<Plan> {
     if nclasses == 0 {
-        bail!("classes: at least one class is required");
+        return Err(FieldError::new("classes", "at least one class is required").into());
     }
     let class_queue: Vec<u32> = (0..nclasses as u32).map(|c| first_queue + c).collect();
     let default_q = class_queue[nclasses - 1];
@@ -136,23 +158,27 @@ pub fn plan(
     ];
     let mut loc = 0u32;
     for (i, r) in rules.iter().enumerate() {
-        let what =
-            |field: &str, why: &str| format!("rules[{i}].{field}: {why} (steering = \"ntuple\")");
+        let what = |field: &str, why: &str| {
+            NtupleError::Rule(FieldError::new(
+                format!("rules[{i}].{field}"),
+                format!("{why} (steering = \"ntuple\")"),
+            ))
+        };
         if r.ifindex.is_some_and(|x| x != ifindex) {
             continue;
         }
         if r.flex.is_some() {
-            bail!(what(
+            return Err(what(
                 "flex",
                 "ntuple filters cannot match a 2-byte word at a frame offset; use steering = \"xdp\""
             ));
         }
         if r.class >= nclasses {
-            bail!(what("class", &format!("class {} does not exist", r.class)));
+            return Err(what("class", &format!("class {} does not exist", r.class)));
         }
         let version = r
             .required_version()
-            .map_err(|e| anyhow::anyhow!(what("ip_version", &e.to_string())))?;
+            .map_err(|e| what("ip_version", &e.to_string()))?;
         let has_ports = r.sport.is_some() || r.dport.is_some();
         let l4 = match r.proto {
             Some(6) => Some("tcp"),
@@ -161,9 +187,9 @@ pub fn plan(
             _ => None,
         };
         if has_ports && l4.is_none() {
-            bail!(what(
+            return Err(what(
                 if r.sport.is_some() { "sport" } else { "dport" },
-                "ports need proto = tcp, udp or sctp"
+                "ports need proto = tcp, udp or sctp",
             ));
         }
         let families: Vec<IpVersion> = match version {
@@ -179,7 +205,7 @@ pub fn plan(
             .map(port_blocks)
             .unwrap_or_else(|| vec![(0, 0xffff)]);
         if sblocks.len() * dblocks.len() > MAX_PORT_BLOCKS {
-            bail!(what(
+            return Err(what(
                 "sport/dport",
                 &format!(
                     "the port ranges need {} aligned filters (more than {MAX_PORT_BLOCKS}); use ranges on power-of-two boundaries",
@@ -269,7 +295,10 @@ pub fn check_support(ifname: &str, queues: u32) -> Result<()> {
     let out = Command::new("ethtool")
         .args(["-k", ifname])
         .output()
-        .context("run ethtool -k (install ethtool)")?;
+        .map_err(|cause| NtupleError::Spawn {
+            command: "ethtool -k".into(),
+            cause,
+        })?;
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text
         .lines()
@@ -277,15 +306,21 @@ pub fn check_support(ifname: &str, queues: u32) -> Result<()> {
         .unwrap_or("");
     if !out.status.success() || line.is_empty() || line.contains("[fixed]") && line.contains("off")
     {
-        bail!(
-            "{ifname}: the NIC has no ntuple (Flow Director) filters (`ethtool -k {ifname}`: {}); use steering = \"xdp\" (the eBPF classifier) instead",
-            if line.is_empty() { "no ntuple-filters feature" } else { line.trim() }
-        );
+        return Err(NtupleError::Unsupported {
+            ifname: ifname.into(),
+            reason: format!(
+                "the NIC has no ntuple (Flow Director) filters (`ethtool -k {ifname}`: {}); use steering = \"xdp\" (the eBPF classifier) instead",
+                if line.is_empty() { "no ntuple-filters feature" } else { line.trim() }
+            ),
+        });
     }
     let ch = Command::new("ethtool")
         .args(["-l", ifname])
         .output()
-        .context("run ethtool -l")?;
+        .map_err(|cause| NtupleError::Spawn {
+            command: "ethtool -l".into(),
+            cause,
+        })?;
     let t = String::from_utf8_lossy(&ch.stdout);
     // "Current hardware settings:" block: Combined or RX count
     let current = t.split("Current hardware settings:").nth(1).unwrap_or("");
@@ -298,7 +333,12 @@ pub fn check_support(ifname: &str, queues: u32) -> Result<()> {
         .max()
         .unwrap_or(1);
     if n < queues {
-        bail!("{ifname}: {n} rx queues, the classes need {queues} (ethtool -L {ifname} combined {queues})");
+        return Err(NtupleError::Unsupported {
+            ifname: ifname.into(),
+            reason: format!(
+                "{n} rx queues, the classes need {queues} (ethtool -L {ifname} combined {queues})"
+            ),
+        });
     }
     Ok(())
 }
@@ -318,12 +358,15 @@ pub fn run(args: &[String]) -> Result<()> {
     let out = Command::new("ethtool")
         .args(args)
         .output()
-        .with_context(|| format!("run {line} (install ethtool)"))?;
+        .map_err(|cause| NtupleError::Spawn {
+            command: line.clone(),
+            cause,
+        })?;
     if !out.status.success() {
-        bail!(
-            "`{line}` failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+        return Err(NtupleError::Failed {
+            command: line,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     Ok(())
 }

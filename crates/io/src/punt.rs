@@ -21,7 +21,22 @@ use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 
-use anyhow::{bail, Context, Result};
+/// What failed in setting up the punt TAP or reading an interface's state.
+#[derive(Debug, thiserror::Error)]
+pub enum PuntError {
+    /// Not a usable interface name.
+    #[error("interface name `{name}`: {reason}")]
+    Name { name: String, reason: &'static str },
+    /// A system call on the interface (`op`: `TUNSETIFF`, `SIOCGIFFLAGS`, …) failed.
+    #[error("{interface}: {op}: {cause}")]
+    Sys {
+        interface: String,
+        op: &'static str,
+        cause: std::io::Error,
+    },
+}
+
+type Result<T, E = PuntError> = std::result::Result<T, E>;
 
 const IFF_TAP: libc::c_short = 0x0002;
 const IFF_NO_PI: libc::c_short = 0x1000;
@@ -40,10 +55,14 @@ struct IfReq {
 
 impl IfReq {
     fn new(name: &str) -> Result<IfReq> {
-        let c = CString::new(name)?;
+        let bad = |reason| PuntError::Name {
+            name: name.escape_debug().to_string(),
+            reason,
+        };
+        let c = CString::new(name).map_err(|_| bad("contains NUL"))?;
         let b = c.as_bytes_with_nul();
         if b.len() > libc::IFNAMSIZ {
-            bail!("punt device name `{name}` is longer than 15 bytes");
+            return Err(bad("longer than 15 bytes"));
         }
         let mut r = IfReq {
             name: [0; libc::IFNAMSIZ],
@@ -90,11 +109,15 @@ impl LinkState {
 }
 
 /// A socket to address interface ioctls to (in the calling thread's network namespace).
-fn ioctl_socket() -> Result<OwnedFd> {
+fn ioctl_socket(name: &str) -> Result<OwnedFd> {
     // SAFETY: plain socket(2) call; the result is checked before it is owned.
     let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if s < 0 {
-        return Err(std::io::Error::last_os_error()).context("socket for interface ioctls");
+        return Err(PuntError::Sys {
+            interface: name.to_string(),
+            op: "socket for interface ioctls",
+            cause: std::io::Error::last_os_error(),
+        });
     }
     // SAFETY: `s` is a fresh descriptor returned by socket(2) above, owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(s) })
@@ -107,27 +130,36 @@ fn flags_of(sock: &OwnedFd, name: &str) -> Result<IfReq> {
         sock.as_raw_fd(),
         libc::SIOCGIFFLAGS,
         &mut ifr,
-        "SIOCGIFFLAGS",
+        (name, "SIOCGIFFLAGS"),
     )?;
     Ok(ifr)
 }
 
 /// The state of `name`.
 pub fn link_state(name: &str) -> Result<LinkState> {
-    let f = flags_of(&ioctl_socket()?, name)?.flags() as libc::c_int;
+    let f = flags_of(&ioctl_socket(name)?, name)?.flags() as libc::c_int;
     Ok(LinkState {
         admin_up: f & libc::IFF_UP != 0,
         carrier: f & libc::IFF_RUNNING != 0,
     })
 }
 
-fn ioctl(fd: i32, req: libc::c_ulong, ifr: &mut IfReq, what: &str) -> Result<()> {
+fn ioctl(
+    fd: i32,
+    req: libc::c_ulong,
+    ifr: &mut IfReq,
+    (interface, op): (&str, &'static str),
+) -> Result<()> {
     // SAFETY: `ifr` is a live, writable `struct ifreq`-sized value (16-byte name + 24-byte
     // union, as the kernel's) for the duration of the call; the request codes used here read
     // and write only within it.
     let r = unsafe { libc::ioctl(fd, req as _, ifr as *mut IfReq) };
     if r < 0 {
-        return Err(std::io::Error::last_os_error()).context(what.to_string());
+        return Err(PuntError::Sys {
+            interface: interface.to_string(),
+            op,
+            cause: std::io::Error::last_os_error(),
+        });
     }
     Ok(())
 }
@@ -174,11 +206,15 @@ impl Punt {
             .write(true)
             .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
             .open("/dev/net/tun")
-            .context("open /dev/net/tun (the punt path needs the tun driver)")?;
+            .map_err(|cause| PuntError::Sys {
+                interface: name.to_string(),
+                op: "open /dev/net/tun (the punt path needs the tun driver)",
+                cause,
+            })?;
         let mut ifr = IfReq::new(name)?;
         ifr.set_flags(IFF_TAP | IFF_NO_PI | IFF_MULTI_QUEUE);
-        ioctl(file.as_raw_fd(), TUNSETIFF, &mut ifr, "TUNSETIFF")?;
-        let sock = ioctl_socket()?;
+        ioctl(file.as_raw_fd(), TUNSETIFF, &mut ifr, (name, "TUNSETIFF"))?;
+        let sock = ioctl_socket(name)?;
         // No IPv6 link-local address on the TAP: its duplicate-address detection would end in
         // an address event a second later, and every address event makes the route mirror
         // re-dump and write-lock the forwarder while the worker is forwarding. The kernel
@@ -192,14 +228,14 @@ impl Punt {
             sock.as_raw_fd(),
             libc::SIOCSIFFLAGS,
             &mut ifr,
-            "SIOCSIFFLAGS",
+            (name, "SIOCSIFFLAGS"),
         )?;
         let mut ifr = IfReq::new(name)?;
         ioctl(
             sock.as_raw_fd(),
             libc::SIOCGIFHWADDR,
             &mut ifr,
-            "SIOCGIFHWADDR",
+            (name, "SIOCGIFHWADDR"),
         )?;
         let mut mac = [0u8; 6];
         mac.copy_from_slice(&ifr.data[2..8]);

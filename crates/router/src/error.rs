@@ -3,6 +3,26 @@
 use std::fmt::Display;
 
 use crate::config::ConfigError;
+use llr_io::ebpf::EbpfError;
+use llr_io::kernel::KernelError;
+use llr_io::ntuple::NtupleError;
+use llr_io::punt::PuntError;
+use llr_io::xsk::XskError;
+
+/// An error of llr-io, by the module it comes from.
+#[derive(Debug, thiserror::Error)]
+pub enum IoError {
+    #[error(transparent)]
+    Ebpf(#[from] EbpfError),
+    #[error(transparent)]
+    Xsk(#[from] XskError),
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+    #[error(transparent)]
+    Ntuple(#[from] NtupleError),
+    #[error(transparent)]
+    Punt(#[from] PuntError),
+}
 
 /// Why the router did not start or did not stop cleanly.
 #[derive(Debug, thiserror::Error)]
@@ -17,32 +37,22 @@ pub enum RouterError {
     /// them).
     #[error("{}", llr_io::probe::privileges_message(.missing))]
     Privileges { missing: Vec<&'static str> },
-    /// An interface's rx queue is bound by another AF_XDP socket (exit 2).
-    #[error(transparent)]
-    QueueBusy(#[from] llr_io::xsk::QueueBusy),
-    /// An interface's XDP hook is held by another program (exit 2).
-    #[error(transparent)]
-    XdpHeld(#[from] llr_io::ebpf::XdpHeld),
+    /// A step of start-up in the kernel's I/O failed: `step` names it, `cause` keeps the
+    /// typed cause (an interface's queue or XDP hook held by another program is a refusal).
+    #[error("{step}{}{cause}", if step.is_empty() { "" } else { ": " })]
+    Io { step: String, cause: Box<IoError> },
     /// The worker thread panicked.
     #[error("the worker thread panicked")]
     WorkerPanicked,
 }
 
 impl RouterError {
-    /// A [`RouterError::Setup`] from any error, with its causes (`{:#}`).
-    pub(crate) fn setup(e: impl Display) -> RouterError {
-        RouterError::Setup(format!("{e:#}"))
-    }
-
-    /// A start-up error of llr-io, keeping the variants an operator acts on.
-    pub(crate) fn io(e: anyhow::Error) -> RouterError {
-        let e = match e.downcast::<llr_io::xsk::QueueBusy>() {
-            Ok(b) => return RouterError::QueueBusy(b),
-            Err(e) => e,
-        };
-        match e.downcast::<llr_io::ebpf::XdpHeld>() {
-            Ok(h) => RouterError::XdpHeld(h),
-            Err(e) => RouterError::setup(e),
+    /// An error of llr-io at an unnamed step (its own message names the interface and the
+    /// operation).
+    pub(crate) fn io(e: impl Into<IoError>) -> RouterError {
+        RouterError::Io {
+            step: String::new(),
+            cause: Box::new(e.into()),
         }
     }
 
@@ -50,10 +60,11 @@ impl RouterError {
     pub fn is_refusal(&self) -> bool {
         matches!(
             self,
-            RouterError::Config(_)
-                | RouterError::Privileges { .. }
-                | RouterError::QueueBusy(_)
-                | RouterError::XdpHeld(_)
+            RouterError::Config(_) | RouterError::Privileges { .. }
+        ) || matches!(
+            self,
+            RouterError::Io { cause, .. }
+                if matches!(**cause, IoError::Xsk(XskError::QueueBusy(_)) | IoError::Ebpf(EbpfError::Held(_)))
         )
     }
 }
@@ -66,5 +77,19 @@ pub(crate) trait Step<T> {
 impl<T, E: Display> Step<T> for Result<T, E> {
     fn step(self, what: impl Display) -> Result<T, RouterError> {
         self.map_err(|e| RouterError::Setup(format!("{what}: {e:#}")))
+    }
+}
+
+/// Names the step of llr-io that failed and keeps its error's type: `result.io_step("attach")`.
+pub(crate) trait IoStep<T> {
+    fn io_step(self, what: impl Display) -> Result<T, RouterError>;
+}
+
+impl<T, E: Into<IoError>> IoStep<T> for Result<T, E> {
+    fn io_step(self, what: impl Display) -> Result<T, RouterError> {
+        self.map_err(|e| RouterError::Io {
+            step: what.to_string(),
+            cause: Box::new(e.into()),
+        })
     }
 }

@@ -39,5 +39,5 @@ pub mod worker;
 pub use config::{ConfigError, Resolved, RouterConfig, Steering};
 pub use control::RouterCtl;
 pub use diff::ConfigDiff;
-pub use error::RouterError;
+pub use error::{IoError, RouterError};
 pub use start::{Router, RunReport, Running, StartOptions};

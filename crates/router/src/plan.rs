@@ -2,7 +2,7 @@
 //! `--dry-run`, and the steering check [`Router::start`](crate::Router::start) makes first.
 
 use crate::config::{ConfigError, Resolved, RouterConfig, Steering};
-use crate::error::{RouterError, Step};
+use crate::error::{IoStep, RouterError};
 use crate::steer::{plural, QueueLayout};
 
 /// Placeholder interface indexes of `--dry-run` for interfaces absent from the namespace.
@@ -229,7 +229,7 @@ fn ntuple_plan(r: &Resolved, classes: &[String], out: &mut Vec<String>) -> Resul
     let mut layout_done = false;
     for (n, &ifindex) in r.cfg.interfaces.iter().zip(&r.ifindexes) {
         let plan = llr_io::ntuple::plan(n, ifindex, &r.rules, classes.len(), 0)
-            .step("steering = \"ntuple\"")?;
+            .io_step("steering = \"ntuple\"")?;
         if !layout_done {
             out.push("# class -> hardware queue (one AF_XDP socket per queue)".into());
             for (c, q) in classes.iter().zip(&plan.class_queue) {

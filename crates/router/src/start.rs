@@ -22,7 +22,7 @@ use llr_ops::views::{DatapathView, PortModeView};
 
 use crate::config::{Resolved, RouterConfig, Steering};
 use crate::control::{CtlParts, RouterCtl};
-use crate::error::{RouterError, Step};
+use crate::error::{IoStep, RouterError, Step};
 use crate::steer::plural;
 use crate::steer::{Classifiers, NtupleFilters, QueueLayout};
 
@@ -628,7 +628,7 @@ fn set_up(
         ) as usize,
         event_buffer: (r.cfg.netlink_buffer_kb as usize) << 10,
     };
-    let (fwd0, seed) = kernel::build_seeded(&spec).map_err(RouterError::setup)?;
+    let (fwd0, seed) = kernel::build_seeded(&spec).map_err(RouterError::io)?;
     let local: Vec<IpAddr> = (fwd0.interfaces.iter())
         .flat_map(|i| i.addrs.iter().map(|a| a.addr))
         .collect();
@@ -697,7 +697,7 @@ fn install_ntuple(r: &Resolved) -> Result<NtupleFilters, RouterError> {
     for (n, &ifindex) in r.cfg.interfaces.iter().zip(&r.ifindexes) {
         plans.push(
             llr_io::ntuple::plan(n, ifindex, &r.rules, r.cfg.classes.len(), 0)
-                .step("steering = \"ntuple\"")?,
+                .io_step("steering = \"ntuple\"")?,
         );
     }
     NtupleFilters::install(&plans, &state)

@@ -20,7 +20,7 @@ use llr_io::ebpf::{AttachMode, Classifier, ClassifierStats, XdpMode};
 use llr_io::xsk::{PortSpec, SocketSlot};
 
 use crate::config::{ConfigError, Resolved, Steering};
-use crate::error::{RouterError, Step};
+use crate::error::{IoStep, RouterError, Step};
 
 /// Which rx queues each worker serves: every active rx queue of every interface, so that no
 /// frame RSS puts on a queue lands where no socket waits (the classifier would hand it to the
@@ -232,15 +232,15 @@ impl Classifiers {
         let mut list = Vec::new();
         for &ifindex in &r.ifindexes {
             let mut c = Classifier::load_for(r.default_class, queues.multi_buffer)
-                .map_err(RouterError::setup)?;
+                .map_err(RouterError::io)?;
             c.set_rules(&r.rule_images, r.default_class, flags)
-                .map_err(RouterError::setup)?;
+                .map_err(RouterError::io)?;
             c.set_class_rings(&r.layout.class_to_ring)
-                .map_err(RouterError::setup)?;
-            c.set_local_addrs(local).map_err(RouterError::setup)?;
+                .map_err(RouterError::io)?;
+            c.set_local_addrs(local).map_err(RouterError::io)?;
             if queues.steering != Steering::Xdp {
                 c.set_queue_steering(queues.classes as u32)
-                    .map_err(RouterError::setup)?;
+                    .map_err(RouterError::io)?;
             }
             list.push((ifindex, c));
         }
@@ -263,7 +263,7 @@ impl Classifiers {
                     RouterError::Setup(format!("ifindex {}: no classifier", s.ifindex))
                 })?;
             c.set_socket(s.queue, s.ring, s.fd)
-                .step(format_args!("ifindex {}", s.ifindex))?;
+                .io_step(format_args!("ifindex {}", s.ifindex))?;
         }
         Ok(())
     }
@@ -397,7 +397,7 @@ impl NtupleFilters {
         };
         for p in plans {
             // on an error `f` drops: what went in comes out again
-            llr_io::ntuple::apply(p).step("steering = \"ntuple\"")?;
+            llr_io::ntuple::apply(p).io_step("steering = \"ntuple\"")?;
         }
         Ok(f)
     }

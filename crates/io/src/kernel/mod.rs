@@ -39,7 +39,27 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+/// What failed in reading the kernel's tables or applying them to the forwarder.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    /// A netlink socket call (`op`: socket, bind, send, recv) failed.
+    #[error("netlink: {op}: {cause}")]
+    Netlink {
+        op: &'static str,
+        cause: std::io::Error,
+    },
+    /// A dump did not complete: the kernel refused it, kept interrupting it, or stopped.
+    #[error("netlink: {0}")]
+    Dump(String),
+    /// The forwarder refused a route of the kernel's.
+    #[error("routes: {prefix}: {reason}")]
+    Route { prefix: IpPrefix, reason: String },
+    /// No interface with this index in the calling thread's namespace.
+    #[error("no interface with index {0}")]
+    NoInterface(u32),
+}
+
+type Result<T, E = KernelError> = std::result::Result<T, E>;
 use llr_core::classify::IpPrefix;
 use llr_core::fwd::{
     Forwarder, Interface, Interfaces, NextHop, RouteTable, SharedForwarder, MAX_TAG,
@@ -130,7 +150,7 @@ pub fn link_facts(ifindex: u32) -> Result<LinkFacts> {
     netlink::link_facts(&mut sock)?
         .get(&ifindex)
         .copied()
-        .ok_or_else(|| anyhow::anyhow!("no interface with index {ifindex}"))
+        .ok_or(KernelError::NoInterface(ifindex))
 }
 
 /// The rx queues of interface `name` (index `ifindex`) that can receive traffic now: the
@@ -437,7 +457,10 @@ impl KernelMirror {
                 self.limited.remove(&p);
                 if let Err(e) = routes.insert_tagged(p, nh, tag) {
                     self.failed.insert(p);
-                    anyhow::bail!("routes: {p}: {e}");
+                    return Err(KernelError::Route {
+                        prefix: p,
+                        reason: e.to_string(),
+                    });
                 }
                 Ok(true)
             }

@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use super::{KernelError, Result};
 use llr_core::classify::IpPrefix;
 use llr_core::fwd::{NextHop, RouteKind};
 use netlink_packet_core::{
@@ -49,9 +49,9 @@ impl NlSocket {
     /// event socket: room for bursts (a routing daemon installing a full table); an overrun is
     /// recovered by a re-dump, which costs seconds with a full table.
     pub(super) fn new(groups: u32, rcvbuf: usize) -> Result<NlSocket> {
-        let mut sock = Socket::new(NETLINK_ROUTE).context("netlink: socket(NETLINK_ROUTE)")?;
-        sock.bind(&SocketAddr::new(0, groups))
-            .context("netlink: bind")?;
+        let nl = |op| move |cause| KernelError::Netlink { op, cause };
+        let mut sock = Socket::new(NETLINK_ROUTE).map_err(nl("socket(NETLINK_ROUTE)"))?;
+        sock.bind(&SocketAddr::new(0, groups)).map_err(nl("bind"))?;
         if groups != 0 {
             match crate::sys::set_rcvbuf(sock.as_raw_fd(), rcvbuf) {
                 Some(got) if got < rcvbuf => tracing::warn!(
@@ -62,8 +62,7 @@ impl NlSocket {
                 Some(_) => {}
                 None => tracing::warn!("route mirror: netlink receive buffer not set"),
             }
-            sock.set_non_blocking(true)
-                .context("netlink: non-blocking")?;
+            sock.set_non_blocking(true).map_err(nl("non-blocking"))?;
         }
         Ok(NlSocket {
             sock,
@@ -81,7 +80,9 @@ impl NlSocket {
                 return Ok(got);
             }
         }
-        bail!("netlink: dump interrupted 5 times in a row (tables changing too fast)")
+        Err(KernelError::Dump(
+            "dump interrupted 5 times in a row (tables changing too fast)".into(),
+        ))
     }
 
     /// Sends a dump request and hands every answer to `f` as it is decoded, so a full routing
@@ -104,18 +105,23 @@ impl NlSocket {
         msg.serialize(&mut out[..]);
         self.sock
             .send_to(&out, &SocketAddr::new(0, 0), 0)
-            .context("netlink: send dump request")?;
+            .map_err(|cause| KernelError::Netlink {
+                op: "send dump request",
+                cause,
+            })?;
         let mut interrupted = false;
         // A full table dumps in about a second; this only catches a kernel that stopped.
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if Instant::now() > deadline {
-                bail!("netlink: dump did not finish within 60 s");
+                return Err(KernelError::Dump("dump did not finish within 60 s".into()));
             }
-            let n = self
-                .sock
-                .recv(&mut &mut self.buf[..], 0)
-                .context("netlink: recv dump")?;
+            let n = self.sock.recv(&mut &mut self.buf[..], 0).map_err(|cause| {
+                KernelError::Netlink {
+                    op: "recv dump",
+                    cause,
+                }
+            })?;
             for (h_flags, h_seq, m) in frames(&self.buf[..n]) {
                 if h_seq != seq {
                     continue; // a stale answer to an earlier, abandoned request
@@ -126,10 +132,10 @@ impl NlSocket {
                 match m {
                     Frame::Done => return Ok(interrupted),
                     Frame::Error(code) => {
-                        bail!(
-                            "netlink: dump request failed: {}",
+                        return Err(KernelError::Dump(format!(
+                            "dump request failed: {}",
                             std::io::Error::from_raw_os_error(-code)
-                        )
+                        )))
                     }
                     Frame::Msg(m) => f(m),
                     Frame::Other => {}
@@ -459,7 +465,9 @@ fn dump_tables(sock: &mut NlSocket, spec: &MirrorSpec, v: &mut KernelView) -> Re
             }
         }
         if !consistent {
-            bail!("netlink: route dump interrupted 5 times in a row (tables changing too fast)");
+            return Err(KernelError::Dump(
+                "route dump interrupted 5 times in a row (tables changing too fast)".into(),
+            ));
         }
         for m in sock.dump(RouteNetlinkMessage::GetNeighbour(
             NeighbourMessage::default(),

@@ -4,7 +4,7 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::num::NonZeroU32;
 
-use anyhow::{bail, Result};
+use super::{Result, XskError};
 use llr_core::sched::{RingId, RingView};
 use xdpilone::xdp::XdpDesc;
 use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, User};
@@ -104,7 +104,9 @@ impl Device {
     pub fn open(ports: Vec<PortSpec>, nrings: usize, opts: &XskOptions) -> Result<Device> {
         opts.validate()?;
         if ports.is_empty() || nrings == 0 {
-            bail!("a device needs at least one port and one ring");
+            return Err(XskError::Invalid(
+                "a device needs at least one port and one ring".into(),
+            ));
         }
         // Enough chunks that a full set of rings never starves the fill rings: the early drop
         // then happens at a full class ring (paper 004), not at an empty fill ring.
@@ -118,20 +120,21 @@ impl Device {
 
         let mut out = Vec::new();
         for (pi, spec) in ports.into_iter().enumerate() {
+            let queue = spec.queue;
+            let fail = |op: &str, e| XskError::socket(op, spec.ifindex, queue, e);
             let mut info = IfInfo::invalid();
             info.from_ifindex(spec.ifindex)
-                .map_err(|e| anyhow::anyhow!("ifindex {}: errno {}", spec.ifindex, e.get_raw()))?;
-            let queue = spec.queue;
+                .map_err(|e| fail("interface", e))?;
             info.set_queue(queue);
             let first = if pi == 0 {
                 Socket::with_shared(&info, umem)
             } else {
                 Socket::new(&info)
             }
-            .map_err(|e| anyhow::anyhow!("AF_XDP socket: errno {}", e.get_raw()))?;
+            .map_err(|e| fail("AF_XDP socket", e))?;
             let dq = umem
                 .fq_cq(&first)
-                .map_err(|e| anyhow::anyhow!("fill/completion rings: errno {}", e.get_raw()))?;
+                .map_err(|e| fail("fill/completion rings", e))?;
             let mut users = Vec::new();
             let mut rx = Vec::new();
             let mut fds = Vec::new();
@@ -141,8 +144,7 @@ impl Device {
                 let sock: &Socket = if r == 0 {
                     &first
                 } else {
-                    other = Socket::new(&info)
-                        .map_err(|e| anyhow::anyhow!("AF_XDP socket: errno {}", e.get_raw()))?;
+                    other = Socket::new(&info).map_err(|e| fail("AF_XDP socket", e))?;
                     &other
                 };
                 let cfg = SocketConfig {
@@ -161,16 +163,11 @@ impl Device {
                         0
                     },
                 };
-                let user = umem
-                    .rx_tx(sock, &cfg)
-                    .map_err(|e| anyhow::anyhow!("rx/tx rings: errno {}", e.get_raw()))?;
-                let ring = user
-                    .map_rx()
-                    .map_err(|e| anyhow::anyhow!("map rx: errno {}", e.get_raw()))?;
+                let user = umem.rx_tx(sock, &cfg).map_err(|e| fail("rx/tx rings", e))?;
+                let ring = user.map_rx().map_err(|e| fail("map rx", e))?;
                 if r == 0 {
                     tx = Some(
-                        user.map_tx()
-                            .map_err(|e| anyhow::anyhow!("map tx: errno {}", e.get_raw()))?,
+                        user.map_tx().map_err(|e| fail("map tx", e))?,
                     );
                     bind_retrying(|| umem.bind(&user))
                 } else {
@@ -182,7 +179,7 @@ impl Device {
                         let interface = crate::ebpf::ifname(spec.ifindex)
                             .unwrap_or_else(|_| format!("ifindex {}", spec.ifindex));
                         let prog = crate::ebpf::xdp_program_on(&interface);
-                        return anyhow::Error::new(super::QueueBusy {
+                        return XskError::QueueBusy(super::QueueBusy {
                             holder: crate::ebpf::describe_holder(prog.as_ref()),
                             interface,
                             queue,
@@ -197,11 +194,13 @@ impl Device {
                         }
                         _ => "",
                     };
-                    anyhow::anyhow!(
-                        "bind AF_XDP socket (ifindex {}, queue {queue}, ring {r}): {}{why}",
-                        spec.ifindex,
-                        std::io::Error::from_raw_os_error(errno)
-                    )
+                    XskError::Socket {
+                        op: format!("bind AF_XDP socket of ring {r}"),
+                        ifindex: spec.ifindex,
+                        queue,
+                        cause: std::io::Error::from_raw_os_error(errno),
+                        hint: why,
+                    }
                 })?;
                 let fd = ring.as_raw_fd();
                 fds.push(fd);

@@ -16,7 +16,51 @@
 
 use std::ptr::NonNull;
 
-use anyhow::Result;
+/// What failed in setting up AF_XDP sockets and their UMEM.
+#[derive(Debug, thiserror::Error)]
+pub enum XskError {
+    /// Ring sizes that do not check out, named by the field.
+    #[error(transparent)]
+    Options(#[from] ConfigError),
+    /// A request the sockets cannot take (no ports, sizes that are not powers of two).
+    #[error("{0}")]
+    Invalid(String),
+    /// A step of opening or binding a socket (`op`) failed; `hint` says what to change.
+    #[error("{op} (ifindex {ifindex}, queue {queue}): {cause}{hint}")]
+    Socket {
+        op: String,
+        ifindex: u32,
+        queue: u32,
+        cause: std::io::Error,
+        hint: &'static str,
+    },
+    /// The queue is bound by another AF_XDP socket.
+    #[error(transparent)]
+    QueueBusy(#[from] QueueBusy),
+    /// The UMEM could not be mapped or registered; `hint` names the limit to raise.
+    #[error("{op} ({kib} KiB): {cause}{hint}")]
+    Umem {
+        op: &'static str,
+        kib: usize,
+        cause: std::io::Error,
+        hint: String,
+    },
+}
+
+impl XskError {
+    /// A failed step of socket set-up, from xdpilone's errno.
+    fn socket(op: impl Into<String>, ifindex: u32, queue: u32, e: xdpilone::Errno) -> XskError {
+        XskError::Socket {
+            op: op.into(),
+            ifindex,
+            queue,
+            cause: std::io::Error::from_raw_os_error(e.get_raw().abs()),
+            hint: "",
+        }
+    }
+}
+
+type Result<T, E = XskError> = std::result::Result<T, E>;
 use llr_core::sched::ConfigError;
 use xdpilone::xdp::XdpDesc;
 

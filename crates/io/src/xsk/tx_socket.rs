@@ -2,7 +2,7 @@
 
 use std::num::NonZeroU32;
 
-use anyhow::{bail, Result};
+use super::{Result, XskError};
 use xdpilone::xdp::XdpDesc;
 use xdpilone::{DeviceQueue, IfInfo, RingTx, Socket, SocketConfig, User};
 
@@ -40,37 +40,30 @@ impl TxSocket {
     /// Tx ring of `tx_size` entries (both powers of two).
     pub fn open(ifindex: u32, queue: u32, frames: u32, tx_size: u32) -> Result<TxSocket> {
         if !frames.is_power_of_two() || !tx_size.is_power_of_two() || tx_size > frames {
-            bail!("xsk tx: frames ({frames}) and tx ring ({tx_size}) must be powers of two, ring ≤ frames");
+            return Err(XskError::Invalid(format!(
+                "xsk tx: frames ({frames}) and tx ring ({tx_size}) must be powers of two, ring ≤ frames"
+            )));
         }
         let mem = UmemArea::new(frames as usize, 2048, 64, tx_size)?;
         let umem = &mem.umem;
+        let fail = |op: &str, e| XskError::socket(op, ifindex, queue, e);
         let mut info = IfInfo::invalid();
         info.from_ifindex(ifindex)
-            .map_err(|e| anyhow::anyhow!("ifindex {ifindex}: errno {}", e.get_raw()))?;
+            .map_err(|e| fail("interface", e))?;
         info.set_queue(queue);
-        let sock = Socket::with_shared(&info, umem)
-            .map_err(|e| anyhow::anyhow!("AF_XDP socket: errno {}", e.get_raw()))?;
+        let sock = Socket::with_shared(&info, umem).map_err(|e| fail("AF_XDP socket", e))?;
         // The kernel wants fill and completion rings on the UMEM owner even when it only sends.
         let dq = umem
             .fq_cq(&sock)
-            .map_err(|e| anyhow::anyhow!("fill/completion rings: errno {}", e.get_raw()))?;
+            .map_err(|e| fail("fill/completion rings", e))?;
         let cfg = SocketConfig {
             rx_size: None,
             tx_size: NonZeroU32::new(tx_size),
             bind_flags: 0,
         };
-        let user = umem
-            .rx_tx(&sock, &cfg)
-            .map_err(|e| anyhow::anyhow!("tx ring: errno {}", e.get_raw()))?;
-        let tx = user
-            .map_tx()
-            .map_err(|e| anyhow::anyhow!("map tx: errno {}", e.get_raw()))?;
-        bind_retrying(|| umem.bind(&user)).map_err(|e| {
-            anyhow::anyhow!(
-                "bind AF_XDP tx socket (ifindex {ifindex}, queue {queue}): {}",
-                std::io::Error::from_raw_os_error(e.get_raw().abs())
-            )
-        })?;
+        let user = umem.rx_tx(&sock, &cfg).map_err(|e| fail("tx ring", e))?;
+        let tx = user.map_tx().map_err(|e| fail("map tx", e))?;
+        bind_retrying(|| umem.bind(&user)).map_err(|e| fail("bind AF_XDP tx socket", e))?;
         Ok(TxSocket {
             tx,
             dq,

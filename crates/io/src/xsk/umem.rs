@@ -3,7 +3,7 @@
 use std::ptr::NonNull;
 use xdpilone::xdp::XdpDesc;
 
-use anyhow::{bail, Result};
+use super::{Result, XskError};
 use xdpilone::{Umem, UmemConfig};
 
 /// An anonymous private mapping, unmapped on drop.
@@ -27,10 +27,12 @@ impl Mmap {
             )
         };
         if p == libc::MAP_FAILED {
-            bail!(
-                "mmap {len} bytes for the UMEM: {}",
-                std::io::Error::last_os_error()
-            );
+            return Err(XskError::Umem {
+                op: "mmap the UMEM",
+                kib: len / 1024,
+                cause: std::io::Error::last_os_error(),
+                hint: String::new(),
+            });
         }
         Ok(Mmap {
             ptr: NonNull::new(p.cast()).expect("mmap returned non-null"),
@@ -90,16 +92,23 @@ impl UmemArea {
                         (true, libc::RLIM_INFINITY) => "unlimited".to_string(),
                         (true, n) => format!("{} KiB", n / 1024),
                     };
-                    anyhow::anyhow!(
-                        "register the AF_XDP buffer area ({} KiB of locked memory): {}; the \
-                         locked-memory limit is {limit}: grant CAP_IPC_LOCK, or raise the limit \
-                         (`ulimit -l unlimited`, LimitMEMLOCK=infinity in a systemd unit), or \
-                         lower the [rings] sizes",
-                        area.len / 1024,
-                        std::io::Error::from_raw_os_error(errno)
-                    )
+                    XskError::Umem {
+                        op: "register the AF_XDP buffer area of locked memory",
+                        kib: area.len / 1024,
+                        cause: std::io::Error::from_raw_os_error(errno),
+                        hint: format!(
+                            "; the locked-memory limit is {limit}: grant CAP_IPC_LOCK, or raise \
+                             the limit (`ulimit -l unlimited`, LimitMEMLOCK=infinity in a \
+                             systemd unit), or lower the [rings] sizes"
+                        ),
+                    }
                 } else {
-                    anyhow::anyhow!("register the AF_XDP buffer area: errno {errno}")
+                    XskError::Umem {
+                        op: "register the AF_XDP buffer area",
+                        kib: area.len / 1024,
+                        cause: std::io::Error::from_raw_os_error(errno),
+                        hint: String::new(),
+                    }
                 }
             })?;
         let fs = u64::from(frame_size);

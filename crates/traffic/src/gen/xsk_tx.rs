@@ -67,7 +67,7 @@ impl XskSender {
         ];
         let socks = (0..u32::from(cfg.queues.max(1)))
             .map(|q| TxSocket::open(path.ifindex, q, FRAMES, TX_SIZE))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<std::result::Result<Vec<_>, _>>()?;
         Ok(XskSender {
             socks,
             flow_sock: (0..cfg.flows)
