@@ -198,8 +198,14 @@ fn commands() -> Vec<Command> {
         Command::Status {},
         Command::Counters {},
         Command::Interfaces {},
-        Command::Fib { limit: Some(10) },
-        Command::Neighbours { limit: None },
+        Command::Fib {
+            limit: Some(10),
+            query: Default::default(),
+        },
+        Command::Neighbours {
+            limit: None,
+            dev: None,
+        },
         Command::RulesList {},
         Command::RulesAdd {
             rule: "class=rt proto=udp dport=5000-5100".into(),
@@ -207,7 +213,7 @@ fn commands() -> Vec<Command> {
         Command::RulesRemove { id: 3 },
         Command::BudgetSet {
             class: "rt".into(),
-            budget: 60,
+            budget: llr_core::sched::Budget::packets(60).expect("not 0"),
         },
         Command::DeviceBudgetSet { budget: 64 },
         Command::StrategySet {
@@ -226,7 +232,9 @@ fn commands() -> Vec<Command> {
             prefix: "2001:db8::/32".into(),
         },
         Command::Reload {},
-        Command::FlowList {},
+        Command::FlowList {
+            query: Default::default(),
+        },
         Command::FlowAdd {
             flow: Box::new(flow.clone()),
         },
