@@ -31,17 +31,6 @@ pub fn to_usage(e: llr_core::error::FieldError) -> anyhow::Error {
     UsageError::from(e).into()
 }
 
-/// Converts a duration flag in seconds.
-pub fn secs(flag: &str, v: Option<f64>) -> anyhow::Result<Option<std::time::Duration>> {
-    match v {
-        None => Ok(None),
-        Some(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => {
-            Ok(Some(std::time::Duration::from_secs_f64(s)))
-        }
-        Some(s) => Err(usage(flag, format!("{s}: must be > 0 and ≤ 86400 seconds"))),
-    }
-}
-
 /// The host refuses what was asked until the operator changes something (privileges, an
 /// interface another program holds): printed as is, exit code 2 like bad input.
 #[derive(Debug)]

@@ -5,8 +5,8 @@ use llr_lab::SinkBackend;
 use llr_traffic::gen::{CLASS_BE, CLASS_RT};
 use llr_traffic::sink::{self, SinkConfig, SinkReport};
 
+use crate::cli_util::to_usage;
 use crate::cli_util::{in_netns, print_json_or, table, us, usage};
-use crate::cli_util::{secs, to_usage};
 
 /// Receive probe traffic and measure latency, loss and reordering per class.
 #[derive(Debug, Args)]
@@ -16,24 +16,9 @@ pub struct SinkArgs {
     /// Interface to attach the XDP sink to (--backend xdp).
     #[arg(long)]
     pub iface: Option<String>,
-    /// UDP ports to listen on (comma-separated; dual-stack, IPv4 and IPv6).
-    #[arg(long, value_delimiter = ',', default_value = "9000")]
-    pub port: Vec<u16>,
-    /// Stop after this many packets.
-    #[arg(long)]
-    pub packets: Option<u64>,
-    /// Stop after this many seconds.
-    #[arg(long, default_value_t = 10.0)]
-    pub duration: f64,
-    /// Stop when nothing arrived for this many seconds.
-    #[arg(long, default_value_t = 2.0)]
-    pub idle: f64,
-    /// Spin instead of sleeping in poll() (lower latency, burns a core).
-    #[arg(long)]
-    pub busy: bool,
-    /// Packets per recvmmsg call at most.
-    #[arg(long, default_value_t = 64)]
-    pub batch: usize,
+    /// When and how to receive.
+    #[command(flatten)]
+    pub cfg: SinkConfig,
     /// Run inside this network namespace.
     #[arg(long)]
     pub netns: Option<String>,
@@ -96,14 +81,7 @@ pub fn print_report(r: &SinkReport) {
 
 /// `llrouter sink`.
 pub fn run(args: SinkArgs) -> anyhow::Result<()> {
-    let cfg = SinkConfig {
-        ports: args.port.clone(),
-        busy: args.busy,
-        packets: args.packets,
-        duration: secs("duration", Some(args.duration))?,
-        idle: secs("idle", Some(args.idle))?,
-        batch: args.batch,
-    };
+    let cfg = args.cfg.clone();
     cfg.validate().map_err(to_usage)?;
     let backend = match (args.backend, &args.iface) {
         (SinkBackend::Xdp, None) => {

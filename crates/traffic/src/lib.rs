@@ -12,3 +12,13 @@
 pub mod gen;
 pub mod netns;
 pub mod sink;
+
+/// A duration flag in seconds: `0.5`, `10`; more than 0 and at most a day.
+pub fn secs(s: &str) -> Result<std::time::Duration, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 86_400.0 => {
+            Ok(std::time::Duration::from_secs_f64(v))
+        }
+        _ => Err(format!("{s}: must be > 0 and ≤ 86400 seconds")),
+    }
+}

@@ -114,39 +114,71 @@ pub enum Gaps {
     Poisson,
 }
 
-/// What to send.
+/// What to send. `llrouter gen` derives its flags from it (`clap` feature).
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct GenConfig {
+    /// Destination address (IPv4 or IPv6).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub dst: IpAddr,
+    /// Destination UDP port.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long = "port", value_name = "PORT", default_value_t = 9000)
+    )]
     pub dst_port: u16,
-    /// Destination port of RT packets (default: `dst_port`).
+    /// Destination port of RT packets (default: --port).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub rt_port: Option<u16>,
-    /// Mark RT packets with DSCP EF.
+    /// Mark RT packets with DSCP EF (46); `--no-dscp` leaves them unmarked.
+    #[cfg_attr(feature = "clap", arg(long = "no-dscp", action = clap::ArgAction::SetFalse))]
     pub rt_dscp: bool,
-    /// Frame size in bytes, without FCS.
+    /// Frame size in bytes without FCS (IPv4 64..=1518, IPv6 84..=1518).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long = "size", value_name = "SIZE", default_value_t = 64)
+    )]
     pub frame_size: usize,
-    /// Offered rate in packets/s; 0 = as fast as possible.
+    /// Offered rate, packets/s (0 = as fast as possible).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long = "rate", value_name = "RATE", default_value_t = 10_000.0)
+    )]
     pub rate_pps: f64,
+    /// Inter-arrival times.
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = Gaps::Constant))]
     pub gaps: Gaps,
-    /// Probability that a packet is RT, 0..=1.
+    /// Share of RT packets, 0..=1.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0.3))]
     pub rt_share: f64,
+    /// Number of flows (distinct source ports); the first round(flows × rt-share) are RT.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 8))]
     pub flows: u16,
-    /// Stop after this many packets (None: unbounded by count).
+    /// Stop after this many packets.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub packets: Option<u64>,
-    /// Stop after this long (None: unbounded by time). One of the two is required.
+    /// Stop after this many seconds. One of --packets and --duration is required.
+    #[cfg_attr(feature = "clap", arg(long, value_parser = crate::secs))]
     pub duration: Option<Duration>,
+    /// Random seed (flow choice, Poisson gaps).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
     pub seed: u64,
     /// Packets per send call at most.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 32))]
     pub batch: usize,
-    /// TTL / hop limit of BE packets (`bpf-live` backend; 64 by default). 1 makes every BE
-    /// packet expire at the router: a flood the router must answer with ICMP, not forward.
+    /// TTL / hop limit of BE packets (bpf-live backend). 1: every BE packet expires at the
+    /// router (an ICMP time-exceeded flood it must answer, not forward).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 64, value_parser = clap::value_parser!(u8).range(1..)))]
     pub be_ttl: u8,
-    /// Tx queues to send on (`xsk` backend; the `udp` backend leaves the choice to the kernel,
-    /// which hashes each socket to a queue).
+    /// Tx queues to send on (xsk backend; with the udp backend the kernel hashes each flow's
+    /// socket to one of the interface's queues).
     #[serde(default = "one_queue")]
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
     pub queues: u16,
-    /// How a packet picks its queue among `queues`.
+    /// How a packet picks its Tx queue: rss (by flow hash) or class (queue w×2+class, the
+    /// router's `steering = "queues"` layout).
     #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = TxSteer::Rss))]
     pub tx_steer: TxSteer,
 }
 

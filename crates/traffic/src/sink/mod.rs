@@ -65,18 +65,35 @@ pub fn run(cfg: SinkConfig, backend: &SinkBackend, stop: &AtomicBool) -> Result<
 
 /// How long and how to receive.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct SinkConfig {
-    /// UDP ports to listen on (dual-stack `[::]:port`, so IPv4 too).
+    /// UDP ports to listen on (comma-separated; dual-stack `[::]:port`, so IPv4 too).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            long = "port",
+            value_name = "PORT",
+            value_delimiter = ',',
+            default_value = "9000"
+        )
+    )]
     pub ports: Vec<u16>,
-    /// Spin on non-blocking receives instead of sleeping in poll().
+    /// Spin on non-blocking receives instead of sleeping in poll() (lower latency, burns a
+    /// core).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub busy: bool,
     /// Stop after this many packets.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub packets: Option<u64>,
-    /// Stop after this long.
+    /// Stop after this many seconds.
+    #[cfg_attr(feature = "clap", arg(long, value_parser = crate::secs, default_value = "10"))]
     pub duration: Option<Duration>,
-    /// Stop when nothing arrived for this long (counted from the start before the first packet).
+    /// Stop when nothing arrived for this many seconds (counted from the start before the
+    /// first packet).
+    #[cfg_attr(feature = "clap", arg(long, value_parser = crate::secs, default_value = "2"))]
     pub idle: Option<Duration>,
     /// Packets per recvmmsg call at most.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 64))]
     pub batch: usize,
 }
 
