@@ -271,12 +271,7 @@ pub fn setsockopt_int(
 /// Receives up to `bufs.len()` datagrams in one `recvmmsg` without blocking: their lengths,
 /// in order (empty when nothing is queued or the call was interrupted).
 pub fn recv_batch(fd: RawFd, bufs: &mut [[u8; 2048]]) -> io::Result<Vec<usize>> {
-    let mut iov: Vec<libc::iovec> = (bufs.iter_mut())
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        })
-        .collect();
+    let mut iov = iovecs(bufs);
     let mut msgs = mmsg_headers(&mut iov);
     // SAFETY: every header points at one iovec of `iov`, each at one buffer of `bufs`; both
     // outlive the call, and the kernel writes at most iov_len bytes into each.
@@ -305,12 +300,7 @@ pub fn recv_batch(fd: RawFd, bufs: &mut [[u8; 2048]]) -> io::Result<Vec<usize>> 
 /// a pending ICMP error (`ECONNREFUSED` for an earlier datagram): how many went out. The rest
 /// (`ENOBUFS` and the like) is not sent.
 pub fn send_batch(fd: RawFd, bufs: &mut [&mut [u8]]) -> usize {
-    let mut iov: Vec<libc::iovec> = (bufs.iter_mut())
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        })
-        .collect();
+    let mut iov = iovecs(bufs);
     let mut msgs = mmsg_headers(&mut iov);
     let (mut done, mut retried) = (0usize, false);
     while done < msgs.len() {
@@ -334,6 +324,19 @@ pub fn send_batch(fd: RawFd, bufs: &mut [&mut [u8]]) -> usize {
         done += n as usize;
     }
     done
+}
+
+/// One iovec per buffer, each over the whole of it.
+fn iovecs<B: AsMut<[u8]>>(bufs: &mut [B]) -> Vec<libc::iovec> {
+    (bufs.iter_mut())
+        .map(|b| {
+            let b = b.as_mut();
+            libc::iovec {
+                iov_base: b.as_mut_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            }
+        })
+        .collect()
 }
 
 /// One `mmsghdr` per iovec, each pointing at its own.

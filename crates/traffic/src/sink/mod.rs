@@ -111,6 +111,15 @@ impl Default for SinkConfig {
 }
 
 impl SinkConfig {
+    /// From a start at `start` ns: the end (ns), the idle time (ns) and the packets at most.
+    pub fn bounds(&self, start: u64) -> (u64, Option<u64>, u64) {
+        let end = (self.duration)
+            .map(|d| start + d.as_nanos() as u64)
+            .unwrap_or(u64::MAX);
+        let idle = self.idle.map(|d| d.as_nanos() as u64);
+        (end, idle, self.packets.unwrap_or(u64::MAX))
+    }
+
     /// Checks every field; errors name the CLI flag.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.ports.is_empty() || self.ports.contains(&0) && self.ports.len() > 1 {
@@ -267,13 +276,7 @@ impl Sink {
     pub fn run(&mut self, stop: &AtomicBool) -> Result<SinkState> {
         let mut st = SinkState::default();
         let start = mono_ns();
-        let end = self
-            .cfg
-            .duration
-            .map(|d| start + d.as_nanos() as u64)
-            .unwrap_or(u64::MAX);
-        let idle = self.cfg.idle.map(|d| d.as_nanos() as u64);
-        let limit = self.cfg.packets.unwrap_or(u64::MAX);
+        let (end, idle, limit) = self.cfg.bounds(start);
         let batch = self.cfg.batch;
         let mut bufs = vec![[0u8; 2048]; batch];
         let mut last_rx = start;

@@ -188,13 +188,7 @@ impl XdpSink {
     /// Waits until the packet bound, the duration, the idle time or `stop`, then reports.
     pub fn run(&self, stop: &AtomicBool) -> Result<SinkReport> {
         let start = mono_ns();
-        let end = self
-            .cfg
-            .duration
-            .map(|d| start + d.as_nanos() as u64)
-            .unwrap_or(u64::MAX);
-        let idle = self.cfg.idle.map(|d| d.as_nanos() as u64);
-        let limit = self.cfg.packets.unwrap_or(u64::MAX);
+        let (end, idle, limit) = self.cfg.bounds(start);
         let (mut last_n, mut last_change) = (0u64, start);
         loop {
             std::thread::sleep(Duration::from_millis(5));
