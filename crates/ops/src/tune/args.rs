@@ -55,19 +55,19 @@ pub struct TuneArgs {
     #[cfg_attr(feature = "clap", arg(long))]
     pub rate_pps: Option<f64>,
     /// Longest worker stall the ring must absorb without loss, in µs.
-    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1000))]
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TuneParams::DEFAULT_STALL_US))]
     pub stall_us: u64,
     /// Smallest ring size the driver accepts (power of two).
-    #[cfg_attr(feature = "clap", arg(long, default_value_t = 64))]
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TuneParams::DEFAULT_RING_MIN))]
     pub ring_min: u32,
     /// Largest ring size the driver accepts (power of two; see `ethtool -g`).
-    #[cfg_attr(feature = "clap", arg(long, default_value_t = 4096))]
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TuneParams::DEFAULT_RING_MAX))]
     pub ring_max: u32,
     /// Link bandwidth in Mbit/s, for the socket-buffer size.
     #[cfg_attr(feature = "clap", arg(long))]
     pub bandwidth_mbps: Option<f64>,
     /// One-way delay to the peers in µs, for the socket-buffer size.
-    #[cfg_attr(feature = "clap", arg(long, default_value_t = 100))]
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = TuneParams::DEFAULT_DELAY_US))]
     pub delay_us: u64,
     /// Safety factor k ≥ 1 of the socket-buffer formula.
     #[cfg_attr(feature = "clap", arg(long, default_value_t = 1.0))]

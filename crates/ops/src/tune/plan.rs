@@ -80,6 +80,16 @@ pub struct TuneParams {
     pub k: f64,
 }
 
+impl TuneParams {
+    /// The longest worker stall a ring absorbs by default, µs.
+    pub const DEFAULT_STALL_US: u64 = 1000;
+    /// The driver's ring limits assumed by default (`ethtool -g` gives the real ones).
+    pub const DEFAULT_RING_MIN: u32 = 64;
+    pub const DEFAULT_RING_MAX: u32 = 4096;
+    /// One-way delay to the peers assumed by default, µs.
+    pub const DEFAULT_DELAY_US: u64 = 100;
+}
+
 impl Default for TuneParams {
     fn default() -> Self {
         TuneParams {
@@ -89,11 +99,11 @@ impl Default for TuneParams {
             queues_per_worker: 1,
             irq_placement: IrqPlacement::Auto,
             rate_pps: None,
-            stall: Duration::from_millis(1),
-            ring_min: 64,
-            ring_max: 4096,
+            stall: Duration::from_micros(Self::DEFAULT_STALL_US),
+            ring_min: Self::DEFAULT_RING_MIN,
+            ring_max: Self::DEFAULT_RING_MAX,
             bandwidth_bps: None,
-            one_way_delay: Duration::from_micros(100),
+            one_way_delay: Duration::from_micros(Self::DEFAULT_DELAY_US),
             k: 1.0,
         }
     }

@@ -102,10 +102,10 @@ fn default_true() -> bool {
     true
 }
 fn default_spin() -> u64 {
-    50
+    RouterConfig::DEFAULT_SPIN_US
 }
 fn default_batch() -> u32 {
-    32
+    RouterConfig::DEFAULT_BATCH
 }
 fn default_tx_batch() -> u32 {
     llr_core::sched::TxPolicy::DEFAULT_BATCH
@@ -493,6 +493,11 @@ impl Default for RouterConfig {
 }
 
 impl RouterConfig {
+    /// `spin-us`: how long the adaptive wake-up mode spins before it sleeps.
+    pub const DEFAULT_SPIN_US: u64 = 50;
+    /// `batch`: frames a grant takes from a ring at most.
+    pub const DEFAULT_BATCH: u32 = 32;
+
     /// Parses TOML text.
     pub fn from_toml(text: &str) -> Result<RouterConfig, ConfigError> {
         Ok(toml::from_str(text)?)

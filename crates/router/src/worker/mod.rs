@@ -88,9 +88,9 @@ impl Default for WorkerOptions {
     fn default() -> Self {
         WorkerOptions {
             wake: WakeMode::Interrupt,
-            spin_us: 50,
-            batch: 32,
-            tx_batch: 16,
+            spin_us: crate::config::RouterConfig::DEFAULT_SPIN_US,
+            batch: crate::config::RouterConfig::DEFAULT_BATCH,
+            tx_batch: llr_core::sched::TxPolicy::DEFAULT_BATCH,
             tx_hold_ns: 0,
             cost_ns: 0,
             acl_rules: 0,
