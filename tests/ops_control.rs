@@ -937,6 +937,22 @@ fn auto_budget_follows_the_rt_load() {
         "Eq. 2 at ρRT {rho}"
     );
     assert!(b <= 8, "the budget fell with the RT load: {b}");
+    // A budget set by hand replaces "auto"; setting "auto" again brings the controller back.
+    let set = |budget: Budget| {
+        router
+            .call(Command::BudgetSet {
+                class: "be".into(),
+                budget,
+            })
+            .expect("budget.set")
+    };
+    set(Budget::packets(16).unwrap());
+    let v = router.call(Command::Status {}).expect("status");
+    assert_eq!(v["classes"][1]["configured_budget"], 16, "{v}");
+    assert_eq!(v["classes"][1]["budget"], 16, "a fixed budget is the ring's: {v}");
+    set(Budget::Auto);
+    let v = router.call(Command::Status {}).expect("status");
+    assert_eq!(v["classes"][1]["configured_budget"], "auto", "{v}");
     finish_sink(sink_stop, sink);
     router.stop();
 }
