@@ -949,7 +949,10 @@ fn auto_budget_follows_the_rt_load() {
     set(Budget::packets(16).unwrap());
     let v = router.call(Command::Status {}).expect("status");
     assert_eq!(v["classes"][1]["configured_budget"], 16, "{v}");
-    assert_eq!(v["classes"][1]["budget"], 16, "a fixed budget is the ring's: {v}");
+    assert_eq!(
+        v["classes"][1]["budget"], 16,
+        "a fixed budget is the ring's: {v}"
+    );
     set(Budget::Auto);
     let v = router.call(Command::Status {}).expect("status");
     assert_eq!(v["classes"][1]["configured_budget"], "auto", "{v}");
