@@ -59,12 +59,11 @@ impl KernelFeatures {
 
     /// Refuses a kernel older than [`MIN_KERNEL`] in one line (an unparsable release passes:
     /// the classifier's load then says what is missing).
-    pub fn check_minimum(&self) -> Result<(), String> {
+    pub fn check_minimum(&self) -> Result<(), KernelTooOld> {
         match self.version {
-            Some(v) if v < MIN_KERNEL => Err(format!(
-                "llrouter needs Linux {}.{} or later (the classifier uses bpf_xdp_load_bytes); this kernel is {}",
-                MIN_KERNEL.0, MIN_KERNEL.1, self.release
-            )),
+            Some(v) if v < MIN_KERNEL => Err(KernelTooOld {
+                release: self.release.clone(),
+            }),
             _ => Ok(()),
         }
     }
@@ -77,6 +76,17 @@ impl KernelFeatures {
             if self.preempt_rt { " (PREEMPT_RT)" } else { "" }
         )
     }
+}
+
+/// A kernel older than [`MIN_KERNEL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "llrouter needs Linux {}.{} or later (the classifier uses bpf_xdp_load_bytes); this kernel is {release}",
+    MIN_KERNEL.0,
+    MIN_KERNEL.1
+)]
+pub struct KernelTooOld {
+    pub release: String,
 }
 
 #[cfg(test)]
@@ -97,7 +107,7 @@ mod tests {
         assert!(f.prefer_busy_poll && !f.multi_buffer);
         assert!(f.check_minimum().is_ok());
         let f = KernelFeatures::from_release("5.10.0-30-amd64".into(), false, Some((5, 10)));
-        let e = f.check_minimum().unwrap_err();
+        let e = f.check_minimum().unwrap_err().to_string();
         assert!(
             e.starts_with("llrouter needs Linux 5.18 or later")
                 && e.contains("5.10.0-30-amd64")

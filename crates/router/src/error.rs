@@ -6,6 +6,7 @@ use crate::config::ConfigError;
 use llr_io::ebpf::EbpfError;
 use llr_io::kernel::KernelError;
 use llr_io::ntuple::NtupleError;
+use llr_io::probe::KernelTooOld;
 use llr_io::punt::PuntError;
 use llr_io::xsk::XskError;
 
@@ -22,6 +23,8 @@ pub enum IoError {
     Ntuple(#[from] NtupleError),
     #[error(transparent)]
     Punt(#[from] PuntError),
+    #[error(transparent)]
+    KernelTooOld(#[from] KernelTooOld),
 }
 
 /// Why the router did not start or did not stop cleanly.

@@ -102,7 +102,7 @@ impl Router {
     pub fn start(cfg: RouterConfig, opts: StartOptions) -> Result<Running, RouterError> {
         llr_io::sys::map_large_allocations();
         let kernel = KernelFeatures::probe();
-        kernel.check_minimum().map_err(RouterError::Setup)?;
+        kernel.check_minimum().map_err(RouterError::io)?;
         let missing = llr_io::probe::missing_capabilities();
         if !missing.is_empty() {
             return Err(RouterError::Privileges { missing });
