@@ -7,9 +7,8 @@ mod ramp;
 mod sweep;
 mod tables;
 
-use crate::cli_util::UsageError;
+use crate::cli_util::to_usage;
 use clap::{Args, Subcommand};
-use llr_core::error::FieldError;
 pub use llr_sim::args::{check_utilization, SimArgs};
 use llr_sim::sweep::offered_load;
 pub use llr_sim::sweep_args::{RampArgs, SweepArgs, SweepParam};
@@ -39,14 +38,9 @@ pub enum SimSub {
     Ramp(Box<RampArgs>),
 }
 
-/// A settings error of the simulator: a usage error naming the flag.
-fn usage_of(e: FieldError) -> anyhow::Error {
-    UsageError::from(e).into()
-}
-
 /// A simulator error (only configuration errors exist) as a usage error.
 fn sim_error(llr_sim::SimError::Config(e): llr_sim::SimError) -> anyhow::Error {
-    usage_of(e)
+    to_usage(e)
 }
 
 pub fn run(cmd: SimCmd) -> anyhow::Result<()> {
@@ -55,7 +49,7 @@ pub fn run(cmd: SimCmd) -> anyhow::Result<()> {
         Some(SimSub::Flows(f)) => flows::flows(f),
         Some(SimSub::Ramp(r)) => ramp::ramp(*r),
         None => {
-            let cfg = cmd.args.to_config().map_err(usage_of)?;
+            let cfg = cmd.args.to_config().map_err(to_usage)?;
             let t0 = Instant::now();
             let r = llr_sim::run(&cfg).map_err(sim_error)?;
             let eps = r.events as f64 / t0.elapsed().as_secs_f64();

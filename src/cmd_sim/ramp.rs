@@ -1,14 +1,14 @@
 //! `llrouter sim ramp`: a table of the phases.
 
-use super::{result_json, sim_error, usage_of, RampArgs};
-use crate::cli_util::{table, us};
+use super::{result_json, sim_error, RampArgs};
+use crate::cli_util::{table, to_usage, us};
 use llr_sim::sweep::offered_load;
 use llr_sim::SimResult;
 use serde_json::{json, Value};
 
 /// `llrouter sim ramp`: one run, a phase per RT share, a row per phase.
 pub(super) fn ramp(a: RampArgs) -> anyhow::Result<()> {
-    let (cfg, phases) = a.phases().map_err(usage_of)?;
+    let (cfg, phases) = a.phases().map_err(to_usage)?;
     let results = llr_sim::run_phases(&cfg, &phases).map_err(sim_error)?;
     let be_budget = |r: &SimResult| {
         r.auto_budget.map(|a| a.budget).or_else(|| {

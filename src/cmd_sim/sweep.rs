@@ -2,8 +2,8 @@
 //! the plots, and prints the summary.
 
 use super::tables::{capacity_table, scaling_table};
-use super::{sim_error, usage_of, SweepArgs, SweepParam};
-use crate::cli_util::usage;
+use super::{sim_error, SweepArgs, SweepParam};
+use crate::cli_util::{to_usage, usage};
 use indicatif::{ProgressBar, ProgressStyle};
 use llr_core::sched::StrategyKind;
 use llr_lab::plot;
@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 pub(super) fn sweep(s: SweepArgs) -> anyhow::Result<()> {
-    let jobs = s.points().map_err(usage_of)?;
+    let jobs = s.points().map_err(to_usage)?;
     let strategies = s.strategies.clone();
     std::fs::create_dir_all(&s.out)
         .map_err(|e| usage("out", format!("cannot create {}: {e}", s.out.display())))?;

@@ -299,7 +299,7 @@ pub fn recv_batch(fd: RawFd, bufs: &mut [[u8; 2048]]) -> io::Result<Vec<usize>> 
 /// Sends `bufs` as datagrams on the connected socket `fd` with `sendmmsg`, retrying once after
 /// a pending ICMP error (`ECONNREFUSED` for an earlier datagram): how many went out. The rest
 /// (`ENOBUFS` and the like) is not sent.
-pub fn send_batch(fd: RawFd, bufs: &mut [&mut [u8]]) -> usize {
+pub fn send_batch<B: AsMut<[u8]>>(fd: RawFd, bufs: &mut [B]) -> usize {
     let mut iov = iovecs(bufs);
     let mut msgs = mmsg_headers(&mut iov);
     let (mut done, mut retried) = (0usize, false);

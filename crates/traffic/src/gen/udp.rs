@@ -72,14 +72,12 @@ impl Sender for UdpSender {
             b[SEQ_OFFSET..SEQ_OFFSET + 8].copy_from_slice(&(first_seq + i as u64).to_le_bytes());
         }
         let now = mono_ns().to_le_bytes();
-        let mut frames: Vec<&mut [u8]> = (self.bufs[..count].iter_mut())
-            .map(|b| {
-                b[TS_OFFSET..TS_OFFSET + 8].copy_from_slice(&now);
-                &mut b[..]
-            })
-            .collect();
+        for b in &mut self.bufs[..count] {
+            b[TS_OFFSET..TS_OFFSET + 8].copy_from_slice(&now);
+        }
         // ENOBUFS etc.: the rest is not sent (reported as send errors).
-        let done = llr_io::sys::send_batch(self.socks[flow as usize].as_raw_fd(), &mut frames);
+        let fd = self.socks[flow as usize].as_raw_fd();
+        let done = llr_io::sys::send_batch(fd, &mut self.bufs[..count]);
         Ok(done)
     }
 
