@@ -212,6 +212,11 @@ pub struct IperfArgs {
     /// Rate of the paced case's TCP flow, Mbit/s.
     #[cfg_attr(feature = "clap", arg(long, default_value_t = 1000.0))]
     pub pace: f64,
+    /// Run the end hosts' receive (the server's TCP stack, the client's ACKs) on --gen-cpu by
+    /// RPS, for every target alike, instead of in whatever transmitted to them (the kernel's
+    /// forwarding softirq, llrouter's transmit call) on the router's CPU.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub hosts_on_gen_cpu: bool,
 }
 
 impl IperfArgs {
@@ -225,6 +230,7 @@ impl IperfArgs {
             offloads: self.offloads == Switch::On,
             cases: self.cases,
             pace_mbps: self.pace,
+            hosts_on_gen_cpu: self.hosts_on_gen_cpu,
             options: self.common,
         };
         s.check()?;

@@ -20,7 +20,7 @@ use crate::report::{self, Fixed};
 use crate::router_proc::RT_TCP_PORT;
 use crate::setup::prepare;
 use crate::target::Active;
-use crate::{LabError, Result};
+use crate::{LabError, Result, StepContext};
 
 /// The `iperf` study.
 #[derive(Debug, Clone)]
@@ -40,6 +40,12 @@ pub struct IperfStudy {
     pub cases: Vec<Case>,
     /// Rate of the `paced` case's TCP flow (iperf3 `-b`), Mbit/s.
     pub pace_mbps: f64,
+    /// Run the end hosts' receive (the iperf3 server's TCP stack, the client's ACK
+    /// processing) on the generator's CPU, by RPS on their veths, for every target alike.
+    /// Otherwise a veth transmit runs its peer host's receive in the transmitter's context:
+    /// the kernel's forwarding softirq, or llrouter's transmit call, which bills a host's TCP
+    /// stack to the router's CPU (on a real network the hosts are other machines).
+    pub hosts_on_gen_cpu: bool,
 }
 
 /// One kind of iperf3 run.
@@ -197,6 +203,10 @@ impl IperfStudy {
         let c = &self.options;
         let (topo, _shield) = prepare(c)?;
         let _links = Links::set(&topo, self.mtu, self.offloads)?;
+        let _hosts = self
+            .hosts_on_gen_cpu
+            .then(|| HostRps::set(&topo, c.gen_cpu))
+            .transpose()?;
         let mut rows: Vec<IperfRow> = Vec::new();
         for round in 0..self.repeat {
             for t in &c.targets {
@@ -411,6 +421,40 @@ impl<'a> Links<'a> {
             }
         }
         Ok(links)
+    }
+}
+
+/// RPS of the end hosts' veths to one CPU; off again on drop.
+struct HostRps<'a> {
+    topo: &'a Topology,
+}
+
+impl<'a> HostRps<'a> {
+    fn ends(topo: &Topology) -> [(&llr_traffic::netns::Netns, &'static str); 2] {
+        [(&topo.gen, addr::GEN_IF), (&topo.sink, addr::SINK_IF)]
+    }
+
+    fn mask(topo: &Topology, mask: &str) -> Result<()> {
+        for (ns, dev) in Self::ends(topo) {
+            let cmd = format!(
+                "for q in /sys/class/net/{dev}/queues/rx-*/rps_cpus; do echo {mask} > $q; done"
+            );
+            ns.exec(&["sh", "-c", &cmd])
+                .step(|| format!("set RPS of {dev}"))?;
+        }
+        Ok(())
+    }
+
+    fn set(topo: &'a Topology, cpu: usize) -> Result<HostRps<'a>> {
+        let h = HostRps { topo };
+        Self::mask(topo, &format!("{:x}", 1u64 << cpu))?;
+        Ok(h)
+    }
+}
+
+impl Drop for HostRps<'_> {
+    fn drop(&mut self) {
+        let _ = Self::mask(self.topo, "0");
     }
 }
 

@@ -44,11 +44,15 @@ impl SinkBackend {
 ///
 /// `kernel`: Linux forwarding in the router ns, its softirq steered to the router CPU with RPS;
 /// `kernel-htb`: plus an egress HTB qdisc giving DSCP EF the higher priority;
+/// `kernel-xdp`: plus an XDP program that passes every frame on the router's interfaces, so the
+/// kernel forwards under the link conditions llrouter has (a veth whose peer runs XDP loses its
+/// segmentation offload: the sender's frames arrive MTU-sized, not as 64 KB aggregates);
 /// `llrouter:<strategy>`: an llrouter process in the router ns (see the `router_proc` module).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
     Kernel,
     KernelHtb,
+    KernelXdp,
     Llrouter(StrategyKind),
     /// llrouter with the flow scheduler on (`llrouter:<strategy>+flows`): the flows of
     /// `--flow-config`, or only the class flows (forwarding only) without it.
@@ -67,6 +71,7 @@ impl std::str::FromStr for Target {
         Ok(match t {
             "kernel" => Target::Kernel,
             "kernel-htb" => Target::KernelHtb,
+            "kernel-xdp" => Target::KernelXdp,
             _ => match t.strip_prefix("llrouter:") {
                 Some(strat) => {
                     let (strat, flows) = match strat.strip_suffix("+flows") {
@@ -84,7 +89,7 @@ impl std::str::FromStr for Target {
                 }
                 None => {
                     return Err(TargetError(format!(
-                        "`{t}`: expected kernel, kernel-htb, llrouter:<strategy> or llrouter:<strategy>+flows"
+                        "`{t}`: expected kernel, kernel-htb, kernel-xdp, llrouter:<strategy> or llrouter:<strategy>+flows"
                     )))
                 }
             },
@@ -104,6 +109,7 @@ impl std::fmt::Display for Target {
         match self {
             Target::Kernel => f.write_str("kernel"),
             Target::KernelHtb => f.write_str("kernel-htb"),
+            Target::KernelXdp => f.write_str("kernel-xdp"),
             Target::Llrouter(s) => write!(f, "llrouter:{s}"),
             Target::LlrouterFlows(s) => write!(f, "llrouter:{s}+flows"),
         }
@@ -179,7 +185,8 @@ pub fn parse_target(s: &str) -> std::result::Result<Target, String> {
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Options {
-    /// Targets, comma-separated: kernel, kernel-htb, llrouter:<strategy>.
+    /// Targets, comma-separated: kernel, kernel-htb, kernel-xdp (the kernel behind a pass-all
+    /// XDP program: the link conditions llrouter has), llrouter:<strategy>[+flows].
     #[cfg_attr(feature = "clap", arg(long, value_delimiter = ',', value_parser = parse_target, default_value = "kernel,kernel-htb"))]
     pub targets: Vec<Target>,
     /// Use this topology (from `up`) instead of a temporary one.
@@ -418,6 +425,8 @@ mod tests {
     #[test]
     fn targets_parse() {
         assert_eq!("kernel".parse::<Target>().unwrap(), Target::Kernel);
+        assert_eq!("kernel-xdp".parse::<Target>().unwrap(), Target::KernelXdp);
+        assert_eq!(Target::KernelXdp.to_string(), "kernel-xdp");
         assert_eq!(
             "llrouter:ll-wfq".parse::<Target>().unwrap(),
             Target::Llrouter(StrategyKind::LlWfq)

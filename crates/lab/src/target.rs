@@ -1,5 +1,6 @@
 //! A target set up in the router namespace: receive steering (RPS, optionally threaded NAPI on
-//! the router CPU), the HTB qdisc of `kernel-htb`, or the llrouter process. Undone on drop.
+//! the router CPU), the HTB qdisc of `kernel-htb`, the pass-all XDP program of `kernel-xdp`, or
+//! the llrouter process. Undone on drop.
 
 use llr_traffic::netns::{addr, Topology};
 
@@ -53,6 +54,36 @@ impl<'a> Active<'a> {
                     let mut argv = vec!["tc"];
                     argv.extend(line.split_whitespace());
                     topo.router.exec(&argv).step(|| line.clone())?;
+                }
+            }
+            Target::KernelXdp => {
+                let obj = c.out.join("xdp-pass.o");
+                std::fs::write(&obj, llr_io::bpf_objects::PASS)
+                    .map_err(|e| LabError::io(format!("write {}", obj.display()), e))?;
+                let obj = obj.to_string_lossy();
+                for dev in [addr::RTR_IN_IF, addr::RTR_OUT_IF] {
+                    topo.router
+                        .exec(&[
+                            "ip",
+                            "link",
+                            "set",
+                            "dev",
+                            dev,
+                            "xdp",
+                            "obj",
+                            &obj,
+                            "sec",
+                            "xdp.frags",
+                        ])
+                        .step(|| format!("attach the pass-all XDP program to {dev}"))?;
+                    // `ip` built without libbpf may exit 0 without attaching.
+                    let shown = topo.router.exec(&["ip", "link", "show", "dev", dev]);
+                    let text = shown.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+                    if !text.as_deref().unwrap_or("").contains("llr_pass") {
+                        return Err(LabError::Failed(format!(
+                            "kernel-xdp: no XDP program llr_pass on {dev} after attaching it"
+                        )));
+                    }
                 }
             }
             Target::Llrouter(strategy) => {
@@ -179,6 +210,11 @@ fn pin_new_napi_threads(before: &[u32], router_cpu: usize) -> Result<()> {
 impl Drop for Active<'_> {
     fn drop(&mut self) {
         drop(self.router.take());
+        if self.target == Target::KernelXdp {
+            for dev in [addr::RTR_IN_IF, addr::RTR_OUT_IF] {
+                let _ = (self.topo.router).exec(&["ip", "link", "set", "dev", dev, "xdp", "off"]);
+            }
+        }
         if self.target == Target::KernelHtb {
             let _ = self
                 .topo
