@@ -4,8 +4,8 @@
 use clap::{CommandFactory, Parser, Subcommand};
 use llrouter::cli_util::exits_2;
 use llrouter::{
-    cmd_ctl, cmd_demo, cmd_gen, cmd_model, cmd_run, cmd_sim, cmd_sink, cmd_testbed, cmd_top,
-    cmd_tune,
+    cmd_ctl, cmd_demo, cmd_gen, cmd_model, cmd_paper, cmd_run, cmd_sim, cmd_sink, cmd_testbed,
+    cmd_top, cmd_tune,
 };
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -30,6 +30,8 @@ enum Cmd {
     Model(cmd_model::ModelArgs),
     /// The demo: strategies side by side under load up to overload.
     Demo(cmd_demo::DemoArgs),
+    /// A paper's experiments, one command each, reported beside the paper's numbers.
+    Paper(cmd_paper::PaperCmd),
     /// Traffic generator: UDP probes with sequence numbers, class and send timestamps.
     Gen(cmd_gen::GenArgs),
     /// Latency sink: one-way latency per class, loss and reordering per flow.
@@ -77,6 +79,7 @@ fn main() -> ExitCode {
         Cmd::Sim(a) => cmd_sim::run(*a),
         Cmd::Model(a) => cmd_model::run(a),
         Cmd::Demo(a) => cmd_demo::run(a),
+        Cmd::Paper(a) => cmd_paper::run(a),
         Cmd::Gen(a) => cmd_gen::run(a),
         Cmd::Sink(a) => cmd_sink::run(a),
         Cmd::Testbed(a) => cmd_testbed::run(*a),

@@ -537,3 +537,23 @@ fn a_host_that_does_not_fit_the_config_is_refused_at_check() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn paper_rejects_unknown_figures_and_too_few_replications() {
+    usage_error(
+        &["paper", "001", "--fig", "9", "--out", "/nonexistent/x"],
+        &["fig", "5, 6, 7"],
+    );
+    usage_error(
+        &[
+            "paper",
+            "001",
+            "--replications",
+            "1",
+            "--out",
+            "/nonexistent/x",
+        ],
+        &["replications", "2..=100"],
+    );
+    usage_error(&["paper", "002"], &["002"]);
+}

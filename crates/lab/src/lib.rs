@@ -45,6 +45,7 @@ pub mod iperf;
 pub mod measure;
 pub mod mlffr;
 pub mod options;
+pub mod paper;
 pub mod plot;
 pub mod report;
 pub mod router_proc;

@@ -1,0 +1,75 @@
+//! `llrouter paper NNN`: a paper's experiments, one command each (`llr_lab::paper`): the
+//! figures rebuilt with the paper's parameters, the report (`report.md`, `results.csv`, PNGs)
+//! beside the paper's numbers and claims.
+
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use llr_lab::paper::{p001, PaperArgs};
+
+use crate::cli_util::lab_error;
+
+/// A paper's experiments.
+#[derive(Debug, Args)]
+pub struct PaperCmd {
+    #[command(subcommand)]
+    pub paper: Paper,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Paper {
+    /// Paper 001's case study, Figs. 5–7 (simulated: mean latency of RT and BE against the RT
+    /// share, the utilization and the time slice, for every strategy, with 95 % confidence
+    /// intervals).
+    #[command(name = "001")]
+    P001(PaperArgs),
+}
+
+pub fn run(a: PaperCmd) -> anyhow::Result<()> {
+    match a.paper {
+        Paper::P001(args) => p001_cmd(args),
+    }
+}
+
+fn p001_cmd(args: PaperArgs) -> anyhow::Result<()> {
+    args.check(&p001::FIGURES).map_err(lab_error)?;
+    let pb = ProgressBar::new(p001::count(&args) as u64);
+    pb.set_style(
+        ProgressStyle::with_template("paper 001 {bar:40} {pos}/{len} simulations, {eta} left")
+            .expect("a valid template"),
+    );
+    let t0 = std::time::Instant::now();
+    let out = p001::run(&args, || pb.inc(1)).map_err(lab_error)?;
+    pb.finish_and_clear();
+    println!(
+        "{} simulations, {:.1} M packets in {:.1} s",
+        out.simulations,
+        out.packets as f64 / 1e6,
+        t0.elapsed().as_secs_f64()
+    );
+    for p in &p001::PAPER {
+        if let Some(s) = out.results.get(p.figure, p.series, p.class, p.x) {
+            println!(
+                "Fig. {} {} {} at {}: paper {:.0} µs, ours {:.1} ± {:.1} µs ({:.3}×)",
+                p.figure,
+                p.series,
+                p.class.to_uppercase(),
+                p.x,
+                p.us,
+                s.mean_us,
+                s.ci95_us,
+                s.mean_us / p.us
+            );
+        }
+    }
+    let held = out.claims.iter().filter(|c| c.holds).count();
+    for c in &out.claims {
+        let mark = if c.holds { "holds" } else { "DOES NOT HOLD" };
+        println!("Fig. {} [{mark}] {}: {}", c.figure, c.statement, c.check);
+    }
+    println!(
+        "{held} of {} claims hold; report: {}",
+        out.claims.len(),
+        args.out.join("report.md").display()
+    );
+    Ok(())
+}
