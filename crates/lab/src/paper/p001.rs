@@ -435,6 +435,11 @@ pub struct ShareRow {
     pub rt_min: f64,
     /// The same for BE, whose guarantee is 1 − `guaranteed`.
     pub be_min: f64,
+    /// How far a class may fall short for reasons outside the guarantee: when the offered load
+    /// stops, the class whose rings empty first leaves the CPU to the other while its rings
+    /// drain, up to one ring per core, so that many packets over all delivered (the largest over
+    /// the replications; 1 % of TPmax at 400 000 packets).
+    pub slack: f64,
 }
 
 fn share_rows(args: &PaperArgs) -> Result<(Vec<ShareRow>, usize, u64)> {
@@ -461,6 +466,7 @@ fn share_rows(args: &PaperArgs) -> Result<(Vec<ShareRow>, usize, u64)> {
     let (sims, _) = llr_sim::sweep::run(&points, args.jobs.unwrap_or(0), || {})
         .map_err(|e| LabError::Failed(format!("simulation: {e}")))?;
     let reps = args.replications as usize;
+    let ring = points.first().map_or(0, |p| p.config.ring_size);
     let rows = SHARE_LINES
         .iter()
         .zip(sims.chunks(reps))
@@ -470,11 +476,19 @@ fn share_rows(args: &PaperArgs) -> Result<(Vec<ShareRow>, usize, u64)> {
                 r.classes[c].delivered as f64 * 1e9 / r.sim_time_ns / tp_max
             };
             let min = |c| runs.iter().map(|r| frac(r, c)).fold(f64::MAX, f64::min);
+            let slack = runs
+                .iter()
+                .map(|r| {
+                    let delivered: u64 = r.classes.iter().map(|c| c.delivered).sum();
+                    (r.core_utilization.len() * ring) as f64 / delivered.max(1) as f64
+                })
+                .fold(0.0, f64::max);
             ShareRow {
                 line,
                 guaranteed: f64::from(rt) / f64::from(rt + be),
                 rt_min: min(0),
                 be_min: min(1),
+                slack,
             }
         })
         .collect();
@@ -486,17 +500,18 @@ fn share_rows(args: &PaperArgs) -> Result<(Vec<ShareRow>, usize, u64)> {
 }
 
 /// The guaranteed-share claim: every line gives each class at least its weight's fraction of
-/// TPmax, less 1 % of TPmax (the end of a run, when the rings drain, is not at overload).
+/// TPmax, less the row's [`slack`](ShareRow::slack) (the end of a run, when the rings drain,
+/// is not at overload).
 pub fn share_claim(rows: &[ShareRow]) -> Claim {
     let bad = rows
         .iter()
-        .find(|r| r.rt_min < r.guaranteed - 0.01 || r.be_min < 1.0 - r.guaranteed - 0.01);
+        .find(|r| r.rt_min < r.guaranteed - r.slack || r.be_min < 1.0 - r.guaranteed - r.slack);
     let all = rows
         .iter()
         .map(|r| {
             format!(
-                "{}: RT {:.3} (≥ {:.3}), BE {:.3}",
-                r.line, r.rt_min, r.guaranteed, r.be_min
+                "{}: RT {:.3} (≥ {:.3} − {:.3}), BE {:.3}",
+                r.line, r.rt_min, r.guaranteed, r.slack, r.be_min
             )
         })
         .collect::<Vec<_>>()
@@ -620,14 +635,15 @@ mod tests {
         assert!(o.shares.is_empty());
     }
 
-    /// §IV's guarantee at reduced size: at 2× overload with half the traffic RT, each class
-    /// of every weighted line gets its weight's fraction of TPmax.
+    /// §IV's guarantee: at 2× overload with half the traffic RT, each class of every weighted
+    /// line gets its weight's fraction of TPmax. 400 000 packets keep the drain's slack at 1 %,
+    /// so that losing a slice's overrun (RT 0.71 for 0.75 at 3:1) fails.
     #[test]
     fn weights_guarantee_their_share() {
         let args = PaperArgs {
             fig: vec!["share".into()],
             replications: 2,
-            packets: 100_000,
+            packets: 400_000,
             out: std::env::temp_dir(),
             jobs: Some(2),
         };
@@ -635,6 +651,7 @@ mod tests {
         assert_eq!(n, SHARE_LINES.len() * 2);
         let c = share_claim(&rows);
         assert!(c.holds, "{}", c.check);
+        assert!(rows.iter().all(|r| r.slack < 0.012), "{}", c.check);
         // And it could fail: the same rows against a guarantee they do not reach.
         let mut wrong = rows.clone();
         wrong[0].guaranteed = 0.9;
