@@ -434,27 +434,23 @@ impl<'a> HostRps<'a> {
         [(&topo.gen, addr::GEN_IF), (&topo.sink, addr::SINK_IF)]
     }
 
-    fn mask(topo: &Topology, mask: &str) -> Result<()> {
+    fn steer(topo: &Topology, cpu: Option<usize>) -> Result<()> {
         for (ns, dev) in Self::ends(topo) {
-            let cmd = format!(
-                "for q in /sys/class/net/{dev}/queues/rx-*/rps_cpus; do echo {mask} > $q; done"
-            );
-            ns.exec(&["sh", "-c", &cmd])
-                .step(|| format!("set RPS of {dev}"))?;
+            ns.set_rps(dev, cpu).step(|| format!("set RPS of {dev}"))?;
         }
         Ok(())
     }
 
     fn set(topo: &'a Topology, cpu: usize) -> Result<HostRps<'a>> {
         let h = HostRps { topo };
-        Self::mask(topo, &format!("{:x}", 1u64 << cpu))?;
+        Self::steer(topo, Some(cpu))?;
         Ok(h)
     }
 }
 
 impl Drop for HostRps<'_> {
     fn drop(&mut self) {
-        let _ = Self::mask(self.topo, "0");
+        let _ = Self::steer(self.topo, None);
     }
 }
 

@@ -372,15 +372,9 @@ pub fn measure_once(
 fn steer_sink_receive(topo: &Topology, c: &Options, udp: bool) -> Result<()> {
     let net = format!("/sys/class/net/{}", addr::SINK_IF);
     let sh = |cmd: String| topo.sink.exec(&["sh", "-c", &cmd]);
-    let mask = if !c.sink_on_gen_cpu {
-        "0".to_string()
-    } else {
-        format!("{:x}", 1u64 << c.gen_cpu)
-    };
-    sh(format!(
-        "for q in {net}/queues/rx-*/rps_cpus; do echo {mask} > $q; done"
-    ))
-    .step(|| "RPS for the sink veth".into())?;
+    (topo.sink)
+        .set_rps(addr::SINK_IF, c.sink_on_gen_cpu.then_some(c.gen_cpu))
+        .step(|| "RPS for the sink veth".into())?;
     if !c.sink_on_gen_cpu {
         // Refused when the veth has no NAPI (UDP sink): then there is nothing threaded.
         let _ = sh(format!("echo 0 > {net}/threaded"));

@@ -185,6 +185,16 @@ impl Netns {
         self.run(move || std::fs::write(&path, value).with_context(|| format!("write {path}")))?
     }
 
+    /// Steers the receive of every rx queue of `ifname` to `cpu` by RPS, or turns RPS off
+    /// (`None`).
+    pub fn set_rps(&self, ifname: &str, cpu: Option<usize>) -> Result<()> {
+        let mask = cpu.map_or("0".to_string(), |c| format!("{:x}", 1u64 << c));
+        let cmd = format!(
+            "for q in /sys/class/net/{ifname}/queues/rx-*/rps_cpus; do echo {mask} > $q; done"
+        );
+        self.exec(&["sh", "-c", &cmd]).map(|_| ())
+    }
+
     /// Moves the calling thread into the namespace for the rest of its life.
     pub fn enter(&self) -> io::Result<()> {
         let f = File::open(format!("/run/netns/{}", self.name))?;

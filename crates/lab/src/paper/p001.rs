@@ -186,6 +186,14 @@ pub const PAPER: [PaperValue; 4] = [
     },
 ];
 
+/// A check that looked for a counterexample: holds with `ok` when there was none.
+fn verdict(counterexample: Option<String>, ok: &str) -> (bool, String) {
+    match counterexample {
+        None => (true, ok.to_string()),
+        Some(why) => (false, why),
+    }
+}
+
 /// Whether `a` is below `b` beyond their intervals' overlap is not asked: "below" is `a < b`
 /// with both means; "equal" is within the sum of the half-widths or 2 % of the larger.
 fn same(r: &Results, f: &str, a: (&str, &str, f64), b: (&str, &str, f64)) -> (bool, String) {
@@ -221,7 +229,7 @@ pub fn claims(r: &Results, figs: &[Figure]) -> Vec<Claim> {
         claim(
             "5",
             "no RM: real-time and best-effort packets incur the same mean latency",
-            worst.unwrap_or((true, "RT = BE at every share".into())),
+            verdict(worst.map(|(_, why)| why), "RT = BE at every share"),
         );
         let (prt, nrm, pbe) = (
             m(f, "Prio", "rt", 0.1),
@@ -260,10 +268,7 @@ pub fn claims(r: &Results, figs: &[Figure]) -> Vec<Claim> {
         claim(
             "5",
             "Prio is the lower bound for RT and the upper bound for BE of every strategy but FCFS and RR",
-            match bad {
-                None => (true, "at every share, against no RM, LL-RR, WFQ and LL-WFQ".into()),
-                Some(why) => (false, why),
-            },
+            verdict(bad, "at every share, against no RM, LL-RR, WFQ and LL-WFQ"),
         );
         let (rr, nr) = (m(f, "RR", "rt", 0.1), m(f, NO_RM, "rt", 0.1));
         claim(
@@ -389,10 +394,7 @@ pub fn claims(r: &Results, figs: &[Figure]) -> Vec<Claim> {
         claim(
             "7",
             "with LL-RR and LL-WFQ the RT mean latency beats no RM whatever the time slice",
-            match bad {
-                None => (true, "at every slice from 10 to 500 µs".into()),
-                Some(why) => (false, why),
-            },
+            verdict(bad, "at every slice from 10 to 500 µs"),
         );
     }
     out
