@@ -13,6 +13,9 @@ need_pkgs=()
 pkgs=(clang llvm libbpf-dev iproute2 ethtool iputils-ping iputils-tracepath iperf3 fonts-dejavu-core pkg-config ca-certificates bird2)
 # the package test: a clean Debian 12 root (debootstrap) booted with systemd-nspawn
 pkgs+=(debootstrap systemd-container)
+# the dashboard test: Prometheus (its own PromQL engine) scrapes a testbed router and answers
+# every query of grafana/llrouter.json; the tests start their own instance, never the service
+pkgs+=(prometheus)
 # --fuzz (scripts/fuzz.sh): AFL++ too, whose afl-fuzz runs the fuzz targets and whose
 # afl-compiler-rt.o instruments them (fuzz/, built on the stable toolchain).
 [ "${1:-}" = "--fuzz" ] && pkgs+=(afl++)
@@ -26,7 +29,19 @@ if [ "${#need_pkgs[@]}" -gt 0 ]; then
   echo "install-deps: installing ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -q
+  # Packages that ship a daemon (prometheus, bird2) would start it on install; the tests start
+  # their own instances. A policy-rc.d that refuses starts (Debian's mechanism, honoured by
+  # invoke-rc.d and deb-systemd-invoke) keeps the install from leaving a service running,
+  # unless the machine already has a policy of its own.
+  policy=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    policy=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\n# llrouter install-deps: no service starts during this install\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+    $SUDO chmod 755 "$policy"
+    trap '$SUDO rm -f "$policy"' EXIT
+  fi
   $SUDO apt-get install -y -q --no-install-recommends "${need_pkgs[@]}"
+  [ -z "$policy" ] || { $SUDO rm -f "$policy"; trap - EXIT; }
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then
