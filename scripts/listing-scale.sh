@@ -4,14 +4,15 @@
 # testbed, starts `llrouter run` (worker on core 1), then
 #  1. times `ctl show fib --all` (text and -j) and `ctl show fib summary` over ROUNDS rounds;
 #  2. forwards RATE pps (30 % RT, DSCP 46) for WINDOW s per window, windows alternating between
-#     an idle control plane and `ctl show fib --all -j` listed over and over, ROUNDS pairs, and
+#     an idle control plane and `ctl show fib --all -j` listed over and over, ROUNDS pairs
+#     (MODES="idle listing hog" adds a window where a plain busy loop holds core 0), and
 #     reports what the sink received, the RT class's p99 one-way latency at the sink (which
 #     also waits for the sink's own core, shared with the listing client on a 2-core VM), and
 #     the router's own RT ring sojourn p99 (from its ring histograms, before and after; on veth
 #     the ingress NAPI runs on the sender's core, here core 0 with the listing, so a listing
 #     that delays ksoftirqd shows there too), and the worker's longest grant since its start
 #     (the stall metric: a worker held up by the listing would show it).
-# Root. Every loop is bounded; everything it creates is removed on exit.
+# TIMING=0 skips step 1. Root. Every loop is bounded; everything it creates is removed on exit.
 #   usage: scripts/listing-scale.sh [N4 [N6 [LLROUTER]]]   (defaults 1000000 230000)
 set -euo pipefail
 N4=${1:-1000000}; N6=${2:-230000}; BIN=${3:-target/release/llrouter}
@@ -60,15 +61,17 @@ echo "table: $n routes"
 secs() { local t0; t0=$(date +%s.%N); "$@" >"$DIR/out"; echo "$(date +%s.%N) - $t0" | bc; }
 med() { python3 -c 'import sys,statistics as s; v=sorted(map(float,sys.argv[1:])); print(f"median {s.median(v):.2f} s (range {v[0]:.2f}–{v[-1]:.2f}, {len(v)} rounds)")' "$@"; }
 text=(); json=(); summ=()
-for r in $(seq "$ROUNDS"); do
+for r in $(seq "$([ "${TIMING:-1}" = 0 ] && echo 0 || echo "$ROUNDS")"); do
   text+=("$(secs "${CTL[@]}" show fib --all)")
   lines=$(wc -l <"$DIR/out")
   json+=("$(secs "${CTL[@]}" show fib --all -j)")
   summ+=("$(secs "${CTL[@]}" show fib summary)")
 done
-echo "show fib --all ($lines lines): $(med "${text[@]}")"
-echo "show fib --all -j: $(med "${json[@]}")"
-echo "show fib summary: $(med "${summ[@]}")"
+if [ "${#text[@]}" -gt 0 ]; then
+  echo "show fib --all ($lines lines): $(med "${text[@]}")"
+  echo "show fib --all -j: $(med "${json[@]}")"
+  echo "show fib summary: $(med "${summ[@]}")"
+fi
 ksoftirqd0() { awk '{print $14 + $15}' "/proc/$(pgrep -x ksoftirqd/0)/stat"; }
 window() { # $1 = idle | listing; prints "received rt_p99_us ring_p99_us stall_us ksoftirqd0_ms"
   local k0; k0=$(ksoftirqd0)
@@ -76,7 +79,12 @@ window() { # $1 = idle | listing; prints "received rt_p99_us ring_p99_us stall_u
   ip netns exec "$NAME-sink" "$BIN" sink --cpu 0 --duration $((WINDOW + 3)) --idle 2 --json >"$DIR/sink.json" 2>/dev/null &
   local sink=$!
   sleep 0.5
-  if [ "$1" = listing ]; then
+  if [ "$1" = hog ]; then
+    # the same core 0 kept busy by a plain loop instead of a listing: separates what the
+    # listing itself does (its scan, the router's control thread) from a busy core 0
+    ( taskset -pc 0 $BASHPID >/dev/null; end=$((SECONDS + WINDOW + 1)); while [ $SECONDS -lt $end ]; do :; done ) &
+    LOOP=$!
+  elif [ "$1" = listing ]; then
     # the loop's own shell on core 0 too: its forks would otherwise land on the worker's core
     ( taskset -pc 0 $BASHPID >/dev/null; end=$((SECONDS + WINDOW + 1)); while [ $SECONDS -lt $end ]; do "${CTL[@]}" ${LISTCMD:-show fib --all -j} >/dev/null; done ) &
     LOOP=$!
@@ -109,7 +117,7 @@ PY
 }
 echo "forwarding $RATE pps (30 % RT) for $WINDOW s per window: received, RT p99 µs at the sink, RT ring sojourn p99 µs, the worker's longest grant so far µs, ksoftirqd/0 CPU ms"
 for r in $(seq "$ROUNDS"); do
-  for mode in idle listing; do
+  for mode in ${MODES:-idle listing}; do
     echo "round $r $mode: $(window $mode)"
   done
 done
