@@ -12,7 +12,8 @@
 #     the ingress NAPI runs on the sender's core, here core 0 with the listing, so a listing
 #     that delays ksoftirqd shows there too), and the worker's longest grant since its start
 #     (the stall metric: a worker held up by the listing would show it).
-# TIMING=0 skips step 1. Root. Every loop is bounded; everything it creates is removed on exit.
+# TIMING=0 skips step 1; SHIELD=1 runs the router with --shield (every other task of the
+# machine off the worker's core 1 while it runs). Root. Every loop is bounded; everything it creates is removed on exit.
 #   usage: scripts/listing-scale.sh [N4 [N6 [LLROUTER]]]   (defaults 1000000 230000)
 set -euo pipefail
 N4=${1:-1000000}; N6=${2:-230000}; BIN=${3:-target/release/llrouter}
@@ -44,7 +45,13 @@ name = "be"
 class = "rt"
 dscp = 46
 TOML
-ip netns exec "$NAME-rtr" "$BIN" run --config "$DIR/r.toml" >"$DIR/log" 2>&1 &
+if [ -n "${SHIELD:-}" ]; then
+  # nsenter, not `ip netns exec`: that one remounts /sys, which hides the cgroup hierarchy the
+  # shield works on (the testbed's own studies enter the namespace the same way)
+  nsenter --net="/run/netns/$NAME-rtr" "$BIN" run --config "$DIR/r.toml" --shield >"$DIR/log" 2>&1 &
+else
+  ip netns exec "$NAME-rtr" "$BIN" run --config "$DIR/r.toml" >"$DIR/log" 2>&1 &
+fi
 PID=$!
 # The clients run on core 0, off the worker's core, as on a router whose worker cores are kept
 # for the workers (`llrouter tune`, isolcpus): a client on the worker's core competes with it
@@ -73,8 +80,17 @@ if [ "${#text[@]}" -gt 0 ]; then
   echo "show fib summary: $(med "${summ[@]}")"
 fi
 ksoftirqd0() { awk '{print $14 + $15}' "/proc/$(pgrep -x ksoftirqd/0)/stat"; }
-window() { # $1 = idle | listing; prints "received rt_p99_us ring_p99_us stall_us ksoftirqd0_ms"
-  local k0; k0=$(ksoftirqd0)
+steal1() { awk '$1 == "cpu1" {print $9}' /proc/stat; } # ticks the hypervisor took from core 1
+preempted() { # involuntary context switches of the router's worker threads
+  local t n=0
+  for t in /proc/"$PID"/task/*; do
+    grep -q '^llr-worker' "$t/comm" 2>/dev/null || continue
+    n=$((n + $(awk '/^nonvoluntary_ctxt_switches/ {print $2}' "$t/status")))
+  done
+  echo "$n"
+}
+window() { # $1 = idle | listing | hog; prints "received rt_p99_us ring_p99_us stall_us ksoftirqd0_ms steal1_ms preempted"
+  local k0 s1 p0; k0=$(ksoftirqd0) s1=$(steal1) p0=$(preempted)
   "${CTL[@]}" -j counters >"$DIR/before.json"
   ip netns exec "$NAME-sink" "$BIN" sink --cpu 0 --duration $((WINDOW + 3)) --idle 2 --json >"$DIR/sink.json" 2>/dev/null &
   local sink=$!
@@ -113,9 +129,13 @@ for i, c in enumerate(d):
 stall = max(w["stall_max_seconds"] for w in json.load(open(sys.argv[3]))["workers"]) * 1e6
 print(v["received"], rt[0]["latency"]["p99"] / 1000 if rt else "nan", f"≤{p99:g}", f"{stall:.0f}", end=" ")
 PY
-  echo "$(( ($(ksoftirqd0) - k0) * 1000 / $(getconf CLK_TCK) ))"
+  echo "$(( ($(ksoftirqd0) - k0) * 1000 / $(getconf CLK_TCK) )) $(( ($(steal1) - s1) * 1000 / $(getconf CLK_TCK) )) $(( $(preempted) - p0 ))"
 }
-echo "forwarding $RATE pps (30 % RT) for $WINDOW s per window: received, RT p99 µs at the sink, RT ring sojourn p99 µs, the worker's longest grant so far µs, ksoftirqd/0 CPU ms"
+echo "forwarding $RATE pps (30 % RT) for $WINDOW s per window: received, RT p99 µs at the sink, RT ring sojourn p99 µs, the worker's longest grant so far µs, ksoftirqd/0 CPU ms, steal on core 1 ms, worker preemptions"
+# The first window after the table's load ran slow in every run (RT ring p99 1–5 ms, also
+# idle): the kernel is still compacting and scanning the memory the load touched (kcompactd,
+# kdamond on core 1 in `perf sched timehist`). It is printed, not counted in the rounds.
+echo "warm-up: $(window idle)"
 for r in $(seq "$ROUNDS"); do
   for mode in ${MODES:-idle listing}; do
     echo "round $r $mode: $(window $mode)"

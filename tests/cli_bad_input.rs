@@ -530,6 +530,11 @@ fn a_host_that_does_not_fit_the_config_is_refused_at_check() {
         &["run", "--config", c, "--check", "--steering", "ntuple"],
         &["steering: \"ntuple\": lo: the NIC has no ntuple (Flow Director) filters"],
     );
+    // --shield keeps the worker cores free; with no worker pinned there is nothing to keep
+    usage_error(
+        &["run", "--config", c, "--shield"],
+        &["--shield: the config pins no worker (`cores` is empty)"],
+    );
     write("cores = [0, 1]");
     usage_error(
         &["run", "--config", c, "--check"],

@@ -277,8 +277,10 @@ fn own_threads() -> BTreeSet<u32> {
 fn cpuset_root() -> Result<PathBuf> {
     let mounts = fs::read_to_string("/proc/mounts").context("cannot read /proc/mounts")?;
     cpuset_mount_in(&mounts).map(PathBuf::from).context(
-        "CPU shield: no cgroup v1 cpuset hierarchy is mounted (cgroup v2 only?); isolate the \
-         router's CPU with isolcpus= or a cpuset partition instead",
+        "CPU shield: no cgroup v1 cpuset hierarchy is mounted here (cgroup v2 only? or under \
+         `ip netns exec`, which remounts /sys: enter the namespace with `nsenter \
+         --net=/run/netns/NAME` instead); isolate the router's CPU with isolcpus= or a cpuset \
+         partition instead",
     )
 }
 

@@ -65,6 +65,7 @@ pub struct Running {
     metrics_addr: Option<SocketAddr>,
     interfaces: Vec<(u32, String)>,
     summary: String,
+    helpers: BTreeSet<usize>,
 }
 
 /// What the router thread hands back once everything is set up.
@@ -120,6 +121,7 @@ impl Router {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = sync_channel(1);
         let s = stop.clone();
+        let helpers_kept = helpers.clone();
         let thread = std::thread::Builder::new()
             .name("llr-router".into())
             .spawn(move || supervise(r, queues, kernel, opts, helpers, s, tx))
@@ -134,6 +136,7 @@ impl Router {
                 metrics_addr: st.metrics_addr,
                 interfaces,
                 summary: st.summary,
+                helpers: helpers_kept,
             }),
             // The thread has failed and returns its error.
             Ok(Err(())) | Err(_) => Err(match thread.join() {
@@ -163,6 +166,13 @@ impl Running {
             fresh_all(&self.links, left.min(Duration::from_millis(50)));
         }
         true
+    }
+
+    /// The cores of the router's helper threads (`helper-cores`; by default every allowed core
+    /// but the workers'). An application that embeds the router keeps its own threads there
+    /// too: a thread that wakes on a worker's core preempts the worker.
+    pub fn helper_cpus(&self) -> &BTreeSet<usize> {
+        &self.helpers
     }
 
     /// Whether the worker has stopped on its own (`duration` elapsed).
@@ -595,7 +605,7 @@ fn warn_shared_cores(cores: &[usize]) {
         tracing::warn!(
             "core {c}: {} tasks of other processes may run there too ({}{}); each takes it from \
              the worker for a scheduler tick or more when it wakes. Keep them off with \
-             isolcpus=, a cpuset, or `llrouter testbed … --shield` on the testbed",
+             isolcpus=, a cpuset, or `llrouter run --shield`",
             others.len(),
             names[..names.len().min(5)].join(", "),
             if names.len() > 5 { ", …" } else { "" }
