@@ -4,7 +4,7 @@
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use llr_lab::paper::{p001, PaperArgs};
+use llr_lab::paper::{p001, p003, PaperArgs};
 
 use crate::cli_util::lab_error;
 
@@ -22,12 +22,61 @@ pub enum Paper {
     /// intervals).
     #[command(name = "001")]
     P001(PaperArgs),
+    /// Paper 003 (CROSS), Fig. 5: the flow scheduler's context-switch overhead against the
+    /// number of eligible flows, measured in thread CPU time on this machine (`--packets` is
+    /// switches per point and replication; `--jobs` is not used: one thread measures), fitted,
+    /// and set beside the paper's 280 ns + 5 ns per flow.
+    #[command(name = "003")]
+    P003(PaperArgs),
 }
 
 pub fn run(a: PaperCmd) -> anyhow::Result<()> {
     match a.paper {
         Paper::P001(args) => p001_cmd(args),
+        Paper::P003(args) => p003_cmd(args),
     }
+}
+
+fn p003_cmd(args: PaperArgs) -> anyhow::Result<()> {
+    args.check(&p003::FIGURES).map_err(lab_error)?;
+    let pb = ProgressBar::new(p003::count(&args) as u64);
+    pb.set_style(
+        ProgressStyle::with_template("paper 003 {bar:40} {pos}/{len} points, {eta} left")
+            .expect("a valid template"),
+    );
+    let out = p003::run(&args, || pb.inc(1)).map_err(lab_error)?;
+    pb.finish_and_clear();
+    p003::write_report(&args.out, &args, &out).map_err(lab_error)?;
+    for p in &out.points {
+        println!(
+            "Fig. 5: {:>5} eligible flows: {:.1} ± {:.1} ns per switch (paper's list: {:.0} ns)",
+            p.flows,
+            p.mean_ns,
+            p.ci95_ns,
+            p003::PAPER_FIXED_NS + p003::PAPER_PER_FLOW_NS * p.flows as f64
+        );
+    }
+    println!(
+        "fit: {:.1} + {:.2}·log2 n ns (R² {:.3}); linear {:.1} + {:.4}·n ns (R² {:.3})",
+        out.log_fit.fixed_ns,
+        out.log_fit.slope_ns,
+        out.log_fit.r2,
+        out.linear_fit.fixed_ns,
+        out.linear_fit.slope_ns,
+        out.linear_fit.r2
+    );
+    let held = out.claims.iter().filter(|c| c.holds).count();
+    for c in &out.claims {
+        let mark = if c.holds { "holds" } else { "DOES NOT HOLD" };
+        println!("Fig. {} [{mark}] {}: {}", c.figure, c.statement, c.check);
+    }
+    println!(
+        "{held} of {} claims hold; {} switches measured; report: {}",
+        out.claims.len(),
+        out.turns,
+        args.out.join("report.md").display()
+    );
+    Ok(())
 }
 
 fn p001_cmd(args: PaperArgs) -> anyhow::Result<()> {

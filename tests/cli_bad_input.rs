@@ -560,5 +560,9 @@ fn paper_rejects_unknown_figures_and_too_few_replications() {
         ],
         &["replications", "2..=100"],
     );
+    usage_error(
+        &["paper", "003", "--fig", "6", "--out", "/nonexistent/x"],
+        &["fig", "this paper's figures are 5"],
+    );
     usage_error(&["paper", "002"], &["002"]);
 }

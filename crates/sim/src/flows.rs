@@ -13,8 +13,12 @@
 //! - the forwarding decision and transmit cost `forward-ns` (default: paper 001's calibration,
 //!   so a `forward`-only flow costs `input-ns + forward-ns = a·S + b + c`, the calibrated x);
 //! - a context switch, the scheduler running a different flow than last time, costs
-//!   `switch-ns` (paper 003 §6.1 measured a fixed ~280 ns). It is overhead: busy time that no
-//!   flow is charged for, as the live worker measures only its elements.
+//!   `switch-ns + switch-per-doubling-ns · log2(eligible flows)`, those still eligible once the
+//!   next is picked (paper 003 §6.1 measured ~280
+//!   ns fixed plus ~5 ns per eligible flow on its sorted list; our scheduler's heap grows with
+//!   the log, and `llrouter paper 003 --fig 5` measures both terms on this machine). It is
+//!   overhead: busy time that no flow is charged for, as the live worker measures only its
+//!   elements.
 //!
 //! Time is virtual (u64 ns) and advances by these costs; nothing reads a clock. Arrivals that
 //! fall inside a turn enter the ring only when the turn ends, as in the live worker, which sees
@@ -107,9 +111,13 @@ pub struct CostModel {
     /// Per forwarding decision and transmit; default paper 001's a·S + c for the packet's size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forward_ns: Option<f64>,
-    /// Per context switch between flows (paper 003 §6.1: ~280 ns fixed).
+    /// Per context switch between flows, its fixed part (paper 003 §6.1: ~280 ns).
     #[serde(default = "default_switch_ns")]
     pub switch_ns: f64,
+    /// Per context switch, per doubling of the eligible flows (default 0: the fixed cost
+    /// alone; `llrouter paper 003 --fig 5` calibrates it from the live scheduler).
+    #[serde(default)]
+    pub switch_per_doubling_ns: f64,
 }
 
 fn default_input_ns() -> f64 {
@@ -129,6 +137,7 @@ impl Default for CostModel {
             element_ns: default_element_ns(),
             forward_ns: None,
             switch_ns: default_switch_ns(),
+            switch_per_doubling_ns: 0.0,
         }
     }
 }
@@ -416,6 +425,8 @@ pub fn run(cfg: &FlowSimConfig) -> Result<FlowSimResult, FieldError> {
     let input_ns = finite_ns("cost.input-ns", c.input_ns, 1.0)?;
     let element_ns = finite_ns("cost.element-ns", c.element_ns, 0.0)?;
     let switch_ns = finite_ns("cost.switch-ns", c.switch_ns, 0.0)?;
+    finite_ns("cost.switch-per-doubling-ns", c.switch_per_doubling_ns, 0.0)?;
+    let per_doubling = c.switch_per_doubling_ns;
     let forward_ns = c
         .forward_ns
         .map(|f| finite_ns("cost.forward-ns", f, 1.0))
@@ -597,8 +608,10 @@ pub fn run(cfg: &FlowSimConfig) -> Result<FlowSimResult, FieldError> {
         let switches = flows.sched.switches;
         let next = flows.sched.pick();
         if flows.sched.switches != switches {
-            t += switch_ns;
-            overhead_ns += switch_ns;
+            let eligible = flows.sched.eligible().max(1) as f64;
+            let cost = (switch_ns as f64 + per_doubling * eligible.log2()).round() as u64;
+            t += cost;
+            overhead_ns += cost;
         }
         match next {
             Next::Idle => {

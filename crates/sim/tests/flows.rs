@@ -118,6 +118,36 @@ fn small_quanta_cost_throughput_through_context_switches() {
     assert!((small / large - 1.0).abs() < 0.02, "{small} vs {large}");
 }
 
+/// The switch cost's log term: a switch costs switch-ns + per-doubling · log2(eligible), the
+/// flows eligible once the next one is picked. With k backlogged flows that is k − 1 of them,
+/// plus the input flow while the ring holds frames, so the mean overhead per switch lies
+/// between the costs at k − 1 and k + 1.
+#[test]
+fn switch_cost_grows_with_the_log_of_the_eligible_flows() {
+    let base = example("shares.toml");
+    let k = base.traffic.len() as f64;
+    let mut c = base.with_quantum_us(5.0);
+    c.cost.switch_ns = 100.0;
+    c.cost.switch_per_doubling_ns = 40.0;
+    let r = run(&c).unwrap();
+    let per = r.switch_overhead_ns as f64 / r.switches as f64;
+    let (lo, hi) = (
+        100.0 + 40.0 * (k - 1.0).log2(),
+        100.0 + 40.0 * (k + 1.0).log2(),
+    );
+    assert!(
+        r.switches > 1000 && per >= lo - 0.5 && per <= hi + 0.5,
+        "{per} ns per switch over {} switches, expected {lo}..{hi}",
+        r.switches
+    );
+    c.cost.switch_per_doubling_ns = 0.0;
+    let fixed = run(&c).unwrap();
+    assert_eq!(fixed.switch_overhead_ns, 100 * fixed.switches);
+    c.cost.switch_per_doubling_ns = -1.0;
+    let e = run(&c).unwrap_err();
+    assert_eq!(e.field, "cost.switch-per-doubling-ns", "{e}");
+}
+
 #[test]
 fn ten_thousand_idle_flows_cost_nothing() {
     let mut c = example("shares.toml");

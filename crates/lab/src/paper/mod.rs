@@ -12,6 +12,7 @@
 //! against our points. A claim that fails is reported, not hidden: the report says which.
 
 pub mod p001;
+pub mod p003;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
