@@ -276,26 +276,55 @@ fn p99(r: &Row, rt: bool) -> f64 {
     }
 }
 
+fn mean(r: &Row, rt: bool) -> f64 {
+    if rt {
+        r.rt_mean_us
+    } else {
+        r.be_mean_us
+    }
+}
+
+/// The router's CPU over the point, % of one core (its CPU time per packet × packets per
+/// second).
+fn cpu_pct(r: &Row) -> f64 {
+    100.0 * r.router_ns_per_pkt * r.throughput_pps / 1e9
+}
+
+/// Wake-ups per second of `t`'s rows that have them, against `x`.
+fn wakeup_series(rows: &[Row], tg: &[Target], x: &dyn Fn(&Row) -> Option<f64>) -> Vec<Series> {
+    tg.iter()
+        .map(|t| {
+            let points: Vec<(f64, f64)> = by_load(rows, t)
+                .into_iter()
+                .filter(|r| r.wakeups_per_s.is_finite())
+                .filter_map(|r| Some((x(r)?, r.wakeups_per_s)))
+                .collect();
+            Series::new(t.label(), points)
+        })
+        .collect()
+}
+
 fn loss_pct(r: &Row, rt: bool) -> f64 {
     100.0 * if rt { r.loss_rt } else { r.loss_be }
 }
 
-/// The charts over load at the first RT share: latency over what was forwarded, loss over what
-/// was sent (beside each other, so a low p99 bought with lost packets shows as such), wake-ups.
-fn load_charts(rows: &[Row], tg: &[Target], s0: f64) -> [Chart; 3] {
+/// The charts over load at the first RT share: p99 and mean latency over what was forwarded
+/// (paper 000's Fig. 7a draws the mean), loss over what was sent (beside each other, so a low
+/// p99 bought with lost packets shows as such), the router's CPU (Fig. 5b) and wake-ups.
+fn load_charts(rows: &[Row], tg: &[Target], s0: f64) -> Vec<Chart> {
     let at_s0 = |r: &Row| r.rt_share == s0;
-    let wakeups = tg
+    let cpu = tg
         .iter()
         .map(|t| {
             let points: Vec<(f64, f64)> = by_load(rows, t)
                 .into_iter()
-                .filter(|r| r.rt_share == s0 && r.wakeups_per_s.is_finite())
-                .map(|r| (forwarded_kpps(r), r.wakeups_per_s))
+                .filter(|r| at_s0(r) && r.throughput_pps > 0.0)
+                .map(|r| (forwarded_kpps(r), cpu_pct(r)))
                 .collect();
             Series::new(t.label(), points)
         })
         .collect();
-    [
+    vec![
         Chart {
             name: "latency_vs_load.png",
             title: "p99 latency vs forwarded load",
@@ -303,6 +332,16 @@ fn load_charts(rows: &[Row], tg: &[Target], s0: f64) -> [Chart; 3] {
             y: "p99 latency (µs)",
             series: class_series(rows, tg, &|r, rt| {
                 at_s0(r).then(|| (forwarded_kpps(r), p99(r, rt)))
+            }),
+            log_y: true,
+        },
+        Chart {
+            name: "mean_latency_vs_load.png",
+            title: "mean latency vs forwarded load",
+            x: "forwarded load (kpps)",
+            y: "mean latency (µs)",
+            series: class_series(rows, tg, &|r, rt| {
+                at_s0(r).then(|| (forwarded_kpps(r), mean(r, rt)))
             }),
             log_y: true,
         },
@@ -317,11 +356,19 @@ fn load_charts(rows: &[Row], tg: &[Target], s0: f64) -> [Chart; 3] {
             log_y: false,
         },
         Chart {
+            name: "cpu_vs_load.png",
+            title: "router CPU vs forwarded load (llrouter: its process; kernel: softirq on the router CPU)",
+            x: "forwarded load (kpps)",
+            y: "router CPU (% of one core)",
+            series: cpu,
+            log_y: false,
+        },
+        Chart {
             name: "wakeups_vs_load.png",
             title: "wake-ups vs load (llrouter: worker/device wake-ups; kernel: NET_RX softirqs on the router CPU)",
             x: "forwarded load (kpps)",
             y: "wake-ups per second",
-            series: wakeups,
+            series: wakeup_series(rows, tg, &|r| at_s0(r).then(|| forwarded_kpps(r))),
             log_y: true,
         },
     ]
@@ -355,6 +402,27 @@ fn share_charts(rows: &[Row], tg: &[Target], l_max: f64) -> Vec<Chart> {
             log_y: true,
         },
         Chart {
+            name: "mean_latency_vs_rt_share.png",
+            title: "mean latency vs RT share",
+            x: "RT share",
+            y: "mean latency (µs)",
+            series: by_x(class_series(rows, tg, &|r, rt| {
+                at_max(r).then(|| (r.rt_share, mean(r, rt)))
+            })),
+            log_y: true,
+        },
+        Chart {
+            name: "wakeups_vs_rt_share.png",
+            title:
+                "wake-ups vs RT share (paper 000's Fig. 6a: interrupts; kernel: NET_RX softirqs)",
+            x: "RT share",
+            y: "wake-ups per second",
+            series: by_x(wakeup_series(rows, tg, &|r| {
+                at_max(r).then_some(r.rt_share)
+            })),
+            log_y: true,
+        },
+        Chart {
             name: "loss_vs_rt_share.png",
             title: "loss vs RT share",
             x: "RT share",
@@ -384,16 +452,13 @@ pub fn plots(
     loads: &[f64],
     shares: &[f64],
 ) -> Vec<String> {
-    let (mut charts, mut wakeups) = (Vec::new(), None);
+    let mut charts = Vec::new();
     if loads.len() > 1 {
-        let [latency, loss, w] = load_charts(rows, tg, shares[0]);
-        charts.extend([latency, loss]);
-        wakeups = Some(w);
+        charts.extend(load_charts(rows, tg, shares[0]));
     }
     if shares.len() > 1 {
         charts.extend(share_charts(rows, tg, *loads.last().unwrap_or(&0.0)));
     }
-    charts.extend(wakeups);
     let mut made = Vec::new();
     for ch in charts {
         match line_chart(
@@ -848,6 +913,49 @@ pub fn report_md(c: &Options, rows: &[Row], plots: &[String], errors: &[String])
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The mean-latency, CPU and wake-up charts carry the rows' values: the mean (not the
+    /// p99) per class, the CPU as ns per packet × packets per second, wake-ups against the RT
+    /// share at the highest load only.
+    #[test]
+    fn mean_cpu_and_wakeup_charts_carry_the_rows() {
+        let t = Target::Llrouter(StrategyKind::LlWfq);
+        let row = |offered: f64, share: f64| Row {
+            target: t.label(),
+            offered_pps: offered,
+            sent_pps: offered,
+            throughput_pps: offered,
+            rt_share: share,
+            rt_mean_us: offered / 1e3,
+            rt_p99_us: 1e6,
+            be_mean_us: 2.0 * offered / 1e3,
+            router_ns_per_pkt: 500.0,
+            wakeups_per_s: share * 1e4,
+            ..Default::default()
+        };
+        let rows = [row(1e5, 0.1), row(2e5, 0.1), row(2e5, 0.3), row(1e5, 0.3)];
+        let tg = [t];
+        let by_name = |charts: Vec<Chart>, name: &str| {
+            charts
+                .into_iter()
+                .find(|c| c.name == name)
+                .unwrap_or_else(|| panic!("no {name}"))
+                .series
+        };
+        let mean = by_name(load_charts(&rows, &tg, 0.1), "mean_latency_vs_load.png");
+        assert_eq!(mean[0].points, [(100.0, 100.0), (200.0, 200.0)]);
+        assert_eq!(mean[1].points, [(100.0, 200.0), (200.0, 400.0)]);
+        let cpu = by_name(load_charts(&rows, &tg, 0.1), "cpu_vs_load.png");
+        // 500 ns per packet at 100 and 200 kpps: 5 % and 10 % of a core
+        assert_eq!(cpu[0].points, [(100.0, 5.0), (200.0, 10.0)]);
+        let w = by_name(share_charts(&rows, &tg, 2e5), "wakeups_vs_rt_share.png");
+        assert_eq!(w[0].points, [(0.1, 1000.0), (0.3, 3000.0)]);
+        let m = by_name(
+            share_charts(&rows, &tg, 2e5),
+            "mean_latency_vs_rt_share.png",
+        );
+        assert_eq!(m[0].points, [(0.1, 200.0), (0.3, 200.0)]);
+    }
 
     #[test]
     fn limit_note_blames_the_generator_only_without_loss() {

@@ -377,7 +377,13 @@ mod tests {
         }
         assert_eq!(rounds, [1, 1, 1, 1, 2, 2, 2, 2], "{csv}");
         assert!(out.join("report.md").exists());
-        assert!(out.join("latency_vs_load.png").exists());
+        for png in [
+            "latency_vs_load.png",
+            "mean_latency_vs_load.png",
+            "cpu_vs_load.png",
+        ] {
+            assert!(out.join(png).exists(), "{png}");
+        }
         let _ = std::fs::remove_dir_all(&out);
     }
 }
