@@ -22,6 +22,9 @@ pub fn run(args: TuneArgs) -> Result<()> {
         e => e.into(),
     })?;
     let interval = Duration::from_millis(args.interval_ms);
+    if args.watch {
+        return watch(&args, interval);
+    }
     let params = args.params();
     if !args.json {
         eprintln!(
@@ -80,5 +83,79 @@ pub fn run(args: TuneArgs) -> Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+/// `tune --watch`: the cores' load statistics window after window (paper 002's continuous
+/// monitoring), text or one JSON object per line, until Ctrl-C or `--count`.
+fn watch(args: &TuneArgs, interval: Duration) -> Result<()> {
+    use std::io::Write as _;
+    use std::sync::atomic::Ordering;
+    let stop = llr_io::sys::install_stop_signals();
+    let window_s = (args.samples - 1) as f64 * interval.as_secs_f64();
+    if !args.json {
+        eprintln!(
+            "watching {} every {} ms, a window of {} samples ({window_s:.1} s); Ctrl-C stops",
+            args.proc_root.join("stat").display(),
+            args.interval_ms,
+            args.samples
+        );
+    }
+    let pct = |x: f64| format!("{:.1}", 100.0 * x);
+    let mut out = std::io::stdout().lock();
+    tune::watch(
+        &args.proc_root,
+        args.samples,
+        interval,
+        args.count,
+        std::thread::sleep,
+        || stop.load(Ordering::Relaxed),
+        |w, loads| {
+            let r = if args.json {
+                let v = serde_json::json!({ "window": w, "seconds": window_s, "cores": loads });
+                writeln!(out, "{v}")
+            } else {
+                let mut t = format!(
+                    "window {w} ({window_s:.1} s)\n  core  mean %  p50 %  p90 %  p99 %  max %  \
+                     exp λ  P≥p99  exp P≥p99  log-log α (R²)  tail\n"
+                );
+                for l in loads {
+                    let (lambda, c99, e99, alpha, verdict) = match &l.tail {
+                        Some(f) => (
+                            format!("{:.1}", f.exp_rate),
+                            format!("{:.4}", f.ccdf_p99),
+                            format!("{:.4}", f.exp_ccdf_p99),
+                            format!("{:.2} ({:.2})", f.loglog_alpha, f.loglog_r2),
+                            if f.long_tail {
+                                "long (heavier than exponential)"
+                            } else {
+                                "not heavier than exponential"
+                            },
+                        ),
+                        None => (
+                            "-".into(),
+                            "-".into(),
+                            "-".into(),
+                            "-".into(),
+                            "too few samples or never busy",
+                        ),
+                    };
+                    t += &format!(
+                        "  {:>4}  {:>6}  {:>5}  {:>5}  {:>5}  {:>5}  {lambda:>5}  {c99:>6}  {e99:>9}  {alpha:>14}  {verdict}\n",
+                        l.core,
+                        pct(l.mean),
+                        pct(l.p50),
+                        pct(l.p90),
+                        pct(l.p99),
+                        pct(l.max)
+                    );
+                }
+                write!(out, "{t}")
+            };
+            r.and_then(|_| out.flush())
+                .map_err(|e| TuneError::new("stdout", e.to_string()))
+        },
+    )
+    .map_err(tune_err)?;
     Ok(())
 }

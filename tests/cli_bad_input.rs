@@ -130,6 +130,12 @@ fn tune_rejects_bad_options_before_sampling() {
         &["sim", "--flush-frame-ns=nan"],
         &["flush-frame-ns", "0 or more"],
     );
+    usage_error(&["tune", "--count", "2"], &["--count", "--watch"]);
+    usage_error(&["tune", "--watch", "--count", "0"], &["--count"]);
+    usage_error(
+        &["tune", "--watch", "--apply"],
+        &["--apply", "--watch only watches"],
+    );
 }
 
 #[test]

@@ -31,12 +31,18 @@ socket = "CTL"
 /// `llrouter gen` in `ns` towards `dst` for 4 s (bpf-live, on core 0): the frames it sent.
 fn gen(ns: &Netns, dst: &str, rate: u64) -> std::thread::JoinHandle<u64> {
     let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns.name(), env!("CARGO_BIN_EXE_llrouter"), "gen"])
-        .args(["--dst", dst, "--rate", &rate.to_string()])
-        .args(["--duration", "4", "--cpu", "0", "--backend", "bpf-live"])
-        .args(["--no-dscp", "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    c.args([
+        "netns",
+        "exec",
+        ns.name(),
+        env!("CARGO_BIN_EXE_llrouter"),
+        "gen",
+    ])
+    .args(["--dst", dst, "--rate", &rate.to_string()])
+    .args(["--duration", "4", "--cpu", "0", "--backend", "bpf-live"])
+    .args(["--no-dscp", "--json"])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     std::thread::spawn(move || {
         let o = c.output().expect("run llrouter gen");
         assert!(
@@ -63,10 +69,7 @@ fn run(tag: &str, forward: u64, backward: u64) -> [(u64, u64, u64); 2] {
     let back = gen(&topo.sink, addr::GEN_V4, backward);
     let sent = [fwd.join().expect("gen"), back.join().expect("gen")];
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let rep = router
-        .finish()
-        .expect("router run")
-        .expect("router report");
+    let rep = router.finish().expect("router run").expect("router report");
     let port = |ifindex: u32| {
         (rep.worker.ports.iter())
             .find(|p| p.ifindex == ifindex)
@@ -103,7 +106,10 @@ fn flooded_interfaces_share_the_worker() {
 fn a_flood_does_not_starve_a_light_interface() {
     llr_io::sys::require_root();
     let [(_, a, a_full), (light_sent, b, b_full)] = run("light", 2_000_000, 20_000);
-    assert!(a_full > a, "veth-rin must be flooded: {a_full} dropped, {a} served");
+    assert!(
+        a_full > a,
+        "veth-rin must be flooded: {a_full} dropped, {a} served"
+    );
     assert!(light_sent > 70_000, "the light side sent {light_sent}");
     assert_eq!(
         b_full, 0,

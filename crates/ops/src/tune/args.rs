@@ -82,9 +82,17 @@ pub struct TuneArgs {
     /// Write the proposed IRQ affinities.
     #[cfg_attr(feature = "clap", arg(long))]
     pub apply: bool,
-    /// Print the plan as JSON.
+    /// Print the plan as JSON (with --watch: one JSON object per window and line).
     #[cfg_attr(feature = "clap", arg(long))]
     pub json: bool,
+    /// Keep sampling: every --samples samples (a window, the next starting where the last
+    /// ended), print each core's load statistics (mean, percentiles, the fitted exponential and
+    /// the upper tail against it, paper 002) instead of a plan, until Ctrl-C or --count.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub watch: bool,
+    /// With --watch: stop after this many windows.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub count: Option<usize>,
 }
 
 /// Why the settings cannot be used: a flag (a usage error), or a file of `--proc-root` that
@@ -141,6 +149,18 @@ impl TuneArgs {
         }
         if self.interval_ms == 0 {
             return Err(flag("interval-ms", "must be at least 1 ms"));
+        }
+        if self.count.is_some() && !self.watch {
+            return Err(flag("count", "counts --watch windows; give --watch too"));
+        }
+        if self.count == Some(0) {
+            return Err(flag("count", "0: at least one window"));
+        }
+        if self.watch && self.apply {
+            return Err(flag(
+                "apply",
+                "--watch only watches; run `llrouter tune --apply` on its own to write affinities",
+            ));
         }
         // The ring formula's own checks, on a dummy rate: the same message now as after sampling.
         let rate = self.rate_pps.unwrap_or(0.0);

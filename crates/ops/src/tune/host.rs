@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{irq_belongs, parse_interrupts, virtio_alias, Result, TuneError, TuneInput, TunePlan};
+use super::{
+    core_loads, irq_belongs, parse_interrupts, parse_proc_stat, virtio_alias, CoreLoad, Result,
+    StatSnapshot, TuneError, TuneInput, TunePlan,
+};
 
 /// The virtio device of each of `devices` that is a virtio NIC, from
 /// `<sys_root>/class/net/<dev>/device` (see [`virtio_alias`]).
@@ -81,6 +84,50 @@ pub fn sample(
         }
     }
     Ok(input)
+}
+
+/// Watches the cores' load: reads `<proc_root>/stat` every `interval` and hands every window of
+/// `samples` readings (`samples − 1` intervals; a window starts with the last reading of the one
+/// before, so nothing falls between them) to `emit` as per-core loads, with the window's index
+/// from 0. Stops after `count` windows, or when `stop` says so between readings; returns the
+/// windows emitted. `sleep` is called between readings (tests pass a no-op).
+pub fn watch(
+    proc_root: &Path,
+    samples: usize,
+    interval: Duration,
+    count: Option<usize>,
+    mut sleep: impl FnMut(Duration),
+    mut stop: impl FnMut() -> bool,
+    mut emit: impl FnMut(usize, &[CoreLoad]) -> Result<()>,
+) -> Result<usize> {
+    if samples < 2 {
+        return Err(TuneError::new(
+            "samples",
+            format!("{samples}: need at least 2"),
+        ));
+    }
+    let path = proc_root.join("stat");
+    let read = || -> Result<StatSnapshot> {
+        let t = std::fs::read_to_string(&path)
+            .map_err(|e| TuneError::new(path.display().to_string(), e.to_string()))?;
+        parse_proc_stat(&t)
+    };
+    let mut window = vec![read()?];
+    let mut emitted = 0;
+    while count.is_none_or(|c| emitted < c) {
+        if stop() {
+            break;
+        }
+        sleep(interval);
+        window.push(read()?);
+        if window.len() == samples {
+            emit(emitted, &core_loads(&window)?)?;
+            emitted += 1;
+            let last = window.pop().expect("a full window");
+            window = vec![last];
+        }
+    }
+    Ok(emitted)
 }
 
 /// Outcome of writing one affinity.

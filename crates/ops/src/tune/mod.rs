@@ -55,7 +55,7 @@ mod stat;
 mod tests;
 
 pub use args::{flag_error, CheckError, TuneArgs};
-pub use host::{apply, device_aliases, sample, Applied};
+pub use host::{apply, device_aliases, sample, watch, Applied};
 pub use irq::{
     action_matches, device_irqs, format_cpumask, irq_belongs, irq_queue, parse_cpu_list,
     parse_cpumask, parse_interrupts, unknown_devices, virtio_alias, DeviceIrq, IrqLine,
@@ -67,7 +67,7 @@ pub use render::{config_lines, mask_commands, render};
 pub use sizing::{parse_net_dev, ring_size, socket_buffer_bytes};
 pub use stat::{
     busy_fractions, core_loads, parse_proc_stat, percentile, pick_worker_core, pick_worker_cores,
-    CoreLoad, CpuTimes, StatSnapshot, IDLE_P90,
+    CoreLoad, CpuTimes, StatSnapshot, TailFit, IDLE_P90, LONG_TAIL_FACTOR, TAIL_MIN_SAMPLES,
 };
 
 /// A tuning error naming the offending input (a file, a field or an option) and the reason.

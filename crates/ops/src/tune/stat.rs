@@ -120,6 +120,101 @@ pub struct CoreLoad {
     pub max: f64,
     /// ECDF steps `(busy fraction, P[X ≤ value])`, values ascending.
     pub ecdf: Vec<(f64, f64)>,
+    /// The upper tail against the exponential fitted to the samples (paper 002 §IV.B); `None`
+    /// with fewer than [`TAIL_MIN_SAMPLES`] samples or a core that was never busy.
+    pub tail: Option<TailFit>,
+}
+
+/// How many times the fitted exponential's CCDF the samples' must be for [`TailFit::long_tail`].
+pub const LONG_TAIL_FACTOR: f64 = 2.0;
+
+/// Fewer samples than this say nothing about a tail: [`CoreLoad::tail`] is then `None`.
+pub const TAIL_MIN_SAMPLES: usize = 20;
+
+/// A core's load distribution against the exponential distribution fitted to it by maximum
+/// likelihood, as paper 002 reads its CPU-load datasets: a tail that declines slower than the
+/// exponential's is long (P[X > x] ~ c·x^−α, a straight line on log-log axes).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TailFit {
+    /// The exponential's rate λ = 1 / mean (its MLE).
+    pub exp_rate: f64,
+    /// P[X ≥ p90] of the samples, and the exponential's e^(−λ·p90).
+    pub ccdf_p90: f64,
+    pub exp_ccdf_p90: f64,
+    /// P[X ≥ p99] of the samples, and the exponential's e^(−λ·p99).
+    pub ccdf_p99: f64,
+    pub exp_ccdf_p99: f64,
+    /// α of a straight line ln P[X ≥ x] = ln c − α·ln x over the top decile of the samples, and
+    /// that line's R² (NaN with fewer than 3 distinct values there).
+    pub loglog_alpha: f64,
+    pub loglog_r2: f64,
+    /// Heavier than exponential: at p99 the samples' CCDF is at least [`LONG_TAIL_FACTOR`]
+    /// times the fitted exponential's (a margin, so that the sampling noise of an exponential's
+    /// own tail does not count). Only the upper tail decides: a power law's body can lie below
+    /// the exponential with the same mean (at p90 a Pareto of α 1.5 has half its CCDF).
+    pub long_tail: bool,
+}
+
+impl TailFit {
+    /// The fit of ascending `sorted` (at least [`TAIL_MIN_SAMPLES`], mean above 0).
+    pub fn of(sorted: &[f64]) -> Option<TailFit> {
+        let n = sorted.len();
+        let mean = sorted.iter().sum::<f64>() / n as f64;
+        if n < TAIL_MIN_SAMPLES || mean <= 0.0 {
+            return None;
+        }
+        let rate = 1.0 / mean;
+        // P[X ≥ x]: the share of samples at or above x (ties count, so the p99 of 100 samples
+        // has at least 1 %).
+        let ccdf = |x: f64| sorted.iter().filter(|&&v| v >= x).count() as f64 / n as f64;
+        let (p90, p99) = (percentile(sorted, 0.90), percentile(sorted, 0.99));
+        let top: Vec<(f64, f64)> = {
+            let from = n - (n / 10).max(3);
+            let mut pts: Vec<(f64, f64)> = (sorted[from..].iter())
+                .filter(|&&x| x > 0.0)
+                .map(|&x| (x.ln(), ccdf(x).ln()))
+                .collect();
+            pts.dedup_by(|a, b| a.0 == b.0);
+            pts
+        };
+        let (alpha, r2) = if top.len() >= 3 {
+            let (slope, r2) = line_fit(&top);
+            (-slope, r2)
+        } else {
+            (f64::NAN, f64::NAN)
+        };
+        let (c90, c99) = (ccdf(p90), ccdf(p99));
+        let (e90, e99) = ((-rate * p90).exp(), (-rate * p99).exp());
+        Some(TailFit {
+            exp_rate: rate,
+            ccdf_p90: c90,
+            exp_ccdf_p90: e90,
+            ccdf_p99: c99,
+            exp_ccdf_p99: e99,
+            loglog_alpha: alpha,
+            loglog_r2: r2,
+            long_tail: c99 >= LONG_TAIL_FACTOR * e99,
+        })
+    }
+}
+
+/// Least squares slope of `(x, y)` points and the line's R².
+fn line_fit(pts: &[(f64, f64)]) -> (f64, f64) {
+    let n = pts.len() as f64;
+    let (mx, my) = (
+        pts.iter().map(|p| p.0).sum::<f64>() / n,
+        pts.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxy: f64 = pts.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+    let sxx: f64 = pts.iter().map(|(x, _)| (x - mx).powi(2)).sum();
+    let syy: f64 = pts.iter().map(|(_, y)| (y - my).powi(2)).sum();
+    let slope = sxy / sxx;
+    let r2 = if syy > 0.0 {
+        sxy * sxy / (sxx * syy)
+    } else {
+        1.0
+    };
+    (slope, r2)
 }
 
 /// Nearest-rank percentile of ascending `sorted` (non-empty), `q` in `[0, 1]`.
@@ -147,6 +242,7 @@ impl CoreLoad {
             p99: percentile(&sorted, 0.99),
             max: sorted[n - 1],
             ecdf,
+            tail: TailFit::of(&sorted),
             samples,
         }
     }

@@ -691,3 +691,115 @@ fn bad_worker_counts_name_workers() {
         4
     );
 }
+
+/// Paper 002's reading of a load dataset: an exponential's own samples are not long-tailed, a
+/// Pareto's are (and lie on a straight line in log-log with its α), a bounded load is not; too
+/// few samples give no verdict.
+#[test]
+fn tail_fit_tells_a_long_tail_from_an_exponential() {
+    let n = 2000;
+    let grid = |i: usize| (i as f64 + 0.5) / n as f64; // quantiles in (0, 1)
+    let exp: Vec<f64> = (0..n).map(|i| -(1.0 - grid(i)).ln() * 0.2).collect();
+    let t = TailFit::of(&exp).unwrap();
+    assert!((t.exp_rate - 5.0).abs() < 0.1, "{t:?}");
+    assert!(!t.long_tail, "{t:?}");
+    assert!((t.ccdf_p99 / t.exp_ccdf_p99 - 1.0).abs() < 0.3, "{t:?}");
+    // Pareto with α = 1.5 from x_m = 0.01: P[X ≥ x] = (x_m / x)^1.5
+    let pareto: Vec<f64> = (0..n)
+        .map(|i| 0.01 * (1.0 - grid(i)).powf(-1.0 / 1.5))
+        .collect();
+    let t = TailFit::of(&pareto).unwrap();
+    assert!(t.long_tail, "{t:?}");
+    assert!(
+        (t.loglog_alpha - 1.5).abs() < 0.2 && t.loglog_r2 > 0.95,
+        "{t:?}"
+    );
+    // a load between 0.2 and 0.4: its tail ends where an exponential's goes on
+    let bounded: Vec<f64> = (0..n).map(|i| 0.2 + 0.2 * grid(i)).collect();
+    assert!(!TailFit::of(&bounded).unwrap().long_tail);
+    assert_eq!(TailFit::of(&exp[..TAIL_MIN_SAMPLES - 1]), None);
+    assert_eq!(TailFit::of(&vec![0.0; 100]), None);
+    // through CoreLoad, on unsorted samples
+    let mut shuffled = pareto.clone();
+    shuffled.reverse();
+    assert_eq!(
+        CoreLoad::from_samples(3, shuffled).tail,
+        TailFit::of(&pareto)
+    );
+}
+
+/// `watch` over a synthetic /proc whose stat moves on at every sleep: windows of 3 readings,
+/// the second starting with the first's last reading, each core's busy fractions exact, and
+/// the count and the stop respected.
+#[test]
+fn watch_emits_windows_that_join_up() {
+    let root = std::env::temp_dir().join(format!("llr-tune-watch-{}", std::process::id()));
+    std::fs::create_dir_all(&root).unwrap();
+    // Per interval of 100 ticks: core 0 busy 10, 20, 30, 40; core 1 busy 50 each time.
+    let busy0 = [10u64, 20, 30, 40];
+    let write = |k: usize| {
+        let b0: u64 = busy0[..k].iter().sum();
+        let b1 = 50 * k as u64;
+        let t = 100 * k as u64;
+        std::fs::write(
+            root.join("stat"),
+            format!(
+                "cpu  0 0 0 0 0 0 0 0\ncpu0 {b0} 0 0 {} 0 0 0 0\ncpu1 {b1} 0 0 {} 0 0 0 0\n",
+                t - b0,
+                t - b1
+            ),
+        )
+        .unwrap();
+    };
+    write(0);
+    let mut k = 0;
+    let mut seen: Vec<(usize, Vec<f64>, Vec<f64>)> = Vec::new();
+    let n = watch(
+        &root,
+        3,
+        Duration::from_millis(1),
+        Some(2),
+        |_| {
+            k += 1;
+            write(k);
+        },
+        || false,
+        |w, loads| {
+            seen.push((w, loads[0].samples.clone(), loads[1].samples.clone()));
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert_eq!(n, 2);
+    assert_eq!(seen[0], (0, vec![0.1, 0.2], vec![0.5, 0.5]));
+    assert_eq!(seen[1], (1, vec![0.3, 0.4], vec![0.5, 0.5]));
+    // a stop before the first window is complete emits nothing
+    write(0);
+    let mut reads = 0;
+    let n = watch(
+        &root,
+        3,
+        Duration::from_millis(1),
+        None,
+        |_| {},
+        || {
+            reads += 1;
+            reads > 1
+        },
+        |_, _| panic!("no window is complete"),
+    )
+    .unwrap();
+    assert_eq!(n, 0);
+    let e = watch(
+        &root,
+        1,
+        Duration::from_millis(1),
+        None,
+        |_| {},
+        || true,
+        |_, _| Ok(()),
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "samples");
+    let _ = std::fs::remove_dir_all(&root);
+}
