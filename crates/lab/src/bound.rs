@@ -8,7 +8,7 @@
 //! rate the generator sent times `x`, and the RT ring's wait the worker's ring-latency histogram
 //! (XDP receive → served), whose buckets (steps of 1.5–2×) give the p99 as a range.
 
-use llr_core::sched::bound::tmax_ns;
+use llr_core::sched::bound::{tmax_burst_ns, tmax_ns};
 use llr_core::sched::StrategyKind;
 use llr_ops::metrics::{Histogram, MetricsSnapshot, RingMetrics};
 
@@ -23,6 +23,10 @@ pub struct Bound {
     pub be_budget: u32,
     /// Eq. 1, µs; `None` when ρRT ≥ 1.
     pub tmax_us: Option<f64>,
+    /// Frames per burst of the generator during the point (1: frame by frame).
+    pub burst: u32,
+    /// Eq. 1 for arrivals in bursts of `burst` ([`tmax_burst_ns`]), µs; `None` when ρRT ≥ 1.
+    pub tmax_burst_us: Option<f64>,
     /// The RT rings' time-in-ring p99 as its histogram bucket `(low, high]`, µs (`high` is
     /// infinite above the last bound); `None` without RT frames served.
     pub rt_ring_p99_us: Option<(f64, f64)>,
@@ -50,10 +54,21 @@ impl Verdict {
 }
 
 impl Bound {
-    /// How the RT ring's p99 compares with Tmax; `None` when no RT frame was served.
+    /// How the RT ring's p99 compares with Tmax (Eq. 1, smooth arrivals); `None` when no RT
+    /// frame was served.
     pub fn verdict(&self) -> Option<Verdict> {
+        self.verdict_against(self.tmax_us)
+    }
+
+    /// How it compares with the bound for the point's arrival bursts, the like-for-like check
+    /// of a generator that sends in batches.
+    pub fn verdict_burst(&self) -> Option<Verdict> {
+        self.verdict_against(self.tmax_burst_us)
+    }
+
+    fn verdict_against(&self, tmax_us: Option<f64>) -> Option<Verdict> {
         let (lo, hi) = self.rt_ring_p99_us?;
-        Some(match self.tmax_us {
+        Some(match tmax_us {
             None => Verdict::Beyond,
             Some(t) if hi <= t => Verdict::Within,
             Some(t) if lo >= t => Verdict::Beyond,
@@ -87,6 +102,8 @@ impl Bound {
             Some(be_budget) => Bound {
                 be_budget,
                 tmax_us: tmax_ns(be_budget, self.x_ns, self.rho_rt).map(|t| t / 1000.0),
+                tmax_burst_us: tmax_burst_ns(be_budget, self.burst, self.x_ns, self.rho_rt)
+                    .map(|t| t / 1000.0),
                 ..self
             },
             None => self,
@@ -94,8 +111,8 @@ impl Bound {
     }
 }
 
-/// The bound at a point that sent `sent_rt` RT packets in `secs` seconds, between the counter
-/// snapshots `a` and `b` of the router. `None` when the strategy has no BE ring budget that
+/// The bound at a point that sent `sent_rt` RT packets in `secs` seconds in bursts of `burst`
+/// frames, between the counter snapshots `a` and `b` of the router. `None` when the strategy has no BE ring budget that
 /// Eq. 1 is about (only `ll-wfq` and `ll-rr` serve a budget-limited BE ring between RT visits),
 /// or no frame was served.
 pub fn at_point(
@@ -103,6 +120,7 @@ pub fn at_point(
     b: &MetricsSnapshot,
     sent_rt: u64,
     secs: f64,
+    burst: u32,
 ) -> Option<Bound> {
     if !matches!(b.strategy, Some(StrategyKind::LlWfq | StrategyKind::LlRr)) || secs <= 0.0 {
         return None;
@@ -148,6 +166,8 @@ pub fn at_point(
         rho_rt,
         be_budget,
         tmax_us: tmax_ns(be_budget, x_ns, rho_rt).map(|t| t / 1000.0),
+        burst,
+        tmax_burst_us: tmax_burst_ns(be_budget, burst, x_ns, rho_rt).map(|t| t / 1000.0),
         rt_ring_p99_us,
     })
 }
@@ -308,7 +328,7 @@ mod tests {
                 ring(1, "be", 709_000, 0.360, 4, &[]),
             ],
         );
-        let m = at_point(&a, &b, 300_000, 1.0).unwrap();
+        let m = at_point(&a, &b, 300_000, 1.0, 8).unwrap();
         assert!((m.x_ns - 500.0).abs() < 1e-6, "{m:?}");
         assert!((m.rho_rt - 0.15).abs() < 1e-9, "{m:?}");
         assert_eq!(m.be_budget, 4);
@@ -349,6 +369,24 @@ mod tests {
             ..within
         };
         assert_eq!(saturated.verdict(), Some(Verdict::Beyond));
+        // Bursts of 8: b + 7 = 11 services, 5.5 / 0.85 = 6.47 µs; the (10, 15] µs p99 is beyond
+        // that too, a (5, 6] µs one within it though beyond Eq. 1.
+        assert_eq!(m.burst, 8);
+        assert!(
+            (m.tmax_burst_us.unwrap() - 5.5 / 0.85).abs() < 1e-9,
+            "{m:?}"
+        );
+        assert_eq!(m.verdict_burst(), Some(Verdict::Beyond));
+        let bursty = Bound {
+            rt_ring_p99_us: Some((5.0, 6.0)),
+            ..m
+        };
+        assert_eq!(bursty.verdict(), Some(Verdict::Beyond));
+        assert_eq!(bursty.verdict_burst(), Some(Verdict::Within));
+        assert!(
+            (d.tmax_burst_us.unwrap() - 9.5 / 0.85).abs() < 1e-9,
+            "{d:?}"
+        );
     }
 
     #[test]
@@ -397,7 +435,7 @@ mod tests {
     #[test]
     fn no_bound_without_a_budget_limited_be_ring_or_traffic() {
         let one = |s: &str| snap(s, vec![ring(0, "all", 1_000, 0.001, 64, &[])]);
-        assert_eq!(at_point(&one("sq"), &one("sq"), 10, 1.0), None);
+        assert_eq!(at_point(&one("sq"), &one("sq"), 10, 1.0, 1), None);
         let idle = snap(
             "ll-wfq",
             vec![
@@ -405,6 +443,6 @@ mod tests {
                 ring(1, "be", 0, 0.0, 4, &[]),
             ],
         );
-        assert_eq!(at_point(&idle, &idle, 0, 1.0), None);
+        assert_eq!(at_point(&idle, &idle, 0, 1.0, 1), None);
     }
 }

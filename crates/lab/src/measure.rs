@@ -77,6 +77,14 @@ pub struct Row {
     pub rt_ring_p99_us: f64,
     #[serde(default)]
     pub within_tmax: String,
+    /// Frames per generator burst, and Eq. 1 for arrivals in such bursts (the like-for-like
+    /// bound: [`llr_core::sched::bound::tmax_burst_ns`]) with the p99's verdict against it.
+    #[serde(default)]
+    pub arrival_burst: u32,
+    #[serde(default = "nan")]
+    pub tmax_burst_us: f64,
+    #[serde(default)]
+    pub within_tmax_burst: String,
     /// llrouter targets: frames, worker CPU ns and transmit flushes per grant of the highest
     /// ring (NaN under `sq`) and of the lowest ring (`sq`: its only ring) — what calibrates the
     /// simulator's grant and flush costs.
@@ -160,6 +168,8 @@ pub struct PointExtra {
     pub during: Option<MetricsSnapshot>,
     /// The llrouter target's `tx-hold-us`.
     pub tx_hold_us: Option<u32>,
+    /// Frames per generator burst (1: frame by frame), for the bound with bursts.
+    pub burst: u32,
 }
 
 /// The reports of one point.
@@ -233,6 +243,7 @@ impl Before {
             counters: self.counters.clone().zip(act.counters()),
             during: None,
             tx_hold_us: act.tx_hold_us,
+            burst: 1,
         }
         .with_noise(self.stat.as_ref(), read_stat().as_ref(), router_cpu)
     }
@@ -353,6 +364,7 @@ pub fn measure_once(
     })?;
     let extra = PointExtra {
         during,
+        burst: c.arrival_burst(),
         ..before.extra(act, c.router_cpu)
     };
     drop(sink); // detaches the XDP sink
@@ -418,7 +430,7 @@ pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: &Po
     let received = rt.seq.unique + be.seq.unique;
     let secs = g.duration_s.max(1e-9);
     let m = (x.counters.as_ref())
-        .and_then(|(a, b)| bound::at_point(a, b, g.sent_rt, g.duration_s))
+        .and_then(|(a, b)| bound::at_point(a, b, g.sent_rt, g.duration_s, x.burst))
         .map(|m| match &x.during {
             Some(d) => m.with_budget_from(d),
             None => m,
@@ -468,6 +480,10 @@ pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: &Po
         rt_ring_p99_lo_us: p99_lo,
         rt_ring_p99_us: p99_hi,
         within_tmax: (m.and_then(|m| m.verdict())).map_or(String::new(), |v| v.name().into()),
+        arrival_burst: x.burst,
+        tmax_burst_us: m.and_then(|m| m.tmax_burst_us).unwrap_or(f64::NAN),
+        within_tmax_burst: (m.and_then(|m| m.verdict_burst()))
+            .map_or(String::new(), |v| v.name().into()),
         hi_frames_per_grant: hi.map_or(f64::NAN, |g| g.frames_per_grant),
         hi_ns_per_grant: hi.map_or(f64::NAN, |g| g.ns_per_grant),
         lo_frames_per_grant: lo.map_or(f64::NAN, |g| g.frames_per_grant),

@@ -364,6 +364,15 @@ impl Options {
 
     /// Rx/Tx queues of every testbed veth: one per worker, or per worker and class with queue
     /// steering.
+    /// Frames the generator sends back to back: its batch, except the `xsk` backend, which
+    /// paces frame by frame.
+    pub fn arrival_burst(&self) -> u32 {
+        match self.gen_backend {
+            GenBackend::Xsk => 1,
+            _ => self.gen_batch as u32,
+        }
+    }
+
     pub fn veth_queues(&self) -> u32 {
         match self.steering {
             Steering::Xdp => self.workers as u32,

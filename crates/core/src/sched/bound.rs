@@ -12,6 +12,15 @@ pub fn tmax_ns(budget: u32, service_ns: f64, rho_rt: f64) -> Option<f64> {
         .then(|| budget as f64 * service_ns / (1.0 - rho_rt.max(0.0)))
 }
 
+/// Eq. 1 for arrivals in bursts of `burst` frames that reach the ring together (a generator's
+/// batch, a NIC's interrupt coalescing): besides the BE budget, an RT frame may find up to
+/// `burst − 1` frames of its own burst ahead of it in the RT ring, so the bound is Eq. 1 with
+/// `budget + burst − 1` services (every frame of the burst RT, the worst case). `burst = 1` is
+/// Eq. 1.
+pub fn tmax_burst_ns(budget: u32, burst: u32, service_ns: f64, rho_rt: f64) -> Option<f64> {
+    tmax_ns(budget.saturating_add(burst.max(1) - 1), service_ns, rho_rt)
+}
+
 /// Eq. 2: the largest BE ring budget keeping the RT latency within `m` service times;
 /// 0 when even a budget of 1 would exceed it.
 pub fn max_budget(m: f64, rho_rt: f64) -> u32 {
@@ -39,5 +48,11 @@ mod tests {
         assert!((t - 4.0 * 600.0 / 0.7).abs() < 1e-9);
         assert_eq!(tmax_ns(4, 600.0, 1.0), None);
         assert_eq!(tmax_ns(4, 600.0, f64::NAN), None);
+        // bursts of 32 with b = 4: 35 services; a burst of 1 (or 0) is Eq. 1
+        let t = tmax_burst_ns(4, 32, 600.0, 0.3).unwrap();
+        assert!((t - 35.0 * 600.0 / 0.7).abs() < 1e-9);
+        assert_eq!(tmax_burst_ns(4, 1, 600.0, 0.3), tmax_ns(4, 600.0, 0.3));
+        assert_eq!(tmax_burst_ns(4, 0, 600.0, 0.3), tmax_ns(4, 600.0, 0.3));
+        assert_eq!(tmax_burst_ns(4, 32, 600.0, 1.0), None);
     }
 }
