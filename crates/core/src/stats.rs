@@ -263,9 +263,64 @@ impl FlowTable {
     }
 }
 
+/// A least-squares line `y = intercept + slope·x` and its coefficient of determination: the
+/// one fit behind the simulator's grant cost, paper 003's switch cost and `tune`'s tail.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LineFit {
+    pub intercept: f64,
+    pub slope: f64,
+    /// R² (1 when every y is the same and the line goes through them).
+    pub r2: f64,
+}
+
+impl LineFit {
+    /// The fit of `points`; `None` with fewer than two distinct x, or a value that is not a
+    /// number.
+    pub fn of(points: &[(f64, f64)]) -> Option<LineFit> {
+        let k = points.len() as f64;
+        if points.len() < 2 || points.iter().any(|(x, y)| !x.is_finite() || !y.is_finite()) {
+            return None;
+        }
+        let (mx, my) = (
+            points.iter().map(|p| p.0).sum::<f64>() / k,
+            points.iter().map(|p| p.1).sum::<f64>() / k,
+        );
+        let sxx: f64 = points.iter().map(|(x, _)| (x - mx).powi(2)).sum();
+        let sxy: f64 = points.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+        let syy: f64 = points.iter().map(|(_, y)| (y - my).powi(2)).sum();
+        if sxx <= 1e-9 * k * (1.0 + mx.abs()) {
+            return None;
+        }
+        let slope = sxy / sxx;
+        Some(LineFit {
+            intercept: my - slope * mx,
+            slope,
+            r2: if syy > 0.0 {
+                sxy * sxy / (sxx * syy)
+            } else {
+                1.0
+            },
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn line_fit_recovers_a_line_and_refuses_one_x() {
+        let pts: Vec<(f64, f64)> = (1..=4).map(|x| (x as f64, 10.0 + 2.5 * x as f64)).collect();
+        let f = LineFit::of(&pts).unwrap();
+        assert!((f.intercept - 10.0).abs() < 1e-9 && (f.slope - 2.5).abs() < 1e-9);
+        assert!((f.r2 - 1.0).abs() < 1e-12);
+        let noisy = [(0.0, 0.0), (1.0, 2.0), (2.0, 1.0), (3.0, 3.0)];
+        let f = LineFit::of(&noisy).unwrap();
+        assert!(f.r2 > 0.5 && f.r2 < 1.0, "{f:?}");
+        assert_eq!(LineFit::of(&[(1.0, 2.0), (1.0, 3.0)]), None);
+        assert_eq!(LineFit::of(&[(1.0, 2.0)]), None);
+        assert_eq!(LineFit::of(&[(1.0, 2.0), (f64::NAN, 3.0)]), None);
+    }
 
     fn run(seqs: &[u64]) -> SeqStats {
         let mut t = SeqTracker::new(0);

@@ -34,16 +34,7 @@ pub fn fit_grant_cost(points: &[(f64, f64)]) -> Option<(f64, f64)> {
     let pts: Vec<(f64, f64)> = (points.iter().copied())
         .filter(|(n, t)| n.is_finite() && t.is_finite() && *n > 0.0)
         .collect();
-    let k = pts.len() as f64;
-    let (sx, sy) = pts.iter().fold((0.0, 0.0), |(a, b), (n, t)| (a + n, b + t));
-    let (mx, my) = (sx / k, sy / k);
-    let sxx: f64 = pts.iter().map(|(n, _)| (n - mx).powi(2)).sum();
-    let sxy: f64 = pts.iter().map(|(n, t)| (n - mx) * (t - my)).sum();
-    if pts.len() < 2 || sxx <= 1e-9 * k {
-        return None;
-    }
-    let x = sxy / sxx;
-    Some((my - x * mx, x))
+    llr_core::stats::LineFit::of(&pts).map(|f| (f.intercept, f.slope))
 }
 
 /// The live worker's costs split three ways: `t = grant_ns + flushes·flush_ns + frames·frame_ns`

@@ -347,6 +347,11 @@ pub fn write_report(
             m / p.us
         );
     }
+    finish_report(out, md, claims)
+}
+
+/// Appends the claims' table to `md` and writes it as `out/report.md`.
+pub(crate) fn finish_report(out: &Path, mut md: String, claims: &[Claim]) -> Result<()> {
     md.push_str("\n## The paper's claims\n\n| figure | the paper says | our check | holds |\n|---|---|---|---|\n");
     for c in claims {
         let _ = writeln!(

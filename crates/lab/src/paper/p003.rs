@@ -70,22 +70,20 @@ pub struct Output {
     pub turns: u64,
 }
 
-/// Least squares of `ys` on `xs`.
+/// Least squares of `ys` on `xs` (NaN where the points make no line).
 pub fn fit(xs: &[f64], ys: &[f64]) -> Fit {
-    let n = xs.len() as f64;
-    let (mx, my) = (xs.iter().sum::<f64>() / n, ys.iter().sum::<f64>() / n);
-    let sxy: f64 = xs.iter().zip(ys).map(|(x, y)| (x - mx) * (y - my)).sum();
-    let sxx: f64 = xs.iter().map(|x| (x - mx).powi(2)).sum();
-    let slope = sxy / sxx;
-    let fixed = my - slope * mx;
-    let ss_res: f64 = (xs.iter().zip(ys))
-        .map(|(x, y)| (y - fixed - slope * x).powi(2))
-        .sum();
-    let ss_tot: f64 = ys.iter().map(|y| (y - my).powi(2)).sum();
-    Fit {
-        fixed_ns: fixed,
-        slope_ns: slope,
-        r2: 1.0 - ss_res / ss_tot,
+    let pts: Vec<(f64, f64)> = xs.iter().copied().zip(ys.iter().copied()).collect();
+    match llr_core::stats::LineFit::of(&pts) {
+        Some(f) => Fit {
+            fixed_ns: f.intercept,
+            slope_ns: f.slope,
+            r2: f.r2,
+        },
+        None => Fit {
+            fixed_ns: f64::NAN,
+            slope_ns: f64::NAN,
+            r2: f64::NAN,
+        },
     }
 }
 
@@ -322,8 +320,7 @@ pub fn write_report(out: &Path, args: &PaperArgs, o: &Output) -> Result<()> {
          The paper's machine and ours differ (a 2007 kernel module against user space on this \
          VM), so the fixed parts are not compared as numbers; the form is.\n\n\
          The simulator (`llrouter sim flows`) takes this calibration as\n\n```toml\n[cost]\n\
-         switch-ns = {:.0}\nswitch-per-doubling-ns = {:.1}\n```\n\n\
-         ## The paper's claims\n\n| figure | the paper says | our check | holds |\n|---|---|---|---|\n",
+         switch-ns = {:.0}\nswitch-per-doubling-ns = {:.1}\n```\n",
         o.log_fit.fixed_ns,
         o.log_fit.slope_ns,
         o.log_fit.r2,
@@ -333,32 +330,12 @@ pub fn write_report(out: &Path, args: &PaperArgs, o: &Output) -> Result<()> {
         o.log_fit.fixed_ns.max(0.0),
         o.log_fit.slope_ns.max(0.0)
     );
-    for c in &o.claims {
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {} |",
-            c.figure,
-            c.statement,
-            c.check,
-            if c.holds { "yes" } else { "**no**" }
-        );
-    }
-    let path = out.join("report.md");
-    std::fs::write(&path, md).map_err(|e| LabError::io(format!("write {}", path.display()), e))
+    super::finish_report(out, md, &o.claims)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fit_recovers_a_line() {
-        let xs = [1.0, 2.0, 3.0, 4.0];
-        let ys: Vec<f64> = xs.iter().map(|x| 10.0 + 2.5 * x).collect();
-        let f = fit(&xs, &ys);
-        assert!((f.fixed_ns - 10.0).abs() < 1e-9 && (f.slope_ns - 2.5).abs() < 1e-9);
-        assert!((f.r2 - 1.0).abs() < 1e-12);
-    }
 
     /// At reduced size: every turn switches, the cost grows from 2 to 4096 flows and the
     /// logarithm fits it better than a line. The fixed part and the slope are this machine's

@@ -177,11 +177,9 @@ impl TailFit {
             pts.dedup_by(|a, b| a.0 == b.0);
             pts
         };
-        let (alpha, r2) = if top.len() >= 3 {
-            let (slope, r2) = line_fit(&top);
-            (-slope, r2)
-        } else {
-            (f64::NAN, f64::NAN)
+        let (alpha, r2) = match llr_core::stats::LineFit::of(&top) {
+            Some(f) if top.len() >= 3 => (-f.slope, f.r2),
+            _ => (f64::NAN, f64::NAN),
         };
         let (c90, c99) = (ccdf(p90), ccdf(p99));
         let (e90, e99) = ((-rate * p90).exp(), (-rate * p99).exp());
@@ -196,25 +194,6 @@ impl TailFit {
             long_tail: c99 >= LONG_TAIL_FACTOR * e99,
         })
     }
-}
-
-/// Least squares slope of `(x, y)` points and the line's R².
-fn line_fit(pts: &[(f64, f64)]) -> (f64, f64) {
-    let n = pts.len() as f64;
-    let (mx, my) = (
-        pts.iter().map(|p| p.0).sum::<f64>() / n,
-        pts.iter().map(|p| p.1).sum::<f64>() / n,
-    );
-    let sxy: f64 = pts.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
-    let sxx: f64 = pts.iter().map(|(x, _)| (x - mx).powi(2)).sum();
-    let syy: f64 = pts.iter().map(|(_, y)| (y - my).powi(2)).sum();
-    let slope = sxy / sxx;
-    let r2 = if syy > 0.0 {
-        sxy * sxy / (sxx * syy)
-    } else {
-        1.0
-    };
-    (slope, r2)
 }
 
 /// Nearest-rank percentile of ascending `sorted` (non-empty), `q` in `[0, 1]`.
