@@ -58,11 +58,11 @@ fn p003_cmd(args: PaperArgs) -> anyhow::Result<()> {
     }
     println!(
         "fit: {:.1} + {:.2}·log2 n ns (R² {:.3}); linear {:.1} + {:.4}·n ns (R² {:.3})",
-        out.log_fit.fixed_ns,
-        out.log_fit.slope_ns,
+        out.log_fit.intercept,
+        out.log_fit.slope,
         out.log_fit.r2,
-        out.linear_fit.fixed_ns,
-        out.linear_fit.slope_ns,
+        out.linear_fit.intercept,
+        out.linear_fit.slope,
         out.linear_fit.r2
     );
     let held = out.claims.iter().filter(|c| c.holds).count();

@@ -20,6 +20,7 @@ use std::hint::black_box;
 use std::path::Path;
 
 use llr_core::flow::{FlowParams, FlowSched, Next, Pipeline, Progress, Share};
+use llr_core::stats::LineFit;
 use serde::Serialize;
 
 use super::{mean_ci, Claim, PaperArgs};
@@ -50,41 +51,16 @@ pub struct Point {
     pub replications: usize,
 }
 
-/// A least-squares line `fixed + slope · x` and its coefficient of determination.
-#[derive(Debug, Clone, Copy)]
-pub struct Fit {
-    pub fixed_ns: f64,
-    pub slope_ns: f64,
-    pub r2: f64,
-}
-
 /// What [`run`] measured.
 #[derive(Debug, Clone)]
 pub struct Output {
     pub points: Vec<Point>,
     /// x = log2(flows): the slope is ns per doubling.
-    pub log_fit: Fit,
+    pub log_fit: LineFit,
     /// x = flows: the slope is ns per flow, the paper's form.
-    pub linear_fit: Fit,
+    pub linear_fit: LineFit,
     pub claims: Vec<Claim>,
     pub turns: u64,
-}
-
-/// Least squares of `ys` on `xs` (NaN where the points make no line).
-pub fn fit(xs: &[f64], ys: &[f64]) -> Fit {
-    let pts: Vec<(f64, f64)> = xs.iter().copied().zip(ys.iter().copied()).collect();
-    match llr_core::stats::LineFit::of(&pts) {
-        Some(f) => Fit {
-            fixed_ns: f.intercept,
-            slope_ns: f.slope,
-            r2: f.r2,
-        },
-        None => Fit {
-            fixed_ns: f64::NAN,
-            slope_ns: f64::NAN,
-            r2: f64::NAN,
-        },
-    }
 }
 
 /// A scheduler with `n` flows of equal share, each with packets queued, whose quantum ends
@@ -169,8 +145,12 @@ pub fn run(args: &PaperArgs, mut tick: impl FnMut()) -> Result<Output> {
     let ys: Vec<f64> = points.iter().map(|p| p.mean_ns).collect();
     let logs: Vec<f64> = points.iter().map(|p| (p.flows as f64).log2()).collect();
     let ns: Vec<f64> = points.iter().map(|p| p.flows as f64).collect();
-    let log_fit = fit(&logs, &ys);
-    let linear_fit = fit(&ns, &ys);
+    // twelve distinct flow counts: a line always exists
+    let line = |xs: &[f64]| {
+        let pts: Vec<(f64, f64)> = xs.iter().copied().zip(ys.iter().copied()).collect();
+        LineFit::of(&pts).ok_or_else(|| LabError::Failed(format!("no line through {pts:?}")))
+    };
+    let (log_fit, linear_fit) = (line(&logs)?, line(&ns)?);
     let claims = claims(&points, &log_fit, &linear_fit);
     Ok(Output {
         points,
@@ -181,7 +161,7 @@ pub fn run(args: &PaperArgs, mut tick: impl FnMut()) -> Result<Output> {
     })
 }
 
-fn claims(points: &[Point], log_fit: &Fit, linear_fit: &Fit) -> Vec<Claim> {
+fn claims(points: &[Point], log_fit: &LineFit, linear_fit: &LineFit) -> Vec<Claim> {
     let first = &points[0];
     let last = &points[points.len() - 1];
     let paper_last = PAPER_FIXED_NS + PAPER_PER_FLOW_NS * last.flows as f64;
@@ -191,16 +171,16 @@ fn claims(points: &[Point], log_fit: &Fit, linear_fit: &Fit) -> Vec<Claim> {
             statement: "the overhead has a fixed component and one that grows with the eligible flows",
             check: format!(
                 "{:.0} ns at {} flows, {:.0} ns at {}; fixed part {:.0} ns (log fit)",
-                first.mean_ns, first.flows, last.mean_ns, last.flows, log_fit.fixed_ns
+                first.mean_ns, first.flows, last.mean_ns, last.flows, log_fit.intercept
             ),
-            holds: log_fit.fixed_ns > 0.0 && last.mean_ns > first.mean_ns + first.ci95_ns + last.ci95_ns,
+            holds: log_fit.intercept > 0.0 && last.mean_ns > first.mean_ns + first.ci95_ns + last.ci95_ns,
         },
         Claim {
             figure: "5",
             statement: "a priority queue can reduce the growth to O(log n)",
             check: format!(
                 "a + b·log2 n fits with R² {:.3} (b = {:.1} ns per doubling); a + c·n with R² {:.3}",
-                log_fit.r2, log_fit.slope_ns, linear_fit.r2
+                log_fit.r2, log_fit.slope, linear_fit.r2
             ),
             holds: log_fit.r2 > linear_fit.r2 && log_fit.r2 >= 0.8,
         },
@@ -234,7 +214,7 @@ pub fn write_report(out: &Path, args: &PaperArgs, o: &Output) -> Result<()> {
         log_fit_ns: Fixed<2>,
         paper_ns: Fixed<1>,
     }
-    let log_at = |n: usize| o.log_fit.fixed_ns + o.log_fit.slope_ns * (n as f64).log2();
+    let log_at = |n: usize| o.log_fit.intercept + o.log_fit.slope * (n as f64).log2();
     let paper_at = |n: usize| PAPER_FIXED_NS + PAPER_PER_FLOW_NS * n as f64;
     let lines: Vec<Line> = (o.points.iter())
         .map(|p| Line {
@@ -264,7 +244,7 @@ pub fn write_report(out: &Path, args: &PaperArgs, o: &Output) -> Result<()> {
         PlotSeries {
             label: format!(
                 "ours, fit {:.0} + {:.1}·log2 n",
-                o.log_fit.fixed_ns, o.log_fit.slope_ns
+                o.log_fit.intercept, o.log_fit.slope
             ),
             points: o
                 .points
@@ -321,14 +301,14 @@ pub fn write_report(out: &Path, args: &PaperArgs, o: &Output) -> Result<()> {
          VM), so the fixed parts are not compared as numbers; the form is.\n\n\
          The simulator (`llrouter sim flows`) takes this calibration as\n\n```toml\n[cost]\n\
          switch-ns = {:.0}\nswitch-per-doubling-ns = {:.1}\n```\n",
-        o.log_fit.fixed_ns,
-        o.log_fit.slope_ns,
+        o.log_fit.intercept,
+        o.log_fit.slope,
         o.log_fit.r2,
-        o.linear_fit.fixed_ns,
-        o.linear_fit.slope_ns,
+        o.linear_fit.intercept,
+        o.linear_fit.slope,
         o.linear_fit.r2,
-        o.log_fit.fixed_ns.max(0.0),
-        o.log_fit.slope_ns.max(0.0)
+        o.log_fit.intercept.max(0.0),
+        o.log_fit.slope.max(0.0)
     );
     super::finish_report(out, md, &o.claims)
 }
@@ -354,7 +334,7 @@ mod tests {
         assert_eq!(o.points.len(), FLOWS.len());
         let (a, z) = (&o.points[0], &o.points[FLOWS.len() - 1]);
         assert!(z.mean_ns > a.mean_ns, "{a:?} {z:?}");
-        assert!(o.log_fit.slope_ns > 0.0, "{:?}", o.log_fit);
+        assert!(o.log_fit.slope > 0.0, "{:?}", o.log_fit);
         assert!(o.log_fit.r2 > o.linear_fit.r2, "{o:?}");
     }
 }
