@@ -14,8 +14,13 @@ mod common;
 use common::{topology, RouterThread, TempDir};
 
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 
 use llr_traffic::netns::{addr, Netns};
+
+/// One test at a time: both pin their worker to core 1 and their generators to core 0, and two
+/// at once would share those cores (the harness runs a binary's tests in parallel).
+static SERIAL: Mutex<()> = Mutex::new(());
 
 const CONFIG: &str = r#"
 interfaces = ["veth-rin", "veth-rout"]
@@ -59,6 +64,7 @@ fn gen(ns: &Netns, dst: &str, rate: u64) -> std::thread::JoinHandle<u64> {
 /// per ingress interface (veth-rin, veth-rout): (frames sent to it, frames the worker took
 /// from it, frames its socket dropped with the ring full).
 fn run(tag: &str, forward: u64, backward: u64) -> [(u64, u64, u64); 2] {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let topo = topology(&format!("llrfair-{tag}"));
     let dir = TempDir::new(&format!("fairness-{tag}"));
     let rin = topo.router.ifindex("veth-rin").expect("ifindex");
