@@ -3,7 +3,9 @@
 //! table's memory is mostly cache-cold as on a router at an Internet edge. One iteration is a
 //! batch of 32 packets (a grant), each to another random destination.
 //!
-//! `cargo bench -p llr-core --bench fulltable` (building the table takes ~10 s).
+//! `cargo bench -p llr-core --bench fulltable` (building the table takes ~10 s). The tables are
+//! in 4 KiB pages, as the router's by default; `LLR_HUGE_PAGES=1` backs them as the router's
+//! `huge-pages = true` does (`--bench pages` compares the two within one run).
 
 mod common;
 
@@ -52,9 +54,18 @@ fn forwarder(fx: &Fixture) -> Forwarder {
     f
 }
 
+/// Backs the tables built from here on with huge pages if `LLR_HUGE_PAGES` is set.
+fn pages() {
+    if std::env::var_os("LLR_HUGE_PAGES").is_some() {
+        llr_io::sys::back_tables_with_huge_pages();
+    }
+}
+
 fn fulltable(c: &mut Criterion) {
+    pages();
     let fx = Fixture::generate(FixtureSpec::full(1)).expect("fixture");
     let fwd = forwarder(&fx);
+    eprintln!("huge pages: {}", anon_huge_pages());
     let dsts = fx.destinations(4 * DESTS, 7);
     let v4: Vec<IpAddr> = dsts
         .iter()
@@ -152,6 +163,7 @@ fn fulltable(c: &mut Criterion) {
 /// first and multibit tries with two stride plans. Each is built from the fixture's prefixes;
 /// its memory and build time are printed before it is timed.
 fn v6_structures(c: &mut Criterion) {
+    pages();
     const S24_8: &[u8] = &[24, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8];
     let fx = Fixture::generate(FixtureSpec::full(1)).expect("fixture");
     let dsts: Vec<u128> = fx
@@ -182,6 +194,7 @@ fn v6_structures(c: &mut Criterion) {
             t.insert(a, l, v).unwrap();
         });
         let m = t.memory();
+        eprintln!("huge pages: {}", anon_huge_pages());
         eprintln!(
             "poptrie: {} prefixes in {secs:.2} s; direct table {:.1} MB touched, nodes and leaves {:.1} MB, records {:.1} MB",
             t.len(),
@@ -239,6 +252,19 @@ fn fill(fx: &Fixture, mut insert: impl FnMut(u128, u8, u32)) -> f64 {
         }
     }
     t0.elapsed().as_secs_f64()
+}
+
+/// The process's memory in huge pages, as `/proc/self/smaps_rollup` gives it.
+fn anon_huge_pages() -> String {
+    std::fs::read_to_string("/proc/self/smaps_rollup")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("AnonHugePages:")
+                    .map(|v| v.trim().to_string())
+            })
+        })
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// `1000000` as `1M`, `230000` as `230k`.

@@ -589,6 +589,30 @@ pub fn map_large_allocations() {
     }
 }
 
+/// Asks the kernel to back the whole 2 MiB pages inside `len` bytes at `addr` with huge pages
+/// (`madvise(MADV_HUGEPAGE)`), which transparent huge pages in `madvise` mode (Debian's
+/// default) grant only where asked. Advice only: where the kernel has no huge page to give, or
+/// THP is off, the memory stays in 4 KiB pages and nothing fails.
+pub fn advise_huge_pages(addr: usize, len: usize) {
+    const HUGE: usize = 2 << 20;
+    let start = addr.next_multiple_of(HUGE);
+    let end = (addr + len) & !(HUGE - 1);
+    if end > start {
+        // SAFETY: the range lies inside the caller's live allocation (rounded inwards to whole
+        // huge pages); MADV_HUGEPAGE changes how pages are backed, never their contents, so
+        // nothing the program reads or writes changes.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
+/// Backs the route tables' randomly read arrays (IPv4 first level, IPv6 trie) with huge pages
+/// from now on ([`llr_core::fwd::set_hot_array_advice`]). Call before the tables are built.
+pub fn back_tables_with_huge_pages() {
+    llr_core::fwd::set_hot_array_advice(advise_huge_pages);
+}
+
 /// Hands the allocator's free memory back to the kernel (`malloc_trim(0)`): after a full
 /// table is dumped and diffed, the transient maps are freed but glibc keeps their pages, so
 /// the resident size would stay at the peak.
@@ -665,6 +689,40 @@ pub fn max_open_files() -> io::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn anon_huge_kb() -> u64 {
+        let s = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap();
+        s.lines()
+            .find_map(|l| l.strip_prefix("AnonHugePages:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
+            .expect("AnonHugePages in smaps_rollup")
+    }
+
+    #[test]
+    fn route_tables_get_huge_pages_once_backed() {
+        // The advice is what THP in `madvise` mode waits for; `always` grants them anyway and
+        // `never` refuses them, so only the first two can show that the advice arrives.
+        let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .expect("THP mode");
+        assert!(
+            !mode.contains("[never]"),
+            "transparent huge pages are off on this kernel ({}): nothing to test",
+            mode.trim()
+        );
+        back_tables_with_huge_pages();
+        let before = anon_huge_kb();
+        let t = llr_core::fwd::Lpm4::new();
+        // A /2 writes 4 Mi entries of the first level: 16 MiB, eight huge pages' worth.
+        t.insert(0x4000_0000, 2, 7).unwrap();
+        let after = anon_huge_kb();
+        assert_eq!(t.lookup(0x4242_4242), Some(7));
+        assert!(
+            after >= before + 8 * 1024,
+            "the table's 16 MiB took {} kB of huge pages (THP mode {})",
+            after.saturating_sub(before),
+            mode.trim()
+        );
+    }
 
     #[test]
     fn eventfd_kick_makes_it_readable_and_clear_drains_it() {

@@ -110,6 +110,10 @@ impl Router {
         }
         let steering = opts.steering.unwrap_or(cfg.steering);
         let r = cfg.resolve(|n| llr_io::ebpf::ifindex(n).ok())?;
+        if r.cfg.huge_pages {
+            // For every table the process builds from now on: the advice is process-wide.
+            llr_io::sys::back_tables_with_huge_pages();
+        }
         let queues = crate::plan::check(&r, steering, kernel.multi_buffer)?;
         let allowed = llr_ops::cpus::allowed().step("read the CPU affinity")?;
         let helpers =

@@ -140,6 +140,36 @@ fn zeroed(n: usize) -> Box<[AtomicU32]> {
     bytemuck::zeroed_slice_box(n)
 }
 
+/// Arrays smaller than this are left to the allocator: a huge page is 2 MiB, and the TLB holds
+/// a small array's pages anyway.
+const HOT_ARRAY_MIN: usize = 4 << 20;
+
+static HOT_ARRAY_ADVICE: OnceLock<fn(usize, usize)> = OnceLock::new();
+
+/// Installs what the process does with a table array that lookups read at random (the IPv4
+/// first level, the IPv6 trie's nodes and leaves), given its address and length in bytes,
+/// before anything is written to it. The I/O layer asks the kernel for huge pages there
+/// (`llr_io::sys::back_tables_with_huge_pages`): with 4 KiB pages nearly every lookup in a
+/// full table misses the TLB, and in a virtual machine a miss walks two page tables. Without
+/// it (the simulator, tests) the arrays are plain zeroed memory. Returns false if advice was
+/// already installed (the first stays).
+pub fn set_hot_array_advice(advice: fn(usize, usize)) -> bool {
+    HOT_ARRAY_ADVICE.set(advice).is_ok()
+}
+
+/// A zeroed array that lookups read at random: as [`zeroed`], then, if large, handed to the
+/// installed advice while none of it is committed.
+pub(super) fn zeroed_hot<T: bytemuck::Zeroable>(n: usize) -> Box<[T]> {
+    let b: Box<[T]> = bytemuck::zeroed_slice_box(n);
+    let bytes = core::mem::size_of_val(&*b);
+    if bytes >= HOT_ARRAY_MIN {
+        if let Some(advise) = HOT_ARRAY_ADVICE.get() {
+            advise(b.as_ptr() as usize, bytes);
+        }
+    }
+    b
+}
+
 /// The groups of one level: chunks of about 256 KiB, allocated once and never moved.
 struct Pool {
     stride: u8,
@@ -498,7 +528,7 @@ impl<K: LpmKey> Lpm<K> {
         let levels = strides.len();
         Lpm {
             strides,
-            top: zeroed(1 << strides[0]),
+            top: zeroed_hot(1 << strides[0]),
             pools: (0..levels)
                 .map(|l| Pool::new(if l == 0 { 1 } else { strides[l] }))
                 .collect(),

@@ -14,7 +14,9 @@ mod tables;
 use core::fmt;
 
 pub use icmp::{IcmpKind, IcmpLimiter, IcmpLimits};
-pub use lpm::{Lpm4, LpmError, LpmMemory, Reader, Readers, MAX_TAG, MAX_VALUE};
+pub use lpm::{
+    set_hot_array_advice, Lpm4, LpmError, LpmMemory, Reader, Readers, MAX_TAG, MAX_VALUE,
+};
 /// The IPv6 table.
 pub use poptrie::Poptrie as Lpm6;
 pub use shared::{ForwarderGuard, SharedForwarder};

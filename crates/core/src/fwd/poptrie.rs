@@ -35,8 +35,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::hash::FxBuild;
 use super::lpm::{
-    bits, depth_of, is_valid, leaf, mask, LpmError, LpmMemory, Readers, Shadow, MAX_TAG, MAX_VALUE,
-    TAG_SHIFT, VALID, VALUE_MASK,
+    bits, depth_of, is_valid, leaf, mask, zeroed_hot, LpmError, LpmMemory, Readers, Shadow,
+    MAX_TAG, MAX_VALUE, TAG_SHIFT, VALID, VALUE_MASK,
 };
 
 /// Bits resolved by the direct table.
@@ -303,8 +303,8 @@ impl Poptrie {
         Poptrie {
             short: bytemuck::zeroed_slice_box(1 << SHORT_BITS),
             direct: bytemuck::zeroed_slice_box(1 << DIRECT_BITS),
-            nodes: bytemuck::zeroed_slice_box(NODE_CAP as usize),
-            leaves: bytemuck::zeroed_slice_box(LEAF_CAP as usize),
+            nodes: zeroed_hot(NODE_CAP as usize),
+            leaves: zeroed_hot(LEAF_CAP as usize),
             readers,
             w: Mutex::new(Writer {
                 shadow: Shadow::new(128),
