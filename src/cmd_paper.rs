@@ -4,7 +4,7 @@
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use llr_lab::paper::{p001, p003, PaperArgs};
+use llr_lab::paper::{p000, p001, p003, PaperArgs};
 
 use crate::cli_util::lab_error;
 
@@ -17,6 +17,12 @@ pub struct PaperCmd {
 
 #[derive(Debug, Subcommand)]
 pub enum Paper {
+    /// Paper 000, Fig. 7 and Eq. 1–2 (simulated: mean latency of RT and BE against the RT
+    /// share at 1.5 Mpps and against the offered load at 30 % RT, for SQ, RR, LL-RR and
+    /// LL-WFQ; the RT ring's waits against Eq. 1's Tmax). Figs. 5–6 and the live Fig. 7 are
+    /// `llrouter testbed run` (docs/papers.md).
+    #[command(name = "000")]
+    P000(PaperArgs),
     /// Paper 001's case study, Figs. 5–7 (simulated: mean latency of RT and BE against the RT
     /// share, the utilization and the time slice, for every strategy, with 95 % confidence
     /// intervals).
@@ -32,9 +38,50 @@ pub enum Paper {
 
 pub fn run(a: PaperCmd) -> anyhow::Result<()> {
     match a.paper {
+        Paper::P000(args) => p000_cmd(args),
         Paper::P001(args) => p001_cmd(args),
         Paper::P003(args) => p003_cmd(args),
     }
+}
+
+fn p000_cmd(args: PaperArgs) -> anyhow::Result<()> {
+    args.check(&p000::FIGURES).map_err(lab_error)?;
+    let pb = ProgressBar::new(p000::count(&args) as u64);
+    pb.set_style(
+        ProgressStyle::with_template("paper 000 {bar:40} {pos}/{len} simulations, {eta} left")
+            .expect("a valid template"),
+    );
+    let t0 = std::time::Instant::now();
+    let out = p000::run(&args, || pb.inc(1)).map_err(lab_error)?;
+    pb.finish_and_clear();
+    println!(
+        "{} simulations, {:.1} M packets in {:.1} s",
+        out.simulations,
+        out.packets as f64 / 1e6,
+        t0.elapsed().as_secs_f64()
+    );
+    for b in out.bounds.iter().filter(|b| b.line == "LL-WFQ") {
+        println!(
+            "Eq. 1 LL-WFQ at {:.0} % RT: Tmax {:.2} µs; RT wait mean {:.2}, p99 {:.2}, longest {:.2} µs",
+            100.0 * b.share,
+            b.tmax_us,
+            b.mean_wait_us,
+            b.p99_wait_us,
+            b.max_wait_us
+        );
+    }
+    print_claims(&out.claims);
+    println!("report: {}", args.out.join("report.md").display());
+    Ok(())
+}
+
+fn print_claims(claims: &[llr_lab::paper::Claim]) {
+    let held = claims.iter().filter(|c| c.holds).count();
+    for c in claims {
+        let mark = if c.holds { "holds" } else { "DOES NOT HOLD" };
+        println!("{} [{mark}] {}: {}", c.figure, c.statement, c.check);
+    }
+    println!("{held} of {} claims hold", claims.len());
 }
 
 fn p003_cmd(args: PaperArgs) -> anyhow::Result<()> {

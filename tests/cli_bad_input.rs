@@ -570,5 +570,9 @@ fn paper_rejects_unknown_figures_and_too_few_replications() {
         &["paper", "003", "--fig", "6", "--out", "/nonexistent/x"],
         &["fig", "this paper's figures are 5"],
     );
+    usage_error(
+        &["paper", "000", "--fig", "5a", "--out", "/nonexistent/x"],
+        &["fig", "this paper's figures are 7a, 7b, eq1"],
+    );
     usage_error(&["paper", "002"], &["002"]);
 }

@@ -96,6 +96,8 @@ pub(super) fn args(series: &Series, axis: Axis, x: f64, packets: u64, seed: u64)
         Axis::RtShare => share = x,
         Axis::Utilization => util = x,
         Axis::TimeSliceUs => slice = x,
+        // Not one of this paper's axes: its loads are relative to the cores' capacity.
+        Axis::OfferedMpps => {}
     }
     let weights = series.weights.map_or(Vec::new(), |(rt, be)| {
         vec![
