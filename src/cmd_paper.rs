@@ -4,7 +4,7 @@
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use llr_lab::paper::{p000, p001, p003, PaperArgs};
+use llr_lab::paper::{p000, p001, p003, p004, PaperArgs};
 
 use crate::cli_util::lab_error;
 
@@ -34,6 +34,12 @@ pub enum Paper {
     /// and set beside the paper's 280 ns + 5 ns per flow.
     #[command(name = "003")]
     P003(PaperArgs),
+    /// Paper 004 (NAPI), Figs. 4 and 6 (simulated: one CPU's throughput and latency against
+    /// the offered load with an interrupt per packet, as before NAPI, with NAPI, and with busy
+    /// polling; the receive livelock and its cure). Fairness between interfaces is
+    /// `tests/router_fairness.rs`.
+    #[command(name = "004")]
+    P004(PaperArgs),
 }
 
 pub fn run(a: PaperCmd) -> anyhow::Result<()> {
@@ -41,6 +47,7 @@ pub fn run(a: PaperCmd) -> anyhow::Result<()> {
         Paper::P000(args) => p000_cmd(args),
         Paper::P001(args) => p001_cmd(args),
         Paper::P003(args) => p003_cmd(args),
+        Paper::P004(args) => p004_cmd(args),
     }
 }
 
@@ -69,6 +76,34 @@ fn p000_cmd(args: PaperArgs) -> anyhow::Result<()> {
             b.p99_wait_us,
             b.max_wait_us
         );
+    }
+    print_claims(&out.claims);
+    println!("report: {}", args.out.join("report.md").display());
+    Ok(())
+}
+
+fn p004_cmd(args: PaperArgs) -> anyhow::Result<()> {
+    args.check(&p004::FIGURES).map_err(lab_error)?;
+    let pb = ProgressBar::new(p004::count(&args) as u64);
+    pb.set_style(
+        ProgressStyle::with_template("paper 004 {bar:40} {pos}/{len} simulations, {eta} left")
+            .expect("a valid template"),
+    );
+    let t0 = std::time::Instant::now();
+    let out = p004::run(&args, || pb.inc(1)).map_err(lab_error)?;
+    pb.finish_and_clear();
+    println!(
+        "{} simulations, {:.1} M packets in {:.1} s",
+        out.simulations,
+        out.packets as f64 / 1e6,
+        t0.elapsed().as_secs_f64()
+    );
+    for l in &p004::LINES {
+        let row: Vec<String> = (out.points.iter())
+            .filter(|p| p.line == l.label)
+            .map(|p| format!("{}→{:.2}", p.load, p.forwarded.0))
+            .collect();
+        println!("Fig. 4 {}: forwarded {}", l.label, row.join(" "));
     }
     print_claims(&out.claims);
     println!("report: {}", args.out.join("report.md").display());

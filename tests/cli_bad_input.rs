@@ -574,5 +574,9 @@ fn paper_rejects_unknown_figures_and_too_few_replications() {
         &["paper", "000", "--fig", "5a", "--out", "/nonexistent/x"],
         &["fig", "this paper's figures are 7a, 7b, eq1"],
     );
+    usage_error(
+        &["paper", "004", "--fig", "8", "--out", "/nonexistent/x"],
+        &["fig", "this paper's figures are 4, 6"],
+    );
     usage_error(&["paper", "002"], &["002"]);
 }

@@ -9,7 +9,9 @@ use llr_core::sched::{
 };
 use llr_core::values::Values;
 
-use crate::{model, Arrivals, Rate, ServiceDist, ServiceModel, SimConfig, SimError, Steering};
+use crate::{
+    model, Arrivals, Interrupts, Rate, ServiceDist, ServiceModel, SimConfig, SimError, Steering,
+};
 
 /// Largest `--utilization`: beyond 10× the capacity more than 90 % of the packets are dropped
 /// and the run shows the drop policy, not the scheduler.
@@ -186,6 +188,10 @@ pub struct SimArgs {
     /// CPU cost of one wake-up (interrupt) in ns; 0 is the pure queueing model.
     #[cfg_attr(feature = "clap", arg(long, default_value_t = 0.0))]
     pub wakeup_cost_ns: f64,
+    /// Which arrivals take an interrupt: napi (a device with work that is off the poll list)
+    /// or per-packet (every arrival, as before NAPI: paper 004's plain kernel).
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = Interrupts::Napi))]
+    pub interrupts: Interrupts,
     /// Arrival process of every class.
     #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = ArrivalKind::Poisson))]
     pub arrivals: ArrivalKind,
@@ -257,6 +263,7 @@ impl Default for SimArgs {
             weights: Vec::new(),
             time_slice_us: Self::DEFAULT_TIME_SLICE_US,
             wakeup_cost_ns: 0.0,
+            interrupts: Interrupts::Napi,
             arrivals: ArrivalKind::Poisson,
             onoff_us: vec![100.0, 100.0],
             flows: Self::DEFAULT_FLOWS,
@@ -443,6 +450,7 @@ impl SimArgs {
             extra_latency: self.extra_latency == OnOff::On,
             ring_size: self.ring_size,
             wakeup_cost_ns: self.wakeup_cost_ns,
+            interrupts: self.interrupts,
             arrivals: self.arrivals()?,
             packets: self.packets,
             seed: self.seed,

@@ -6,6 +6,8 @@
 //! all ran empty leaves the poll list and re-arms its wake-up; the next arrival for it is an
 //! interrupt that costs `wakeup_cost_ns` of CPU time (0 by default: the pure queueing model of
 //! paper 001, where the results can be checked against M/D/1, M/M/1 and Cobham's formula).
+//! [`Interrupts::PerPacket`] instead charges every arrival an interrupt, as the kernel did before
+//! NAPI (paper 004's baseline).
 //!
 //! Several cores: flows are hashed to cores, each core with its own rings and its own engine;
 //! [`Steering`] chooses between the live router's two queue layouts (RSS with a classifier per
@@ -25,6 +27,6 @@ pub mod sweep_args;
 
 pub use sim::{
     class_flows, core_shares, flow_core, flow_cores, hash_bound, run, run_phases, Arrivals,
-    ClassResult, CoreResult, Rate, ServiceDist, ServiceModel, SimConfig, SimError, SimResult,
-    Steering,
+    ClassResult, CoreResult, Interrupts, Rate, ServiceDist, ServiceModel, SimConfig, SimError,
+    SimResult, Steering,
 };

@@ -59,6 +59,20 @@ pub enum Arrivals {
     },
 }
 
+/// When a packet costs the core an interrupt (`wakeup_cost_ns` each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Interrupts {
+    /// NAPI (and the live worker's `wake = interrupt`): one interrupt when a device with work
+    /// is off the poll list; while it is polled, arrivals cost nothing.
+    #[default]
+    Napi,
+    /// The pre-NAPI kernel (paper 004's "plain"): every arriving packet interrupts the core,
+    /// also while it works and also when the packet is then dropped because the queue is full,
+    /// which is how a receive livelock spends the CPU.
+    PerPacket,
+}
+
 /// Distribution of the per-packet service time around its mean.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -212,6 +226,8 @@ pub struct SimConfig {
     pub ring_size: usize,
     /// CPU time one wake-up (interrupt) costs, in ns.
     pub wakeup_cost_ns: f64,
+    /// Which arrivals take an interrupt.
+    pub interrupts: Interrupts,
     pub arrivals: Arrivals,
     /// Packets offered in total; the run ends when all of them are delivered or dropped.
     pub packets: u64,
@@ -233,6 +249,7 @@ impl SimConfig {
             extra_latency: false,
             ring_size: 512,
             wakeup_cost_ns: 0.0,
+            interrupts: Interrupts::Napi,
             arrivals: Arrivals::Poisson,
             packets,
             seed: 1,
@@ -649,12 +666,18 @@ impl<'a> Sim<'a> {
             arrival: ta,
             class: ac as u32,
         };
-        if core.rings[ring].push(pkt).is_err() {
+        let pushed = core.rings[ring].push(pkt).is_ok();
+        if !pushed {
             self.dropped[ac] += 1;
             self.core_dropped[kc] += 1;
-            return;
         }
-        if core.engine.wake(self.ring_dev[ring]) {
+        let woke = pushed && core.engine.wake(self.ring_dev[ring]);
+        let interrupt = match cfg.interrupts {
+            Interrupts::Napi => woke,
+            Interrupts::PerPacket => true,
+        };
+        // An idle core has empty rings, so a packet that found no room found the core busy.
+        if interrupt {
             self.wakeups += 1;
             let cost = cfg.wakeup_cost_ns;
             core.busy_ns += cost;

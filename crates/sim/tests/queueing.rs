@@ -2,7 +2,9 @@
 
 use llr_core::sched::{AutoBudgetSpec, AutoTarget, SchedConfig, StrategyKind};
 use llr_sim::model;
-use llr_sim::{run, run_phases, Arrivals, Rate, ServiceDist, ServiceModel, SimConfig, Steering};
+use llr_sim::{
+    run, run_phases, Arrivals, Interrupts, Rate, ServiceDist, ServiceModel, SimConfig, Steering,
+};
 
 const X: f64 = 1_000.0;
 
@@ -29,6 +31,7 @@ fn cfg(
         extra_latency: false,
         ring_size: 1 << 22,
         wakeup_cost_ns: 0.0,
+        interrupts: Interrupts::Napi,
         arrivals: Arrivals::Poisson,
         packets: 3_000_000,
         seed: 7,
