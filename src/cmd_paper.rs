@@ -4,7 +4,7 @@
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use llr_lab::paper::{p000, p001, p003, p004, PaperArgs};
+use llr_lab::paper::{p000, p001, p003, p003_shares, p004, PaperArgs};
 
 use crate::cli_util::lab_error;
 
@@ -28,10 +28,12 @@ pub enum Paper {
     /// intervals).
     #[command(name = "001")]
     P001(PaperArgs),
-    /// Paper 003 (CROSS), Fig. 5: the flow scheduler's context-switch overhead against the
+    /// Paper 003 (CROSS). Fig. 5: the flow scheduler's context-switch overhead against the
     /// number of eligible flows, measured in thread CPU time on this machine (`--packets` is
     /// switches per point and replication; `--jobs` is not used: one thread measures), fitted,
-    /// and set beside the paper's 280 ns + 5 ns per flow.
+    /// and set beside the paper's 280 ns + 5 ns per flow. Figs. 10–11: two flows sharing an
+    /// element, scheduled per element (Click) and per flow (CROSS) on the router's flow
+    /// scheduler (simulated, deterministic).
     #[command(name = "003")]
     P003(PaperArgs),
     /// Paper 004 (NAPI), Figs. 4 and 6 (simulated: one CPU's throughput and latency against
@@ -121,14 +123,37 @@ fn print_claims(claims: &[llr_lab::paper::Claim]) {
 
 fn p003_cmd(args: PaperArgs) -> anyhow::Result<()> {
     args.check(&p003::FIGURES).map_err(lab_error)?;
-    let pb = ProgressBar::new(p003::count(&args) as u64);
+    if args.wants("5") {
+        p003_fig5(&args)?;
+    }
+    if p003_shares::wanted(&args) {
+        let out = p003_shares::run().map_err(lab_error)?;
+        p003_shares::write_report(&args.out, &out, args.wants("5")).map_err(lab_error)?;
+        for (design, r) in [
+            ("element-based", &out.element_based),
+            ("flow-based", &out.flow_based),
+        ] {
+            println!(
+                "Figs. 10–11 {design}: A : B = {:.3} (the goal: 2), A dropped {}",
+                r.ratio(),
+                r.dropped[0]
+            );
+        }
+        print_claims(&out.claims);
+        println!("report: {}", args.out.join("report.md").display());
+    }
+    Ok(())
+}
+
+fn p003_fig5(args: &PaperArgs) -> anyhow::Result<()> {
+    let pb = ProgressBar::new(p003::count(args) as u64);
     pb.set_style(
         ProgressStyle::with_template("paper 003 {bar:40} {pos}/{len} points, {eta} left")
             .expect("a valid template"),
     );
-    let out = p003::run(&args, || pb.inc(1)).map_err(lab_error)?;
+    let out = p003::run(args, || pb.inc(1)).map_err(lab_error)?;
     pb.finish_and_clear();
-    p003::write_report(&args.out, &args, &out).map_err(lab_error)?;
+    p003::write_report(&args.out, args, &out).map_err(lab_error)?;
     for p in &out.points {
         println!(
             "Fig. 5: {:>5} eligible flows: {:.1} ± {:.1} ns per switch (paper's list: {:.0} ns)",

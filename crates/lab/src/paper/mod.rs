@@ -14,6 +14,7 @@
 pub mod p000;
 pub mod p001;
 pub mod p003;
+pub mod p003_shares;
 pub mod p004;
 
 use std::fmt::Write as _;

@@ -28,8 +28,9 @@ use crate::plot::{line_chart, Series as PlotSeries};
 use crate::report::Fixed;
 use crate::{LabError, Result};
 
-/// The figures of paper 003 this module runs.
-pub const FIGURES: [&str; 1] = ["5"];
+/// The figures of paper 003 `paper 003` runs: Fig. 5 here, Figs. 10–11 in
+/// [`super::p003_shares`].
+pub const FIGURES: [&str; 3] = ["5", "10", "11"];
 
 /// Eligible flows per point: powers of two from 2 to 4096 (the paper's axis stops lower; the
 /// top shows where a list and a tree part).
