@@ -55,20 +55,12 @@ pub fn run(a: PaperCmd) -> anyhow::Result<()> {
 
 fn p000_cmd(args: PaperArgs) -> anyhow::Result<()> {
     args.check(&p000::FIGURES).map_err(lab_error)?;
-    let pb = ProgressBar::new(p000::count(&args) as u64);
-    pb.set_style(
-        ProgressStyle::with_template("paper 000 {bar:40} {pos}/{len} simulations, {eta} left")
-            .expect("a valid template"),
-    );
-    let t0 = std::time::Instant::now();
-    let out = p000::run(&args, || pb.inc(1)).map_err(lab_error)?;
-    pb.finish_and_clear();
-    println!(
-        "{} simulations, {:.1} M packets in {:.1} s",
-        out.simulations,
-        out.packets as f64 / 1e6,
-        t0.elapsed().as_secs_f64()
-    );
+    let out = simulated(
+        "000",
+        p000::count(&args),
+        |done| p000::run(&args, done),
+        |o| (o.simulations, o.packets),
+    )?;
     for b in out.bounds.iter().filter(|b| b.line == "LL-WFQ") {
         println!(
             "Eq. 1 LL-WFQ at {:.0} % RT: Tmax {:.2} µs; RT wait mean {:.2}, p99 {:.2}, longest {:.2} µs",
@@ -79,27 +71,64 @@ fn p000_cmd(args: PaperArgs) -> anyhow::Result<()> {
             b.max_wait_us
         );
     }
-    print_claims(&out.claims);
-    println!("report: {}", args.out.join("report.md").display());
+    print_claims(&out.claims, &args);
     Ok(())
+}
+
+/// Runs a paper's simulations under a progress bar of `count` steps, then prints how many
+/// simulations and packets (`size` of the outcome) took how long.
+fn simulated<T>(
+    paper: &str,
+    count: usize,
+    run: impl FnOnce(&(dyn Fn() + Sync)) -> llr_lab::Result<T>,
+    size: impl Fn(&T) -> (usize, u64),
+) -> anyhow::Result<T> {
+    let pb = progress(paper, count, "simulations");
+    let t0 = std::time::Instant::now();
+    let out = run(&|| pb.inc(1)).map_err(lab_error)?;
+    pb.finish_and_clear();
+    let (simulations, packets) = size(&out);
+    println!(
+        "{simulations} simulations, {:.1} M packets in {:.1} s",
+        packets as f64 / 1e6,
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(out)
+}
+
+fn progress(paper: &str, count: usize, unit: &str) -> ProgressBar {
+    let pb = ProgressBar::new(count as u64);
+    pb.set_style(
+        ProgressStyle::with_template(&format!(
+            "paper {paper} {{bar:40}} {{pos}}/{{len}} {unit}, {{eta}} left"
+        ))
+        .expect("a valid template"),
+    );
+    pb
+}
+
+/// Prints each claim with its verdict, then how many hold and where the report is.
+fn print_claims(claims: &[llr_lab::paper::Claim], args: &PaperArgs) {
+    let held = claims.iter().filter(|c| c.holds).count();
+    for c in claims {
+        let mark = if c.holds { "holds" } else { "DOES NOT HOLD" };
+        println!("{} [{mark}] {}: {}", c.figure, c.statement, c.check);
+    }
+    println!(
+        "{held} of {} claims hold; report: {}",
+        claims.len(),
+        args.out.join("report.md").display()
+    );
 }
 
 fn p004_cmd(args: PaperArgs) -> anyhow::Result<()> {
     args.check(&p004::FIGURES).map_err(lab_error)?;
-    let pb = ProgressBar::new(p004::count(&args) as u64);
-    pb.set_style(
-        ProgressStyle::with_template("paper 004 {bar:40} {pos}/{len} simulations, {eta} left")
-            .expect("a valid template"),
-    );
-    let t0 = std::time::Instant::now();
-    let out = p004::run(&args, || pb.inc(1)).map_err(lab_error)?;
-    pb.finish_and_clear();
-    println!(
-        "{} simulations, {:.1} M packets in {:.1} s",
-        out.simulations,
-        out.packets as f64 / 1e6,
-        t0.elapsed().as_secs_f64()
-    );
+    let out = simulated(
+        "004",
+        p004::count(&args),
+        |done| p004::run(&args, done),
+        |o| (o.simulations, o.packets),
+    )?;
     for l in &p004::LINES {
         let row: Vec<String> = (out.points.iter())
             .filter(|p| p.line == l.label)
@@ -107,18 +136,8 @@ fn p004_cmd(args: PaperArgs) -> anyhow::Result<()> {
             .collect();
         println!("Fig. 4 {}: forwarded {}", l.label, row.join(" "));
     }
-    print_claims(&out.claims);
-    println!("report: {}", args.out.join("report.md").display());
+    print_claims(&out.claims, &args);
     Ok(())
-}
-
-fn print_claims(claims: &[llr_lab::paper::Claim]) {
-    let held = claims.iter().filter(|c| c.holds).count();
-    for c in claims {
-        let mark = if c.holds { "holds" } else { "DOES NOT HOLD" };
-        println!("{} [{mark}] {}: {}", c.figure, c.statement, c.check);
-    }
-    println!("{held} of {} claims hold", claims.len());
 }
 
 fn p003_cmd(args: PaperArgs) -> anyhow::Result<()> {
@@ -139,18 +158,13 @@ fn p003_cmd(args: PaperArgs) -> anyhow::Result<()> {
                 r.dropped[0]
             );
         }
-        print_claims(&out.claims);
-        println!("report: {}", args.out.join("report.md").display());
+        print_claims(&out.claims, &args);
     }
     Ok(())
 }
 
 fn p003_fig5(args: &PaperArgs) -> anyhow::Result<()> {
-    let pb = ProgressBar::new(p003::count(args) as u64);
-    pb.set_style(
-        ProgressStyle::with_template("paper 003 {bar:40} {pos}/{len} points, {eta} left")
-            .expect("a valid template"),
-    );
+    let pb = progress("003", p003::count(args), "points");
     let out = p003::run(args, || pb.inc(1)).map_err(lab_error)?;
     pb.finish_and_clear();
     p003::write_report(&args.out, args, &out).map_err(lab_error)?;
@@ -172,36 +186,19 @@ fn p003_fig5(args: &PaperArgs) -> anyhow::Result<()> {
         out.linear_fit.slope,
         out.linear_fit.r2
     );
-    let held = out.claims.iter().filter(|c| c.holds).count();
-    for c in &out.claims {
-        let mark = if c.holds { "holds" } else { "DOES NOT HOLD" };
-        println!("Fig. {} [{mark}] {}: {}", c.figure, c.statement, c.check);
-    }
-    println!(
-        "{held} of {} claims hold; {} switches measured; report: {}",
-        out.claims.len(),
-        out.turns,
-        args.out.join("report.md").display()
-    );
+    println!("{} switches measured", out.turns);
+    print_claims(&out.claims, args);
     Ok(())
 }
 
 fn p001_cmd(args: PaperArgs) -> anyhow::Result<()> {
     args.check(&p001::FIGURES).map_err(lab_error)?;
-    let pb = ProgressBar::new(p001::count(&args) as u64);
-    pb.set_style(
-        ProgressStyle::with_template("paper 001 {bar:40} {pos}/{len} simulations, {eta} left")
-            .expect("a valid template"),
-    );
-    let t0 = std::time::Instant::now();
-    let out = p001::run(&args, || pb.inc(1)).map_err(lab_error)?;
-    pb.finish_and_clear();
-    println!(
-        "{} simulations, {:.1} M packets in {:.1} s",
-        out.simulations,
-        out.packets as f64 / 1e6,
-        t0.elapsed().as_secs_f64()
-    );
+    let out = simulated(
+        "001",
+        p001::count(&args),
+        |done| p001::run(&args, done),
+        |o| (o.simulations, o.packets),
+    )?;
     for p in &p001::PAPER {
         if let Some(s) = out.results.get(p.figure, p.series, p.class, p.x) {
             println!(
@@ -217,15 +214,6 @@ fn p001_cmd(args: PaperArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let held = out.claims.iter().filter(|c| c.holds).count();
-    for c in &out.claims {
-        let mark = if c.holds { "holds" } else { "DOES NOT HOLD" };
-        println!("Fig. {} [{mark}] {}: {}", c.figure, c.statement, c.check);
-    }
-    println!(
-        "{held} of {} claims hold; report: {}",
-        out.claims.len(),
-        args.out.join("report.md").display()
-    );
+    print_claims(&out.claims, &args);
     Ok(())
 }

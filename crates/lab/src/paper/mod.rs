@@ -231,6 +231,39 @@ pub struct Job {
     pub point: SweepPoint,
 }
 
+/// Every simulation of `figures`: figure × line × value × replication, the replications of a
+/// point next to each other (as [`fold`] takes them); `args(series, axis, x, packets, seed)`
+/// gives a paper's settings of one point.
+pub fn jobs(
+    figures: &[Figure],
+    replications: u32,
+    packets: u64,
+    args: impl Fn(&Series, Axis, f64, u64, u64) -> llr_sim::args::SimArgs,
+) -> Result<Vec<Job>> {
+    let mut out = Vec::new();
+    for (fi, fig) in figures.iter().enumerate() {
+        for (si, series) in fig.series.iter().enumerate() {
+            for &x in &fig.values {
+                for rep in 0..replications {
+                    let config = args(series, fig.axis, x, packets, 1 + u64::from(rep))
+                        .to_config()
+                        .map_err(LabError::Invalid)?;
+                    out.push(Job {
+                        fig: fi,
+                        series: si,
+                        point: SweepPoint {
+                            strategy: series.strategy,
+                            value: x,
+                            config,
+                        },
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Folds the results of `jobs` (the replications of a point next to each other, as
 /// [`p001::jobs`] builds them) into [`Stat`]s.
 pub fn fold(
@@ -370,9 +403,10 @@ pub fn write_report(
     finish_report(out, md, claims)
 }
 
-/// Appends the claims' table to `md` and writes it as `out/report.md`.
-pub(crate) fn finish_report(out: &Path, mut md: String, claims: &[Claim]) -> Result<()> {
-    md.push_str("\n## The paper's claims\n\n| figure | the paper says | our check | holds |\n|---|---|---|---|\n");
+/// A markdown table of the claims with their verdicts.
+pub(crate) fn claims_table(claims: &[Claim]) -> String {
+    let mut md =
+        String::from("| figure | the paper says | our check | holds |\n|---|---|---|---|\n");
     for c in claims {
         let _ = writeln!(
             md,
@@ -383,6 +417,13 @@ pub(crate) fn finish_report(out: &Path, mut md: String, claims: &[Claim]) -> Res
             if c.holds { "yes" } else { "**no**" }
         );
     }
+    md
+}
+
+/// Appends the claims' table to `md` and writes it as `out/report.md`.
+pub(crate) fn finish_report(out: &Path, mut md: String, claims: &[Claim]) -> Result<()> {
+    md.push_str("\n## The paper's claims\n\n");
+    md.push_str(&claims_table(claims));
     let path = out.join("report.md");
     std::fs::write(&path, md).map_err(|e| LabError::io(format!("write {}", path.display()), e))
 }
@@ -431,6 +472,36 @@ fn table(fig: &Figure, res: &Results) -> String {
         t.push('\n');
     }
     t
+}
+
+/// The papers' tests at reduced size.
+#[cfg(test)]
+pub(crate) mod reduced {
+    use super::PaperArgs;
+
+    /// Runs `run` with `fig` at 3 replications of 20 000 packets into a directory of its own;
+    /// returns the outcome, whether every one of `files` was written, and the report. The
+    /// directory is removed.
+    pub fn run<T>(
+        paper: &str,
+        fig: &[&str],
+        files: &[&str],
+        run: impl FnOnce(&PaperArgs) -> crate::Result<T>,
+    ) -> (T, bool, String) {
+        let out = std::env::temp_dir().join(format!("llr-paper{paper}-{}", std::process::id()));
+        let args = PaperArgs {
+            fig: fig.iter().map(|f| f.to_string()).collect(),
+            replications: 3,
+            packets: 20_000,
+            out: out.clone(),
+            jobs: Some(2),
+        };
+        let o = run(&args);
+        let exist = files.iter().all(|f| out.join(f).is_file());
+        let report = std::fs::read_to_string(out.join("report.md")).unwrap_or_default();
+        let _ = std::fs::remove_dir_all(&out);
+        (o.expect("the run"), exist, report)
+    }
 }
 
 #[cfg(test)]

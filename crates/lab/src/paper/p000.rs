@@ -115,32 +115,6 @@ fn args(series: &Series, axis: Axis, x: f64, packets: u64, seed: u64) -> SimArgs
     }
 }
 
-/// Every simulation of the figures asked for, the replications of a point next to each other.
-pub fn jobs(figures: &[Figure], replications: u32, packets: u64) -> Result<Vec<Job>> {
-    let mut out = Vec::new();
-    for (fi, fig) in figures.iter().enumerate() {
-        for (si, series) in fig.series.iter().enumerate() {
-            for &x in &fig.values {
-                for rep in 0..replications {
-                    let config = args(series, fig.axis, x, packets, 1 + u64::from(rep))
-                        .to_config()
-                        .map_err(LabError::Invalid)?;
-                    out.push(Job {
-                        fig: fi,
-                        series: si,
-                        point: SweepPoint {
-                            strategy: series.strategy,
-                            value: x,
-                            config,
-                        },
-                    });
-                }
-            }
-        }
-    }
-    Ok(out)
-}
-
 /// Eq. 1 at one RT share for one LL strategy: the bound and the RT ring's waits (a packet's
 /// latency less its own service, x being constant), over the replications.
 #[derive(Debug, Clone, PartialEq)]
@@ -445,7 +419,7 @@ pub fn run(args: &PaperArgs, done: impl Fn() + Sync) -> Result<Outcome> {
         .into_iter()
         .filter(|f| args.wants(f.id) || (f.id == "7a" && args.wants("eq1")))
         .collect();
-    let jobs = jobs(&figs, args.replications, args.packets)?;
+    let jobs = super::jobs(&figs, args.replications, args.packets, self::args)?;
     let points: Vec<SweepPoint> = jobs.iter().map(|j| j.point.clone()).collect();
     let (sims, _) = llr_sim::sweep::run(&points, args.jobs.unwrap_or(0), done)
         .map_err(|e| LabError::Failed(format!("simulation: {e}")))?;
@@ -506,20 +480,12 @@ mod tests {
     /// than SQ's packets at high RT shares, and the bound's rows are computed from the runs.
     #[test]
     fn fig7a_and_eq1_at_reduced_size() {
-        let out = std::env::temp_dir().join(format!("llr-paper000-{}", std::process::id()));
-        let args = PaperArgs {
-            fig: vec!["eq1".into()],
-            replications: 3,
-            packets: 20_000,
-            out: out.clone(),
-            jobs: Some(2),
-        };
-        let o = run(&args, || {}).unwrap();
-        let exist = ["report.md", "results.csv", "fig7a.png"]
-            .iter()
-            .all(|f| out.join(f).is_file());
-        let report = std::fs::read_to_string(out.join("report.md")).unwrap_or_default();
-        let _ = std::fs::remove_dir_all(&out);
+        let (o, exist, report) = crate::paper::reduced::run(
+            "000",
+            &["eq1"],
+            &["report.md", "results.csv", "fig7a.png"],
+            |a| run(a, || {}),
+        );
         assert!(exist, "{report}");
         assert_eq!(o.simulations, 4 * 9 * 3);
         let holds = |start: &str| {

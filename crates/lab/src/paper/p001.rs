@@ -18,7 +18,7 @@ use llr_core::sched::{PerClass, StrategyKind};
 use llr_sim::args::{OnOff, SimArgs};
 use llr_sim::sweep::SweepPoint;
 
-use super::{Axis, Claim, Figure, Job, PaperArgs, PaperValue, Results, Series};
+use super::{Axis, Claim, Figure, PaperArgs, PaperValue, Results, Series};
 use crate::{LabError, Result};
 
 /// The figures' ids, and `share` for §IV's guaranteed share (no figure in the paper).
@@ -127,33 +127,6 @@ pub(super) fn args(series: &Series, axis: Axis, x: f64, packets: u64, seed: u64)
         seed,
         ..SimArgs::default()
     }
-}
-
-/// Every simulation of the figures asked for: figure × line × value × replication, the
-/// replications of a point next to each other.
-pub fn jobs(figures: &[Figure], replications: u32, packets: u64) -> Result<Vec<Job>> {
-    let mut out = Vec::new();
-    for (fi, fig) in figures.iter().enumerate() {
-        for (si, series) in fig.series.iter().enumerate() {
-            for &x in &fig.values {
-                for rep in 0..replications {
-                    let config = args(series, fig.axis, x, packets, 1 + u64::from(rep))
-                        .to_config()
-                        .map_err(LabError::Invalid)?;
-                    out.push(Job {
-                        fig: fi,
-                        series: si,
-                        point: SweepPoint {
-                            strategy: series.strategy,
-                            value: x,
-                            config,
-                        },
-                    });
-                }
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// The numbers the paper's text gives (Section VI-B1, 10 % RT at 80 % load).
@@ -546,7 +519,7 @@ pub struct Outcome {
 pub fn run(args: &PaperArgs, done: impl Fn() + Sync) -> Result<Outcome> {
     args.check(&FIGURES)?;
     let figs: Vec<Figure> = figures().into_iter().filter(|f| args.wants(f.id)).collect();
-    let jobs = jobs(&figs, args.replications, args.packets)?;
+    let jobs = super::jobs(&figs, args.replications, args.packets, self::args)?;
     let points: Vec<SweepPoint> = jobs.iter().map(|j| j.point.clone()).collect();
     let (sims, _) = llr_sim::sweep::run(&points, args.jobs.unwrap_or(0), done)
         .map_err(|e| LabError::Failed(format!("simulation: {e}")))?;
@@ -599,19 +572,9 @@ mod tests {
     /// hold, and the report and both panels are written.
     #[test]
     fn fig5_matches_the_papers_numbers_at_reduced_size() {
-        let out = std::env::temp_dir().join(format!("llr-paper001-{}", std::process::id()));
-        let args = PaperArgs {
-            fig: vec!["5".into()],
-            replications: 3,
-            packets: 20_000,
-            out: out.clone(),
-            jobs: Some(2),
-        };
-        let o = run(&args, || {}).unwrap();
-        let files = ["report.md", "results.csv", "fig5a.png", "fig5b.png"].map(|f| out.join(f));
-        let exist = files.iter().all(|f| f.is_file());
-        let report = std::fs::read_to_string(out.join("report.md")).unwrap_or_default();
-        let _ = std::fs::remove_dir_all(&out);
+        let files = ["report.md", "results.csv", "fig5a.png", "fig5b.png"];
+        let (o, exist, report) =
+            crate::paper::reduced::run("001", &["5"], &files, |a| run(a, || {}));
         assert!(exist, "missing files: {files:?}");
         for p in &PAPER {
             let s = o

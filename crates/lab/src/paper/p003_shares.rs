@@ -111,6 +111,25 @@ fn exec(p: &mut Pipeline, pos: usize) -> (bool, u64) {
     (pos + 1 < p.len(), spent)
 }
 
+/// One element of flow `f`'s packet, its time charged to `cpu[f]`; `left(f)` when the packet
+/// has left the task or flow.
+fn step(
+    p: &mut Pipeline,
+    pos: usize,
+    f: usize,
+    cpu: &mut [u64; 2],
+    left: &mut dyn FnMut(usize),
+) -> (Progress<usize>, u64) {
+    let (goes_on, ns) = exec(p, pos);
+    cpu[f] += ns;
+    if goes_on {
+        (Progress::Next(f), ns)
+    } else {
+        left(f);
+        (Progress::Finished, ns)
+    }
+}
+
 fn sampler(samples: &mut Vec<Sample>, now: u64, done: [u64; 2], cpu: [u64; 2]) {
     while (samples.len() as u64 + 1) * SAMPLE_NS <= now {
         samples.push(Sample {
@@ -167,14 +186,7 @@ pub fn element_based() -> Result<Run> {
         };
         let mut out = None;
         let turn = s.run_turn(id, |p, pos, f| {
-            let (goes_on, ns) = exec(p, pos);
-            cpu[f] += ns;
-            if goes_on {
-                (Progress::Next(f), ns)
-            } else {
-                out = Some(f);
-                (Progress::Finished, ns)
-            }
+            step(p, pos, f, &mut cpu, &mut |f| out = Some(f))
         });
         now += turn.cost_ns;
         if let Some(f) = out {
@@ -233,14 +245,7 @@ pub fn flow_based() -> Result<Run> {
             return Err(LabError::Failed("no flow was eligible".into()));
         };
         let turn = s.run_turn(id, |p, pos, f| {
-            let (goes_on, ns) = exec(p, pos);
-            cpu[f] += ns;
-            if goes_on {
-                (Progress::Next(f), ns)
-            } else {
-                done[f] += 1;
-                (Progress::Finished, ns)
-            }
+            step(p, pos, f, &mut cpu, &mut |f| done[f] += 1)
         });
         now += turn.cost_ns;
         sampler(&mut samples, now, done, cpu);
@@ -394,17 +399,8 @@ pub fn write_report(out: &Path, o: &Output, append: bool) -> Result<()> {
             s.b_cpu_ns as f64 / 1e6
         );
     }
-    md.push_str("\n| figure | the paper says | our check | holds |\n|---|---|---|---|\n");
-    for c in &o.claims {
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {} |",
-            c.figure,
-            c.statement,
-            c.check,
-            if c.holds { "yes" } else { "**no**" }
-        );
-    }
+    md.push('\n');
+    md.push_str(&super::claims_table(&o.claims));
     let path = out.join("report.md");
     let result = if append {
         use std::io::Write as _;

@@ -403,19 +403,12 @@ mod tests {
     /// of capacity, NAPI the capacity), within the noise of 20 000 Poisson packets.
     #[test]
     fn livelock_and_napi_at_reduced_size() {
-        let out = std::env::temp_dir().join(format!("llr-paper004-{}", std::process::id()));
-        let args = PaperArgs {
-            fig: Vec::new(),
-            replications: 3,
-            packets: 20_000,
-            out: out.clone(),
-            jobs: Some(2),
-        };
-        let o = run(&args, || {}).unwrap();
-        let exist = ["report.md", "results.csv", "fig4.png", "fig6.png"]
-            .iter()
-            .all(|f| out.join(f).is_file());
-        let _ = std::fs::remove_dir_all(&out);
+        let (o, exist, _) = crate::paper::reduced::run(
+            "004",
+            &[],
+            &["report.md", "results.csv", "fig4.png", "fig6.png"],
+            |a| run(a, || {}),
+        );
         assert!(exist);
         assert_eq!(o.simulations, 3 * LOADS.len() * 3);
         for c in &o.claims {
