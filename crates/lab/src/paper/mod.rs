@@ -264,6 +264,36 @@ pub fn jobs(
     Ok(out)
 }
 
+/// What [`simulate`] ran and gave.
+pub struct Simulated {
+    pub jobs: Vec<Job>,
+    pub sims: Vec<llr_sim::SimResult>,
+    pub results: Results,
+    /// Packets offered over all simulations.
+    pub packets: u64,
+}
+
+/// Simulates every point of `figs` ([`jobs`], with `point` the paper's settings) on
+/// `args.jobs` threads and folds the replications; `done` is called after each simulation.
+pub fn simulate(
+    figs: &[Figure],
+    args: &PaperArgs,
+    point: impl Fn(&Series, Axis, f64, u64, u64) -> llr_sim::args::SimArgs,
+    done: impl Fn() + Sync,
+) -> Result<Simulated> {
+    let jobs = jobs(figs, args.replications, args.packets, point)?;
+    let points: Vec<SweepPoint> = jobs.iter().map(|j| j.point.clone()).collect();
+    let (sims, _) = llr_sim::sweep::run(&points, args.jobs.unwrap_or(0), done)
+        .map_err(|e| LabError::Failed(format!("simulation: {e}")))?;
+    let results = fold(&jobs, figs, &sims, args.replications);
+    Ok(Simulated {
+        packets: points.iter().map(|p| p.config.packets).sum(),
+        jobs,
+        sims,
+        results,
+    })
+}
+
 /// Folds the results of `jobs` (the replications of a point next to each other, as
 /// [`p001::jobs`] builds them) into [`Stat`]s.
 pub fn fold(

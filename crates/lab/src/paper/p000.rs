@@ -16,10 +16,9 @@
 use llr_core::sched::bound::{max_budget, tmax_ns};
 use llr_core::sched::{ClassBudget, StrategyKind};
 use llr_sim::args::SimArgs;
-use llr_sim::sweep::SweepPoint;
 
 use super::{Axis, Claim, Figure, Job, PaperArgs, Results, Series};
-use crate::{LabError, Result};
+use crate::Result;
 
 /// The figures' ids: `eq1` is Eq. 1's bound against the RT ring's waits of Fig. 7a's runs.
 pub const FIGURES: [&str; 3] = ["7a", "7b", "eq1"];
@@ -419,11 +418,12 @@ pub fn run(args: &PaperArgs, done: impl Fn() + Sync) -> Result<Outcome> {
         .into_iter()
         .filter(|f| args.wants(f.id) || (f.id == "7a" && args.wants("eq1")))
         .collect();
-    let jobs = super::jobs(&figs, args.replications, args.packets, self::args)?;
-    let points: Vec<SweepPoint> = jobs.iter().map(|j| j.point.clone()).collect();
-    let (sims, _) = llr_sim::sweep::run(&points, args.jobs.unwrap_or(0), done)
-        .map_err(|e| LabError::Failed(format!("simulation: {e}")))?;
-    let results = super::fold(&jobs, &figs, &sims, args.replications);
+    let super::Simulated {
+        jobs,
+        sims,
+        results,
+        packets,
+    } = super::simulate(&figs, args, self::args, done)?;
     let bounds = if args.wants("eq1") {
         bound_rows(&jobs, &figs, &sims, args.replications as usize)
     } else {
@@ -458,7 +458,7 @@ pub fn run(args: &PaperArgs, done: impl Fn() + Sync) -> Result<Outcome> {
         bounds,
         claims,
         simulations: jobs.len(),
-        packets: points.iter().map(|p| p.config.packets).sum(),
+        packets,
     })
 }
 

@@ -519,14 +519,10 @@ pub struct Outcome {
 pub fn run(args: &PaperArgs, done: impl Fn() + Sync) -> Result<Outcome> {
     args.check(&FIGURES)?;
     let figs: Vec<Figure> = figures().into_iter().filter(|f| args.wants(f.id)).collect();
-    let jobs = super::jobs(&figs, args.replications, args.packets, self::args)?;
-    let points: Vec<SweepPoint> = jobs.iter().map(|j| j.point.clone()).collect();
-    let (sims, _) = llr_sim::sweep::run(&points, args.jobs.unwrap_or(0), done)
-        .map_err(|e| LabError::Failed(format!("simulation: {e}")))?;
-    let results = super::fold(&jobs, &figs, &sims, args.replications);
+    let sim = super::simulate(&figs, args, self::args, done)?;
+    let results = sim.results;
     let mut claims = claims(&results, &figs);
-    let (mut simulations, mut packets) =
-        (jobs.len(), points.iter().map(|p| p.config.packets).sum());
+    let (mut simulations, mut packets) = (sim.jobs.len(), sim.packets);
     let mut shares = Vec::new();
     if args.wants("share") {
         let (rows, n, p) = share_rows(args)?;
