@@ -16,7 +16,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use llr_core::fixture::{Fixture, FixtureSpec};
 use llr_core::fwd::lpm::{Multibit6, Readers, V6_STRIDES};
 use llr_core::fwd::poptrie::Poptrie;
-use llr_core::fwd::{Forwarder, NextHop, Verdict};
+use llr_core::fwd::{Forwarder, NextHop, RouteHint, Verdict};
 use llr_core::wire::build::{frame, FrameSpec};
 use llr_core::wire::parse_frame;
 
@@ -52,6 +52,16 @@ fn forwarder(fx: &Fixture) -> Forwarder {
         f.routes.insert(r.prefix(), nh(r.next_hop, true)).unwrap();
     }
     f
+}
+
+/// How a grant's frames are looked up.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Grant {
+    /// Together first, answers thrown away; then each frame looks its route up again.
+    Warmed,
+    /// Together first, each frame then forwarded by its answer.
+    Routed,
+    FrameByFrame,
 }
 
 /// Backs the tables built from here on with huge pages if `LLR_HUGE_PAGES` is set.
@@ -97,12 +107,24 @@ fn fulltable(c: &mut Criterion) {
     // outside the timed part (the worker's frames arrive prefetched), so every packet is
     // forwarded, none expires. As the worker does, a grant is first warmed
     // (`Forwarder::warm_many`: every frame's lookup, so the misses overlap), then processed;
-    // `_unwarmed` processes frame by frame.
-    for (name, set, warm) in [
-        (format!("forward_v4_{n4}"), &v4, true),
-        (format!("forward_v4_{n4}_unwarmed"), &v4, false),
-        (format!("forward_v6_{n6}"), &v6, true),
-        (format!("forward_v6_{n6}_unwarmed"), &v6, false),
+    // `_routed` keeps the warm pass's answers and forwards each frame by its own
+    // (`route_many`, `process_routed`: what the worker does), `_unwarmed` processes frame by
+    // frame.
+    for (name, set, mode) in [
+        (format!("forward_v4_{n4}"), &v4, Grant::Warmed),
+        (format!("forward_v4_{n4}_routed"), &v4, Grant::Routed),
+        (
+            format!("forward_v4_{n4}_unwarmed"),
+            &v4,
+            Grant::FrameByFrame,
+        ),
+        (format!("forward_v6_{n6}"), &v6, Grant::Warmed),
+        (format!("forward_v6_{n6}_routed"), &v6, Grant::Routed),
+        (
+            format!("forward_v6_{n6}_unwarmed"),
+            &v6,
+            Grant::FrameByFrame,
+        ),
     ] {
         let frames: Vec<Vec<u8>> = set
             .iter()
@@ -141,12 +163,17 @@ fn fulltable(c: &mut Criterion) {
                 },
                 |grant| {
                     let mut n = 0u32;
-                    if warm {
+                    let mut hints = [RouteHint::default(); BATCH];
+                    if mode != Grant::FrameByFrame {
                         let frames: Vec<&[u8]> = grant.iter().map(|f| &f[..]).collect();
-                        fwd.warm_many(black_box(&frames));
+                        if mode == Grant::Routed {
+                            fwd.route_many(black_box(&frames), &mut hints);
+                        } else {
+                            fwd.warm_many(black_box(&frames));
+                        }
                     }
-                    for f in grant.iter_mut() {
-                        if matches!(fwd.process(black_box(f), 1), Verdict::Tx { .. }) {
+                    for (f, h) in grant.iter_mut().zip(&hints) {
+                        if matches!(fwd.process_routed(black_box(f), 1, h), Verdict::Tx { .. }) {
                             n += 1;
                         }
                     }

@@ -240,6 +240,26 @@ pub enum FragmentPolicy {
     Drop,
 }
 
+/// Frames [`Forwarder::route_many`] looks up at a time at most (a grant's batch).
+pub const ROUTE_BATCH: usize = 64;
+
+/// A frame's route, looked up with its batch ([`Forwarder::route_many`]) before the frame is
+/// processed ([`Forwarder::process_routed`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouteHint {
+    dst: HintDst,
+    next_hop: Option<NextHop>,
+}
+
+/// The destination a hint was looked up for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum HintDst {
+    #[default]
+    None,
+    V4(u32),
+    V6(u128),
+}
+
 /// The per-packet forwarding engine: tables plus policy; [`process`](Forwarder::process) is `&self`.
 ///
 /// Cloning is cheap and shares the route table (`Arc`): the neighbour and interface tables are
@@ -303,35 +323,80 @@ impl Forwarder {
     /// together ([`Poptrie::lookup_many`](poptrie::Poptrie::lookup_many)), so their chains of
     /// reads overlap as the IPv4 lookups' single reads already do frame by frame.
     pub fn warm_many(&self, frames: &[&[u8]]) {
-        const B: usize = 64;
-        let mut v6 = [0u128; B];
+        let mut hints = [RouteHint::default(); ROUTE_BATCH];
+        for chunk in frames.chunks(ROUTE_BATCH) {
+            self.route_many(chunk, &mut hints);
+            std::hint::black_box(&hints);
+        }
+    }
+
+    /// Looks up the routes of a batch of frames together, as [`warm_many`](Self::warm_many)
+    /// does, and keeps the answers: `hints[i]` for `frames[i]` (at most [`ROUTE_BATCH`]).
+    /// [`process_routed`](Self::process_routed) then uses a frame's answer instead of looking
+    /// its route up a second time. A frame whose destination it cannot read at the fixed
+    /// offsets (not untagged IPv4 or IPv6, too short) gets an empty hint.
+    pub fn route_many(&self, frames: &[&[u8]], hints: &mut [RouteHint]) {
+        let mut v6 = [0u128; ROUTE_BATCH];
+        let mut at = [0usize; ROUTE_BATCH];
         let mut n = 0;
-        for frame in frames {
+        for (i, (frame, hint)) in frames.iter().zip(hints.iter_mut()).enumerate() {
+            *hint = RouteHint::default();
             match frame.get(12..14) {
-                Some([0x86, 0xdd]) if n < B => {
+                Some([0x08, 0x00]) => {
+                    if let Some(d) = frame.get(30..34).and_then(|d| <[u8; 4]>::try_from(d).ok()) {
+                        let a = u32::from_be_bytes(d);
+                        *hint = RouteHint {
+                            dst: HintDst::V4(a),
+                            next_hop: self.routes.lookup_v4(a),
+                        };
+                    }
+                }
+                Some([0x86, 0xdd]) if n < ROUTE_BATCH => {
                     if let Some(d) = frame.get(38..54).and_then(|d| <[u8; 16]>::try_from(d).ok()) {
                         v6[n] = u128::from_be_bytes(d);
+                        at[n] = i;
                         n += 1;
                     }
                 }
-                _ => self.warm(frame),
+                _ => {}
             }
         }
         if n > 0 {
-            self.routes.warm_v6(&v6[..n]);
+            let mut out = [None; ROUTE_BATCH];
+            self.routes.lookup_v6_many(&v6[..n], &mut out);
+            for k in 0..n {
+                hints[at[k]] = RouteHint {
+                    dst: HintDst::V6(v6[k]),
+                    next_hop: out[k],
+                };
+            }
         }
     }
 
     /// Parses `frame` and decides; on `Tx` the frame has been rewritten in place.
     #[inline]
     pub fn process(&self, frame: &mut [u8], ingress_ifindex: u32) -> Verdict {
+        self.process_routed(frame, ingress_ifindex, &RouteHint::default())
+    }
+
+    /// [`process`](Self::process) with the frame's route as [`route_many`](Self::route_many)
+    /// found it: used if it is for the destination the frame holds now, else looked up again.
+    /// The route is then as of the batch's lookup, a few µs earlier, as if the frame had been
+    /// forwarded then.
+    #[inline]
+    pub fn process_routed(
+        &self,
+        frame: &mut [u8],
+        ingress_ifindex: u32,
+        hint: &RouteHint,
+    ) -> Verdict {
         let max = if self.max_frame == 0 {
             wire::DEFAULT_MAX_FRAME
         } else {
             self.max_frame
         };
         match wire::parse_frame_max(frame, max) {
-            Ok(m) => self.process_parsed(frame, &m, ingress_ifindex),
+            Ok(m) => self.decide(frame, &m, ingress_ifindex, hint),
             Err(ParseError::NonIp) => Verdict::Pass(PassReason::NonIp),
             Err(e) => Verdict::Drop(DropReason::Parse(e)),
         }
@@ -348,13 +413,24 @@ impl Forwarder {
         meta: &PacketMeta,
         ingress_ifindex: u32,
     ) -> Verdict {
+        self.decide(frame, meta, ingress_ifindex, &RouteHint::default())
+    }
+
+    #[inline(always)]
+    fn decide(
+        &self,
+        frame: &mut [u8],
+        meta: &PacketMeta,
+        ingress_ifindex: u32,
+        hint: &RouteHint,
+    ) -> Verdict {
         let Some(ingress) = self.interfaces.get(ingress_ifindex) else {
             return Verdict::Pass(PassReason::UnknownIngress);
         };
         if let Some(v) = self.admit(frame, meta, ingress.mac) {
             return v;
         }
-        let (nh, egress) = match self.route(frame, meta) {
+        let (nh, egress) = match self.route(frame, meta, hint) {
             Ok(r) => r,
             Err(v) => return v,
         };
@@ -455,14 +531,21 @@ impl Forwarder {
     /// The route of the packet's destination and its egress interface; `Err`: the verdict of a
     /// packet without a usable unicast route.
     #[inline(always)]
-    fn route(&self, frame: &[u8], meta: &PacketMeta) -> Result<(NextHop, &Interface), Verdict> {
+    fn route(
+        &self,
+        frame: &[u8],
+        meta: &PacketMeta,
+        hint: &RouteHint,
+    ) -> Result<(NextHop, &Interface), Verdict> {
         use DropReason as D;
         if self.routes_incomplete {
             return Err(Verdict::Pass(PassReason::KernelRoute));
         }
-        let nh = match meta.version {
-            IpVersion::V4 => self.routes.lookup_v4(meta.dst_v4()),
-            IpVersion::V6 => self.routes.lookup_v6(meta.dst_v6()),
+        let nh = match (meta.version, hint.dst) {
+            (IpVersion::V4, HintDst::V4(a)) if a == meta.dst_v4() => hint.next_hop,
+            (IpVersion::V6, HintDst::V6(a)) if a == meta.dst_v6() => hint.next_hop,
+            (IpVersion::V4, _) => self.routes.lookup_v4(meta.dst_v4()),
+            (IpVersion::V6, _) => self.routes.lookup_v6(meta.dst_v6()),
         };
         let Some(nh) = nh else {
             return Err(Self::answer(

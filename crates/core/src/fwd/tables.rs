@@ -335,13 +335,15 @@ impl RouteTable {
         self.nexthops.get(self.v6.lookup(addr)?)
     }
 
-    /// Looks up IPv6 addresses together and throws the answers away: the entries are then in
-    /// the cache for the lookups that follow.
-    pub fn warm_v6(&self, addrs: &[u128]) {
-        let mut out = [None; 64];
-        for chunk in addrs.chunks(out.len()) {
-            self.v6.lookup_many(chunk, &mut out);
-            std::hint::black_box(&out);
+    /// [`lookup_v6`](Self::lookup_v6) of many addresses, `out[i]` for `addrs[i]` (as many as
+    /// the shorter holds), going down the trie together so that their cache misses overlap.
+    pub fn lookup_v6_many(&self, addrs: &[u128], out: &mut [Option<NextHop>]) {
+        let mut ids = [None; 64];
+        for (addrs, out) in addrs.chunks(ids.len()).zip(out.chunks_mut(ids.len())) {
+            self.v6.lookup_many(addrs, &mut ids);
+            for (o, id) in out.iter_mut().zip(&ids) {
+                *o = id.and_then(|id| self.nexthops.get(id));
+            }
         }
     }
 

@@ -459,3 +459,57 @@ fn ethernet_padding_on_a_short_frame_is_carried_not_counted() {
     );
     assert_eq!(&padded[42..], &[0u8; 18], "padding untouched");
 }
+
+#[test]
+fn a_batch_looked_up_together_is_forwarded_as_frame_by_frame() {
+    let f = forwarder();
+    // Forwarded v4 and v6, no route, another host's MAC, a VLAN tag, too short.
+    let specs = [
+        spec("10.2.3.4"),
+        spec6("2001:db8:9::1"),
+        spec("10.1.0.7"),
+        spec("192.0.2.1"),
+        FrameSpec {
+            dst_mac: [2, 0, 0, 0, 0, 0x42],
+            ..spec("10.2.3.4")
+        },
+        FrameSpec {
+            vlan: Some(Vlan { id: 5, pcp: 0 }),
+            ..spec("10.2.3.4")
+        },
+    ];
+    let mut frames: Vec<Vec<u8>> = specs.iter().map(frame).collect();
+    frames.push(vec![0u8; 20]);
+    let views: Vec<&[u8]> = frames.iter().map(|b| &b[..]).collect();
+    let mut hints = [RouteHint::default(); ROUTE_BATCH];
+    f.route_many(&views, &mut hints);
+    for (i, b) in frames.iter().enumerate() {
+        let (mut a, mut c) = (b.clone(), b.clone());
+        let plain = f.process(&mut a, 1);
+        let routed = f.process_routed(&mut c, 1, &hints[i]);
+        assert_eq!((plain, &a), (routed, &c), "frame {i}");
+    }
+    // A hint is only taken for the destination it was looked up for: the first frame's hint
+    // on the second frame changes nothing.
+    let mut b = frames[1].clone();
+    let mut c = frames[1].clone();
+    assert_eq!(f.process(&mut b, 1), f.process_routed(&mut c, 1, &hints[0]));
+}
+
+#[test]
+fn a_hint_spares_the_second_lookup() {
+    let f = forwarder();
+    let b = frame(&spec6("2001:db8:9::1"));
+    let mut hints = [RouteHint::default(); 1];
+    f.route_many(&[&b[..]], &mut hints);
+    // The route goes between the batch's lookup and the frame's turn: the frame leaves by the
+    // route it was looked up with, as if it had been forwarded a moment earlier.
+    f.routes.remove(p("::/0")).unwrap();
+    let (mut a, mut c) = (b.clone(), b.clone());
+    let plain = f.process(&mut a, 1);
+    assert!(!matches!(plain, Verdict::Tx { .. }), "{plain:?}");
+    assert!(matches!(
+        f.process_routed(&mut c, 1, &hints[0]),
+        Verdict::Tx { ifindex: 2, .. }
+    ));
+}

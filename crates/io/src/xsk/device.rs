@@ -312,7 +312,7 @@ impl Device {
 
     /// [`Device::recv_meta`] that first hands the received frames of a batch (each its `len`
     /// bytes, read-only) to `warm` together, before `f` sees any of them: the worker looks up
-    /// their routes there so that the lookups' cache misses overlap (`Forwarder::warm_many`).
+    /// their routes there so that the lookups' cache misses overlap (`Forwarder::route_many`).
     #[inline(always)]
     pub fn recv_warmed<W, F>(&mut self, ring: RingId, max: u32, mut warm: W, mut f: F) -> u32
     where

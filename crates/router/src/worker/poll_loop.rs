@@ -1,10 +1,13 @@
 //! The [`Worker`]: one core's poll loop over the AF_XDP sockets of every port.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use llr_core::classify;
-use llr_core::fwd::{DropReason, Forwarder, ForwarderGuard, Reader, SharedForwarder, Verdict};
+use llr_core::fwd::{
+    DropReason, Forwarder, ForwarderGuard, Reader, RouteHint, SharedForwarder, Verdict, ROUTE_BATCH,
+};
 use llr_core::sched::{AutoBudget, Grant, Layout, PollEngine, RingId, RingView, TxPolicy};
 
 use super::changes::Control;
@@ -216,11 +219,20 @@ impl<'a> Worker<'a> {
         let (mut forwarded, mut bytes) = (0u64, 0u64);
         let (fwd_n, nbytes, ring_counters) = (&mut forwarded, &mut bytes, &mut *rc);
         let fwd: &Forwarder = &table;
+        // Each port's batch is looked up together before its frames are processed, in the same
+        // order; a frame takes its hint by position (a hint for another destination is not
+        // used: `process_routed` checks).
+        let hints = RefCell::new(([RouteHint::default(); ROUTE_BATCH], 0usize));
+        let hints = &hints;
         // `move`: the per-grant scalars travel in the closure by value, not behind a reference.
         let n = self.xsk.recv_warmed(
             ring,
             max,
-            |frames| fwd.warm_many(frames),
+            |frames| {
+                let mut h = hints.borrow_mut();
+                fwd.route_many(frames, &mut h.0);
+                h.1 = 0;
+            },
             move |frame, len, ingress, stamp, spare| {
                 spin_ns(cost_ns);
                 if acl_rules > 0 {
@@ -230,7 +242,13 @@ impl<'a> Worker<'a> {
                 if timestamps && stamp != 0 && stamp.abs_diff(now_ns) < MAX_STAMP_AGE_NS {
                     ring_counters.observe(now_ns.saturating_sub(stamp) as f64 * 1e-9);
                 }
-                match fwd.process(&mut frame[..len as usize], ingress) {
+                let hint = {
+                    let mut h = hints.borrow_mut();
+                    let at = h.1;
+                    h.1 += 1;
+                    h.0.get(at).copied().unwrap_or_default()
+                };
+                match fwd.process_routed(&mut frame[..len as usize], ingress, &hint) {
                     Verdict::Tx { ifindex, len } => {
                         *fwd_n += 1;
                         Action::Tx { ifindex, len }
