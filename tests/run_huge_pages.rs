@@ -2,20 +2,10 @@
 //! transparent huge pages, and without the setting nothing of the router does.
 
 mod common;
-use common::{topology, TempDir};
+use common::{topology, wait_for_line, Running, TempDir};
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// Kills the child on drop, a failed assertion included.
-struct Running(Child);
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use std::io::BufReader;
+use std::process::{Command, Stdio};
 
 /// The THP mode, as `[madvise]` in `always [madvise] never`.
 fn thp_mode() -> String {
@@ -47,15 +37,7 @@ fn huge_kb(huge_pages: bool) -> u64 {
             .expect("start llrouter"),
     );
     let mut err = BufReader::new(child.0.stderr.take().unwrap());
-    let t0 = Instant::now();
-    let mut said = String::new();
-    while !said.contains("routing between") {
-        let mut l = String::new();
-        if err.read_line(&mut l).unwrap_or(0) == 0 || t0.elapsed() > Duration::from_secs(30) {
-            panic!("the router did not start:\n{said}");
-        }
-        said += &l;
-    }
+    wait_for_line(&mut err, "routing between");
     // `ip netns exec` runs llrouter in its own process (exec), so the child's pid is the
     // router's.
     let rollup = std::fs::read_to_string(format!("/proc/{}/smaps_rollup", child.0.id()))

@@ -3,9 +3,9 @@
 //! an interface that is down and an empty table (warnings, and word when the link comes up).
 
 mod common;
-use common::{topology, TempDir};
+use common::{topology, Running, TempDir};
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_llrouter");
@@ -43,15 +43,6 @@ fn run_in(ns: &str, args: &[&str], unprivileged: bool) -> Command {
 
 fn output(c: &mut Command) -> Output {
     c.output().expect("run llrouter")
-}
-
-/// Kills the child on drop (a failed assertion included).
-struct Running(Child);
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]

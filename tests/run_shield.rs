@@ -4,22 +4,11 @@
 //! stops.
 
 mod common;
-use common::{topology, TempDir};
+use common::{topology, wait_for_line, Running, TempDir};
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// Kills the child on drop (a failed assertion included); the shield's cleanup then falls to
-/// the next shield's sweep, which the test's end checks.
-struct Running(Child);
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use std::process::{Command, Stdio};
 
 fn cpuset_root() -> PathBuf {
     let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
@@ -66,15 +55,7 @@ fn shield_keeps_the_worker_core_and_gives_it_back() {
     );
     let pid = child.0.id();
     let mut err = BufReader::new(child.0.stderr.take().unwrap());
-    let t0 = Instant::now();
-    let mut said = String::new();
-    while !said.contains("CPU shield over core(s) 1") {
-        let mut l = String::new();
-        if err.read_line(&mut l).unwrap_or(0) == 0 || t0.elapsed() > Duration::from_secs(30) {
-            panic!("no shield line from the router:\n{said}");
-        }
-        said += &l;
-    }
+    let said = wait_for_line(&mut err, "CPU shield over core(s) 1");
     let set = root.join(format!("llr-shield-{pid}"));
     assert!(set.is_dir(), "{} while the router runs", set.display());
     let cpus = read(&set, "cpus");

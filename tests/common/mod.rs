@@ -155,3 +155,28 @@ pub fn ctl_bin(sock: &std::path::Path, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
 }
+
+/// A child process killed on drop (a failed assertion included).
+pub struct Running(pub std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Reads `err` line by line until one holds `needle`; returns everything read. Panics with
+/// what was read if the stream ends or 30 s pass first.
+pub fn wait_for_line(err: &mut impl std::io::BufRead, needle: &str) -> String {
+    let t0 = Instant::now();
+    let mut said = String::new();
+    while !said.contains(needle) {
+        let mut l = String::new();
+        if err.read_line(&mut l).unwrap_or(0) == 0 || t0.elapsed() > Duration::from_secs(30) {
+            panic!("no `{needle}` from the child:\n{said}");
+        }
+        said += &l;
+    }
+    said
+}

@@ -251,6 +251,14 @@ pub struct RouteHint {
     next_hop: Option<NextHop>,
 }
 
+impl RouteHint {
+    /// No route known: the frame is looked up as [`Forwarder::process`] does.
+    pub const NONE: RouteHint = RouteHint {
+        dst: HintDst::None,
+        next_hop: None,
+    };
+}
+
 /// The destination a hint was looked up for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 enum HintDst {
@@ -258,6 +266,25 @@ enum HintDst {
     None,
     V4(u32),
     V6(u128),
+}
+
+impl HintDst {
+    /// The destination of an untagged IPv4 or IPv6 frame, read at its fixed offset before
+    /// the frame is parsed (`None` for anything else, or a frame too short).
+    #[inline(always)]
+    fn of(frame: &[u8]) -> HintDst {
+        match frame.get(12..14) {
+            Some([0x08, 0x00]) => frame
+                .get(30..34)
+                .and_then(|d| <[u8; 4]>::try_from(d).ok())
+                .map_or(HintDst::None, |d| HintDst::V4(u32::from_be_bytes(d))),
+            Some([0x86, 0xdd]) => frame
+                .get(38..54)
+                .and_then(|d| <[u8; 16]>::try_from(d).ok())
+                .map_or(HintDst::None, |d| HintDst::V6(u128::from_be_bytes(d))),
+            _ => HintDst::None,
+        }
+    }
 }
 
 /// The per-packet forwarding engine: tables plus policy; [`process`](Forwarder::process) is `&self`.
@@ -304,18 +331,14 @@ impl Forwarder {
         // The route only: warming the next hop's neighbour entry as well made a grant slower
         // (2.8–3.2 against 2.2–2.3 µs in `cargo bench --bench fulltable`), its lookup being a
         // chain behind the route's, while the neighbour table stays in the caches.
-        match frame.get(12..14) {
-            Some([0x08, 0x00]) => {
-                if let Some(d) = frame.get(30..34).and_then(|d| <[u8; 4]>::try_from(d).ok()) {
-                    std::hint::black_box(self.routes.lookup_v4(u32::from_be_bytes(d)));
-                }
+        match HintDst::of(frame) {
+            HintDst::V4(a) => {
+                std::hint::black_box(self.routes.lookup_v4(a));
             }
-            Some([0x86, 0xdd]) => {
-                if let Some(d) = frame.get(38..54).and_then(|d| <[u8; 16]>::try_from(d).ok()) {
-                    std::hint::black_box(self.routes.lookup_v6(u128::from_be_bytes(d)));
-                }
+            HintDst::V6(a) => {
+                std::hint::black_box(self.routes.lookup_v6(a));
             }
-            _ => {}
+            HintDst::None => {}
         }
     }
 
@@ -323,7 +346,7 @@ impl Forwarder {
     /// together ([`Poptrie::lookup_many`](poptrie::Poptrie::lookup_many)), so their chains of
     /// reads overlap as the IPv4 lookups' single reads already do frame by frame.
     pub fn warm_many(&self, frames: &[&[u8]]) {
-        let mut hints = [RouteHint::default(); ROUTE_BATCH];
+        let mut hints = [RouteHint::NONE; ROUTE_BATCH];
         for chunk in frames.chunks(ROUTE_BATCH) {
             self.route_many(chunk, &mut hints);
             std::hint::black_box(&hints);
@@ -340,23 +363,18 @@ impl Forwarder {
         let mut at = [0usize; ROUTE_BATCH];
         let mut n = 0;
         for (i, (frame, hint)) in frames.iter().zip(hints.iter_mut()).enumerate() {
-            *hint = RouteHint::default();
-            match frame.get(12..14) {
-                Some([0x08, 0x00]) => {
-                    if let Some(d) = frame.get(30..34).and_then(|d| <[u8; 4]>::try_from(d).ok()) {
-                        let a = u32::from_be_bytes(d);
-                        *hint = RouteHint {
-                            dst: HintDst::V4(a),
-                            next_hop: self.routes.lookup_v4(a),
-                        };
-                    }
+            *hint = RouteHint::NONE;
+            match HintDst::of(frame) {
+                HintDst::V4(a) => {
+                    *hint = RouteHint {
+                        dst: HintDst::V4(a),
+                        next_hop: self.routes.lookup_v4(a),
+                    };
                 }
-                Some([0x86, 0xdd]) if n < ROUTE_BATCH => {
-                    if let Some(d) = frame.get(38..54).and_then(|d| <[u8; 16]>::try_from(d).ok()) {
-                        v6[n] = u128::from_be_bytes(d);
-                        at[n] = i;
-                        n += 1;
-                    }
+                HintDst::V6(a) if n < ROUTE_BATCH => {
+                    v6[n] = a;
+                    at[n] = i;
+                    n += 1;
                 }
                 _ => {}
             }
@@ -376,7 +394,7 @@ impl Forwarder {
     /// Parses `frame` and decides; on `Tx` the frame has been rewritten in place.
     #[inline]
     pub fn process(&self, frame: &mut [u8], ingress_ifindex: u32) -> Verdict {
-        self.process_routed(frame, ingress_ifindex, &RouteHint::default())
+        self.process_routed(frame, ingress_ifindex, &RouteHint::NONE)
     }
 
     /// [`process`](Self::process) with the frame's route as [`route_many`](Self::route_many)
@@ -413,7 +431,7 @@ impl Forwarder {
         meta: &PacketMeta,
         ingress_ifindex: u32,
     ) -> Verdict {
-        self.decide(frame, meta, ingress_ifindex, &RouteHint::default())
+        self.decide(frame, meta, ingress_ifindex, &RouteHint::NONE)
     }
 
     #[inline(always)]

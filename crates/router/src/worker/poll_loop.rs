@@ -1,6 +1,6 @@
 //! The [`Worker`]: one core's poll loop over the AF_XDP sockets of every port.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -64,6 +64,10 @@ pub struct Worker<'a> {
     /// vDSO read is ~20 ns here, a tenth of a 4-frame grant's fixed cost). The pick and the
     /// loop's checks in between are charged to the grant they lead to.
     last_end: Option<u64>,
+    /// The routes of the port batch being served (`Forwarder::route_many`), and which frame of
+    /// it is next: kept from grant to grant so that no grant clears 64 of them first.
+    route_hints: RefCell<[RouteHint; ROUTE_BATCH]>,
+    next_hint: Cell<usize>,
 }
 
 impl<'a> Worker<'a> {
@@ -107,6 +111,8 @@ impl<'a> Worker<'a> {
             flow_path: flows.map(FlowPath::new),
             auto: AutoBudget::new(layout),
             last_end: None,
+            route_hints: RefCell::new([RouteHint::NONE; ROUTE_BATCH]),
+            next_hint: Cell::new(0),
         }
     }
 
@@ -222,16 +228,14 @@ impl<'a> Worker<'a> {
         // Each port's batch is looked up together before its frames are processed, in the same
         // order; a frame takes its hint by position (a hint for another destination is not
         // used: `process_routed` checks).
-        let hints = RefCell::new(([RouteHint::default(); ROUTE_BATCH], 0usize));
-        let hints = &hints;
+        let (hints, next_hint) = (&self.route_hints, &self.next_hint);
         // `move`: the per-grant scalars travel in the closure by value, not behind a reference.
         let n = self.xsk.recv_warmed(
             ring,
             max,
             |frames| {
-                let mut h = hints.borrow_mut();
-                fwd.route_many(frames, &mut h.0);
-                h.1 = 0;
+                fwd.route_many(frames, &mut hints.borrow_mut()[..]);
+                next_hint.set(0);
             },
             move |frame, len, ingress, stamp, spare| {
                 spin_ns(cost_ns);
@@ -242,13 +246,13 @@ impl<'a> Worker<'a> {
                 if timestamps && stamp != 0 && stamp.abs_diff(now_ns) < MAX_STAMP_AGE_NS {
                     ring_counters.observe(now_ns.saturating_sub(stamp) as f64 * 1e-9);
                 }
-                let hint = {
-                    let mut h = hints.borrow_mut();
-                    let at = h.1;
-                    h.1 += 1;
-                    h.0.get(at).copied().unwrap_or_default()
+                let at = next_hint.replace(next_hint.get() + 1);
+                let verdict = {
+                    let h = hints.borrow();
+                    let hint = h.get(at).unwrap_or(&RouteHint::NONE);
+                    fwd.process_routed(&mut frame[..len as usize], ingress, hint)
                 };
-                match fwd.process_routed(&mut frame[..len as usize], ingress, &hint) {
+                match verdict {
                     Verdict::Tx { ifindex, len } => {
                         *fwd_n += 1;
                         Action::Tx { ifindex, len }
