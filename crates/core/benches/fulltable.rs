@@ -101,6 +101,27 @@ fn fulltable(c: &mut Criterion) {
             fwd.routes.lookup(a).map_or(0, |n| n.ifindex)
         });
     }
+    // The same lookups 32 at a time, as `route_many` does them for a grant.
+    let v4a: Vec<u32> = v4
+        .iter()
+        .filter_map(|a| match a {
+            IpAddr::V4(a) => Some(u32::from(*a)),
+            IpAddr::V6(_) => None,
+        })
+        .collect();
+    let v6a: Vec<u128> = v6
+        .iter()
+        .filter_map(|a| match a {
+            IpAddr::V6(a) => Some(u128::from(*a)),
+            IpAddr::V4(_) => None,
+        })
+        .collect();
+    batched(&mut g, &format!("lookup_v4_{n4}_batched"), &v4a, |a, o| {
+        fwd.routes.lookup_v4_many(a, o)
+    });
+    batched(&mut g, &format!("lookup_v6_{n6}_batched"), &v6a, |a, o| {
+        fwd.routes.lookup_v6_many(a, o)
+    });
     // The whole forwarding step (parse, LPM, neighbour, TTL and checksum, rewrite) on 32
     // frames to different destinations out of the same DESTS as the lookups, so the table is as
     // cold as there. The 32 frames are copied from their templates into the grant's buffers
@@ -320,6 +341,29 @@ fn lookups<A: Copy>(
                 s = s.wrapping_add(lookup(black_box(a)));
             }
             s
+        })
+    });
+}
+
+/// Times `many` over batches of [`BATCH`] destinations, cycling through `dests`.
+fn batched<A: Copy + Default>(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    dests: &[A],
+    many: impl Fn(&[A], &mut [Option<NextHop>]),
+) {
+    let mut at = 0usize;
+    g.bench_function(name, |b| {
+        b.iter(|| {
+            let mut addrs = [A::default(); BATCH];
+            for a in &mut addrs {
+                *a = dests[at];
+                at = (at + 1) % dests.len();
+            }
+            let mut out = [None; BATCH];
+            many(black_box(&addrs), &mut out);
+            out.iter()
+                .fold(0u32, |s, v| s.wrapping_add(v.map_or(0, |n| n.ifindex)))
         })
     });
 }

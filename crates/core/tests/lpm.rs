@@ -73,8 +73,13 @@ proptest! {
                     prop_assert_eq!(t.remove(a, l), naive.remove(&(a & mask32(l), l)));
                 }
             }
-            for &a in &interesting {
-                prop_assert_eq!(t.lookup(a), naive4(&naive, a), "addr {:#010x}", a);
+            // Batched lookups (chunks of the batch size and a ragged end) give the same.
+            let mut many = vec![None; interesting.len()];
+            t.lookup_many(&interesting, &mut many);
+            for (&a, &got) in interesting.iter().zip(&many) {
+                let want = naive4(&naive, a);
+                prop_assert_eq!(t.lookup(a), want, "addr {:#010x}", a);
+                prop_assert_eq!(got, want, "addr {:#010x} batched", a);
             }
         }
         prop_assert_eq!(t.len(), naive.len());

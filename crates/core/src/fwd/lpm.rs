@@ -488,6 +488,40 @@ impl Lpm<u32> {
         }
         (e & VALID != 0).then_some(e & VALUE_MASK)
     }
+
+    /// [`lookup`](Self::lookup) of many addresses, `out[i]` for `addrs[i]` (as many as the
+    /// shorter of the two holds).
+    ///
+    /// All first-level entries are read before any is looked at. In a loop of whole lookups
+    /// each read feeds a branch, and the reorder buffer fills with the instructions behind a
+    /// few of those cache misses before the next ones are issued; read in a pass of their own,
+    /// a batch's misses are in flight together.
+    pub fn lookup_many(&self, addrs: &[u32], out: &mut [Option<u32>]) {
+        const B: usize = 64;
+        for (addrs, out) in addrs.chunks(B).zip(out.chunks_mut(B)) {
+            let n = addrs.len().min(out.len());
+            let mut e = [0u32; B];
+            for i in 0..n {
+                e[i] = self
+                    .top
+                    .get((addrs[i] >> 8) as usize)
+                    .map_or(0, |x| x.load(Ordering::Acquire));
+            }
+            for i in 0..n {
+                if e[i] & EXT != 0 {
+                    e[i] = self
+                        .pools
+                        .get(1)
+                        .and_then(|p| p.group(e[i] & VALUE_MASK))
+                        .and_then(|g| g.get((addrs[i] & 0xff) as usize))
+                        .map_or(0, |x| x.load(Ordering::Acquire));
+                }
+            }
+            for i in 0..n {
+                out[i] = (e[i] & VALID != 0).then_some(e[i] & VALUE_MASK);
+            }
+        }
+    }
 }
 
 impl Lpm<u128> {

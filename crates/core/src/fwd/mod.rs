@@ -359,17 +359,19 @@ impl Forwarder {
     /// its route up a second time. A frame whose destination it cannot read at the fixed
     /// offsets (not untagged IPv4 or IPv6, too short) gets an empty hint.
     pub fn route_many(&self, frames: &[&[u8]], hints: &mut [RouteHint]) {
+        let mut v4 = [0u32; ROUTE_BATCH];
+        let mut at4 = [0usize; ROUTE_BATCH];
+        let mut n4 = 0;
         let mut v6 = [0u128; ROUTE_BATCH];
         let mut at = [0usize; ROUTE_BATCH];
         let mut n = 0;
         for (i, (frame, hint)) in frames.iter().zip(hints.iter_mut()).enumerate() {
             *hint = RouteHint::NONE;
             match HintDst::of(frame) {
-                HintDst::V4(a) => {
-                    *hint = RouteHint {
-                        dst: HintDst::V4(a),
-                        next_hop: self.routes.lookup_v4(a),
-                    };
+                HintDst::V4(a) if n4 < ROUTE_BATCH => {
+                    v4[n4] = a;
+                    at4[n4] = i;
+                    n4 += 1;
                 }
                 HintDst::V6(a) if n < ROUTE_BATCH => {
                     v6[n] = a;
@@ -377,6 +379,16 @@ impl Forwarder {
                     n += 1;
                 }
                 _ => {}
+            }
+        }
+        if n4 > 0 {
+            let mut out = [None; ROUTE_BATCH];
+            self.routes.lookup_v4_many(&v4[..n4], &mut out);
+            for k in 0..n4 {
+                hints[at4[k]] = RouteHint {
+                    dst: HintDst::V4(v4[k]),
+                    next_hop: out[k],
+                };
             }
         }
         if n > 0 {

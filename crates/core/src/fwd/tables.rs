@@ -329,6 +329,18 @@ impl RouteTable {
         self.nexthops.get(self.v4.lookup(addr)?)
     }
 
+    /// [`lookup_v4`](Self::lookup_v4) of many addresses, `out[i]` for `addrs[i]` (as many as
+    /// the shorter holds), with their cache misses overlapping.
+    pub fn lookup_v4_many(&self, addrs: &[u32], out: &mut [Option<NextHop>]) {
+        let mut ids = [None; 64];
+        for (addrs, out) in addrs.chunks(ids.len()).zip(out.chunks_mut(ids.len())) {
+            self.v4.lookup_many(addrs, &mut ids);
+            for (o, id) in out.iter_mut().zip(&ids) {
+                *o = id.and_then(|id| self.nexthops.get(id));
+            }
+        }
+    }
+
     /// Longest-prefix match for an IPv6 address (host order).
     #[inline]
     pub fn lookup_v6(&self, addr: u128) -> Option<NextHop> {
