@@ -249,6 +249,8 @@ pub const ROUTE_BATCH: usize = 64;
 pub struct RouteHint {
     dst: HintDst,
     next_hop: Option<NextHop>,
+    /// The next hop's MAC as the neighbour table had it; `None`: look it up when processing.
+    next_mac: Option<Mac>,
 }
 
 impl RouteHint {
@@ -256,6 +258,7 @@ impl RouteHint {
     pub const NONE: RouteHint = RouteHint {
         dst: HintDst::None,
         next_hop: None,
+        next_mac: None,
     };
 }
 
@@ -388,6 +391,7 @@ impl Forwarder {
                 hints[at4[k]] = RouteHint {
                     dst: HintDst::V4(v4[k]),
                     next_hop: out[k],
+                    next_mac: None,
                 };
             }
         }
@@ -398,7 +402,21 @@ impl Forwarder {
                 hints[at[k]] = RouteHint {
                     dst: HintDst::V6(v6[k]),
                     next_hop: out[k],
+                    next_mac: None,
                 };
+            }
+        }
+        // The next hops' MACs in a pass of their own, after every route has arrived: each is
+        // a hash probe whose miss would otherwise wait in the middle of its frame's processing.
+        for h in hints.iter_mut().take(frames.len()) {
+            if let Some(nh) = h.next_hop {
+                let to = match (nh.gateway, h.dst) {
+                    (Some(gw), _) => Some(gw),
+                    (None, HintDst::V4(a)) => Some(core::net::IpAddr::V4(a.into())),
+                    (None, HintDst::V6(a)) => Some(core::net::IpAddr::V6(a.into())),
+                    (None, HintDst::None) => None,
+                };
+                h.next_mac = to.and_then(|to| self.neighbors.get(nh.ifindex, to));
             }
         }
     }
@@ -411,8 +429,8 @@ impl Forwarder {
 
     /// [`process`](Self::process) with the frame's route as [`route_many`](Self::route_many)
     /// found it: used if it is for the destination the frame holds now, else looked up again.
-    /// The route is then as of the batch's lookup, a few µs earlier, as if the frame had been
-    /// forwarded then.
+    /// The route, and the next hop's MAC if the batch found one, are then as of the batch's
+    /// lookup, a few µs earlier, as if the frame had been forwarded then.
     #[inline]
     pub fn process_routed(
         &self,
@@ -460,7 +478,7 @@ impl Forwarder {
         if let Some(v) = self.admit(frame, meta, ingress.mac) {
             return v;
         }
-        let (nh, egress) = match self.route(frame, meta, hint) {
+        let (nh, egress, hinted_mac) = match self.route(frame, meta, hint) {
             Ok(r) => r,
             Err(v) => return v,
         };
@@ -474,9 +492,10 @@ impl Forwarder {
             let mtu = IcmpKind::TooBig { mtu: egress.mtu };
             return Self::answer(frame, meta, DropReason::TooBig, mtu);
         }
-        let next = match nh.gateway {
-            Some(gw) => self.neighbors.get(nh.ifindex, gw),
-            None => self.neighbors.get(nh.ifindex, meta.dst_ip()),
+        let next = match (hinted_mac, nh.gateway) {
+            (Some(mac), _) => Some(mac),
+            (None, Some(gw)) => self.neighbors.get(nh.ifindex, gw),
+            (None, None) => self.neighbors.get(nh.ifindex, meta.dst_ip()),
         };
         let Some(next_mac) = next else {
             return Verdict::Drop(DropReason::NoNeighbor);
@@ -558,24 +577,24 @@ impl Forwarder {
         None
     }
 
-    /// The route of the packet's destination and its egress interface; `Err`: the verdict of a
-    /// packet without a usable unicast route.
+    /// The route of the packet's destination, its egress interface and, from the hint, the
+    /// next hop's MAC; `Err`: the verdict of a packet without a usable unicast route.
     #[inline(always)]
     fn route(
         &self,
         frame: &[u8],
         meta: &PacketMeta,
         hint: &RouteHint,
-    ) -> Result<(NextHop, &Interface), Verdict> {
+    ) -> Result<(NextHop, &Interface, Option<Mac>), Verdict> {
         use DropReason as D;
         if self.routes_incomplete {
             return Err(Verdict::Pass(PassReason::KernelRoute));
         }
-        let nh = match (meta.version, hint.dst) {
-            (IpVersion::V4, HintDst::V4(a)) if a == meta.dst_v4() => hint.next_hop,
-            (IpVersion::V6, HintDst::V6(a)) if a == meta.dst_v6() => hint.next_hop,
-            (IpVersion::V4, _) => self.routes.lookup_v4(meta.dst_v4()),
-            (IpVersion::V6, _) => self.routes.lookup_v6(meta.dst_v6()),
+        let (nh, mac) = match (meta.version, hint.dst) {
+            (IpVersion::V4, HintDst::V4(a)) if a == meta.dst_v4() => (hint.next_hop, hint.next_mac),
+            (IpVersion::V6, HintDst::V6(a)) if a == meta.dst_v6() => (hint.next_hop, hint.next_mac),
+            (IpVersion::V4, _) => (self.routes.lookup_v4(meta.dst_v4()), None),
+            (IpVersion::V6, _) => (self.routes.lookup_v6(meta.dst_v6()), None),
         };
         let Some(nh) = nh else {
             return Err(Self::answer(
@@ -599,7 +618,7 @@ impl Forwarder {
             RouteKind::Kernel => return Err(Verdict::Pass(PassReason::KernelRoute)),
         }
         match self.interfaces.get(nh.ifindex) {
-            Some(egress) => Ok((nh, egress)),
+            Some(egress) => Ok((nh, egress, mac)),
             None => Err(Verdict::Pass(PassReason::KernelRoute)),
         }
     }

@@ -513,3 +513,36 @@ fn a_hint_spares_the_second_lookup() {
         Verdict::Tx { ifindex: 2, .. }
     ));
 }
+
+#[test]
+fn a_hint_carries_the_next_hops_mac_as_of_the_batch() {
+    let mut f = forwarder();
+    // Through a gateway and to a connected host (whose own address is the neighbour's key).
+    let frames = [frame(&spec("10.2.3.4")), frame(&spec("10.1.0.7"))];
+    let views: Vec<&[u8]> = frames.iter().map(|b| &b[..]).collect();
+    let mut hints = [RouteHint::default(); 2];
+    f.route_many(&views, &mut hints);
+    let moved = [2, 0, 0, 0, 0, 0x77];
+    f.neighbors.insert(2, ip("10.1.0.1"), moved);
+    f.neighbors.insert(2, ip("10.1.0.7"), moved);
+    for (i, (b, old)) in frames.iter().zip([GW_MAC, HOST_MAC]).enumerate() {
+        let (mut a, mut c) = (b.clone(), b.clone());
+        assert!(matches!(f.process(&mut a, 1), Verdict::Tx { .. }));
+        assert!(matches!(
+            f.process_routed(&mut c, 1, &hints[i]),
+            Verdict::Tx { .. }
+        ));
+        assert_eq!(a[..6], moved, "frame {i}: looked up now");
+        assert_eq!(c[..6], old, "frame {i}: as the batch found it");
+    }
+    // A neighbour the batch did not find is looked up when the frame is processed.
+    f.neighbors.remove(2, ip("10.1.0.7"));
+    f.route_many(&views[1..], &mut hints[..1]);
+    f.neighbors.insert(2, ip("10.1.0.7"), moved);
+    let mut c = frames[1].clone();
+    assert!(matches!(
+        f.process_routed(&mut c, 1, &hints[0]),
+        Verdict::Tx { .. }
+    ));
+    assert_eq!(c[..6], moved);
+}
