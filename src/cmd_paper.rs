@@ -36,9 +36,9 @@ pub enum Paper {
     /// scheduler (simulated, deterministic).
     #[command(name = "003")]
     P003(PaperArgs),
-    /// Paper 004 (NAPI), Figs. 4 and 6 (simulated: one CPU's throughput and latency against
-    /// the offered load with an interrupt per packet, as before NAPI, with NAPI, and with busy
-    /// polling; the receive livelock and its cure). Fairness between interfaces is
+    /// Paper 004 (NAPI), Figs. 4–7 (simulated: throughput and latency against the offered
+    /// load on one CPU and on two, with an interrupt per packet, as before NAPI, with NAPI, and
+    /// with busy polling; the receive livelock and its cure). Fairness between interfaces is
     /// `tests/router_fairness.rs`.
     #[command(name = "004")]
     P004(PaperArgs),
@@ -129,12 +129,16 @@ fn p004_cmd(args: PaperArgs) -> anyhow::Result<()> {
         |done| p004::run(&args, done),
         |o| (o.simulations, o.packets),
     )?;
-    for l in &p004::LINES {
-        let row: Vec<String> = (out.points.iter())
-            .filter(|p| p.line == l.label)
-            .map(|p| format!("{}→{:.2}", p.load, p.forwarded.0))
-            .collect();
-        println!("Fig. 4 {}: forwarded {}", l.label, row.join(" "));
+    for (cpus, fig) in [(1, 4), (p004::SMP_CPUS, 5)] {
+        for l in &p004::LINES {
+            let row: Vec<String> = (out.points.iter())
+                .filter(|p| p.line == l.label && p.cpus == cpus)
+                .map(|p| format!("{}→{:.2}", p.load, p.forwarded.0))
+                .collect();
+            if !row.is_empty() {
+                println!("Fig. {fig} {}: forwarded {}", l.label, row.join(" "));
+            }
+        }
     }
     print_claims(&out.claims, &args);
     Ok(())

@@ -1,7 +1,8 @@
 //! Paper 004 ("Beyond Softnet", NAPI), simulated: the throughput (Fig. 4) and latency (Fig. 6)
 //! of one CPU against the offered load for the kernel before NAPI, which takes an interrupt for
 //! every packet, against NAPI, which takes one when a device with work is off the poll list and
-//! then polls it, and against busy polling, which takes none.
+//! then polls it, and against busy polling, which takes none. Figs. 5 and 7 are the same on two
+//! CPUs (the paper's dual PII), the flows hashed to them, as the router's RSS spreads them.
 //!
 //! The simulator's poll engine is the router's, and its wake model is the live worker's:
 //! `wake = interrupt` is the NAPI line, `wake = busy` the busy-poll line. The plain kernel is
@@ -27,8 +28,11 @@ use crate::plot::{line_chart, Series as PlotSeries};
 use crate::report::Fixed;
 use crate::{LabError, Result};
 
-/// The figures' ids.
-pub const FIGURES: [&str; 2] = ["4", "6"];
+/// The figures' ids: 4 and 6 on one CPU, 5 and 7 on [`SMP_CPUS`].
+pub const FIGURES: [&str; 4] = ["4", "5", "6", "7"];
+
+/// CPUs of the SMP figures.
+pub const SMP_CPUS: usize = 2;
 
 /// Service time x, ns: the unit of the scaled model.
 pub const SERVICE_NS: f64 = 1000.0;
@@ -67,11 +71,11 @@ pub const LINES: [Line; 3] = [
     },
 ];
 
-fn args(line: &Line, load: f64, packets: u64, seed: u64) -> SimArgs {
+fn args(line: &Line, cpus: usize, load: f64, packets: u64, seed: u64) -> SimArgs {
     SimArgs {
         strategy: Some(StrategyKind::Sq),
-        cores: Some(1),
-        rate_pps: Some(load * 1e9 / SERVICE_NS),
+        cores: Some(cpus),
+        rate_pps: Some(load * cpus as f64 * 1e9 / SERVICE_NS),
         service_ns: Some(SERVICE_NS),
         wakeup_cost_ns: if line.interrupt_cost {
             INTERRUPT_NS
@@ -89,8 +93,10 @@ fn args(line: &Line, load: f64, packets: u64, seed: u64) -> SimArgs {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Point {
     pub line: &'static str,
+    pub cpus: usize,
+    /// Offered load over the capacity of all CPUs.
     pub load: f64,
-    /// Forwarded packets per second over the capacity 1/x.
+    /// Forwarded packets per second over the capacity of all CPUs, cpus/x.
     pub forwarded: (f64, f64),
     pub mean_latency_us: (f64, f64),
     pub p99_latency_us: (f64, f64),
@@ -101,7 +107,7 @@ pub struct Point {
     pub loss_pct: f64,
 }
 
-fn point(line: &Line, load: f64, runs: &[SimResult]) -> Point {
+fn point(line: &Line, cpus: usize, load: f64, runs: &[SimResult]) -> Point {
     let stat = |f: &dyn Fn(&SimResult) -> f64| mean_ci(&runs.iter().map(f).collect::<Vec<_>>());
     let delivered = |r: &SimResult| r.classes.iter().map(|c| c.delivered).sum::<u64>() as f64;
     let sent: u64 = runs.iter().flat_map(|r| &r.classes).map(|c| c.sent).sum();
@@ -112,8 +118,9 @@ fn point(line: &Line, load: f64, runs: &[SimResult]) -> Point {
         .sum();
     Point {
         line: line.label,
+        cpus,
         load,
-        forwarded: stat(&|r| delivered(r) / r.sim_time_ns * SERVICE_NS),
+        forwarded: stat(&|r| delivered(r) / r.sim_time_ns * SERVICE_NS / cpus as f64),
         mean_latency_us: stat(&|r| {
             let d = delivered(r).max(1.0);
             r.classes
@@ -154,16 +161,41 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// The point of `line` (a prefix of its label) at `load`.
-    pub fn at(&self, line: &str, load: f64) -> Option<&Point> {
-        (self.points.iter()).find(|p| p.line.starts_with(line) && (p.load - load).abs() < 1e-9)
+    /// The point of `line` (a prefix of its label) on `cpus` at `load`.
+    pub fn at(&self, line: &str, cpus: usize, load: f64) -> Option<&Point> {
+        (self.points.iter())
+            .find(|p| p.line.starts_with(line) && p.cpus == cpus && (p.load - load).abs() < 1e-9)
     }
 }
 
-/// The paper's statements about Figs. 4 and 6, checked against the points.
-pub fn claims(points: &[Point]) -> Vec<Claim> {
+/// The figures of one CPU count: throughput, latency.
+fn figures_of(cpus: usize) -> (&'static str, &'static str) {
+    if cpus == 1 {
+        ("4", "6")
+    } else {
+        ("5", "7")
+    }
+}
+
+/// The CPU counts the figures asked for need.
+fn cpu_counts(args: &PaperArgs) -> Vec<usize> {
+    [1, SMP_CPUS]
+        .into_iter()
+        .filter(|&c| {
+            let (t, l) = figures_of(c);
+            args.wants(t) || args.wants(l)
+        })
+        .collect()
+}
+
+/// The paper's statements about Figs. 4 and 6 (one CPU) or 5 and 7 (SMP: "the same behavior
+/// as in the case of the single CPU"), checked against the points of `cpus`.
+pub fn claims(points: &[Point], cpus: usize) -> Vec<Claim> {
+    let (tput, lat) = figures_of(cpus);
     let of = |line: &str| -> Vec<&Point> {
-        points.iter().filter(|p| p.line.starts_with(line)).collect()
+        (points.iter())
+            .filter(|p| p.line.starts_with(line) && p.cpus == cpus)
+            .collect()
     };
     let peak = |ps: &[&Point]| {
         ps.iter()
@@ -177,7 +209,7 @@ pub fn claims(points: &[Point]) -> Vec<Claim> {
     let top = LOADS[LOADS.len() - 1];
     let mut out = Vec::new();
     out.push(Claim {
-        figure: "4",
+        figure: tput,
         statement: "the plain kernel reaches its MLFFR, then its throughput collapses as the offered load grows (receive livelock)",
         check: format!(
             "plain: peak {:.3} of capacity at {} offered, {:.3} at {top}",
@@ -186,13 +218,13 @@ pub fn claims(points: &[Point]) -> Vec<Claim> {
         holds: pl < 0.5 * pp.1 && pp.0 < top,
     });
     out.push(Claim {
-        figure: "4",
+        figure: tput,
         statement: "NAPI keeps forwarding at its MLFFR however far the load goes beyond it",
         check: format!("NAPI: peak {:.3} at {}, {:.3} at {top}", np.1, np.0, nl),
         holds: nl >= 0.95 * np.1,
     });
     out.push(Claim {
-        figure: "4",
+        figure: tput,
         statement: "NAPI's MLFFR is above the plain kernel's",
         check: format!("{:.3} against {:.3} of capacity", np.1, pp.1),
         holds: np.1 > pp.1,
@@ -200,7 +232,7 @@ pub fn claims(points: &[Point]) -> Vec<Claim> {
     let worst = |ps: &[&Point]| ps.iter().map(|p| p.p99_latency_us.0).fold(0.0, f64::max);
     let (wn, wp) = (worst(&napi), worst(&plain));
     out.push(Claim {
-        figure: "6",
+        figure: lat,
         statement:
             "NAPI's latency stays under 1 ms in the worst case; the plain kernel's is the highest",
         check: format!("the highest p99 over the loads: NAPI {wn:.0} µs, plain {wp:.0} µs"),
@@ -213,7 +245,7 @@ pub fn claims(points: &[Point]) -> Vec<Claim> {
     };
     let (light, heavy) = (irq(0.5), irq(1.5));
     out.push(Claim {
-        figure: "§3",
+        figure: if cpus == 1 { "§3" } else { "§3, SMP" },
         statement: "NAPI: interrupts at light load for latency, polling under heavy load (interrupts fall as the load rises)",
         check: format!("NAPI's interrupts: {light:.0}/s at 0.5, {heavy:.0}/s at 1.5 of capacity"),
         holds: heavy < 0.1 * light,
@@ -226,16 +258,19 @@ pub fn claims(points: &[Point]) -> Vec<Claim> {
 pub fn run(args: &PaperArgs, done: impl Fn() + Sync) -> Result<Outcome> {
     args.check(&FIGURES)?;
     let reps = args.replications as usize;
+    let cpus = cpu_counts(args);
     let mut sims = Vec::new();
-    for line in &LINES {
-        for &load in &LOADS {
-            for rep in 0..args.replications {
-                let config = args_for(line, load, args.packets, 1 + u64::from(rep))?;
-                sims.push(SweepPoint {
-                    strategy: StrategyKind::Sq,
-                    value: load,
-                    config,
-                });
+    for &c in &cpus {
+        for line in &LINES {
+            for &load in &LOADS {
+                for rep in 0..args.replications {
+                    let config = args_for(line, c, load, args.packets, 1 + u64::from(rep))?;
+                    sims.push(SweepPoint {
+                        strategy: StrategyKind::Sq,
+                        value: load,
+                        config,
+                    });
+                }
             }
         }
     }
@@ -243,13 +278,15 @@ pub fn run(args: &PaperArgs, done: impl Fn() + Sync) -> Result<Outcome> {
         .map_err(|e| LabError::Failed(format!("simulation: {e}")))?;
     let mut chunks = results.chunks(reps);
     let mut points = Vec::new();
-    for line in &LINES {
-        for &load in &LOADS {
-            let runs = chunks.next().expect("one chunk per point");
-            points.push(point(line, load, runs));
+    for &c in &cpus {
+        for line in &LINES {
+            for &load in &LOADS {
+                let runs = chunks.next().expect("one chunk per point");
+                points.push(point(line, c, load, runs));
+            }
         }
     }
-    let claims = claims(&points);
+    let claims = cpus.iter().flat_map(|&c| claims(&points, c)).collect();
     let out = Outcome {
         simulations: sims.len(),
         packets: sims.iter().map(|p| p.config.packets).sum(),
@@ -260,15 +297,21 @@ pub fn run(args: &PaperArgs, done: impl Fn() + Sync) -> Result<Outcome> {
     Ok(out)
 }
 
-fn args_for(line: &Line, load: f64, packets: u64, seed: u64) -> Result<llr_sim::SimConfig> {
-    args(line, load, packets, seed)
+fn args_for(
+    line: &Line,
+    cpus: usize,
+    load: f64,
+    packets: u64,
+    seed: u64,
+) -> Result<llr_sim::SimConfig> {
+    args(line, cpus, load, packets, seed)
         .to_config()
         .map_err(LabError::Invalid)
 }
 
 /// Job count of a run, for a progress bar before it starts.
 pub fn count(args: &PaperArgs) -> usize {
-    LINES.len() * LOADS.len() * args.replications as usize
+    cpu_counts(args).len() * LINES.len() * LOADS.len() * args.replications as usize
 }
 
 /// Writes `results.csv`, the plots of the figures asked for and `report.md`.
@@ -278,6 +321,7 @@ pub fn write_report(out: &Path, args: &PaperArgs, o: &Outcome) -> Result<()> {
     #[derive(Serialize)]
     struct Row<'a> {
         line: &'a str,
+        cpus: usize,
         load: Fixed<2>,
         forwarded: Fixed<4>,
         forwarded_ci95: Fixed<4>,
@@ -291,6 +335,7 @@ pub fn write_report(out: &Path, args: &PaperArgs, o: &Outcome) -> Result<()> {
     let rows: Vec<Row<'_>> = (o.points.iter())
         .map(|p| Row {
             line: p.line,
+            cpus: p.cpus,
             load: Fixed(p.load),
             forwarded: Fixed(p.forwarded.0),
             forwarded_ci95: Fixed(p.forwarded.1),
@@ -305,15 +350,15 @@ pub fn write_report(out: &Path, args: &PaperArgs, o: &Outcome) -> Result<()> {
     crate::report::write_csv(
         &out.join("results.csv"),
         &rows,
-        "line,load,forwarded,forwarded_ci95,mean_latency_us,mean_latency_ci95_us,p99_latency_us,cpu,interrupts_per_sec,loss_pct",
+        "line,cpus,load,forwarded,forwarded_ci95,mean_latency_us,mean_latency_ci95_us,p99_latency_us,cpu,interrupts_per_sec,loss_pct",
     )?;
-    let series = |f: fn(&Point) -> f64| -> Vec<PlotSeries> {
+    let series = |cpus: usize, f: fn(&Point) -> f64| -> Vec<PlotSeries> {
         LINES
             .iter()
             .map(|l| PlotSeries {
                 label: l.label.into(),
                 points: (o.points.iter())
-                    .filter(|p| p.line == l.label)
+                    .filter(|p| p.line == l.label && p.cpus == cpus)
                     .map(|p| (p.load, f(p)))
                     .collect(),
                 group: l.label.into(),
@@ -322,8 +367,9 @@ pub fn write_report(out: &Path, args: &PaperArgs, o: &Outcome) -> Result<()> {
             .collect()
     };
     let mut md = format!(
-        "# Paper 004, Figs. 4 and 6, simulated\n\nOne CPU (`llr-sim`, the router's poll engine), \
-         service time x = {SERVICE_NS:.0} ns (loads are fractions of the capacity 1/x), an \
+        "# Paper 004, Figs. 4–7, simulated\n\nOne CPU (Figs. 4 and 6) and {SMP_CPUS} (Figs. 5 \
+         and 7, flows hashed to them) with the router's poll engine (`llr-sim`), service time x \
+         = {SERVICE_NS:.0} ns (loads are fractions of the capacity, CPUs/x), an \
          interrupt costs {INTERRUPT_NS:.0} ns, one queue of 512, Poisson arrivals. plain: an \
          interrupt per arriving packet, dropped ones included; NAPI: one when a device with work \
          is off the poll list (llrouter's `wake = interrupt`); busy poll: none, the CPU spins \
@@ -332,8 +378,9 @@ pub fn write_report(out: &Path, args: &PaperArgs, o: &Outcome) -> Result<()> {
         args.replications, args.replications, args.packets
     );
     type Measure = fn(&Point) -> f64;
-    let charts: [(&str, &str, &str, Measure, bool); 4] = [
+    let charts: [(usize, &str, &str, &str, Measure, bool); 8] = [
         (
+            1,
             "4",
             "fig4.png",
             "forwarded (of capacity)",
@@ -341,6 +388,7 @@ pub fn write_report(out: &Path, args: &PaperArgs, o: &Outcome) -> Result<()> {
             false,
         ),
         (
+            1,
             "6",
             "fig6.png",
             "mean latency (µs)",
@@ -348,38 +396,72 @@ pub fn write_report(out: &Path, args: &PaperArgs, o: &Outcome) -> Result<()> {
             true,
         ),
         (
+            1,
             "6",
             "fig6_p99.png",
             "p99 latency (µs)",
             |p| p.p99_latency_us.0,
             true,
         ),
-        ("4", "cpu.png", "CPU busy (fraction)", |p| p.cpu.0, false),
+        (1, "4", "cpu.png", "CPU busy (fraction)", |p| p.cpu.0, false),
+        (
+            SMP_CPUS,
+            "5",
+            "fig5.png",
+            "forwarded (of capacity)",
+            |p| p.forwarded.0,
+            false,
+        ),
+        (
+            SMP_CPUS,
+            "7",
+            "fig7.png",
+            "mean latency (µs)",
+            |p| p.mean_latency_us.0,
+            true,
+        ),
+        (
+            SMP_CPUS,
+            "7",
+            "fig7_p99.png",
+            "p99 latency (µs)",
+            |p| p.p99_latency_us.0,
+            true,
+        ),
+        (
+            SMP_CPUS,
+            "5",
+            "cpu_smp.png",
+            "CPU busy (fraction)",
+            |p| p.cpu.0,
+            false,
+        ),
     ];
-    for (fig, png, ylabel, f, log) in charts {
+    for (cpus, fig, png, ylabel, f, log) in charts {
         if !args.wants(fig) {
             continue;
         }
         line_chart(
             &out.join(png),
-            &format!("Fig. {fig}: {ylabel} against the offered load"),
+            &format!("Fig. {fig}: {ylabel} against the offered load, {cpus} CPU(s)"),
             "offered load (of capacity)",
             ylabel,
-            &series(f),
+            &series(cpus, f),
             log,
         )
         .map_err(|e| LabError::Failed(format!("plot {png}: {e}")))?;
         let _ = writeln!(md, "\n![{ylabel}]({png})");
     }
     md.push_str(
-        "\n| line | offered | forwarded | mean latency µs | p99 µs | CPU | interrupts/s | lost % |\n\
-         |---|---|---|---|---|---|---|---|\n",
+        "\n| line | CPUs | offered | forwarded | mean latency µs | p99 µs | CPU | interrupts/s | lost % |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
     );
     for p in &o.points {
         let _ = writeln!(
             md,
-            "| {} | {} | {:.3} ± {:.3} | {:.1} ± {:.1} | {:.0} | {:.3} | {:.0} | {:.2} |",
+            "| {} | {} | {} | {:.3} ± {:.3} | {:.1} ± {:.1} | {:.0} | {:.3} | {:.0} | {:.2} |",
             p.line,
+            p.cpus,
             p.load,
             p.forwarded.0,
             p.forwarded.1,
@@ -400,28 +482,52 @@ mod tests {
 
     /// At reduced size (3 replications of 20 000 packets): the plain kernel livelocks, NAPI
     /// holds its MLFFR, and both peaks sit where the model puts them (plain 1/(x + c) = 2/3
-    /// of capacity, NAPI the capacity), within the noise of 20 000 Poisson packets.
+    /// of capacity, NAPI the capacity), within the noise of 20 000 Poisson packets; on two
+    /// CPUs the same, of their joint capacity (the paper's "same behavior" for SMP).
     #[test]
     fn livelock_and_napi_at_reduced_size() {
         let (o, exist, _) = crate::paper::reduced::run(
             "004",
             &[],
-            &["report.md", "results.csv", "fig4.png", "fig6.png"],
+            &[
+                "report.md",
+                "results.csv",
+                "fig4.png",
+                "fig5.png",
+                "fig6.png",
+                "fig7.png",
+            ],
             |a| run(a, || {}),
         );
         assert!(exist);
-        assert_eq!(o.simulations, 3 * LOADS.len() * 3);
+        assert_eq!(o.simulations, 2 * 3 * LOADS.len() * 3);
+        assert_eq!(o.claims.len(), 10);
         for c in &o.claims {
-            assert!(c.holds, "{}: {}", c.statement, c.check);
+            assert!(c.holds, "Fig. {}: {}: {}", c.figure, c.statement, c.check);
         }
-        let plain = o.at("plain", 0.67).unwrap().forwarded.0;
-        assert!((plain - 2.0 / 3.0).abs() < 0.03, "plain at 0.67: {plain}");
-        let napi = o.at("NAPI", 1.5).unwrap().forwarded.0;
-        assert!((napi - 1.0).abs() < 0.02, "NAPI at 1.5: {napi}");
-        // Beyond 1/c every cycle is an interrupt: at 1.9 the plain kernel forwards a tenth.
-        assert!(o.at("plain", 1.9).unwrap().forwarded.0 < 0.1);
-        // Busy polling takes no interrupts and spins.
-        let busy = o.at("busy", 0.5).unwrap();
-        assert_eq!((busy.cpu.0, busy.interrupts_per_sec.0), (1.0, 0.0));
+        for cpus in [1, SMP_CPUS] {
+            // On two CPUs the flow hash gives one of them more than half the packets (NAPI
+            // forwards 0.96 at 1.0 offered, not 1.0), and that CPU livelocks first: the joint
+            // peak sits up to 0.04 under 2/3, so the lower bound is wider there.
+            let below = if cpus == 1 { 0.03 } else { 0.06 };
+            let plain = o.at("plain", cpus, 0.67).unwrap().forwarded.0;
+            assert!(
+                plain < 2.0 / 3.0 + 0.03 && plain > 2.0 / 3.0 - below,
+                "plain on {cpus} at 0.67: {plain}"
+            );
+            let napi = o.at("NAPI", cpus, 1.5).unwrap().forwarded.0;
+            assert!((napi - 1.0).abs() < 0.02, "NAPI at 1.5: {napi}");
+            // Beyond 1/c every cycle is an interrupt: at 1.9 one CPU forwards a tenth. (On two
+            // the less loaded CPU is offered less than 1.9, and in 20 000 packets the two empty
+            // rings at the start weigh more: 0.14 here, 0.075 at 100 000 packets. Their
+            // collapse is the claim's check: under half the peak.)
+            if cpus == 1 {
+                let last = o.at("plain", cpus, 1.9).unwrap().forwarded.0;
+                assert!(last < 0.1, "plain at 1.9: {last}");
+            }
+            // Busy polling takes no interrupts and spins.
+            let busy = o.at("busy", cpus, 0.5).unwrap();
+            assert_eq!((busy.cpu.0, busy.interrupts_per_sec.0), (1.0, 0.0));
+        }
     }
 }
