@@ -58,6 +58,11 @@ fn bad_flows_are_refused_naming_the_field() {
             "unknown element `crypt`",
         ),
         (
+            base.replace("\"work(us=2)\"", "\"work(us=2)\", \"goto(to=0)\""),
+            "flows[video].pipeline",
+            "`goto(to=0)` at element 2: a jump goes forward, to 3..=3",
+        ),
+        (
             base.replace("weight = 4", "weight = 0"),
             "flows[video].weight",
             "at least 1",

@@ -695,6 +695,7 @@ pub fn run(cfg: &FlowSimConfig) -> Result<FlowSimResult, FieldError> {
                     *t += c;
                     match step {
                         Step::Next => (Progress::Next(p), c),
+                        Step::Jump(k) => (Progress::At(p, usize::from(k)), c),
                         Step::Drop => {
                             a.element_drops += 1;
                             leave(*t, p.stream);

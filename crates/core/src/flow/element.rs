@@ -15,7 +15,16 @@
 //! | `dscp` | `set=D` | rewrites the DSCP (IPv4 checksum updated) |
 //! | `acl` | `name` (`[[acls]]` in the config) | first-match permit/deny over classifier rules |
 //! | `work` | `ns=N` or `us=N` | spends that much CPU per packet (crypto/inspection stand-in) |
+//! | `branch` | ACL `name`, `to=K` | packets the ACL permits go on at element K, the rest at the next |
+//! | `goto` | `to=K` | every packet goes on at element K |
 //! | `forward` | — | the forwarding decision; always the last element |
+//!
+//! With `branch` and `goto` a pipeline is a graph, not only a line: `K` counts the elements from
+//! 0, and the forwarding decision is `K` = the number of elements. A jump only goes forward (the
+//! pipeline refuses one that does not), so the graph has no cycle and every packet reaches the
+//! forwarding decision or a drop in at most as many steps as there are elements. An if/else:
+//! `["branch(voice,to=3)", "work(us=20)", "goto(to=4)", "dscp(set=46)", "count"]` gives voice
+//! packets `dscp`, the rest `work`, both `count`.
 
 use crate::classify::RuleSet;
 use crate::error::FieldError;
@@ -59,6 +68,9 @@ pub enum Step {
     Next,
     /// Dropped here (counted by the element).
     Drop,
+    /// To element `K` of the pipeline (further on; the number of elements is the forwarding
+    /// decision).
+    Jump(u16),
 }
 
 /// One pipeline element.
@@ -69,6 +81,10 @@ pub trait Element: Send + std::fmt::Debug {
     fn process(&mut self, pkt: &mut Pkt<'_>, cx: &mut Cx<'_>) -> Step;
     /// A fresh copy with its own state (counters, token bucket) reset.
     fn fresh(&self) -> Box<dyn Element>;
+    /// The element a [`Step::Jump`] of this element goes to, for the pipeline to check.
+    fn jump(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Counts packets and bytes (the pipeline counts for every element; this one only exists to be
@@ -240,6 +256,42 @@ impl Element for Acl {
     }
 }
 
+/// A jump in the pipeline: to element `to` for the packets an ACL permits (`branch`), or for
+/// every packet (`goto`, no ACL).
+#[derive(Debug, Clone)]
+pub struct Branch {
+    acl: Option<Acl>,
+    to: u16,
+}
+
+impl Branch {
+    /// Packets `acl` permits (every packet without one) go on at element `to`.
+    pub fn new(acl: Option<Acl>, to: u16) -> Branch {
+        Branch { acl, to }
+    }
+}
+
+impl Element for Branch {
+    fn text(&self) -> String {
+        match &self.acl {
+            Some(a) => format!("branch({},to={})", a.name, self.to),
+            None => format!("goto(to={})", self.to),
+        }
+    }
+    fn process(&mut self, pkt: &mut Pkt<'_>, _cx: &mut Cx<'_>) -> Step {
+        match &self.acl {
+            Some(a) if a.rules.classify(pkt.bytes(), None, pkt.ingress) == ACL_DENY => Step::Next,
+            _ => Step::Jump(self.to),
+        }
+    }
+    fn fresh(&self) -> Box<dyn Element> {
+        Box::new(self.clone())
+    }
+    fn jump(&self) -> Option<usize> {
+        Some(usize::from(self.to))
+    }
+}
+
 /// The rule class that permits, in an ACL's [`RuleSet`].
 pub const ACL_PERMIT: usize = 0;
 /// The rule class that denies.
@@ -392,6 +444,25 @@ pub fn parse(text: &str, acls: &dyn AclLookup) -> Result<Box<dyn Element>, Field
                 .ok_or_else(|| err(format!("no ACL named `{n}` (define it under [[acls]])")))?;
             Ok(Box::new(Acl::new(n, rules)))
         }
+        "branch" | "goto" => {
+            let to = match num("to")? {
+                Some(k) if k <= u64::from(u16::MAX) => k as u16,
+                Some(k) => return Err(err(format!("to={k}: too far"))),
+                None => return Err(err("give the element to go on at: to=K".into())),
+            };
+            if name.trim() == "goto" {
+                allow(&["to"], 0)?;
+                return Ok(Box::new(Branch::new(None, to)));
+            }
+            allow(&["name", "to"], 1)?;
+            let n = get("name")
+                .or(bare.first().copied())
+                .ok_or_else(|| err("give the ACL's name: branch(NAME,to=K)".into()))?;
+            let rules = acls
+                .acl(n)
+                .ok_or_else(|| err(format!("no ACL named `{n}` (define it under [[acls]])")))?;
+            Ok(Box::new(Branch::new(Some(Acl::new(n, rules)), to)))
+        }
         "work" => {
             allow(&["ns", "us"], 0)?;
             let ns = match (num("ns")?, num("us")?) {
@@ -406,7 +477,7 @@ pub fn parse(text: &str, acls: &dyn AclLookup) -> Result<Box<dyn Element>, Field
         }
         FORWARD => Err(err("`forward` can only be the last element".into())),
         other => Err(err(format!(
-            "unknown element `{other}` (known: count, meter, dscp, acl, work, forward)"
+            "unknown element `{other}` (known: count, meter, dscp, acl, work, branch, goto, forward)"
         ))),
     }
 }
@@ -457,6 +528,23 @@ impl Pipeline {
                 break;
             }
             v.push(parse(t, acls)?);
+        }
+        for (i, e) in v.iter().enumerate() {
+            match e.jump() {
+                Some(to) if to <= i || to > v.len() => {
+                    return Err(FieldError::new(
+                        "pipeline",
+                        format!(
+                            "`{}` at element {i}: a jump goes forward, to {}..={} ({} is the forwarding decision)",
+                            e.text(),
+                            i + 1,
+                            v.len(),
+                            v.len()
+                        ),
+                    ))
+                }
+                _ => {}
+            }
         }
         Ok(Pipeline::new(v))
     }

@@ -125,6 +125,9 @@ pub enum Next {
 /// After an element: the packet goes on, or the caller took it (sent or dropped it).
 pub enum Progress<P> {
     Next(P),
+    /// Goes on at element `K` (a branch of the pipeline's graph): always further on, so a
+    /// target at or before the current element counts as the next one.
+    At(P, usize),
     Finished,
 }
 
@@ -565,9 +568,12 @@ impl<P> FlowSched<P> {
             turn.elements += 1;
             match progress {
                 Progress::Next(p) if pos < last => s.current = Some((p, (pos + 1) as u16)),
+                Progress::At(p, at) if pos < last => {
+                    s.current = Some((p, at.clamp(pos + 1, last) as u16));
+                }
                 // After the forwarding decision there is no next element: the caller must take
                 // the packet; if it did not, it is simply no longer this flow's.
-                Progress::Next(_) | Progress::Finished => {
+                Progress::Next(_) | Progress::At(..) | Progress::Finished => {
                     s.stats.done += 1;
                     turn.packets_done += 1;
                 }

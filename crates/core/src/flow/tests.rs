@@ -643,6 +643,7 @@ fn acl_and_work_elements() {
             &mut cx,
         ) {
             Step::Next => (Progress::Next(p), 0),
+            Step::Jump(k) => (Progress::At(p, usize::from(k)), 0),
             Step::Drop => {
                 outcomes.push((p.seq, "dropped"));
                 (Progress::Finished, 0)
@@ -716,5 +717,132 @@ fn idle_flows_do_not_dilute_weighted_shares() {
         for (x, want) in got.iter().zip([0.4, 0.15, 0.45]) {
             assert!((x / want - 1.0).abs() < 0.05, "{idle} idle flows: {got:?}");
         }
+    }
+}
+
+/// A pipeline with `branch` and `goto` is a graph: an if/else whose arms rejoin. Voice packets
+/// (the ACL permits them) are remarked, the rest pay for `work`; both are counted at the end,
+/// and each element counts only the packets that went through it.
+#[test]
+fn branch_and_goto_make_a_graph() {
+    let voice = AclSpec {
+        name: "voice".into(),
+        default: Some("deny".into()),
+        rules: vec!["class=permit proto=udp dport=5000".parse().unwrap()],
+    };
+    let pipeline = [
+        "branch(voice,to=3)",
+        "work(ns=20000)",
+        "goto(to=4)",
+        "dscp(set=46)",
+        "count",
+    ];
+    let mut f: Flows<P> = Flows::new(
+        &FlowSchedConfig::default(),
+        &classes(),
+        &[FlowSpec {
+            name: "g".into(),
+            class: Some("be".into()),
+            pipeline: pipeline.iter().map(|t| t.to_string()).collect(),
+            ..Default::default()
+        }],
+        &[voice],
+        &no_if,
+    )
+    .unwrap();
+    let id = f.sched.find("g").unwrap();
+    let mut pkts = [
+        udp("10.0.0.1", "10.0.0.2", 1, 5000, 0),
+        udp("10.0.0.1", "10.0.0.2", 1, 80, 0),
+    ];
+    for seq in 0..2 {
+        f.sched.enqueue(id, P { arrived: 0, seq }).unwrap();
+    }
+    assert_eq!(f.sched.pick(), Next::Flow(id));
+    let mut spent = [0u64; 2];
+    let mut paths: [Vec<usize>; 2] = Default::default();
+    f.sched.run_turn(id, |pl, pos, p| {
+        let i = p.seq as usize;
+        paths[i].push(pos);
+        if pos == pl.len() {
+            return (Progress::Finished, 0);
+        }
+        let buf = &mut pkts[i];
+        let len = buf.len();
+        let mut spend = |ns| spent[i] += ns;
+        let mut cx = Cx {
+            now_ns: 0,
+            spend: &mut spend,
+        };
+        let pkt = &mut Pkt {
+            frame: buf,
+            len,
+            ingress: 1,
+        };
+        match pl.run(pos, pkt, &mut cx) {
+            Step::Next => (Progress::Next(p), 0),
+            Step::Jump(k) => (Progress::At(p, usize::from(k)), 0),
+            Step::Drop => (Progress::Finished, 0),
+        }
+    });
+    assert_eq!(
+        paths[0],
+        [0, 3, 4, 5],
+        "voice: branch, dscp, count, forward"
+    );
+    assert_eq!(
+        paths[1],
+        [0, 1, 2, 4, 5],
+        "other: branch, work, goto, count, forward"
+    );
+    assert_eq!(spent, [0, 20_000]);
+    assert_eq!(crate::wire::parse_frame(&pkts[0]).unwrap().dscp, 46);
+    assert_eq!(crate::wire::parse_frame(&pkts[1]).unwrap().dscp, 0);
+    let info = f.list().into_iter().find(|i| i.name == "g").unwrap();
+    let counts: Vec<u64> = info.elements.iter().map(|e| e.packets).collect();
+    assert_eq!(counts, [2, 1, 1, 1, 2]);
+    assert_eq!(
+        &info.pipeline[..5],
+        &pipeline[..],
+        "the text form round-trips"
+    );
+}
+
+/// A jump that does not go forward would make a cycle (or jump nowhere): refused, naming the
+/// pipeline, the element and the targets allowed.
+#[test]
+fn jumps_only_go_forward() {
+    let acls = std::collections::BTreeMap::from([(
+        "v".to_string(),
+        crate::classify::RuleSet::with_rules(Vec::new(), 0),
+    )]);
+    let ok = Pipeline::parse(&["goto(to=2)", "count", "branch(v,to=3)"], &acls).unwrap();
+    assert_eq!(ok.len(), 3);
+    for (p, want) in [
+        (
+            &["count", "goto(to=1)"][..],
+            "`goto(to=1)` at element 1: a jump goes forward, to 2..=2",
+        ),
+        (
+            &["goto(to=0)"][..],
+            "at element 0: a jump goes forward, to 1..=1",
+        ),
+        (
+            &["branch(v,to=5)", "count"][..],
+            "to 1..=2 (2 is the forwarding decision)",
+        ),
+    ] {
+        let e = Pipeline::parse(p, &acls).unwrap_err();
+        assert_eq!(e.field, "pipeline");
+        assert!(e.reason.contains(want), "{p:?}: {e}");
+    }
+    for (t, want) in [
+        ("goto", "give the element to go on at: to=K"),
+        ("branch(to=2)", "give the ACL's name"),
+        ("branch(nope,to=2)", "no ACL named `nope`"),
+        ("goto(to=2,x=1)", "unknown parameter `x`"),
+    ] {
+        let e = element::parse(t, &acls).unwrap_err();
+        assert!(e.reason.contains(want), "{t}: {e}");
     }
 }

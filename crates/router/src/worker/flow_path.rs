@@ -183,6 +183,7 @@ impl Worker<'_> {
                 t = now;
                 return match step {
                     Step::Next => (Progress::Next(h), cost),
+                    Step::Jump(k) => (Progress::At(h, usize::from(k)), cost),
                     Step::Drop => {
                         xsk.free_held(h);
                         (Progress::Finished, cost)
