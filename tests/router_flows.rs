@@ -300,6 +300,32 @@ fn flows_change_under_traffic() {
         pipeline: vec!["count".into()],
         ..Default::default()
     };
+    // A branching pipeline on the live worker: `goto` takes every packet past the 50 µs
+    // `work`, which then counts none, while the elements around it count them all.
+    let mut jump = spec("jump");
+    jump.pipeline = vec!["goto(to=2)".into(), "work(us=50)".into(), "count".into()];
+    call(
+        &mut c,
+        Command::FlowAdd {
+            flow: Box::new(jump),
+        },
+    )
+    .expect("flow.add with a branch");
+    std::thread::sleep(Duration::from_millis(700));
+    let l = list(&mut c);
+    let f = l.iter().find(|f| f.name == "jump").expect("jump listed");
+    let n: Vec<u64> = f.elements.iter().map(|e| e.packets).collect();
+    assert!(n[0] > 100, "the flow saw traffic: {n:?}");
+    assert_eq!(n[1], 0, "no packet went through the skipped element: {n:?}");
+    // A snapshot may fall between a packet's first element and its last.
+    assert!(n[2] <= n[0] && n[2] + 64 >= n[0], "{n:?}");
+    call(
+        &mut c,
+        Command::FlowDel {
+            name: "jump".into(),
+        },
+    )
+    .expect("flow.del");
     let mut changes = 0;
     for i in 0..67 {
         assert!(t0.elapsed() < Duration::from_secs(25), "changes too slow");
