@@ -65,6 +65,25 @@ fn net_rx_in(softirqs: &str, cpu: usize) -> Option<u64> {
     l.split_whitespace().nth(1 + cpu)?.parse().ok()
 }
 
+/// UDP datagrams the kernel could not deliver to a socket (`Udp: InErrors` of
+/// `/proc/net/snmp`, whose count includes the receive buffer's overflows, `RcvbufErrors`), in
+/// the network namespace of the calling thread; 0 if unreadable.
+pub fn udp_in_errors() -> u64 {
+    udp_in_errors_in(&std::fs::read_to_string("/proc/net/snmp").unwrap_or_default())
+}
+
+fn udp_in_errors_in(snmp: &str) -> u64 {
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let (Some(h), Some(v)) = (udp.next(), udp.next()) else {
+        return 0;
+    };
+    h.split_whitespace()
+        .zip(v.split_whitespace())
+        .find(|(k, _)| *k == "InErrors")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Packets dropped at `cpu`'s input backlog so far (`/proc/net/softnet_stat` column 2); 0 when
 /// unreadable.
 pub fn softnet_drops(cpu: usize) -> u64 {
@@ -149,6 +168,9 @@ mod tests {
         let softirqs = "        CPU0   CPU1\n  NET_TX:  1  2\n  NET_RX:  30  40\n";
         assert_eq!(net_rx_in(softirqs, 1), Some(40));
         assert_eq!(net_rx_in(softirqs, 2), None);
+        let snmp = "Ip: Forwarding\nIp: 1\nUdp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors\nUdp: 10 2 7 4 5\nUdpLite: InDatagrams\nUdpLite: 0\n";
+        assert_eq!(udp_in_errors_in(snmp), 7);
+        assert_eq!(udp_in_errors_in("Ip: x\nIp: 1\n"), 0);
         let softnet = "0000aaaa 00000000 00000001\n0000bbbb 0000001f 00000000\n";
         assert_eq!(softnet_drops_in(softnet, 1), 31);
         assert!(proc_cpu_ns(std::process::id()) < u64::MAX);

@@ -85,6 +85,10 @@ pub struct Row {
     pub tmax_burst_us: f64,
     #[serde(default)]
     pub within_tmax_burst: String,
+    /// Datagrams the sink's kernel dropped for full socket buffers (the application's loss,
+    /// after the router's).
+    #[serde(default)]
+    pub sink_drops: u64,
     /// llrouter targets: frames, worker CPU ns and transmit flushes per grant of the highest
     /// ring (NaN under `sq`) and of the lowest ring (`sq`: its only ring) — what calibrates the
     /// simulator's grant and flush costs.
@@ -150,6 +154,8 @@ pub const STEAL_LIMIT_PCT: f64 = 5.0;
 pub struct PointExtra {
     /// Backlog drops on the router CPU (kernel targets).
     pub drops: u64,
+    /// Datagrams the sink's kernel dropped for full socket buffers during the point.
+    pub sink_drops: u64,
     /// Router CPU time during the point, ns.
     pub router_cpu_ns: u64,
     /// The forwarding threads' CPU time during the point, ns.
@@ -190,6 +196,7 @@ impl Point {
 /// The router-side counters before a point.
 struct Before {
     drops: u64,
+    sink_drops: u64,
     cpu_ns: u64,
     worker_ns: u64,
     wakeups: Option<u64>,
@@ -220,6 +227,7 @@ impl Before {
     fn read(act: &Active<'_>, router_cpu: usize) -> Before {
         Before {
             drops: host::softnet_drops(router_cpu),
+            sink_drops: act.sink_udp_errors(),
             cpu_ns: act.router_cpu_ns(),
             worker_ns: act.worker_cpu_ns(),
             wakeups: act.wakeups(),
@@ -231,6 +239,7 @@ impl Before {
     fn extra(&self, act: &Active<'_>, router_cpu: usize) -> PointExtra {
         PointExtra {
             drops: host::softnet_drops(router_cpu).saturating_sub(self.drops),
+            sink_drops: act.sink_udp_errors().saturating_sub(self.sink_drops),
             router_cpu_ns: act.router_cpu_ns().saturating_sub(self.cpu_ns),
             worker_cpu_ns: act.worker_cpu_ns().saturating_sub(self.worker_ns),
             wakeups: self
@@ -481,6 +490,7 @@ pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: &Po
         rt_ring_p99_us: p99_hi,
         within_tmax: (m.and_then(|m| m.verdict())).map_or(String::new(), |v| v.name().into()),
         arrival_burst: x.burst,
+        sink_drops: x.sink_drops,
         tmax_burst_us: m.and_then(|m| m.tmax_burst_us).unwrap_or(f64::NAN),
         within_tmax_burst: (m.and_then(|m| m.verdict_burst()))
             .map_or(String::new(), |v| v.name().into()),

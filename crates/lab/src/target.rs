@@ -132,6 +132,12 @@ impl<'a> Active<'a> {
         }
     }
 
+    /// Datagrams the sink namespace's kernel could not hand to the sink's sockets so far (full
+    /// receive buffers): the loss at the application, after the router.
+    pub fn sink_udp_errors(&self) -> u64 {
+        self.topo.sink.run(host::udp_in_errors).unwrap_or(0)
+    }
+
     /// Router CPU time so far, ns: llrouter's process time, or the router CPUs' softirq time.
     pub fn router_cpu_ns(&self) -> u64 {
         match &self.router {
