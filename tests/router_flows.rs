@@ -54,21 +54,7 @@ fn pinned(config: &str) -> String {
 /// (`/proc/net/softnet_stat`, where a veth's received frames queue). Losses there are not the
 /// router's.
 fn sink_side_drops(topo: &Topology) -> u64 {
-    let udp = topo
-        .sink
-        .run(|| {
-            let t = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default();
-            let mut udp = t.lines().filter(|l| l.starts_with("Udp:"));
-            let (Some(h), Some(v)) = (udp.next(), udp.next()) else {
-                return 0;
-            };
-            h.split_whitespace()
-                .zip(v.split_whitespace())
-                .filter(|(k, _)| *k == "InErrors")
-                .filter_map(|(_, v)| v.parse::<u64>().ok())
-                .sum::<u64>()
-        })
-        .unwrap_or(0);
+    let udp = topo.sink.run(llr_lab::host::udp_in_errors).unwrap_or(0);
     let backlog: u64 = std::fs::read_to_string("/proc/net/softnet_stat")
         .unwrap_or_default()
         .lines()
