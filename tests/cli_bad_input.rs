@@ -576,7 +576,7 @@ fn paper_rejects_unknown_figures_and_too_few_replications() {
     );
     usage_error(
         &["paper", "004", "--fig", "8", "--out", "/nonexistent/x"],
-        &["fig", "this paper's figures are 4, 6"],
+        &["fig", "this paper's figures are 4, 5, 6, 7"],
     );
     usage_error(&["paper", "002"], &["002"]);
 }
