@@ -394,6 +394,16 @@ pub fn parse(text: &str, acls: &dyn AclLookup) -> Result<Box<dyn Element>, Field
         }
         Ok(())
     };
+    // The ACL an element names (`name=N` or its first bare argument); `form` shows how.
+    let named_acl = |form: &str| -> Result<Acl, FieldError> {
+        let n = get("name")
+            .or(bare.first().copied())
+            .ok_or_else(|| err(format!("give the ACL's name: {form}")))?;
+        let rules = acls
+            .acl(n)
+            .ok_or_else(|| err(format!("no ACL named `{n}` (define it under [[acls]])")))?;
+        Ok(Acl::new(n, rules))
+    };
     match name.trim() {
         "count" => {
             allow(&[], 0)?;
@@ -436,13 +446,7 @@ pub fn parse(text: &str, acls: &dyn AclLookup) -> Result<Box<dyn Element>, Field
         }
         "acl" => {
             allow(&["name"], 1)?;
-            let n = get("name")
-                .or(bare.first().copied())
-                .ok_or_else(|| err("give the ACL's name: acl(NAME)".into()))?;
-            let rules = acls
-                .acl(n)
-                .ok_or_else(|| err(format!("no ACL named `{n}` (define it under [[acls]])")))?;
-            Ok(Box::new(Acl::new(n, rules)))
+            Ok(Box::new(named_acl("acl(NAME)")?))
         }
         "branch" | "goto" => {
             let to = match num("to")? {
@@ -455,13 +459,7 @@ pub fn parse(text: &str, acls: &dyn AclLookup) -> Result<Box<dyn Element>, Field
                 return Ok(Box::new(Branch::new(None, to)));
             }
             allow(&["name", "to"], 1)?;
-            let n = get("name")
-                .or(bare.first().copied())
-                .ok_or_else(|| err("give the ACL's name: branch(NAME,to=K)".into()))?;
-            let rules = acls
-                .acl(n)
-                .ok_or_else(|| err(format!("no ACL named `{n}` (define it under [[acls]])")))?;
-            Ok(Box::new(Branch::new(Some(Acl::new(n, rules)), to)))
+            Ok(Box::new(Branch::new(Some(named_acl("branch(NAME,to=K)")?), to)))
         }
         "work" => {
             allow(&["ns", "us"], 0)?;

@@ -260,6 +260,15 @@ impl RouteHint {
         next_hop: None,
         next_mac: None,
     };
+
+    /// The batch's answer for `dst`; the MAC is filled in afterwards.
+    fn routed(dst: HintDst, next_hop: Option<NextHop>) -> RouteHint {
+        RouteHint {
+            dst,
+            next_hop,
+            next_mac: None,
+        }
+    }
 }
 
 /// The destination a hint was looked up for.
@@ -388,22 +397,14 @@ impl Forwarder {
             let mut out = [None; ROUTE_BATCH];
             self.routes.lookup_v4_many(&v4[..n4], &mut out);
             for k in 0..n4 {
-                hints[at4[k]] = RouteHint {
-                    dst: HintDst::V4(v4[k]),
-                    next_hop: out[k],
-                    next_mac: None,
-                };
+                hints[at4[k]] = RouteHint::routed(HintDst::V4(v4[k]), out[k]);
             }
         }
         if n > 0 {
             let mut out = [None; ROUTE_BATCH];
             self.routes.lookup_v6_many(&v6[..n], &mut out);
             for k in 0..n {
-                hints[at[k]] = RouteHint {
-                    dst: HintDst::V6(v6[k]),
-                    next_hop: out[k],
-                    next_mac: None,
-                };
+                hints[at[k]] = RouteHint::routed(HintDst::V6(v6[k]), out[k]);
             }
         }
         // The next hops' MACs in a pass of their own, after every route has arrived: each is

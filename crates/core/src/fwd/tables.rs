@@ -332,9 +332,19 @@ impl RouteTable {
     /// [`lookup_v4`](Self::lookup_v4) of many addresses, `out[i]` for `addrs[i]` (as many as
     /// the shorter holds), with their cache misses overlapping.
     pub fn lookup_v4_many(&self, addrs: &[u32], out: &mut [Option<NextHop>]) {
+        self.next_hops_many(addrs, out, |a, ids| self.v4.lookup_many(a, ids));
+    }
+
+    /// The next hops of a batched lookup: `ids_of` fills route ids for up to 64 addresses.
+    fn next_hops_many<A>(
+        &self,
+        addrs: &[A],
+        out: &mut [Option<NextHop>],
+        ids_of: impl Fn(&[A], &mut [Option<u32>]),
+    ) {
         let mut ids = [None; 64];
         for (addrs, out) in addrs.chunks(ids.len()).zip(out.chunks_mut(ids.len())) {
-            self.v4.lookup_many(addrs, &mut ids);
+            ids_of(addrs, &mut ids);
             for (o, id) in out.iter_mut().zip(&ids) {
                 *o = id.and_then(|id| self.nexthops.get(id));
             }
@@ -350,13 +360,7 @@ impl RouteTable {
     /// [`lookup_v6`](Self::lookup_v6) of many addresses, `out[i]` for `addrs[i]` (as many as
     /// the shorter holds), going down the trie together so that their cache misses overlap.
     pub fn lookup_v6_many(&self, addrs: &[u128], out: &mut [Option<NextHop>]) {
-        let mut ids = [None; 64];
-        for (addrs, out) in addrs.chunks(ids.len()).zip(out.chunks_mut(ids.len())) {
-            self.v6.lookup_many(addrs, &mut ids);
-            for (o, id) in out.iter_mut().zip(&ids) {
-                *o = id.and_then(|id| self.nexthops.get(id));
-            }
-        }
+        self.next_hops_many(addrs, out, |a, ids| self.v6.lookup_many(a, ids));
     }
 
     /// Longest-prefix match for any address.
