@@ -171,3 +171,40 @@ proptest! {
         prop_assert_eq!(mem.first_level, 0, "every direct entry is empty again");
     }
 }
+
+/// The first level's page count is kept between reports (counting it scans up to 128 MiB), so
+/// a report must still see every insert and removal made since the last one.
+#[test]
+fn memory_reports_follow_inserts_and_removals() {
+    let t4 = Lpm4::new();
+    let empty = t4.memory().first_level;
+    t4.insert(0x0a00_0000, 24, 1).unwrap();
+    let one = t4.memory().first_level;
+    assert!(
+        one > empty,
+        "a /24 commits a page of the first level: {empty} → {one}"
+    );
+    assert_eq!(t4.memory().first_level, one, "unchanged table, same count");
+    t4.insert(0xc0a8_0000, 24, 2).unwrap();
+    assert!(t4.memory().first_level > one, "a /24 on another page");
+    t4.remove(0xc0a8_0000, 24).unwrap();
+    assert_eq!(t4.memory().first_level, one);
+    t4.remove(0x0a00_0000, 24).unwrap();
+    assert_eq!(t4.memory().first_level, empty);
+
+    let t6 = Lpm6::default();
+    let empty = t6.memory().first_level;
+    let net = 0x2001_0db8u128 << 96;
+    t6.insert(net, 24, 1).unwrap();
+    let one = t6.memory().first_level;
+    assert!(one > empty, "a /24 is a direct entry: {empty} → {one}");
+    assert_eq!(t6.memory().first_level, one);
+    t6.insert(0x2a00u128 << 112, 16, 2).unwrap();
+    assert!(
+        t6.memory().first_level > one,
+        "a /16 fills the short table's page"
+    );
+    t6.remove(0x2a00u128 << 112, 16).unwrap();
+    t6.remove(net, 24).unwrap();
+    assert_eq!(t6.memory().first_level, empty);
+}

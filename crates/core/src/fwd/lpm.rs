@@ -414,6 +414,10 @@ struct Writer {
     next: Vec<u32>,
     /// Retired groups: (level, group, epoch of retirement), oldest first.
     pending: VecDeque<(u8, u32, u64)>,
+    /// [`LpmMemory::first_level`] as last counted, until the next insert or removal: counting
+    /// scans the whole first level (up to 128 MiB, mostly zero pages), under this lock, and
+    /// the metrics ask for it on every scrape.
+    first_level: Option<usize>,
 }
 
 /// Memory held by a table, by structure.
@@ -572,6 +576,7 @@ impl<K: LpmKey> Lpm<K> {
                 free: vec![Vec::new(); levels],
                 next: vec![0; levels],
                 pending: VecDeque::new(),
+                first_level: None,
             }),
             key: core::marker::PhantomData,
         }
@@ -637,15 +642,16 @@ impl<K: LpmKey> Lpm<K> {
 
     /// Memory by structure (computed by scanning: for reports, not the hot path).
     pub fn memory(&self) -> LpmMemory {
-        let w = self.lock();
+        let mut w = self.lock();
         const PAGE: usize = 4096;
         let per_page = PAGE / 4;
-        let first_level = self
-            .top
-            .chunks(per_page)
-            .filter(|p| p.iter().any(|e| e.load(Ordering::Relaxed) != 0))
-            .count()
-            * PAGE;
+        let first_level = *w.first_level.get_or_insert_with(|| {
+            self.top
+                .chunks(per_page)
+                .filter(|p| p.iter().any(|e| e.load(Ordering::Relaxed) != 0))
+                .count()
+                * PAGE
+        });
         let groups = self.pools.iter().skip(1).map(Pool::chunk_bytes).sum();
         let groups_used = (1..self.strides.len())
             .map(|l| {
@@ -689,6 +695,7 @@ impl<K: LpmKey> Lpm<K> {
         }
         let net = prefix.to_bits() & mask(len);
         let mut w = self.lock();
+        w.first_level = None;
         let old = w.shadow.get(len, net);
         if old.is_some_and(|x| x & VALUE_MASK == value) {
             // The same route: the entries already hold it, only the tag may change.
@@ -716,6 +723,7 @@ impl<K: LpmKey> Lpm<K> {
         }
         let net = prefix.to_bits() & mask(len);
         let mut w = self.lock();
+        w.first_level = None;
         let old = w.shadow.remove(len, net)? & VALUE_MASK;
         let repl = (0..len)
             .rev()

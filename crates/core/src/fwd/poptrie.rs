@@ -191,6 +191,10 @@ struct Writer {
     leaves: Arena,
     /// Retired runs: (kind, first slot, length, epoch of retirement), oldest first.
     pending: VecDeque<(Kind, u32, u32, u64)>,
+    /// [`LpmMemory::first_level`] as last counted, until the next insert or removal: counting
+    /// scans the whole first level (up to 128 MiB, mostly zero pages), under this lock, and
+    /// the metrics ask for it on every scrape.
+    first_level: Option<usize>,
 }
 
 impl Writer {
@@ -312,6 +316,7 @@ impl Poptrie {
                 nodes: Arena::new(NODE_CAP, NODE_RESERVE),
                 leaves: Arena::new(LEAF_CAP, LEAF_RESERVE),
                 pending: VecDeque::new(),
+                first_level: None,
             }),
         }
     }
@@ -474,30 +479,25 @@ impl Poptrie {
     /// writer's records.
     pub fn memory(&self) -> LpmMemory {
         const PAGE: usize = 4096;
-        let w = self.lock();
-        let pages = |n: usize, nonzero: &dyn Fn(usize) -> bool| {
-            (0..n)
-                .step_by(PAGE / 8)
-                .filter(|&i| (i..i + PAGE / 8).any(nonzero))
+        let mut w = self.lock();
+        let first_level = *w.first_level.get_or_insert_with(|| {
+            let direct = (self.direct.chunks(PAGE / 8))
+                .filter(|p| p.iter().any(|e| e.load(Ordering::Relaxed) != 0))
                 .count()
-                * PAGE
-        };
-        let direct = pages(self.direct.len(), &|i| {
-            self.direct[i].load(Ordering::Relaxed) != 0
+                * PAGE;
+            let short = (self.short.chunks(PAGE / 4))
+                .filter(|p| p.iter().any(|e| e.load(Ordering::Relaxed) != 0))
+                .count()
+                * PAGE;
+            direct + short
         });
-        let short = self
-            .short
-            .chunks(PAGE / 4)
-            .filter(|p| p.iter().any(|e| e.load(Ordering::Relaxed) != 0))
-            .count()
-            * PAGE;
         let regions: usize = w
             .regions
             .iter()
             .map(|m| m.capacity() * (core::mem::size_of::<([u64; 2], Region)>() + 1))
             .sum();
         LpmMemory {
-            first_level: direct + short,
+            first_level,
             groups: w.nodes.next as usize * 24 + w.leaves.next as usize * 4,
             groups_used: w.nodes.used * 24 + w.leaves.used * 4,
             shadow: w.shadow.bytes() + regions,
@@ -592,6 +592,7 @@ impl Poptrie {
         }
         let net = prefix & mask(len);
         let mut w = self.lock();
+        w.first_level = None;
         let old = w
             .shadow
             .insert(len, net, value | u32::from(tag) << TAG_SHIFT);
@@ -633,6 +634,7 @@ impl Poptrie {
         }
         let net = prefix & mask(len);
         let mut w = self.lock();
+        w.first_level = None;
         let old = w.shadow.remove(len, net)?;
         if len <= DIRECT_BITS {
             // The prefix has left the records: the best of the tier's lengths up to `len` is
