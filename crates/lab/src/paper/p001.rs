@@ -254,6 +254,15 @@ pub fn claims(r: &Results, figs: &[Figure]) -> Vec<Claim> {
                 format!("RR {rr:.1} vs no RM {nr:.1} µs at 10 % RT"),
             ),
         );
+        let (lo, hi) = (m(f, "FCFS", "rt", 0.1), m(f, "FCFS", "rt", 0.5));
+        claim(
+            "5",
+            "FCFS: the less RT there is, the more RT suffers (it waits for whole BE turns)",
+            (
+                lo > hi,
+                format!("RT {lo:.1} µs at 10 %, {hi:.1} µs at 50 %"),
+            ),
+        );
         claim(
             "5",
             "LL-RR: at 50 % RT, RT and BE suffer the same mean latency",
