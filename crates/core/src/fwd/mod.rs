@@ -371,40 +371,55 @@ impl Forwarder {
     /// its route up a second time. A frame whose destination it cannot read at the fixed
     /// offsets (not untagged IPv4 or IPv6, too short) gets an empty hint.
     pub fn route_many(&self, frames: &[&[u8]], hints: &mut [RouteHint]) {
-        let mut v4 = [0u32; ROUTE_BATCH];
-        let mut at4 = [0usize; ROUTE_BATCH];
+        // The scratch arrays are sized for the batch: a grant of a few frames (ll-wfq's BE
+        // budget of 4) would otherwise spend more on zeroing 64-entry arrays (~5 KB) than on
+        // its lookups.
+        if frames.len() <= 8 {
+            self.route_batch::<8>(frames, hints);
+        } else {
+            self.route_batch::<ROUTE_BATCH>(frames, hints);
+        }
+    }
+
+    #[inline(always)]
+    fn route_batch<const N: usize>(&self, frames: &[&[u8]], hints: &mut [RouteHint]) {
+        let mut v4 = [0u32; N];
+        let mut at4 = [0u8; N];
         let mut n4 = 0;
-        let mut v6 = [0u128; ROUTE_BATCH];
-        let mut at = [0usize; ROUTE_BATCH];
+        let mut v6 = [0u128; N];
+        let mut at = [0u8; N];
         let mut n = 0;
         for (i, (frame, hint)) in frames.iter().zip(hints.iter_mut()).enumerate() {
             *hint = RouteHint::NONE;
+            if i >= N {
+                continue; // beyond the batch: looked up when processed
+            }
             match HintDst::of(frame) {
-                HintDst::V4(a) if n4 < ROUTE_BATCH => {
+                HintDst::V4(a) => {
                     v4[n4] = a;
-                    at4[n4] = i;
+                    at4[n4] = i as u8;
                     n4 += 1;
                 }
-                HintDst::V6(a) if n < ROUTE_BATCH => {
+                HintDst::V6(a) => {
                     v6[n] = a;
-                    at[n] = i;
+                    at[n] = i as u8;
                     n += 1;
                 }
-                _ => {}
+                HintDst::None => {}
             }
         }
         if n4 > 0 {
-            let mut out = [None; ROUTE_BATCH];
+            let mut out = [None; N];
             self.routes.lookup_v4_many(&v4[..n4], &mut out);
             for k in 0..n4 {
-                hints[at4[k]] = RouteHint::routed(HintDst::V4(v4[k]), out[k]);
+                hints[usize::from(at4[k])] = RouteHint::routed(HintDst::V4(v4[k]), out[k]);
             }
         }
         if n > 0 {
-            let mut out = [None; ROUTE_BATCH];
+            let mut out = [None; N];
             self.routes.lookup_v6_many(&v6[..n], &mut out);
             for k in 0..n {
-                hints[at[k]] = RouteHint::routed(HintDst::V6(v6[k]), out[k]);
+                hints[usize::from(at[k])] = RouteHint::routed(HintDst::V6(v6[k]), out[k]);
             }
         }
         // The next hops' MACs in a pass of their own, after every route has arrived: each is

@@ -496,6 +496,48 @@ fn a_batch_looked_up_together_is_forwarded_as_frame_by_frame() {
     assert_eq!(f.process(&mut b, 1), f.process_routed(&mut c, 1, &hints[0]));
 }
 
+/// Batches around the scratch arrays' sizes (8, and [`ROUTE_BATCH`]) give every frame its
+/// own answer; frames past [`ROUTE_BATCH`] get an empty hint, never one a previous batch left.
+#[test]
+fn batches_of_every_size_are_forwarded_as_frame_by_frame() {
+    let f = forwarder();
+    let specs = [
+        spec("10.2.3.4"),
+        spec6("2001:db8:9::1"),
+        spec("10.1.0.7"),
+        spec("192.0.2.1"),
+    ];
+    let all: Vec<Vec<u8>> = (0..ROUTE_BATCH + 6)
+        .map(|i| frame(&specs[i % specs.len()]))
+        .collect();
+    // Hints left by a batch of other frames: slots 6 to the end hold an answer for 10.2.3.4.
+    let first = vec![&all[0][..]; ROUTE_BATCH];
+    for n in [1, 7, 8, 9, ROUTE_BATCH - 1, ROUTE_BATCH, ROUTE_BATCH + 6] {
+        let mut hints = vec![RouteHint::NONE; ROUTE_BATCH + 6];
+        f.route_many(&first, &mut hints[6..]);
+        assert_ne!(
+            hints[ROUTE_BATCH + 5],
+            RouteHint::NONE,
+            "a routed hint to start from"
+        );
+        let views: Vec<&[u8]> = all[..n].iter().map(|b| &b[..]).collect();
+        f.route_many(&views, &mut hints);
+        for (i, b) in all[..n].iter().enumerate() {
+            if i >= ROUTE_BATCH {
+                assert_eq!(
+                    hints[i],
+                    RouteHint::NONE,
+                    "batch of {n}: frame {i} is past it"
+                );
+            }
+            let (mut a, mut c) = (b.clone(), b.clone());
+            let plain = f.process(&mut a, 1);
+            let routed = f.process_routed(&mut c, 1, &hints[i]);
+            assert_eq!((plain, &a), (routed, &c), "batch of {n}: frame {i}");
+        }
+    }
+}
+
 #[test]
 fn a_hint_spares_the_second_lookup() {
     let f = forwarder();
