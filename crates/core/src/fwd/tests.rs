@@ -460,10 +460,8 @@ fn ethernet_padding_on_a_short_frame_is_carried_not_counted() {
     assert_eq!(&padded[42..], &[0u8; 18], "padding untouched");
 }
 
-#[test]
-fn a_batch_looked_up_together_is_forwarded_as_frame_by_frame() {
-    let f = forwarder();
-    // Forwarded v4 and v6, no route, another host's MAC, a VLAN tag, too short.
+/// Forwarded v4 and v6, no route, another host's MAC, a VLAN tag, too short.
+fn mixed_frames() -> Vec<Vec<u8>> {
     let specs = [
         spec("10.2.3.4"),
         spec6("2001:db8:9::1"),
@@ -480,15 +478,27 @@ fn a_batch_looked_up_together_is_forwarded_as_frame_by_frame() {
     ];
     let mut frames: Vec<Vec<u8>> = specs.iter().map(frame).collect();
     frames.push(vec![0u8; 20]);
-    let views: Vec<&[u8]> = frames.iter().map(|b| &b[..]).collect();
-    let mut hints = [RouteHint::default(); ROUTE_BATCH];
-    f.route_many(&views, &mut hints);
+    frames
+}
+
+/// Each frame forwarded by its hint gives the verdict and bytes it gets looked up alone.
+fn assert_routed_as_alone(f: &Forwarder, frames: &[Vec<u8>], hints: &[RouteHint], what: &str) {
     for (i, b) in frames.iter().enumerate() {
         let (mut a, mut c) = (b.clone(), b.clone());
         let plain = f.process(&mut a, 1);
         let routed = f.process_routed(&mut c, 1, &hints[i]);
-        assert_eq!((plain, &a), (routed, &c), "frame {i}");
+        assert_eq!((plain, &a), (routed, &c), "{what}: frame {i}");
     }
+}
+
+#[test]
+fn a_batch_looked_up_together_is_forwarded_as_frame_by_frame() {
+    let f = forwarder();
+    let frames = mixed_frames();
+    let views: Vec<&[u8]> = frames.iter().map(|b| &b[..]).collect();
+    let mut hints = [RouteHint::default(); ROUTE_BATCH];
+    f.route_many(&views, &mut hints);
+    assert_routed_as_alone(&f, &frames, &hints, "one batch");
     // A hint is only taken for the destination it was looked up for: the first frame's hint
     // on the second frame changes nothing.
     let mut b = frames[1].clone();
@@ -501,14 +511,9 @@ fn a_batch_looked_up_together_is_forwarded_as_frame_by_frame() {
 #[test]
 fn batches_of_every_size_are_forwarded_as_frame_by_frame() {
     let f = forwarder();
-    let specs = [
-        spec("10.2.3.4"),
-        spec6("2001:db8:9::1"),
-        spec("10.1.0.7"),
-        spec("192.0.2.1"),
-    ];
+    let mixed = mixed_frames();
     let all: Vec<Vec<u8>> = (0..ROUTE_BATCH + 6)
-        .map(|i| frame(&specs[i % specs.len()]))
+        .map(|i| mixed[i % mixed.len()].clone())
         .collect();
     // Hints left by a batch of other frames: slots 6 to the end hold an answer for 10.2.3.4.
     let first = vec![&all[0][..]; ROUTE_BATCH];
@@ -522,19 +527,10 @@ fn batches_of_every_size_are_forwarded_as_frame_by_frame() {
         );
         let views: Vec<&[u8]> = all[..n].iter().map(|b| &b[..]).collect();
         f.route_many(&views, &mut hints);
-        for (i, b) in all[..n].iter().enumerate() {
-            if i >= ROUTE_BATCH {
-                assert_eq!(
-                    hints[i],
-                    RouteHint::NONE,
-                    "batch of {n}: frame {i} is past it"
-                );
-            }
-            let (mut a, mut c) = (b.clone(), b.clone());
-            let plain = f.process(&mut a, 1);
-            let routed = f.process_routed(&mut c, 1, &hints[i]);
-            assert_eq!((plain, &a), (routed, &c), "batch of {n}: frame {i}");
+        for (i, h) in hints.iter().enumerate().take(n).skip(ROUTE_BATCH) {
+            assert_eq!(*h, RouteHint::NONE, "batch of {n}: frame {i} is past it");
         }
+        assert_routed_as_alone(&f, &all[..n], &hints, &format!("batch of {n}"));
     }
 }
 
