@@ -102,20 +102,13 @@ fn fulltable(c: &mut Criterion) {
         });
     }
     // The same lookups 32 at a time, as `route_many` does them for a grant.
-    let v4a: Vec<u32> = v4
-        .iter()
-        .filter_map(|a| match a {
-            IpAddr::V4(a) => Some(u32::from(*a)),
-            IpAddr::V6(_) => None,
-        })
-        .collect();
-    let v6a: Vec<u128> = v6
-        .iter()
-        .filter_map(|a| match a {
-            IpAddr::V6(a) => Some(u128::from(*a)),
-            IpAddr::V4(_) => None,
-        })
-        .collect();
+    let (mut v4a, mut v6a) = (Vec::new(), Vec::new());
+    for a in v4.iter().chain(&v6) {
+        match a {
+            IpAddr::V4(a) => v4a.push(u32::from(*a)),
+            IpAddr::V6(a) => v6a.push(u128::from(*a)),
+        }
+    }
     batched(&mut g, &format!("lookup_v4_{n4}_batched"), &v4a, |a, o| {
         fwd.routes.lookup_v4_many(a, o)
     });

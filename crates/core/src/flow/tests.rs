@@ -378,6 +378,23 @@ fn no_if(_: &str) -> Option<u32> {
     None
 }
 
+/// One BE flow `name` matching everything, with `pipeline` and the ACL `acl` it may name.
+fn one_flow(name: &str, pipeline: &[&str], acl: AclSpec) -> Flows<P> {
+    Flows::new(
+        &FlowSchedConfig::default(),
+        &classes(),
+        &[FlowSpec {
+            name: name.into(),
+            class: Some("be".into()),
+            pipeline: pipeline.iter().map(|t| t.to_string()).collect(),
+            ..Default::default()
+        }],
+        &[acl],
+        &no_if,
+    )
+    .unwrap()
+}
+
 #[test]
 fn lookup_order_exact_then_precedence_then_class() {
     let exact = spec(
@@ -599,19 +616,7 @@ fn acl_and_work_elements() {
         default: None,
         rules: vec!["class=deny proto=udp dport=53".parse().unwrap()],
     };
-    let mut f: Flows<P> = Flows::new(
-        &FlowSchedConfig::default(),
-        &classes(),
-        &[FlowSpec {
-            name: "guest".into(),
-            class: Some("be".into()),
-            pipeline: vec!["acl(no-dns)".into(), "work(us=2)".into()],
-            ..Default::default()
-        }],
-        &[acl],
-        &no_if,
-    )
-    .unwrap();
+    let mut f = one_flow("guest", &["acl(no-dns)", "work(us=2)"], acl);
     let id = f.sched.find("guest").unwrap();
     let mut dns = udp("10.0.0.1", "10.0.0.2", 1, 53, 0);
     let mut web = udp("10.0.0.1", "10.0.0.2", 1, 80, 0);
@@ -737,19 +742,7 @@ fn branch_and_goto_make_a_graph() {
         "dscp(set=46)",
         "count",
     ];
-    let mut f: Flows<P> = Flows::new(
-        &FlowSchedConfig::default(),
-        &classes(),
-        &[FlowSpec {
-            name: "g".into(),
-            class: Some("be".into()),
-            pipeline: pipeline.iter().map(|t| t.to_string()).collect(),
-            ..Default::default()
-        }],
-        &[voice],
-        &no_if,
-    )
-    .unwrap();
+    let mut f = one_flow("g", &pipeline, voice);
     let id = f.sched.find("g").unwrap();
     let mut pkts = [
         udp("10.0.0.1", "10.0.0.2", 1, 5000, 0),

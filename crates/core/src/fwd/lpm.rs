@@ -157,6 +157,16 @@ pub fn set_hot_array_advice(advice: fn(usize, usize)) -> bool {
     HOT_ARRAY_ADVICE.set(advice).is_ok()
 }
 
+/// Bytes of the 4 KiB pages of `a` (from its start) that hold an entry `used` says is set: what
+/// of a lazily committed first-level array a table has written.
+pub(super) fn pages_in_use<T>(a: &[T], used: impl Fn(&T) -> bool) -> usize {
+    const PAGE: usize = 4096;
+    a.chunks(PAGE / core::mem::size_of::<T>())
+        .filter(|p| p.iter().any(&used))
+        .count()
+        * PAGE
+}
+
 /// A zeroed array that lookups read at random: as [`zeroed`], then, if large, handed to the
 /// installed advice while none of it is committed.
 pub(super) fn zeroed_hot<T: bytemuck::Zeroable>(n: usize) -> Box<[T]> {
@@ -643,15 +653,9 @@ impl<K: LpmKey> Lpm<K> {
     /// Memory by structure (computed by scanning: for reports, not the hot path).
     pub fn memory(&self) -> LpmMemory {
         let mut w = self.lock();
-        const PAGE: usize = 4096;
-        let per_page = PAGE / 4;
-        let first_level = *w.first_level.get_or_insert_with(|| {
-            self.top
-                .chunks(per_page)
-                .filter(|p| p.iter().any(|e| e.load(Ordering::Relaxed) != 0))
-                .count()
-                * PAGE
-        });
+        let first_level = *w
+            .first_level
+            .get_or_insert_with(|| pages_in_use(&self.top, |e| e.load(Ordering::Relaxed) != 0));
         let groups = self.pools.iter().skip(1).map(Pool::chunk_bytes).sum();
         let groups_used = (1..self.strides.len())
             .map(|l| {

@@ -35,8 +35,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::hash::FxBuild;
 use super::lpm::{
-    bits, depth_of, is_valid, leaf, mask, zeroed_hot, LpmError, LpmMemory, Readers, Shadow,
-    MAX_TAG, MAX_VALUE, TAG_SHIFT, VALID, VALUE_MASK,
+    bits, depth_of, is_valid, leaf, mask, pages_in_use, zeroed_hot, LpmError, LpmMemory, Readers,
+    Shadow, MAX_TAG, MAX_VALUE, TAG_SHIFT, VALID, VALUE_MASK,
 };
 
 /// Bits resolved by the direct table.
@@ -478,18 +478,10 @@ impl Poptrie {
     /// node and leaf memory ever written, `groups_used` the part live now, `shadow` the
     /// writer's records.
     pub fn memory(&self) -> LpmMemory {
-        const PAGE: usize = 4096;
         let mut w = self.lock();
         let first_level = *w.first_level.get_or_insert_with(|| {
-            let direct = (self.direct.chunks(PAGE / 8))
-                .filter(|p| p.iter().any(|e| e.load(Ordering::Relaxed) != 0))
-                .count()
-                * PAGE;
-            let short = (self.short.chunks(PAGE / 4))
-                .filter(|p| p.iter().any(|e| e.load(Ordering::Relaxed) != 0))
-                .count()
-                * PAGE;
-            direct + short
+            pages_in_use(&self.direct, |e| e.load(Ordering::Relaxed) != 0)
+                + pages_in_use(&self.short, |e| e.load(Ordering::Relaxed) != 0)
         });
         let regions: usize = w
             .regions
