@@ -246,10 +246,15 @@ fn costs(a: CostsArgs) -> Result<()> {
     let files = a.files().map_err(lab_error)?;
     let paths: Vec<&std::path::Path> = files.iter().map(|p| p.as_path()).collect();
     let rows = llr_lab::report::read_runs(&paths).map_err(lab_error)?;
-    let md = llr_lab::report::costs_md(&a.options(), &rows);
+    let md = llr_lab::report::costs_md(&a.options(), &rows, a.points());
     if md.is_empty() {
+        let which = if a.below_saturation {
+            "llrouter point below saturation (BE loss ≤ 1 %)"
+        } else {
+            "overloaded llrouter point (BE loss > 1 %; --below-saturation for the others)"
+        };
         bail!(
-            "no overloaded llrouter point with grant counters in {} file(s) (BE loss > 1 % and a build that records flushes)",
+            "no {which} with grant counters in {} file(s) (a build that records flushes)",
             files.len()
         );
     }

@@ -243,7 +243,8 @@ impl IperfArgs {
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct CostsArgs {
     /// results.csv files (or the output directories holding them) of `testbed run`s with
-    /// llrouter targets at overload; each file's rounds stay its own.
+    /// llrouter targets at overload (or below saturation, with --below-saturation); each
+    /// file's rounds stay its own.
     #[cfg_attr(feature = "clap", arg(required = true))]
     pub results: Vec<PathBuf>,
     /// The runs' ring budgets of rt and be, `RT,BE` (for the simulator).
@@ -252,6 +253,11 @@ pub struct CostsArgs {
     /// The runs' --tx-batch (for the simulator).
     #[cfg_attr(feature = "clap", arg(long, default_value_t = llr_core::sched::TxPolicy::DEFAULT_BATCH))]
     pub tx_batch: u32,
+    /// Fit over the points below saturation (BE loss ≤ 1 %) instead of the overloaded ones,
+    /// e.g. the CPU-per-packet runs at a load every target carries; prints the simulator's
+    /// calibration flags instead of its forwarding ratios.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub below_saturation: bool,
 }
 
 impl CostsArgs {
@@ -275,6 +281,15 @@ impl CostsArgs {
                 ),
             )),
             None => Ok(files),
+        }
+    }
+
+    /// Which points the costs are fitted over.
+    pub fn points(&self) -> crate::report::CostPoints {
+        if self.below_saturation {
+            crate::report::CostPoints::BelowSaturation
+        } else {
+            crate::report::CostPoints::Overloaded
         }
     }
 

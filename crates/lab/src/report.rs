@@ -670,9 +670,23 @@ fn model_md(s: &mut String, rows: &[Row]) {
 /// of each overloaded llrouter point (`c_g + frames · x` when the flushes do not vary enough to
 /// tell them apart), the forwarded rates of ll-wfq and ll-rr against sq paired round by round,
 /// and what the simulator with those costs predicts for the same ratios.
-fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row]) {
+/// Which `testbed run` points the worker's grant and flush costs are fitted over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CostPoints {
+    /// The overloaded ones (BE loss > 1 %), whose forwarding rates the simulator then
+    /// predicts from the fitted costs.
+    #[default]
+    Overloaded,
+    /// The ones below saturation (BE loss ≤ 1 %): a load every target carries, as the CPU per
+    /// packet is measured. Costs and the simulator's flags only: no rate is limited there, so
+    /// there is no forwarding ratio to predict.
+    BelowSaturation,
+}
+
+fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row], at: CostPoints) {
     let over: Vec<&Row> = (rows.iter())
-        .filter(|r| r.target.starts_with("llrouter:") && r.loss_be > 0.01)
+        .filter(|r| r.target.starts_with("llrouter:"))
+        .filter(|r| (r.loss_be > 0.01) == (at == CostPoints::Overloaded))
         .filter(|r| {
             r.frames_per_grant.is_finite()
                 && r.flushes_per_grant.is_finite()
@@ -714,9 +728,13 @@ fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row]) {
     // A negative cost is no cost: the points did not vary enough to tell grants from flushes,
     // and a simulator fed with it would predict nothing.
     let identified = c_g >= 0.0 && c_f >= 0.0;
+    let which = match at {
+        CostPoints::Overloaded => "overloaded llrouter points (BE loss > 1 %)",
+        CostPoints::BelowSaturation => "llrouter points below saturation (BE loss ≤ 1 %)",
+    };
     let _ = write!(
         s,
-        "\n## The cost of a grant (issue 16)\n\nFitted over the {} overloaded llrouter points (BE loss > 1 %), every ring together: \
+        "\n## The cost of a grant (issue 16)\n\nFitted over the {} {which}, every ring together: \
          ns per grant = c_g + flushes · c_f + frames · x with **c_g = {c_g:.0} ns, c_f = {c_f:.0} ns, x = {x:.0} ns** \
          (x one per round, as the machine's speed moves between rounds; the median shown and used). \
          A flush is the transmit kick after a grant of a higher ring (once its frames waited `tx-hold-us` or the batch is full) \
@@ -746,6 +764,14 @@ fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row]) {
             ring(r.hi_frames_per_grant, r.hi_flushes_per_grant),
             ring(r.lo_frames_per_grant, r.lo_flushes_per_grant),
         );
+    }
+    if at == CostPoints::BelowSaturation {
+        if !identified && split.is_some() {
+            s.push_str("\nThe three-way fit above has a negative cost: below saturation every target's flushes grow with its \
+                frames, so grants cannot be told from flushes that way. The split below measures the flushes' time directly.\n");
+        }
+        calibration_md(s, identified.then_some(cost), split);
+        return;
     }
     // Within a round the targets ran back to back; across rounds the machine's speed wanders
     // more than the ratio does, so each round gives one ratio.
@@ -877,6 +903,44 @@ fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row]) {
     }
 }
 
+/// The simulator's flags for the fitted costs: the receive/transmit split where it was
+/// identified (a grant then lasts as long as it does live), else the three-way fit.
+fn calibration_md(
+    s: &mut String,
+    cost: Option<llr_sim::model::GrantCost>,
+    split: Option<llr_sim::model::SplitCost>,
+) {
+    let flags = match (split, cost) {
+        (Some(k), _) => format!(
+            "--service-ns {:.0} --grant-ns {:.0} --flush-ns {:.0} --flush-frame-ns {:.0}",
+            k.frame_ns.max(1.0),
+            k.grant_ns,
+            k.flush_ns,
+            k.flush_frame_ns
+        ),
+        (None, Some(g)) => format!(
+            "--service-ns {:.0} --grant-ns {:.0} --flush-ns {:.0}",
+            g.frame_ns.max(1.0),
+            g.grant_ns,
+            g.flush_ns
+        ),
+        (None, None) => {
+            s.push_str("\nA negative cost: these points cannot tell the cost of a grant from that of a flush or a frame; \
+                add targets whose grants differ in size (sq, rr, ll-rr, ll-wfq in the same rounds). No calibration.\n");
+            return;
+        }
+    };
+    if let Some(k) = split {
+        let _ = write!(
+            s,
+            "\nReceive {:.0} ns per grant + {:.0} ns per frame, transmit {:.0} ns per flush + {:.0} ns per frame flushed \
+             (one per-frame cost per round for each; medians).\n",
+            k.grant_ns, k.frame_ns, k.flush_ns, k.flush_frame_ns
+        );
+    }
+    let _ = writeln!(s, "\nThe simulator, calibrated: `llrouter sim {flags}`");
+}
+
 /// The rows of `results.csv` files of several runs, each run's rounds numbered after the last
 /// one's (its round r becomes 1000·k + r for the k-th file), so that a fit with one per-frame
 /// cost per round and the pairing of targets within a round stay within one run.
@@ -897,12 +961,13 @@ pub fn read_runs(paths: &[&Path]) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// The grant and flush costs fitted over `rows` (e.g. [`read_runs`] of runs at several
-/// `tx-hold-us`), the ratios to sq per hold and share, and the simulator's ratios; empty
-/// when no row was an overloaded llrouter point.
-pub fn costs_md(c: &Options, rows: &[Row]) -> String {
+/// The grant and flush costs fitted over the `at` points of `rows` (e.g. [`read_runs`] of
+/// runs at several `tx-hold-us`); for overloaded points also the ratios to sq per hold and
+/// share and the simulator's ratios, below saturation the simulator's flags. Empty when no
+/// llrouter point with grant counters is of the kind asked for.
+pub fn costs_md(c: &Options, rows: &[Row], at: CostPoints) -> String {
     let mut s = String::new();
-    grant_cost_md(&mut s, c, rows);
+    grant_cost_md(&mut s, c, rows, at);
     s
 }
 
@@ -923,7 +988,7 @@ pub fn report_md(c: &Options, rows: &[Row], plots: &[String], errors: &[String])
         );
     }
     model_md(&mut s, rows);
-    grant_cost_md(&mut s, c, rows);
+    grant_cost_md(&mut s, c, rows, CostPoints::Overloaded);
     s.push_str("\n## Findings (computed from the rows above)\n\n");
     findings_md(&mut s, rows);
     for e in errors {
@@ -1040,7 +1105,7 @@ mod tests {
         ];
         let c = Options::new(&[Target::Kernel], "/tmp".into());
         let mut s = String::new();
-        grant_cost_md(&mut s, &c, &rows);
+        grant_cost_md(&mut s, &c, &rows, CostPoints::Overloaded);
         assert!(
             s.contains("c_g = 1000 ns, c_f = 500 ns, x = 2000 ns"),
             "{s}"
@@ -1064,7 +1129,7 @@ mod tests {
             })
             .collect();
         let mut s = String::new();
-        grant_cost_md(&mut s, &c, &flat);
+        grant_cost_md(&mut s, &c, &flat, CostPoints::Overloaded);
         assert!(s.contains("c_g = 1000 ns, c_f = 0 ns, x = 2000 ns"), "{s}");
         assert!(!s.contains("cannot tell"), "{s}");
         // A fit with a negative cost is shown, called what it is, and not simulated.
@@ -1076,7 +1141,7 @@ mod tests {
             })
             .collect();
         let mut s = String::new();
-        grant_cost_md(&mut s, &c, &odd);
+        grant_cost_md(&mut s, &c, &odd, CostPoints::Overloaded);
         assert!(s.contains("c_f = -500 ns"), "{s}");
         assert!(
             s.contains("cannot tell the cost of a grant from that of a flush"),
@@ -1095,7 +1160,66 @@ mod tests {
             })
             .collect();
         let mut s = String::new();
-        grant_cost_md(&mut s, &c, &calm);
+        grant_cost_md(&mut s, &c, &calm, CostPoints::Overloaded);
+        assert!(s.is_empty(), "{s}");
+    }
+
+    #[test]
+    fn below_saturation_the_costs_calibrate_the_simulator() {
+        // Receive 265 ns a grant + x a frame (x one per round), transmit 1200 ns a flush +
+        // 1300 ns a frame flushed, exactly.
+        let row = |target: &str, round: u32, x: f64, frames: f64, flushes: f64| {
+            let flushed = frames;
+            let flush_ns = 1200.0 * flushes + 1300.0 * flushed;
+            Row {
+                target: target.into(),
+                round,
+                rt_share: 0.3,
+                offered_pps: 2e5,
+                throughput_pps: 2e5,
+                loss_be: 0.0,
+                frames_per_grant: frames,
+                flushes_per_grant: flushes,
+                flushed_per_grant: flushed,
+                flush_ns_per_grant: flush_ns,
+                ns_per_grant: 265.0 + x * frames + flush_ns,
+                ..Default::default()
+            }
+        };
+        let mut rows = Vec::new();
+        for (round, x) in [(1, 70.0), (2, 76.0), (3, 90.0)] {
+            rows.push(row("llrouter:sq", round, x, 32.0, 1.0));
+            rows.push(row("llrouter:rr", round, x, 16.0, 0.5));
+            rows.push(row("llrouter:ll-wfq", round, x, 4.5, 0.22));
+        }
+        // An overloaded point is not one of them.
+        rows.push(Row {
+            loss_be: 0.5,
+            ns_per_grant: 1e6,
+            ..row("llrouter:ll-rr", 1, 70.0, 5.0, 0.3)
+        });
+        let c = Options::new(&[Target::Kernel], "/tmp".into());
+        let mut s = String::new();
+        grant_cost_md(&mut s, &c, &rows, CostPoints::BelowSaturation);
+        assert!(
+            s.contains("Fitted over the 9 llrouter points below saturation"),
+            "{s}"
+        );
+        assert!(
+            s.contains("Receive 265 ns per grant + 76 ns per frame, transmit 1200 ns per flush + 1300 ns per frame flushed"),
+            "{s}"
+        );
+        assert!(
+            s.contains("`llrouter sim --service-ns 76 --grant-ns 265 --flush-ns 1200 --flush-frame-ns 1300`"),
+            "{s}"
+        );
+        assert!(
+            !s.contains("ratio to sq"),
+            "no forwarding ratios below saturation: {s}"
+        );
+        // The same rows asked for overloaded points: only the one, too few to fit.
+        let mut s = String::new();
+        grant_cost_md(&mut s, &c, &rows[..9], CostPoints::Overloaded);
         assert!(s.is_empty(), "{s}");
     }
 
