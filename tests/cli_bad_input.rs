@@ -442,6 +442,35 @@ fn other_commands_name_the_flag() {
     );
 }
 
+/// `testbed costs` names a missing results file (exit 2), and says which points it looked for
+/// when a run has none of them (exit 1: the input is well-formed, it only lacks such points).
+#[test]
+fn testbed_costs_names_what_it_lacks() {
+    let dir = scratch("costs");
+    usage_error(
+        &["testbed", "costs", dir.to_str().unwrap()],
+        &["--results", "no such file"],
+    );
+    std::fs::create_dir_all(&dir).unwrap();
+    // The header of a `testbed run` results.csv, and no rows.
+    let header = llr_lab::report::RESULTS_HEADER;
+    std::fs::write(dir.join("results.csv"), format!("{header}\n")).unwrap();
+    for (flag, which) in [
+        (None, "no overloaded llrouter point"),
+        (
+            Some("--below-saturation"),
+            "no llrouter point below saturation",
+        ),
+    ] {
+        let mut args = vec!["testbed", "costs", dir.to_str().unwrap()];
+        args.extend(flag);
+        let o = llrouter(&args);
+        assert_eq!(o.code, Some(1), "{}", o.stderr);
+        assert!(o.stderr.contains(which), "{}", o.stderr);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Client commands fail when they cannot reach the router, whatever they were asked.
 #[test]
 fn clients_fail_without_a_router() {
