@@ -82,6 +82,9 @@ pub enum ArrivalKind {
     Poisson,
     Cbr,
     Onoff,
+    /// Bursts of --batch-size packets at constant gaps, classes mixed at random (the testbed
+    /// generator's --gen-batch).
+    Batch,
 }
 
 /// Parameters of one simulation. `Default` gives the command line's defaults.
@@ -201,6 +204,9 @@ pub struct SimArgs {
         arg(long, value_delimiter = ',', default_value = "100,100")
     )]
     pub onoff_us: Vec<f64>,
+    /// Packets per burst for --arrivals batch (the testbed's --gen-batch, 32 by default).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 32))]
+    pub batch_size: u32,
     /// Flows in total, hashed to cores.
     #[cfg_attr(feature = "clap", arg(long, default_value_t = SimArgs::DEFAULT_FLOWS))]
     pub flows: usize,
@@ -266,6 +272,7 @@ impl Default for SimArgs {
             interrupts: Interrupts::Napi,
             arrivals: ArrivalKind::Poisson,
             onoff_us: vec![100.0, 100.0],
+            batch_size: 32,
             flows: Self::DEFAULT_FLOWS,
             flow_pps: None,
             packets: Self::DEFAULT_PACKETS,
@@ -418,6 +425,12 @@ impl SimArgs {
         Ok(match self.arrivals {
             ArrivalKind::Poisson => Arrivals::Poisson,
             ArrivalKind::Cbr => Arrivals::Cbr,
+            ArrivalKind::Batch => match self.batch_size {
+                1..=4096 => Arrivals::Batch {
+                    size: self.batch_size,
+                },
+                n => return Err(bad("batch-size", format!("{n}: must be within 1..=4096"))),
+            },
             ArrivalKind::Onoff => match self.onoff_us[..] {
                 [on, off] if on > 0.0 && off >= 0.0 && on.is_finite() && off.is_finite() => {
                     Arrivals::OnOff {
@@ -508,6 +521,19 @@ mod tests {
         };
         assert_eq!(err(&|a| a.tx_batch = 0).field, "tx-batch");
         assert_eq!(err(&|a| a.calibration = vec![1.0]).field, "calibration");
+        let burst = |n: u32| {
+            move |a: &mut SimArgs| {
+                a.arrivals = ArrivalKind::Batch;
+                a.batch_size = n;
+            }
+        };
+        assert_eq!(err(&burst(0)).field, "batch-size");
+        let mut a = SimArgs::default();
+        burst(32)(&mut a);
+        assert_eq!(
+            a.to_config().unwrap().arrivals,
+            Arrivals::Batch { size: 32 }
+        );
         assert_eq!(
             err(&|a| a.budgets = vec!["x=4".parse().unwrap()]).field,
             "budgets"

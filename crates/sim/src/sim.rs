@@ -57,6 +57,13 @@ pub enum Arrivals {
         on_ns: f64,
         off_ns: f64,
     },
+    /// Bursts of `size` packets at one instant, the bursts at constant gaps that keep the mean
+    /// rate (from a random phase), each packet's class drawn by the shares: the testbed's
+    /// generator, which sends `--gen-batch` frames back to back and picks each one's class at
+    /// random. One stream for all classes, so a burst mixes them as the generator's do.
+    Batch {
+        size: u32,
+    },
 }
 
 /// When a packet costs the core an interrupt (`wakeup_cost_ns` each).
@@ -531,6 +538,9 @@ struct Sim<'a> {
     now: f64,
     /// When the current phase began ([`run_phases`]).
     phase_start: f64,
+    /// [`Arrivals::Batch`]: the next burst's packet time and the packets left in it.
+    burst_next: f64,
+    burst_left: u32,
 }
 
 impl<'a> Sim<'a> {
@@ -566,6 +576,10 @@ impl<'a> Sim<'a> {
             })
             .collect();
         let streams = streams(cfg, &mut rng);
+        let burst_next = match cfg.arrivals {
+            Arrivals::Batch { size } => rng.random::<f64>() * burst_gap(&streams, size),
+            _ => f64::INFINITY,
+        };
         let flows = streams.last().map_or(0, |s| s.flow_base + s.flows);
         let core_of_flow: Vec<usize> = (0..flows).map(|f| flow_core(f, cfg.cores)).collect();
         let acc: Vec<Acc> = (0..n)
@@ -601,6 +615,11 @@ impl<'a> Sim<'a> {
             wakeups: 0,
             now: 0.0,
             phase_start: 0.0,
+            burst_next,
+            burst_left: match cfg.arrivals {
+                Arrivals::Batch { size } => size,
+                _ => 0,
+            },
         })
     }
 
@@ -609,6 +628,14 @@ impl<'a> Sim<'a> {
     #[inline]
     fn next_arrival(&self) -> (usize, f64) {
         let (mut ac, mut ta) = (usize::MAX, f64::INFINITY);
+        if let Arrivals::Batch { .. } = self.cfg.arrivals {
+            // The class is drawn at the arrival.
+            return if self.total_sent < self.limit && self.burst_next.is_finite() {
+                (0, self.burst_next)
+            } else {
+                (ac, ta)
+            };
+        }
         if self.total_sent < self.limit {
             for (i, s) in self.streams.iter().enumerate() {
                 if s.next < ta {
@@ -635,9 +662,17 @@ impl<'a> Sim<'a> {
 
     /// A packet of class `ac` arrives at `ta`: into its core's ring (or dropped), waking the
     /// ring's device if it was off the poll list.
-    fn arrive(&mut self, ac: usize, ta: f64) {
+    fn arrive(&mut self, mut ac: usize, ta: f64) {
         self.now = ta;
         let cfg = self.cfg;
+        if let Arrivals::Batch { size } = cfg.arrivals {
+            ac = draw_class(&self.streams, self.rng.random::<f64>());
+            self.burst_left -= 1;
+            if self.burst_left == 0 {
+                self.burst_left = size;
+                self.burst_next = ta + burst_gap(&self.streams, size);
+            }
+        }
         let s = &mut self.streams[ac];
         let flow = match cfg.arrivals {
             Arrivals::Cbr => {
@@ -653,6 +688,8 @@ impl<'a> Sim<'a> {
                 let on_gap = s.gap * on_ns / (on_ns + off_ns);
                 next_onoff(&mut self.rng, ta, s, on_gap, on_ns, off_ns)
             }
+            // Not read: the burst clock above times every class.
+            Arrivals::Batch { .. } => f64::INFINITY,
         };
         self.total_sent += 1;
         self.sent[ac] += 1;
@@ -822,6 +859,13 @@ impl<'a> Sim<'a> {
     fn start_phase(&mut self, shares: &[f64], packets: u64) {
         let cfg = self.cfg;
         self.streams = streams_from(cfg, shares, self.now, &mut self.rng);
+        if let Arrivals::Batch { size } = cfg.arrivals {
+            // The bursts go on at the new shares; a burst the last phase ran past starts now.
+            if !self.burst_next.is_finite() || self.burst_next < self.now {
+                self.burst_next = self.now;
+                self.burst_left = size;
+            }
+        }
         let flows = self.streams.last().map_or(0, |s| s.flow_base + s.flows);
         self.core_of_flow = (0..flows).map(|f| flow_core(f, cfg.cores)).collect();
         self.limit = self.total_sent + packets;
@@ -962,6 +1006,7 @@ fn streams_from(
                 Arrivals::Poisson => exp_sample(rng, gap),
                 Arrivals::Cbr => rng.random::<f64>() * gap,
                 Arrivals::OnOff { .. } => 0.0,
+                Arrivals::Batch { .. } => f64::INFINITY,
             }
         };
         streams.push(Stream {
@@ -983,6 +1028,33 @@ fn streams_from(
         }
     }
     streams
+}
+
+/// The gap between bursts of `size` packets at the streams' total rate.
+fn burst_gap(streams: &[Stream], size: u32) -> f64 {
+    let rate: f64 = streams.iter().map(|s| s.rate_per_ns).sum();
+    if rate > 0.0 {
+        f64::from(size) / rate
+    } else {
+        f64::INFINITY
+    }
+}
+
+/// The class whose share of the streams' total rate `u` (uniform in [0, 1)) falls in.
+fn draw_class(streams: &[Stream], u: f64) -> usize {
+    let total: f64 = streams.iter().map(|s| s.rate_per_ns).sum();
+    let mut at = u * total;
+    for (i, s) in streams.iter().enumerate() {
+        if at < s.rate_per_ns {
+            return i;
+        }
+        at -= s.rate_per_ns;
+    }
+    // Rounding left `at` at the end: the last class with a rate.
+    streams
+        .iter()
+        .rposition(|s| s.rate_per_ns > 0.0)
+        .unwrap_or(0)
 }
 
 #[inline]

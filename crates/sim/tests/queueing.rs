@@ -400,3 +400,41 @@ fn bad_input_names_the_field() {
     c.shares = vec![0.5];
     assert!(run(&c).unwrap_err().to_string().starts_with("classes:"));
 }
+
+/// Bursts of N at constant gaps, served one at a time (D^N/D/1 without overlap, ρ < 1): the
+/// k-th packet of a burst waits k·x, so the mean wait is x·(N − 1)/2 exactly, every burst is
+/// one wake-up, and each packet's class follows the shares.
+#[test]
+fn batch_arrivals_wait_for_the_packets_ahead_in_their_burst() {
+    const N: u32 = 8;
+    let mut c = cfg(
+        StrategyKind::Sq,
+        &["rt", "be"],
+        &[0.3, 0.7],
+        0.5,
+        ServiceDist::Deterministic,
+    );
+    c.arrivals = Arrivals::Batch { size: N };
+    c.packets = 400_000;
+    let r = run(&c).unwrap();
+    let sent: u64 = r.classes.iter().map(|k| k.sent).sum();
+    let delivered: u64 = r.classes.iter().map(|k| k.delivered).sum();
+    assert_eq!((sent, delivered), (400_000, 400_000));
+    let waited: f64 = r
+        .classes
+        .iter()
+        .map(|k| k.mean_wait_ns * k.delivered as f64)
+        .sum::<f64>()
+        / delivered as f64;
+    let want = X * f64::from(N - 1) / 2.0;
+    assert!(
+        within(waited, want, 1e-6),
+        "mean wait {waited:.1} ns, want {want:.1}"
+    );
+    assert_eq!(r.wakeups, 400_000 / u64::from(N), "one wake-up per burst");
+    let rt = r.classes[0].sent as f64 / sent as f64;
+    assert!((rt - 0.3).abs() < 0.005, "RT share {rt:.4}");
+    // Poisson arrivals at the same load wake the core far more often.
+    c.arrivals = Arrivals::Poisson;
+    assert!(run(&c).unwrap().wakeups > 2 * r.wakeups);
+}
