@@ -770,7 +770,11 @@ fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row], at: CostPoints) {
             s.push_str("\nThe three-way fit above has a negative cost: below saturation every target's flushes grow with its \
                 frames, so grants cannot be told from flushes that way. The split below measures the flushes' time directly.\n");
         }
-        calibration_md(s, identified.then_some(cost), split);
+        let burst = over.first().map_or(1, |r| r.arrival_burst.max(1));
+        calibration_md(s, identified.then_some(cost), split, burst);
+        if let Some(k) = split {
+            cpu_ratio_md(s, c, &over, k, burst);
+        }
         return;
     }
     // Within a round the targets ran back to back; across rounds the machine's speed wanders
@@ -909,6 +913,7 @@ fn calibration_md(
     s: &mut String,
     cost: Option<llr_sim::model::GrantCost>,
     split: Option<llr_sim::model::SplitCost>,
+    burst: u32,
 ) {
     let flags = match (split, cost) {
         (Some(k), _) => format!(
@@ -938,7 +943,99 @@ fn calibration_md(
             k.grant_ns, k.frame_ns, k.flush_ns, k.flush_frame_ns
         );
     }
-    let _ = writeln!(s, "\nThe simulator, calibrated: `llrouter sim {flags}`");
+    let arrivals = if burst > 1 {
+        format!(" --arrivals batch --batch-size {burst}")
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        s,
+        "\nThe simulator, calibrated: `llrouter sim {flags}{arrivals}` (the generator's bursts as its arrivals)"
+    );
+}
+
+/// Below saturation: each strategy's CPU per packet against sq's in the same round, live
+/// (median and range over rounds), beside the calibrated simulator's at the same offered rate
+/// and share, with the generator's bursts.
+fn cpu_ratio_md(
+    s: &mut String,
+    c: &Options,
+    rows: &[&Row],
+    k: llr_sim::model::SplitCost,
+    burst: u32,
+) {
+    let sim_busy = |kind: StrategyKind, r: &Row| -> Option<f64> {
+        let budgets = if kind == StrategyKind::LlRr {
+            [c.budgets.be.get(), c.budgets.be.get()]
+        } else {
+            [c.budgets.rt.get(), c.budgets.be.get()]
+        };
+        let sched = llr_core::sched::SchedConfig::new(kind, &["rt", "be"]).with_budgets(&budgets);
+        let mut cfg = llr_sim::SimConfig::paper000(sched, r.rt_share, 1.0, 400_000);
+        cfg.rate = llr_sim::Rate::Pps(r.offered_pps);
+        cfg.arrivals = if burst > 1 {
+            llr_sim::Arrivals::Batch { size: burst }
+        } else {
+            llr_sim::Arrivals::Poisson
+        };
+        cfg.sched.device_budget = c.device_budget;
+        cfg.ring_size = c.rx_size as usize;
+        cfg.service.override_ns = Some(k.frame_ns.max(1.0));
+        cfg.service.grant_ns = k.grant_ns;
+        cfg.service.flush_ns = k.flush_ns;
+        cfg.service.flush_frame_ns = k.flush_frame_ns;
+        cfg.service.tx_batch = c.tx_batch;
+        cfg.service.tx_hold_ns = u64::from(r.tx_hold_us.unwrap_or(c.tx_hold_us)) * 1000;
+        cfg.service.max_grant = 32;
+        Some(llr_sim::run(&cfg).ok()?.utilization)
+    };
+    let mut lines = String::new();
+    let mut points: Vec<(f64, f64)> = rows.iter().map(|r| (r.rt_share, r.offered_pps)).collect();
+    points.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    points.dedup();
+    for (share, pps) in points {
+        let at = |r: &&&Row| r.rt_share == share && r.offered_pps == pps;
+        let Some(sq_row) = rows.iter().filter(at).find(|r| r.target == "llrouter:sq") else {
+            continue;
+        };
+        let sim_sq = sim_busy(StrategyKind::Sq, sq_row);
+        for kind in [StrategyKind::Rr, StrategyKind::LlRr, StrategyKind::LlWfq] {
+            let label = format!("llrouter:{}", kind.name());
+            let ratios: Vec<f64> = (rows.iter().filter(at))
+                .filter(|r| r.target == label)
+                .filter_map(|r| {
+                    let sq = rows
+                        .iter()
+                        .filter(at)
+                        .find(|q| q.target == "llrouter:sq" && q.round == r.round)?;
+                    Some(r.router_ns_per_pkt / sq.router_ns_per_pkt)
+                })
+                .filter(|x| x.is_finite())
+                .collect();
+            let Some((med, lo, hi)) = crate::summary::spread(&ratios) else {
+                continue;
+            };
+            let row = rows.iter().filter(at).find(|r| r.target == label);
+            let sim = match (sim_sq, row.and_then(|r| sim_busy(kind, r))) {
+                (Some(a), Some(b)) if a > 0.0 => format!("**{:.3}**", b / a),
+                _ => "—".into(),
+            };
+            let _ = writeln!(
+                lines,
+                "| {share} | {pps:.0} | {} | {} | **{med:.3}** | {lo:.3}–{hi:.3} | {sim} |",
+                kind.name(),
+                ratios.len()
+            );
+        }
+    }
+    if !lines.is_empty() {
+        s.push_str(
+            "\nCPU per forwarded packet against sq's in the same round (median and range over rounds), and the calibrated \
+             simulator's busy time against sq's at the same offered rate:\n\n\
+             | RT share | offered pps | target | rounds | live ratio to sq | range | sim ratio |\n|---|---|---|---|---|---|---|\n",
+        );
+        s.push_str(&lines);
+    }
 }
 
 /// The rows of `results.csv` files of several runs, each run's rounds numbered after the last
@@ -1183,6 +1280,12 @@ mod tests {
                 flushed_per_grant: flushed,
                 flush_ns_per_grant: flush_ns,
                 ns_per_grant: 265.0 + x * frames + flush_ns,
+                router_ns_per_pkt: match target {
+                    "llrouter:sq" => 1000.0,
+                    "llrouter:rr" => 1010.0,
+                    _ => 1050.0,
+                },
+                arrival_burst: 32,
                 ..Default::default()
             }
         };
@@ -1210,13 +1313,32 @@ mod tests {
             "{s}"
         );
         assert!(
-            s.contains("`llrouter sim --service-ns 76 --grant-ns 265 --flush-ns 1200 --flush-frame-ns 1300`"),
+            s.contains("`llrouter sim --service-ns 76 --grant-ns 265 --flush-ns 1200 --flush-frame-ns 1300 --arrivals batch --batch-size 32`"),
             "{s}"
         );
         assert!(
-            !s.contains("ratio to sq"),
+            !s.contains("Forwarded pps against sq's"),
             "no forwarding ratios below saturation: {s}"
         );
+        // CPU per packet against sq's, live per round, beside the calibrated simulator's: its
+        // ll-wfq, with a flush after every RT grant and BE grants of 4, pays more than sq.
+        let line = |target: &str| {
+            s.lines()
+                .find(|l| l.starts_with(&format!("| 0.3 | 200000 | {target} | 3 |")))
+                .unwrap_or_else(|| panic!("no {target} line: {s}"))
+                .to_string()
+        };
+        assert!(line("rr").contains("| **1.010** | 1.010–1.010 |"), "{s}");
+        let wfq = line("ll-wfq");
+        assert!(wfq.contains("| **1.050** | 1.050–1.050 |"), "{s}");
+        let sim: f64 = wfq
+            .trim_end_matches(" |")
+            .rsplit("**")
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(sim > 1.0 && sim < 1.5, "sim ratio {sim}: {wfq}");
         // The same rows asked for overloaded points: only the one, too few to fit.
         let mut s = String::new();
         grant_cost_md(&mut s, &c, &rows[..9], CostPoints::Overloaded);
