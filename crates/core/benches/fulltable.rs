@@ -8,6 +8,7 @@
 //! `huge-pages = true` does (`--bench pages` compares the two within one run).
 
 mod common;
+mod stride8;
 
 use std::hint::black_box;
 use std::net::IpAddr;
@@ -249,6 +250,52 @@ fn v6_structures(c: &mut Criterion) {
         for (name, set) in [
             ("poptrie_batched", &dsts[..]),
             ("poptrie_batched_hot", &dsts[..64]),
+        ] {
+            let mut at = 0usize;
+            g.bench_function(name, |b| {
+                b.iter(|| {
+                    let mut addrs = [0u128; BATCH];
+                    for a in &mut addrs {
+                        *a = set[at];
+                        at = (at + 1) % set.len();
+                    }
+                    let mut out = [None; BATCH];
+                    t.lookup_many(black_box(&addrs), &mut out);
+                    out.iter().fold(0u32, |s, v| s.wrapping_add(v.unwrap_or(0)))
+                })
+            });
+        }
+    }
+    {
+        let ps: Vec<(u128, u8, u32)> = (fx.v6.iter())
+            .map(|r| (r.addr, r.len, u32::from(r.next_hop)))
+            .collect();
+        let t0 = std::time::Instant::now();
+        let t = stride8::Stride8::build(&ps);
+        let (direct, nodes) = t.memory();
+        eprintln!(
+            "poptrie8 (static): built in {:.2} s; direct table {:.1} MB touched, nodes and leaves {:.1} MB",
+            t0.elapsed().as_secs_f64(),
+            direct as f64 / 1e6,
+            nodes as f64 / 1e6
+        );
+        // The same answers as the router's table for every destination, one by one and batched.
+        let reference = Poptrie::default();
+        fill(&fx, |a, l, v| {
+            reference.insert(a, l, v).unwrap();
+        });
+        let mut many = vec![None; dsts.len()];
+        t.lookup_many(&dsts, &mut many);
+        for (&a, &m) in dsts.iter().zip(&many) {
+            let want = reference.lookup(a);
+            assert!(want.is_some(), "{a:#x}: a fixture destination has a route");
+            assert_eq!((t.lookup(a), m), (want, want), "{a:#x}");
+        }
+        drop(reference);
+        lookups(&mut g, "poptrie8", &dsts, |a| t.lookup(a).unwrap_or(0));
+        for (name, set) in [
+            ("poptrie8_batched", &dsts[..]),
+            ("poptrie8_batched_hot", &dsts[..64]),
         ] {
             let mut at = 0usize;
             g.bench_function(name, |b| {
