@@ -245,26 +245,8 @@ fn v6_structures(c: &mut Criterion) {
             m.shadow as f64 / 1e6
         );
         lookups(&mut g, "poptrie", &dsts, |a| t.lookup(a).unwrap_or(0));
-        // Batched as a grant is warmed; `_hot` cycles through 64 destinations only, so the
-        // table's lines stay cached and what is left is the instructions.
-        for (name, set) in [
-            ("poptrie_batched", &dsts[..]),
-            ("poptrie_batched_hot", &dsts[..64]),
-        ] {
-            let mut at = 0usize;
-            g.bench_function(name, |b| {
-                b.iter(|| {
-                    let mut addrs = [0u128; BATCH];
-                    for a in &mut addrs {
-                        *a = set[at];
-                        at = (at + 1) % set.len();
-                    }
-                    let mut out = [None; BATCH];
-                    t.lookup_many(black_box(&addrs), &mut out);
-                    out.iter().fold(0u32, |s, v| s.wrapping_add(v.unwrap_or(0)))
-                })
-            });
-        }
+        // Batched as a grant is warmed.
+        batched_ids(&mut g, "poptrie", &dsts, |a, o| t.lookup_many(a, o));
     }
     {
         let ps: Vec<(u128, u8, u32)> = (fx.v6.iter())
@@ -293,24 +275,7 @@ fn v6_structures(c: &mut Criterion) {
         }
         drop(reference);
         lookups(&mut g, "poptrie8", &dsts, |a| t.lookup(a).unwrap_or(0));
-        for (name, set) in [
-            ("poptrie8_batched", &dsts[..]),
-            ("poptrie8_batched_hot", &dsts[..64]),
-        ] {
-            let mut at = 0usize;
-            g.bench_function(name, |b| {
-                b.iter(|| {
-                    let mut addrs = [0u128; BATCH];
-                    for a in &mut addrs {
-                        *a = set[at];
-                        at = (at + 1) % set.len();
-                    }
-                    let mut out = [None; BATCH];
-                    t.lookup_many(black_box(&addrs), &mut out);
-                    out.iter().fold(0u32, |s, v| s.wrapping_add(v.unwrap_or(0)))
-                })
-            });
-        }
+        batched_ids(&mut g, "poptrie8", &dsts, |a, o| t.lookup_many(a, o));
     }
     for (name, strides) in [("multibit_16_8_8_4", V6_STRIDES), ("multibit_24_8", S24_8)] {
         let t = Multibit6::with_strides(strides, std::sync::Arc::<Readers>::default());
@@ -406,6 +371,34 @@ fn batched<A: Copy + Default>(
                 .fold(0u32, |s, v| s.wrapping_add(v.map_or(0, |n| n.ifindex)))
         })
     });
+}
+
+/// `NAME_batched` over `dests` and `NAME_batched_hot` over 64 of them only (the table's lines
+/// stay cached, so what is left is the instructions): batches of [`BATCH`] lookups by `many`.
+fn batched_ids(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    dests: &[u128],
+    many: impl Fn(&[u128], &mut [Option<u32>]),
+) {
+    for (name, set) in [
+        (format!("{name}_batched"), dests),
+        (format!("{name}_batched_hot"), &dests[..64]),
+    ] {
+        let mut at = 0usize;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let mut addrs = [0u128; BATCH];
+                for a in &mut addrs {
+                    *a = set[at];
+                    at = (at + 1) % set.len();
+                }
+                let mut out = [None; BATCH];
+                many(black_box(&addrs), &mut out);
+                out.iter().fold(0u32, |s, v| s.wrapping_add(v.unwrap_or(0)))
+            })
+        });
+    }
 }
 
 /// An operator's listing of the whole table: pages of 16 k routes (what `ctl show fib --all`
