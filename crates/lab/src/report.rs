@@ -810,30 +810,17 @@ fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row], at: CostPoints) {
                hold: Option<u32>,
                split: Option<llr_sim::model::SplitCost>|
      -> Option<f64> {
-        let budgets = if kind == StrategyKind::LlRr {
-            [c.budgets.be.get(), c.budgets.be.get()]
-        } else {
-            [c.budgets.rt.get(), c.budgets.be.get()]
-        };
-        let sched = llr_core::sched::SchedConfig::new(kind, &["rt", "be"]).with_budgets(&budgets);
-        let mut cfg = llr_sim::SimConfig::paper000(sched, share, 3.0, 300_000);
+        // Without the split, a frame's whole cost is paid at its service.
+        let k = split.unwrap_or(llr_sim::model::SplitCost {
+            grant_ns: c_g.max(0.0),
+            frame_ns: x,
+            flush_ns: c_f.max(0.0),
+            flush_frame_ns: 0.0,
+        });
+        let mut cfg = replay_config(c, kind, share, hold, k, 300_000);
         if let Some(pps) = sent(share).filter(|p| *p > 0.0) {
             cfg.rate = llr_sim::Rate::Pps(pps);
         }
-        cfg.sched.device_budget = c.device_budget;
-        cfg.ring_size = c.rx_size as usize;
-        cfg.service.override_ns = Some(x.max(1.0));
-        cfg.service.grant_ns = c_g.max(0.0);
-        cfg.service.flush_ns = c_f.max(0.0);
-        if let Some(k) = split {
-            cfg.service.override_ns = Some(k.frame_ns.max(1.0));
-            cfg.service.grant_ns = k.grant_ns;
-            cfg.service.flush_ns = k.flush_ns;
-            cfg.service.flush_frame_ns = k.flush_frame_ns;
-        }
-        cfg.service.tx_batch = c.tx_batch;
-        cfg.service.tx_hold_ns = u64::from(hold.unwrap_or(c.tx_hold_us)) * 1000;
-        cfg.service.max_grant = 32;
         let r = llr_sim::run(&cfg).ok()?;
         let delivered: u64 = r.classes.iter().map(|k| k.delivered).sum();
         Some(delivered as f64 * 1e9 / r.sim_time_ns)
@@ -907,6 +894,37 @@ fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row], at: CostPoints) {
     }
 }
 
+/// The simulator set up as the testbed ran `kind` (the runs' ring budgets, ll-rr's both BE's;
+/// device budget, ring size, transmit batch and grant cap) at RT share `share` and
+/// `tx-hold-us` `hold` (the runs' default if unrecorded), paying the worker's costs `k`, for
+/// `packets` arrivals in overload; the caller sets the rate and the arrivals it replays.
+fn replay_config(
+    c: &Options,
+    kind: StrategyKind,
+    share: f64,
+    hold: Option<u32>,
+    k: llr_sim::model::SplitCost,
+    packets: u64,
+) -> llr_sim::SimConfig {
+    let budgets = if kind == StrategyKind::LlRr {
+        [c.budgets.be.get(), c.budgets.be.get()]
+    } else {
+        [c.budgets.rt.get(), c.budgets.be.get()]
+    };
+    let sched = llr_core::sched::SchedConfig::new(kind, &["rt", "be"]).with_budgets(&budgets);
+    let mut cfg = llr_sim::SimConfig::paper000(sched, share, 3.0, packets);
+    cfg.sched.device_budget = c.device_budget;
+    cfg.ring_size = c.rx_size as usize;
+    cfg.service.override_ns = Some(k.frame_ns.max(1.0));
+    cfg.service.grant_ns = k.grant_ns;
+    cfg.service.flush_ns = k.flush_ns;
+    cfg.service.flush_frame_ns = k.flush_frame_ns;
+    cfg.service.tx_batch = c.tx_batch;
+    cfg.service.tx_hold_ns = u64::from(hold.unwrap_or(c.tx_hold_us)) * 1000;
+    cfg.service.max_grant = 32;
+    cfg
+}
+
 /// The simulator's flags for the fitted costs: the receive/transmit split where it was
 /// identified (a grant then lasts as long as it does live), else the three-way fit.
 fn calibration_md(
@@ -965,28 +983,11 @@ fn cpu_ratio_md(
     burst: u32,
 ) {
     let sim_busy = |kind: StrategyKind, r: &Row| -> Option<f64> {
-        let budgets = if kind == StrategyKind::LlRr {
-            [c.budgets.be.get(), c.budgets.be.get()]
-        } else {
-            [c.budgets.rt.get(), c.budgets.be.get()]
-        };
-        let sched = llr_core::sched::SchedConfig::new(kind, &["rt", "be"]).with_budgets(&budgets);
-        let mut cfg = llr_sim::SimConfig::paper000(sched, r.rt_share, 1.0, 400_000);
+        let mut cfg = replay_config(c, kind, r.rt_share, r.tx_hold_us, k, 400_000);
         cfg.rate = llr_sim::Rate::Pps(r.offered_pps);
-        cfg.arrivals = if burst > 1 {
-            llr_sim::Arrivals::Batch { size: burst }
-        } else {
-            llr_sim::Arrivals::Poisson
-        };
-        cfg.sched.device_budget = c.device_budget;
-        cfg.ring_size = c.rx_size as usize;
-        cfg.service.override_ns = Some(k.frame_ns.max(1.0));
-        cfg.service.grant_ns = k.grant_ns;
-        cfg.service.flush_ns = k.flush_ns;
-        cfg.service.flush_frame_ns = k.flush_frame_ns;
-        cfg.service.tx_batch = c.tx_batch;
-        cfg.service.tx_hold_ns = u64::from(r.tx_hold_us.unwrap_or(c.tx_hold_us)) * 1000;
-        cfg.service.max_grant = 32;
+        if burst > 1 {
+            cfg.arrivals = llr_sim::Arrivals::Batch { size: burst };
+        }
         Some(llr_sim::run(&cfg).ok()?.utilization)
     };
     let mut lines = String::new();

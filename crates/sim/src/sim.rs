@@ -538,9 +538,27 @@ struct Sim<'a> {
     now: f64,
     /// When the current phase began ([`run_phases`]).
     phase_start: f64,
-    /// [`Arrivals::Batch`]: the next burst's packet time and the packets left in it.
-    burst_next: f64,
-    burst_left: u32,
+    /// [`Arrivals::Batch`]'s clock, one for every class.
+    bursts: Option<Bursts>,
+}
+
+/// Bursts of `size` packets: the time of the next packet, and the packets left in its burst.
+struct Bursts {
+    size: u32,
+    next: f64,
+    left: u32,
+}
+
+impl Bursts {
+    /// The packet at `next` is taken: the next one comes at the same instant until the burst
+    /// is out, then `gap` later.
+    fn take(&mut self, gap: f64) {
+        self.left -= 1;
+        if self.left == 0 {
+            self.left = self.size;
+            self.next += gap;
+        }
+    }
 }
 
 impl<'a> Sim<'a> {
@@ -576,9 +594,13 @@ impl<'a> Sim<'a> {
             })
             .collect();
         let streams = streams(cfg, &mut rng);
-        let burst_next = match cfg.arrivals {
-            Arrivals::Batch { size } => rng.random::<f64>() * burst_gap(&streams, size),
-            _ => f64::INFINITY,
+        let bursts = match cfg.arrivals {
+            Arrivals::Batch { size } => Some(Bursts {
+                size,
+                next: rng.random::<f64>() * burst_gap(&streams, size),
+                left: size,
+            }),
+            _ => None,
         };
         let flows = streams.last().map_or(0, |s| s.flow_base + s.flows);
         let core_of_flow: Vec<usize> = (0..flows).map(|f| flow_core(f, cfg.cores)).collect();
@@ -615,11 +637,7 @@ impl<'a> Sim<'a> {
             wakeups: 0,
             now: 0.0,
             phase_start: 0.0,
-            burst_next,
-            burst_left: match cfg.arrivals {
-                Arrivals::Batch { size } => size,
-                _ => 0,
-            },
+            bursts,
         })
     }
 
@@ -628,10 +646,10 @@ impl<'a> Sim<'a> {
     #[inline]
     fn next_arrival(&self) -> (usize, f64) {
         let (mut ac, mut ta) = (usize::MAX, f64::INFINITY);
-        if let Arrivals::Batch { .. } = self.cfg.arrivals {
+        if let Some(b) = &self.bursts {
             // The class is drawn at the arrival.
-            return if self.total_sent < self.limit && self.burst_next.is_finite() {
-                (0, self.burst_next)
+            return if self.total_sent < self.limit && b.next.is_finite() {
+                (0, b.next)
             } else {
                 (ac, ta)
             };
@@ -665,13 +683,9 @@ impl<'a> Sim<'a> {
     fn arrive(&mut self, mut ac: usize, ta: f64) {
         self.now = ta;
         let cfg = self.cfg;
-        if let Arrivals::Batch { size } = cfg.arrivals {
+        if let Some(b) = self.bursts.as_mut() {
             ac = draw_class(&self.streams, self.rng.random::<f64>());
-            self.burst_left -= 1;
-            if self.burst_left == 0 {
-                self.burst_left = size;
-                self.burst_next = ta + burst_gap(&self.streams, size);
-            }
+            b.take(burst_gap(&self.streams, b.size));
         }
         let s = &mut self.streams[ac];
         let flow = match cfg.arrivals {
@@ -859,11 +873,10 @@ impl<'a> Sim<'a> {
     fn start_phase(&mut self, shares: &[f64], packets: u64) {
         let cfg = self.cfg;
         self.streams = streams_from(cfg, shares, self.now, &mut self.rng);
-        if let Arrivals::Batch { size } = cfg.arrivals {
+        if let Some(b) = self.bursts.as_mut() {
             // The bursts go on at the new shares; a burst the last phase ran past starts now.
-            if !self.burst_next.is_finite() || self.burst_next < self.now {
-                self.burst_next = self.now;
-                self.burst_left = size;
+            if !b.next.is_finite() || b.next < self.now {
+                (b.next, b.left) = (self.now, b.size);
             }
         }
         let flows = self.streams.last().map_or(0, |s| s.flow_base + s.flows);
