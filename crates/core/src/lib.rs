@@ -6,6 +6,7 @@
 //! - [`stats`]: latency histograms and sequence (loss / reordering) tracking;
 //! - [`wire`]: checked packet views (Ethernet, 802.1Q, IPv4, IPv6, UDP) and checksums;
 //! - [`classify`]: classifier rules (the Flow Director match set) mapping packets to classes;
+//! - [`filter`]: the host's firewall (nftables ruleset) on the forwarding path;
 //! - [`fwd`]: longest-prefix-match forwarding tables and the per-packet forwarding decision;
 //! - [`flow`]: flow-based element pipelines and the SFQ flow scheduler (paper 003);
 //! - [`fixture`]: a generated, realistic full Internet routing table for tests and benchmarks.
@@ -19,6 +20,7 @@ pub use error::FieldError;
 
 pub mod classify;
 pub mod error;
+pub mod filter;
 pub mod fixture;
 pub mod flow;
 pub mod fwd;

@@ -29,6 +29,8 @@ pub enum IcmpKind {
         /// The next hop's MTU.
         mtu: u32,
     },
+    /// A firewall's `reject`: port unreachable (IPv4 3/3, IPv6 1/4), as the kernel's default.
+    PortUnreachable,
 }
 
 impl IcmpKind {
@@ -36,7 +38,10 @@ impl IcmpKind {
     pub fn class(self) -> usize {
         match self {
             IcmpKind::TimeExceeded => 0,
-            IcmpKind::NetUnreachable | IcmpKind::HostUnreachable | IcmpKind::Prohibited => 1,
+            IcmpKind::NetUnreachable
+            | IcmpKind::HostUnreachable
+            | IcmpKind::Prohibited
+            | IcmpKind::PortUnreachable => 1,
             IcmpKind::TooBig { .. } => 2,
         }
     }
@@ -53,6 +58,8 @@ impl IcmpKind {
             // RFC 1812 §5.2.7.1: code 13, as Linux answers a `prohibit` route.
             (IpVersion::V4, IcmpKind::Prohibited) => (3, 13, 0),
             (IpVersion::V4, IcmpKind::TooBig { mtu }) => (3, 4, mtu.min(0xffff)),
+            (IpVersion::V4, IcmpKind::PortUnreachable) => (3, 3, 0),
+            (IpVersion::V6, IcmpKind::PortUnreachable) => (1, 4, 0),
             (IpVersion::V6, IcmpKind::TimeExceeded) => (3, 0, 0),
             (IpVersion::V6, IcmpKind::NetUnreachable) => (1, 0, 0),
             (IpVersion::V6, IcmpKind::HostUnreachable) => (1, 3, 0),
@@ -104,7 +111,7 @@ pub fn may_answer(frame: &[u8], meta: &PacketMeta) -> bool {
 
 /// Whether an IPv6 fragment is the first one (offset 0): walks the extension headers again,
 /// which only fragments pay for.
-fn first_v6_fragment(frame: &[u8], meta: &PacketMeta) -> bool {
+pub(crate) fn first_v6_fragment(frame: &[u8], meta: &PacketMeta) -> bool {
     let l3 = usize::from(meta.l3_offset);
     let mut nh = frame.get(l3 + 6).copied().unwrap_or(0);
     let mut off = l3 + 40;

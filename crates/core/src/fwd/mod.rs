@@ -25,6 +25,7 @@ pub use tables::{
     RouteKind, RouteMemory, RouteSummary, RouteTable,
 };
 
+use crate::filter::{Decision, Filter, FilterPacket, Hook};
 use crate::wire::{
     self, checksum, ethernet, EthernetFrame, IpVersion, Ipv4Packet, PacketMeta, ParseError,
 };
@@ -54,11 +55,14 @@ pub enum PassReason {
     /// The route is the kernel's: through an interface llrouter does not serve, or of a kind
     /// only the kernel handles ([`RouteKind::Kernel`]).
     KernelRoute,
+    /// The host's firewall has a rule here that llrouter cannot evaluate
+    /// ([`filter::Action::Kernel`](crate::filter::Action::Kernel)): the kernel runs its ruleset.
+    Firewall,
 }
 
 impl PassReason {
     /// Every variant, in index order.
-    pub const ALL: [PassReason; 9] = [
+    pub const ALL: [PassReason; 10] = [
         PassReason::NonIp,
         PassReason::UnknownIngress,
         PassReason::L2Multicast,
@@ -68,6 +72,7 @@ impl PassReason {
         PassReason::IpOptions,
         PassReason::Fragment,
         PassReason::KernelRoute,
+        PassReason::Firewall,
     ];
 
     /// Stable index into [`PassReason::ALL`].
@@ -87,6 +92,7 @@ impl PassReason {
             PassReason::IpOptions => "ip_options",
             PassReason::Fragment => "fragment",
             PassReason::KernelRoute => "kernel_route",
+            PassReason::Firewall => "firewall",
         }
     }
 }
@@ -124,11 +130,13 @@ pub enum DropReason {
     TooBig,
     /// The next hop's MAC is unknown: the kernel is asked to resolve it, the packet is lost.
     NoNeighbor,
+    /// Dropped or rejected by the host's firewall ([`crate::filter`]).
+    Filtered,
 }
 
 impl DropReason {
     /// The variants after the parse errors, in index order.
-    const OTHERS: [DropReason; 10] = [
+    const OTHERS: [DropReason; 11] = [
         DropReason::BadChecksum,
         DropReason::OtherHost,
         DropReason::Martian,
@@ -139,6 +147,7 @@ impl DropReason {
         DropReason::Blackhole,
         DropReason::TooBig,
         DropReason::NoNeighbor,
+        DropReason::Filtered,
     ];
 
     /// Number of distinct indices.
@@ -186,6 +195,7 @@ impl DropReason {
             DropReason::Blackhole => "blackhole",
             DropReason::TooBig => "too_big",
             DropReason::NoNeighbor => "no_neighbor",
+            DropReason::Filtered => "filtered",
         }
     }
 }
@@ -320,6 +330,8 @@ pub struct Forwarder {
     pub routes_incomplete: bool,
     /// Largest accepted frame (see [`wire::DEFAULT_MAX_FRAME`]).
     pub max_frame: usize,
+    /// The host's firewall on the forwarding path (empty: nothing to evaluate).
+    pub filter: std::sync::Arc<Filter>,
 }
 
 impl Forwarder {
@@ -494,6 +506,20 @@ impl Forwarder {
         if let Some(v) = self.admit(frame, meta, ingress.mac) {
             return v;
         }
+        // The kernel's order: prerouting before the route lookup and the TTL check, forward
+        // and postrouting after the MTU check (ip_forward), before the neighbour.
+        let filtering = !self.filter.is_empty();
+        let mut seen = None;
+        if filtering && self.filter.has(Hook::Prerouting) {
+            let p = FilterPacket::of(frame, meta, ingress_ifindex);
+            if let Some(v) = Self::filtered(&self.filter, Hook::Prerouting, &p, frame, meta) {
+                return v;
+            }
+            seen = Some(p);
+        }
+        if meta.ttl <= 1 {
+            return Self::answer(frame, meta, DropReason::TtlExpired, IcmpKind::TimeExceeded);
+        }
         let (nh, egress, hinted_mac) = match self.route(frame, meta, hint) {
             Ok(r) => r,
             Err(v) => return v,
@@ -507,6 +533,15 @@ impl Forwarder {
         if too_big && !fragment {
             let mtu = IcmpKind::TooBig { mtu: egress.mtu };
             return Self::answer(frame, meta, DropReason::TooBig, mtu);
+        }
+        if filtering {
+            let mut p = seen.unwrap_or_else(|| FilterPacket::of(frame, meta, ingress_ifindex));
+            p.oif = nh.ifindex;
+            for hook in [Hook::Forward, Hook::Postrouting] {
+                if let Some(v) = Self::filtered(&self.filter, hook, &p, frame, meta) {
+                    return v;
+                }
+            }
         }
         let next = match (hinted_mac, nh.gateway) {
             (Some(mac), _) => Some(mac),
@@ -582,15 +617,26 @@ impl Forwarder {
                 FragmentPolicy::Drop => return Some(Verdict::Drop(D::Parse(ParseError::Fragment))),
             }
         }
-        if meta.ttl <= 1 {
-            return Some(Self::answer(
-                frame,
-                meta,
-                D::TtlExpired,
-                IcmpKind::TimeExceeded,
-            ));
-        }
         None
+    }
+
+    /// The verdict of the firewall's `hook` on `p`, unless it lets the packet go on.
+    #[inline]
+    fn filtered(
+        filter: &Filter,
+        hook: Hook,
+        p: &FilterPacket,
+        frame: &[u8],
+        meta: &PacketMeta,
+    ) -> Option<Verdict> {
+        match filter.eval(hook, p) {
+            Decision::Accept => None,
+            Decision::Drop(_) => Some(Verdict::Drop(DropReason::Filtered)),
+            Decision::Reject(k, _) => {
+                Some(Self::answer(frame, meta, DropReason::Filtered, k.icmp()))
+            }
+            Decision::Kernel(_) => Some(Verdict::Pass(PassReason::Firewall)),
+        }
     }
 
     /// The route of the packet's destination, its egress interface and, from the hint, the
