@@ -72,12 +72,16 @@
 /* llr_config.flags */
 #define CFG_TIMESTAMP (1u << 0) /* write bpf_ktime_get_ns() into 8 bytes of XDP metadata */
 #define CFG_BY_QUEUE (1u << 1) /* class = rx queue % queue_classes; no rules */
+/* The host's firewall has rules llrouter cannot evaluate: the kernel gets every valid frame of
+ * the family on its own interface, where its netfilter hooks see the real iif. */
+#define CFG_KERNEL_V4 (1u << 2)
+#define CFG_KERNEL_V6 (1u << 3)
 
 /* Counter slots of llr_stats after the per-class ones. */
 #define ST_PASS_NONIP (LLR_MAX_CLASSES + 0)
 #define ST_PASS_MCAST (LLR_MAX_CLASSES + 1)
 #define ST_PASS_LOCAL (LLR_MAX_CLASSES + 2)
-/* slot LLR_MAX_CLASSES + 3 is unused: TTL expiry is no longer passed to the kernel */
+#define ST_PASS_FIREWALL (LLR_MAX_CLASSES + 3)
 #define ST_MALFORMED (LLR_MAX_CLASSES + 4)
 #define ST_NO_SOCKET (LLR_MAX_CLASSES + 5)
 #define ST_RULE_HIT (LLR_MAX_CLASSES + 6)
@@ -398,6 +402,10 @@ static __always_inline int classify(struct xdp_md *ctx)
 			count(ST_PASS_LOCAL);
 			return XDP_PASS;
 		}
+		if (cfg->flags & CFG_KERNEL_V4) {
+			count(ST_PASS_FIREWALL);
+			return XDP_PASS;
+		}
 	} else if (etype == ETH_P_IPV6) {
 		__u8 *ip6 = (__u8 *)data + l3off;
 		if ((void *)(ip6 + 40) > data_end || (ip6[0] >> 4) != 6) {
@@ -469,6 +477,10 @@ static __always_inline int classify(struct xdp_md *ctx)
 		}
 		if (bpf_map_lookup_elem(&llr_local6, p.dst)) {
 			count(ST_PASS_LOCAL);
+			return XDP_PASS;
+		}
+		if (cfg->flags & CFG_KERNEL_V6) {
+			count(ST_PASS_FIREWALL);
 			return XDP_PASS;
 		}
 	} else {

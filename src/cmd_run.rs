@@ -84,12 +84,23 @@ pub fn run(args: RunArgs) -> Result<()> {
     let cfg = RouterConfig::load(&args.config).map_err(bad_config)?;
     let steering = args.steering.unwrap_or(cfg.steering);
     if args.dry_run {
+        let cfg_fw = (cfg.firewall, cfg.interfaces.clone());
         let plan = plan::dry_run_plan(cfg, steering).map_err(|e| match e {
             RouterError::Config(c) => bad_config(c),
             other => other.into(),
         })?;
         for l in plan {
             println!("{l}");
+        }
+        let served: Vec<(String, u32)> = (cfg_fw.1.iter())
+            .map(|n| (n.clone(), llr_io::ebpf::ifindex(n).unwrap_or(0)))
+            .collect();
+        let (lines, refusal) = llr_router::firewall::describe(&cfg_fw.0, &served);
+        for l in lines {
+            println!("{l}");
+        }
+        if let Some(r) = refusal {
+            println!("firewall: a start would be refused: {r}");
         }
         return Ok(());
     }
@@ -102,6 +113,16 @@ pub fn run(args: RunArgs) -> Result<()> {
             RouterError::Config(c) => bad_config(c),
             other => other.into(),
         })?;
+        let served: Vec<(String, u32)> = (r.cfg.interfaces.iter().cloned())
+            .zip(r.ifindexes.iter().copied())
+            .collect();
+        let (lines, refusal) = llr_router::firewall::describe(&r.cfg.firewall, &served);
+        for l in lines {
+            println!("{l}");
+        }
+        if let Some(r) = refusal {
+            return Err(crate::cli_util::Refused(r).into());
+        }
         println!("config ok: {}", plan::summary(&r, &queues));
         return Ok(());
     }

@@ -44,6 +44,11 @@ pub enum ShowCmd {
     Classes,
     /// Workers: core, load, poll rounds; their engine devices' wake-ups.
     Workers,
+    /// The host's firewall as llrouter enforces it: every rule and policy on the forwarding
+    /// path (nftables handles) with the packets and bytes it matched here, and the rules whose
+    /// packets go to the kernel, with why.
+    #[command(visible_alias = "firewall")]
+    Filter,
 }
 
 /// Checks the words of a `show` before anything is sent: a bad command line is a usage error
@@ -115,6 +120,14 @@ pub fn run(client: &mut CtlClient, cmd: &ShowCmd, json: bool) -> Result<()> {
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
                 print!("{}", views::interfaces_table(&v.interfaces));
+            }
+        }
+        ShowCmd::Filter => {
+            let v: views::FilterView = call_as(client, &Command::Filter {})?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                print!("{}", views::filter_text(&v));
             }
         }
         ShowCmd::Fib(a) => fib(client, &a.request().map_err(to_usage)?, json)?,

@@ -30,6 +30,10 @@ pub const FLAG_TIMESTAMP: u32 = 1;
 /// `llr_config.flags`: the class is the rx queue modulo `queue_classes`; rules are not used
 /// (set through [`Classifier::set_queue_steering`]).
 const FLAG_BY_QUEUE: u32 = 2;
+/// `llr_config.flags`: every valid IPv4 frame to the kernel (`CFG_KERNEL_V4`).
+const FLAG_KERNEL_V4: u32 = 4;
+/// `llr_config.flags`: every valid IPv6 frame to the kernel (`CFG_KERNEL_V6`).
+const FLAG_KERNEL_V6: u32 = 8;
 
 /// XDP return codes (`enum xdp_action`).
 pub const XDP_ABORTED: u32 = 0;
@@ -128,6 +132,9 @@ pub struct ClassifierStats {
     pub pass_multicast: u64,
     /// Passed to the kernel: addressed to the router itself.
     pub pass_local: u64,
+    /// Passed to the kernel: its family is the kernel's while the host's firewall has rules
+    /// llrouter cannot evaluate ([`Classifier::set_kernel_families`]).
+    pub pass_firewall: u64,
     /// Malformed L2/L3 headers (steered to the lowest class; user space drops them).
     pub malformed: u64,
     /// No socket bound for the class's ring: the frame went to the kernel instead.
@@ -166,6 +173,8 @@ pub struct Classifier {
     queue_classes: u32,
     /// The `FLAG_*` flags of the last rule set.
     flags: u32,
+    /// `FLAG_KERNEL_V4` / `FLAG_KERNEL_V6`, kept across rule updates.
+    kernel_flags: u32,
 }
 
 impl std::fmt::Debug for Classifier {
@@ -210,6 +219,7 @@ impl Classifier {
             live: false,
             queue_classes: 0,
             flags: 0,
+            kernel_flags: 0,
         };
         c.set_rules(&[], default_class, 0)?;
         Ok(c)
@@ -274,8 +284,9 @@ impl Classifier {
         // The flip: one 4-byte word that frames read once.
         let queue_classes = self.queue_classes;
         let by_queue = if queue_classes > 0 { FLAG_BY_QUEUE } else { 0 };
+        let kernel = self.kernel_flags;
         let mut cfg: Array<_, [u32; 4]> = self.map_mut("llr_config")?;
-        (cfg.set(0, [next, queue_classes, flags | by_queue, 0], 0))
+        (cfg.set(0, [next, queue_classes, flags | by_queue | kernel, 0], 0))
             .map_err(|e| EbpfError::map("llr_config", e))?;
         self.active = next;
         self.flags = flags;
@@ -361,9 +372,27 @@ impl Classifier {
         }
         self.queue_classes = classes;
         let by_queue = if classes > 0 { FLAG_BY_QUEUE } else { 0 };
-        let (active, flags) = (self.active, self.flags);
+        let (active, flags) = (self.active, self.flags | self.kernel_flags);
         let mut cfg: Array<_, [u32; 4]> = self.map_mut("llr_config")?;
         (cfg.set(0, [active, classes, flags | by_queue, 0], 0))
+            .map_err(|e| EbpfError::map("llr_config", e))?;
+        Ok(())
+    }
+
+    /// Hands every valid IPv4 (`v4`) or IPv6 (`v6`) frame to the kernel on its own interface
+    /// (XDP_PASS), or stops doing so. Takes effect at once; the rules stay as they are.
+    pub fn set_kernel_families(&mut self, v4: bool, v6: bool) -> Result<()> {
+        self.kernel_flags =
+            if v4 { FLAG_KERNEL_V4 } else { 0 } | if v6 { FLAG_KERNEL_V6 } else { 0 };
+        let by_queue = if self.queue_classes > 0 {
+            FLAG_BY_QUEUE
+        } else {
+            0
+        };
+        let (active, classes) = (self.active, self.queue_classes);
+        let flags = self.flags | self.kernel_flags | by_queue;
+        let mut cfg: Array<_, [u32; 4]> = self.map_mut("llr_config")?;
+        (cfg.set(0, [active, classes, flags, 0], 0))
             .map_err(|e| EbpfError::map("llr_config", e))?;
         Ok(())
     }
@@ -445,6 +474,7 @@ impl Classifier {
             pass_non_ip: s(0),
             pass_multicast: s(1),
             pass_local: s(2),
+            pass_firewall: s(3),
             malformed: s(4),
             no_socket: s(5),
             rule_hits: s(6),

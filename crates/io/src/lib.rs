@@ -7,6 +7,7 @@
 //! - [`xsk`]: AF_XDP sockets on one shared UMEM, as the poll engine's rings;
 //! - [`punt`]: the TAP that hands frames to the kernel; [`ntuple`]: NIC flow-steering rules;
 //! - [`kernel`]: interfaces, routes and neighbours mirrored from the kernel;
+//! - [`netfilter`]: the host's nftables and iptables rulesets, read and watched;
 //! - [`sys`]: the raw Linux calls (signals, affinity, clock, eventfd, poll, socket options).
 
 pub mod bpf_objects {
@@ -16,6 +17,7 @@ pub mod bpf_objects {
 }
 pub mod ebpf;
 pub mod kernel;
+pub mod netfilter;
 pub mod ntuple;
 pub mod probe;
 pub mod punt;

@@ -47,6 +47,10 @@ pub enum RouterError {
     /// The worker thread panicked.
     #[error("the worker thread panicked")]
     WorkerPanicked,
+    /// The host's firewall has what llrouter cannot honour, or cannot be read (exit 2: the
+    /// message names the rule and the setting that hands its packets to the kernel).
+    #[error("{0}")]
+    Firewall(String),
 }
 
 impl RouterError {
@@ -63,7 +67,7 @@ impl RouterError {
     pub fn is_refusal(&self) -> bool {
         matches!(
             self,
-            RouterError::Config(_) | RouterError::Privileges { .. }
+            RouterError::Config(_) | RouterError::Privileges { .. } | RouterError::Firewall(_)
         ) || matches!(
             self,
             RouterError::Io { cause, .. }

@@ -29,6 +29,7 @@ pub mod config;
 pub mod control;
 pub mod diff;
 mod error;
+pub mod firewall;
 pub mod metrics;
 mod mirror;
 pub mod plan;

@@ -92,6 +92,10 @@ struct Plant {
     flags: u32,
     /// The dump `fwd` was built from, for the mirror to start from (taken when it starts).
     seed: Option<kernel::Seed>,
+    /// The host's firewall as last read.
+    firewall: Arc<crate::firewall::FirewallState>,
+    /// The interfaces served, by name and index.
+    served: Vec<(String, u32)>,
 }
 
 impl Router {
@@ -361,6 +365,13 @@ fn supervise(
         );
     }
     let watch = watch_links(&plant.r.cfg.interfaces, &stop);
+    let fw_watch = crate::firewall::watch(
+        plant.firewall.clone(),
+        plant.fwd.clone(),
+        plant.classifiers.clone(),
+        plant.served.clone(),
+        stop.clone(),
+    );
     let _ = started.send(Ok(Started {
         ctl: plant.ctl.clone(),
         links: plant.links.clone(),
@@ -368,7 +379,7 @@ fn supervise(
         summary,
     }));
     let rep = tear_down(plant, workers, done_rx);
-    if let Some(w) = watch {
+    for w in [watch, fw_watch].into_iter().flatten() {
         let _ = w.join();
     }
     rep
@@ -642,7 +653,14 @@ fn set_up(
         ) as usize,
         event_buffer: (r.cfg.netlink_buffer_kb as usize) << 10,
     };
-    let (fwd0, seed) = kernel::build_seeded(&spec).map_err(RouterError::io)?;
+    let (mut fwd0, seed) = kernel::build_seeded(&spec).map_err(RouterError::io)?;
+    // Before any frame can be forwarded: nothing passes that the host's firewall forbids.
+    let served: Vec<(String, u32)> = (r.cfg.interfaces.iter().cloned())
+        .zip(r.ifindexes.iter().copied())
+        .collect();
+    let (filter, firewall) =
+        crate::firewall::at_start(&r.cfg.firewall, &served).map_err(RouterError::Firewall)?;
+    fwd0.filter = Arc::new(filter);
     let local: Vec<IpAddr> = (fwd0.interfaces.iter())
         .flat_map(|i| i.addrs.iter().map(|a| a.addr))
         .collect();
@@ -657,6 +675,18 @@ fn set_up(
         .collect::<Result<Vec<_>, _>>()
         .step("control: eventfd")?;
     let classifiers = Arc::new(Mutex::new(Classifiers::load(&r, &queues, flags, &local)?));
+    let (v4, v6) = fwd.load().filter.kernel_families();
+    if v4 || v6 {
+        (classifiers.lock().unwrap_or_else(|e| e.into_inner()))
+            .set_kernel_families(v4, v6)
+            .map_err(RouterError::io)?;
+        tracing::warn!(
+            "firewall: the kernel carries every{}{} packet: the ruleset has rules llrouter cannot \
+             evaluate (`llrouter ctl show filter`)",
+            if v4 { " IPv4" } else { "" },
+            if v6 { " IPv6" } else { "" }
+        );
+    }
     let ctl = Arc::new(RouterCtl::new(
         &r,
         CtlParts {
@@ -682,6 +712,7 @@ fn set_up(
         None => None,
     };
     ctl.set_metrics_addr(metrics_server.as_ref().map(|m| m.local_addr()));
+    ctl.set_firewall(firewall.clone());
     let ntuple = match queues.steering {
         Steering::Ntuple => Some(install_ntuple(&r)?),
         _ => None,
@@ -699,6 +730,8 @@ fn set_up(
         ntuple,
         flags,
         seed: Some(seed),
+        firewall,
+        served,
     })
 }
 

@@ -221,6 +221,18 @@ pub struct RuleImages {
 }
 
 impl Classifiers {
+    /// Hands every valid IPv4 / IPv6 frame to the kernel (or stops), on every interface.
+    pub fn set_kernel_families(
+        &mut self,
+        v4: bool,
+        v6: bool,
+    ) -> Result<(), llr_io::ebpf::EbpfError> {
+        for (_, c) in &mut self.list {
+            c.set_kernel_families(v4, v6)?;
+        }
+        Ok(())
+    }
+
     /// Loads one classifier per interface with the rules, the class→ring map and the router's
     /// own addresses; with queue steering they redirect by rx queue instead of by rules.
     pub fn load(

@@ -22,7 +22,7 @@ pub mod nft;
 use core::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::fwd::IcmpKind;
 use crate::wire::{IpVersion, PacketMeta};
@@ -310,7 +310,8 @@ pub enum Action {
     Goto(u16),
     /// Back to the calling chain (in a base chain: its policy).
     Return,
-    /// llrouter cannot evaluate this rule: the packet goes to the kernel.
+    /// llrouter cannot evaluate this rule: the packet is the kernel's
+    /// ([`Filter::kernel_families`]).
     Kernel,
 }
 
@@ -341,7 +342,7 @@ impl RejectKind {
 }
 
 /// Where a rule came from, for refusals, `ctl show filter` and metrics.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuleOrigin {
     /// `ip`, `ip6`, `inet`, ….
     pub family: String,
@@ -571,6 +572,20 @@ impl Filter {
             .collect()
     }
 
+    /// The families (IPv4, IPv6) whose packets can meet a rule llrouter cannot evaluate: the
+    /// router hands all of their frames to the kernel before its rings.
+    pub fn kernel_families(&self) -> (bool, bool) {
+        let (mut v4, mut v6) = (false, false);
+        for o in self.kernel_rules() {
+            match o.family.as_str() {
+                "ip" => v4 = true,
+                "ip6" => v6 = true,
+                _ => (v4, v6) = (true, true),
+            }
+        }
+        (v4, v6)
+    }
+
     /// The rules whose packets go to the kernel.
     pub fn kernel_rules(&self) -> impl Iterator<Item = &RuleOrigin> {
         self.origins.iter().filter(|o| o.kernel_because.is_some())
@@ -578,7 +593,7 @@ impl Filter {
 }
 
 /// One line of [`Filter::report`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuleReport {
     /// The rule.
     #[serde(flatten)]

@@ -55,14 +55,11 @@ pub enum PassReason {
     /// The route is the kernel's: through an interface llrouter does not serve, or of a kind
     /// only the kernel handles ([`RouteKind::Kernel`]).
     KernelRoute,
-    /// The host's firewall has a rule here that llrouter cannot evaluate
-    /// ([`filter::Action::Kernel`](crate::filter::Action::Kernel)): the kernel runs its ruleset.
-    Firewall,
 }
 
 impl PassReason {
     /// Every variant, in index order.
-    pub const ALL: [PassReason; 10] = [
+    pub const ALL: [PassReason; 9] = [
         PassReason::NonIp,
         PassReason::UnknownIngress,
         PassReason::L2Multicast,
@@ -72,7 +69,6 @@ impl PassReason {
         PassReason::IpOptions,
         PassReason::Fragment,
         PassReason::KernelRoute,
-        PassReason::Firewall,
     ];
 
     /// Stable index into [`PassReason::ALL`].
@@ -92,7 +88,6 @@ impl PassReason {
             PassReason::IpOptions => "ip_options",
             PassReason::Fragment => "fragment",
             PassReason::KernelRoute => "kernel_route",
-            PassReason::Firewall => "firewall",
         }
     }
 }
@@ -635,7 +630,11 @@ impl Forwarder {
             Decision::Reject(k, _) => {
                 Some(Self::answer(frame, meta, DropReason::Filtered, k.icmp()))
             }
-            Decision::Kernel(_) => Some(Verdict::Pass(PassReason::Firewall)),
+            // The classifier hands such a family to the kernel before it reaches a ring
+            // (`Filter::kernel_families`); frames already queued when the ruleset changed
+            // are dropped: handed over from here they would reach the kernel on another
+            // interface, and rules on the input interface would judge them wrongly.
+            Decision::Kernel(_) => Some(Verdict::Drop(DropReason::Filtered)),
         }
     }
 

@@ -83,6 +83,10 @@ pub enum Command {
     /// (`{"interfaces": [crate::views::InterfaceView, …]}`).
     #[serde(rename = "interfaces")]
     Interfaces {},
+    /// The host's firewall as llrouter runs it: mode, summary and every rule and policy on the
+    /// forwarding path with its packets and bytes (`llr_router::firewall::FilterView`).
+    #[serde(rename = "filter")]
+    Filter {},
     /// The forwarder's routes as the worker uses them, in [`llr_core::fwd::RouteKey`] order
     /// (IPv4 first, by address, shorter first), those `query` keeps, at most `limit` (all when
     /// absent). A listing: items under `routes`, final [`crate::query::ListingEnd`].
@@ -192,6 +196,7 @@ impl Command {
             Command::Status {} => "status",
             Command::Counters {} => "counters",
             Command::Interfaces {} => "interfaces",
+            Command::Filter {} => "filter",
             Command::Fib { .. } => "fib",
             Command::FibSummary { .. } => "fib.summary",
             Command::FibGet { .. } => "fib.get",
@@ -222,6 +227,7 @@ impl Command {
                 | Command::Counters {}
                 | Command::RulesList {}
                 | Command::Interfaces {}
+                | Command::Filter {}
                 | Command::Fib { .. }
                 | Command::FibSummary { .. }
                 | Command::FibGet { .. }

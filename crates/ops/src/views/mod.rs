@@ -16,9 +16,9 @@ pub use flows::{flow_reply_text, flows_table, FlowAdded, FlowChanged, FlowListVi
 mod status;
 pub mod top;
 pub use replies::{
-    counters_table, reload_text, reply_text, rules_table, BudgetChanged, DeviceBudgetChanged,
-    FieldChange, InterfacesView, ReloadView, RouteAdded, RouteRemoved, RuleRemoved, RulesView,
-    StrategyChanged, WakeupChanged, WakeupState,
+    counters_table, filter_text, reload_text, reply_text, rules_table, BudgetChanged,
+    DeviceBudgetChanged, FieldChange, FilterView, InterfacesView, ReloadView, RouteAdded,
+    RouteRemoved, RuleRemoved, RulesView, StrategyChanged, WakeupChanged, WakeupState,
 };
 pub use status::{
     classes_table, latency, status_text, workers_table, ClassStatus, MirrorView, RingStatus,

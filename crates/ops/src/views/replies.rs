@@ -125,6 +125,7 @@ pub fn reply_text(cmd: &Command, v: &Value) -> Option<String> {
         Command::Interfaces {} => {
             read::<InterfacesView>(v).map(|i| interfaces_table(&i.interfaces))
         }
+        Command::Filter {} => read::<FilterView>(v).map(|f| filter_text(&f)),
         Command::RulesList {} => read::<RulesView>(v).map(|r| rules_table(&r.rules)),
         Command::RulesAdd { .. } => {
             read::<RuleEntry>(v).map(|r| format!("added rule {}: {}\n", r.id, r.rule))
@@ -166,6 +167,63 @@ pub fn reply_text(cmd: &Command, v: &Value) -> Option<String> {
         | Command::FlowDel { .. } => flow_reply_text(cmd, v)?,
     };
     Some(text.unwrap_or_else(|raw| raw))
+}
+
+/// What `ctl show filter` shows.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FilterView {
+    /// `host` or `off`.
+    pub mode: String,
+    /// `refuse` or `kernel`.
+    pub unsupported: String,
+    /// One line: what llrouter does with the ruleset now.
+    pub summary: String,
+    /// Why the ruleset could not be read last time, if it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Times the ruleset was read since start.
+    pub loads: u64,
+    /// Every rule and policy on the forwarding path, with its counts.
+    pub rules: Vec<llr_core::filter::RuleReport>,
+}
+
+/// `show filter`: the summary, then one row per rule and policy, in the ruleset's own names,
+/// with where its packets go when it is one llrouter hands to the kernel.
+pub fn filter_text(f: &FilterView) -> String {
+    let mut out = format!(
+        "firewall: mode {}, unsupported rules: {}\n{}\n",
+        f.mode, f.unsupported, f.summary
+    );
+    if let Some(e) = &f.error {
+        out += &format!("error: {e}\n");
+    }
+    if f.rules.is_empty() {
+        return out;
+    }
+    let rows: Vec<Vec<String>> = (f.rules.iter())
+        .map(|r| {
+            let o = &r.origin;
+            vec![
+                format!("{} {}", o.family, o.table),
+                o.chain.clone(),
+                if o.handle == 0 {
+                    "-".into()
+                } else {
+                    o.handle.to_string()
+                },
+                r.packets.to_string(),
+                r.bytes.to_string(),
+                match &o.kernel_because {
+                    Some(why) => format!("{} [to the kernel: {why}]", o.text),
+                    None => o.text.clone(),
+                },
+            ]
+        })
+        .collect();
+    out + &table(
+        &["TABLE", "CHAIN", "HANDLE", "PACKETS", "BYTES", "RULE"],
+        &rows,
+    )
 }
 
 /// `rules list`.

@@ -293,6 +293,40 @@ impl IcmpConfig {
     }
 }
 
+/// `[firewall]`: what llrouter does with the host's netfilter ruleset (nftables, iptables-nft,
+/// iptables-legacy) for the packets it forwards. See docs/firewall.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct FirewallConfig {
+    /// `host`: enforce the host's ruleset; `off`: forward without it (said at start).
+    pub mode: FirewallMode,
+    /// A rule llrouter cannot evaluate itself: `refuse` to start, naming it, or hand the
+    /// packets that reach it to the `kernel`, which runs the whole ruleset on them.
+    pub unsupported: Unsupported,
+}
+
+/// `firewall.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FirewallMode {
+    /// The host's ruleset, read at start and whenever it changes.
+    #[default]
+    Host,
+    /// No filtering by llrouter: the operator's explicit choice.
+    Off,
+}
+
+/// `firewall.unsupported`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Unsupported {
+    /// Refuse to start.
+    #[default]
+    Refuse,
+    /// Hand the packets that reach such a rule to the kernel.
+    Kernel,
+}
+
 /// A static neighbour.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -430,6 +464,8 @@ pub struct RouterConfig {
     pub metrics: Option<MetricsConfig>,
     #[serde(default)]
     pub icmp: IcmpConfig,
+    #[serde(default)]
+    pub firewall: FirewallConfig,
     /// The flow scheduler (paper 003): present, or any `flows`, turns flows on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_scheduler: Option<FlowSchedConfig>,
@@ -492,6 +528,7 @@ impl Default for RouterConfig {
             control: ControlConfig::default(),
             metrics: None,
             icmp: IcmpConfig::default(),
+            firewall: FirewallConfig::default(),
             flow_scheduler: None,
             flows: Vec::new(),
             acls: Vec::new(),

@@ -103,6 +103,8 @@ pub struct RouterCtl {
     changes: std::sync::atomic::AtomicU64,
     /// The route mirror's counters, kept across its restarts.
     mirror_stats: Arc<Mutex<kernel::MirrorStats>>,
+    /// The host's firewall (for `filter`).
+    firewall: Mutex<Option<Arc<crate::firewall::FirewallState>>>,
 }
 
 pub(crate) fn err(field: impl Into<String>, reason: impl Into<String>) -> CtlError {
@@ -198,6 +200,7 @@ impl RouterCtl {
                 mirror: None,
             }),
             metrics_addr: Mutex::new(None),
+            firewall: Mutex::new(None),
             datapath: Mutex::default(),
             changes: std::sync::atomic::AtomicU64::new(0),
             mirror_stats: Arc::default(),
@@ -215,6 +218,20 @@ impl RouterCtl {
 
     pub(crate) fn set_metrics_addr(&self, addr: Option<std::net::SocketAddr>) {
         *self.metrics_addr.lock().unwrap_or_else(|e| e.into_inner()) = addr;
+    }
+
+    pub(crate) fn set_firewall(&self, f: Arc<crate::firewall::FirewallState>) {
+        *self.firewall.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+    }
+
+    /// The host's firewall as the workers run it, with its counters.
+    pub fn filter(&self) -> crate::firewall::FilterView {
+        let f = self
+            .firewall
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        f.map(|f| f.view(&self.fwd)).unwrap_or_default()
     }
 
     pub(crate) fn set_datapath(&self, d: llr_ops::views::DatapathView) {
@@ -596,6 +613,7 @@ impl ControlTarget for RouterCtl {
         match cmd {
             Command::Status {} => reply(Ok(self.status())),
             Command::Counters {} => reply(Ok(self.metrics(Duration::from_millis(50)))),
+            Command::Filter {} => reply(Ok(self.filter())),
             Command::Interfaces {} => reply(Ok(InterfacesView {
                 interfaces: self.interfaces(),
             })),

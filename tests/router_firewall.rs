@@ -1,0 +1,530 @@
+//! The host's firewall through llrouter (root; fails under `CI=true` if it cannot run): real
+//! `nft` and `iptables` rulesets in the router's namespace, plain sockets from the generator
+//! namespace to the sink namespace. What the kernel would forbid, llrouter must not forward;
+//! what it cannot evaluate it refuses at start, or hands to the kernel when told to.
+
+mod common;
+use common::{count, ctl_bin, RouterThread, TempDir};
+
+use std::io::ErrorKind;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::time::{Duration, Instant};
+
+use llr_traffic::netns::{addr, Netns, Topology};
+
+const CONFIG: &str = r#"
+interfaces = ["veth-rin", "veth-rout"]
+strategy = "ll-wfq"
+wake = "interrupt"
+[[classes]]
+name = "rt"
+budget = 60
+[[classes]]
+name = "be"
+budget = 4
+[control]
+socket = "CTL"
+"#;
+
+fn ip(a: &str) -> IpAddr {
+    a.parse().unwrap()
+}
+
+fn any(dst: IpAddr, port: u16) -> SocketAddr {
+    let a = if dst.is_ipv6() {
+        ip("::")
+    } else {
+        ip("0.0.0.0")
+    };
+    SocketAddr::new(a, port)
+}
+
+/// Loads `ruleset` (nft syntax) into `ns`, replacing what was there.
+fn nft(ns: &Netns, ruleset: &str) {
+    let o = ns
+        .command("nft")
+        .args(["-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(format!("flush ruleset\n{ruleset}").as_bytes())?;
+            c.wait_with_output()
+        })
+        .expect("run nft");
+    assert!(
+        o.status.success(),
+        "nft -f: {}\n{ruleset}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn run(ns: &Netns, argv: &[&str]) {
+    let o = ns.command(argv[0]).args(&argv[1..]).output().unwrap();
+    assert!(
+        o.status.success(),
+        "{argv:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Sends `n` datagrams from the generator to `dst:port` and counts those the sink receives.
+fn udp_through(t: &Topology, dst: IpAddr, port: u16, n: u32) -> u32 {
+    let bind = any(dst, port);
+    let rx = t.sink.spawn(move || {
+        let s = UdpSocket::bind(bind).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(700)))
+            .unwrap();
+        let mut got = 0;
+        let mut buf = [0u8; 2048];
+        while s.recv(&mut buf).is_ok() {
+            got += 1;
+        }
+        got
+    });
+    std::thread::sleep(Duration::from_millis(150));
+    t.gen
+        .run(move || {
+            let s = UdpSocket::bind(any(dst, 0)).unwrap();
+            for i in 0..n {
+                s.send_to(&i.to_be_bytes(), SocketAddr::new(dst, port))
+                    .unwrap();
+                if i % 16 == 15 {
+                    std::thread::sleep(Duration::from_micros(300));
+                }
+            }
+        })
+        .unwrap();
+    rx.join().unwrap().unwrap()
+}
+
+/// A TCP connection from `from` to `to_addr:port` in `to` completes and carries a few bytes.
+fn tcp_connects(from: &Netns, to: &Netns, to_addr: IpAddr, port: u16) -> bool {
+    let bind = any(to_addr, port);
+    let l = to.run(move || TcpListener::bind(bind)).unwrap().unwrap();
+    l.set_nonblocking(true).unwrap();
+    let client = from.spawn(move || {
+        use std::io::{Read, Write};
+        let mut s =
+            TcpStream::connect_timeout(&SocketAddr::new(to_addr, port), Duration::from_secs(2))
+                .ok()?;
+        s.write_all(b"ping").ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        let mut b = [0u8; 4];
+        s.read_exact(&mut b).ok()?;
+        Some(b == *b"pong")
+    });
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(3) {
+        if let Ok((mut s, _)) = l.accept() {
+            use std::io::{Read, Write};
+            s.set_nonblocking(false).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let mut b = [0u8; 4];
+            if s.read_exact(&mut b).is_ok() {
+                let _ = s.write_all(b"pong");
+            }
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    client.join().unwrap().unwrap() == Some(true)
+}
+
+/// What a connected UDP socket in the generator learns from sending to `dst:port` where
+/// nothing listens: `ConnectionRefused` when an ICMP port unreachable came back.
+fn udp_answer(t: &Topology, dst: IpAddr, port: u16) -> ErrorKind {
+    t.gen
+        .run(move || {
+            let s = UdpSocket::bind(any(dst, 0)).unwrap();
+            s.connect(SocketAddr::new(dst, port)).unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(500)))
+                .unwrap();
+            let mut kind = ErrorKind::TimedOut;
+            for _ in 0..3 {
+                let _ = s.send(b"x");
+                let mut b = [0u8; 16];
+                match s.recv(&mut b) {
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => kind = ErrorKind::TimedOut,
+                    Err(e) => return e.kind(),
+                    Ok(_) => return ErrorKind::Other,
+                }
+            }
+            kind
+        })
+        .unwrap()
+}
+
+/// `ctl show filter -j`: (handle, text, packets) per rule.
+fn filter_rows(sock: &std::path::Path) -> Vec<(u64, String, u64)> {
+    let (code, out, err) = ctl_bin(sock, &["-j", "show", "filter"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["handle"].as_u64().unwrap(),
+                r["text"].as_str().unwrap().to_string(),
+                r["packets"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+const STATELESS: &str = r#"
+table inet llrtest {
+  chain fw {
+    type filter hook forward priority 0; policy accept;
+    ip daddr 10.71.2.1 udp dport 7777 drop
+    ip6 daddr fd71:2::1 udp dport 7777 drop
+    iifname "veth-rin" meta l4proto udp th dport 7780 drop
+    ip6 nexthdr udp udp dport 7781 drop
+  }
+}
+"#;
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn stateless_rules_drop_by_address_port_protocol_and_interface() {
+    llr_io::sys::require_root();
+    let t = Topology::new("llr-fws").expect("topology");
+    nft(&t.router, STATELESS);
+    let (s4, s6) = (ip(addr::SINK_V4), ip(addr::SINK_V6));
+    // The reference: the kernel forwarding with the same ruleset.
+    let kernel = [
+        udp_through(&t, s4, 7777, 100),
+        udp_through(&t, s6, 7777, 100),
+        udp_through(&t, s4, 7778, 100),
+        udp_through(&t, s6, 7780, 100),
+        udp_through(&t, s6, 7781, 100),
+        udp_through(&t, s4, 7781, 100),
+    ];
+    assert_eq!(kernel, [0, 0, 100, 0, 0, 100], "the kernel's answer");
+    let dir = TempDir::new("fw-stateless");
+    let router = RouterThread::start(&t, dir.router_config(CONFIG));
+    let ours = [
+        udp_through(&t, s4, 7777, 100),
+        udp_through(&t, s6, 7777, 100),
+        udp_through(&t, s4, 7778, 100),
+        udp_through(&t, s6, 7780, 100),
+        udp_through(&t, s6, 7781, 100),
+        udp_through(&t, s4, 7781, 100),
+    ];
+    let rows = filter_rows(&dir.join("ctl.sock"));
+    let rep = router.finish().unwrap().unwrap();
+    assert_eq!(ours, kernel, "llrouter against the kernel");
+    // llrouter forwarded the allowed ones itself, and dropped the rest itself.
+    assert!(
+        rep.worker.forwarded.iter().sum::<u64>() >= 200,
+        "{}",
+        rep.worker
+    );
+    assert_eq!(count(&rep.worker.drop, "filtered"), 400, "{}", rep.worker);
+    let hits: Vec<u64> = rows.iter().filter(|r| r.0 != 0).map(|r| r.2).collect();
+    assert_eq!(hits, [100, 100, 100, 100], "{rows:?}");
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn a_set_of_ten_thousand_prefixes_and_a_rule_changed_while_running() {
+    llr_io::sys::require_root();
+    let t = Topology::new("llr-fwset").expect("topology");
+    // 10 000 /24s in 10.100/16 … 10.139/16, and the sink's /24 among them.
+    let mut elems: Vec<String> = (0..10_000u32)
+        .map(|i| format!("10.{}.{}.0/24", 100 + i / 250, i % 250))
+        .collect();
+    elems.push("10.71.2.0/24".into());
+    let set = format!(
+        "table ip llrtest {{\n set block {{ type ipv4_addr; flags interval; elements = {{ {} }} }}\n \
+         chain fw {{ type filter hook forward priority 0; policy accept; }}\n}}\n",
+        elems.join(", ")
+    );
+    nft(&t.router, &set);
+    let (s4, s6) = (ip(addr::SINK_V4), ip(addr::SINK_V6));
+    let dir = TempDir::new("fw-set");
+    let router = RouterThread::start(&t, dir.router_config(CONFIG));
+    assert_eq!(
+        udp_through(&t, s4, 7000, 100),
+        100,
+        "no rule uses the set yet"
+    );
+    // Added while running: in effect within a second.
+    run(
+        &t.router,
+        &[
+            "nft", "add", "rule", "ip", "llrtest", "fw", "ip", "daddr", "@block", "drop",
+        ],
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(udp_through(&t, s4, 7000, 100), 0, "the set's rule drops");
+    assert_eq!(
+        udp_through(&t, s6, 7000, 100),
+        100,
+        "IPv6 is not in an ip table"
+    );
+    // An element removed from the set while running.
+    run(
+        &t.router,
+        &[
+            "nft",
+            "delete",
+            "element",
+            "ip",
+            "llrtest",
+            "block",
+            "{ 10.71.2.0/24 }",
+        ],
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(udp_through(&t, s4, 7000, 100), 100, "the sink left the set");
+    // And the whole table removed.
+    run(&t.router, &["nft", "delete", "table", "ip", "llrtest"]);
+    std::thread::sleep(Duration::from_secs(1));
+    let (code, out, _) = ctl_bin(&dir.join("ctl.sock"), &["show", "filter"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("no netfilter chain on the forwarding path"),
+        "{out}"
+    );
+    router.finish().unwrap();
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn reject_is_answered_like_the_kernel_answers_it() {
+    llr_io::sys::require_root();
+    let t = Topology::new("llr-fwrej").expect("topology");
+    nft(
+        &t.router,
+        "table inet llrtest {\n chain fw {\n type filter hook forward priority 0;\n \
+         udp dport 7790 reject\n udp dport 7791 reject with icmpx type admin-prohibited\n }\n}\n",
+    );
+    let (s4, s6) = (ip(addr::SINK_V4), ip(addr::SINK_V6));
+    let kernel = [
+        udp_answer(&t, s4, 7790),
+        udp_answer(&t, s6, 7790),
+        udp_answer(&t, s4, 7791),
+        udp_answer(&t, s6, 7791),
+    ];
+    // The kernel: port unreachable refuses the connection; admin-prohibited is a host
+    // unreachable-like error the socket reports as such.
+    assert_eq!(kernel[0], ErrorKind::ConnectionRefused, "{kernel:?}");
+    assert_eq!(kernel[1], ErrorKind::ConnectionRefused, "{kernel:?}");
+    let dir = TempDir::new("fw-reject");
+    let router = RouterThread::start(&t, dir.router_config(CONFIG));
+    let ours = [
+        udp_answer(&t, s4, 7790),
+        udp_answer(&t, s6, 7790),
+        udp_answer(&t, s4, 7791),
+        udp_answer(&t, s6, 7791),
+    ];
+    let rep = router.finish().unwrap().unwrap();
+    assert_eq!(ours, kernel, "llrouter against the kernel");
+    assert!(count(&rep.worker.drop, "filtered") >= 4, "{}", rep.worker);
+}
+
+const ROUTER_FIREWALL: &str = r#"
+table inet llrtest {
+  chain fw {
+    type filter hook forward priority 0; policy drop;
+    ct state established,related accept
+    ct state invalid drop
+    iifname "veth-rin" accept
+    meta l4proto { icmp, ipv6-icmp } accept
+  }
+}
+table ip llrnat {
+  chain post { type nat hook postrouting priority 100; oifname "veth-rout" masquerade; }
+}
+"#;
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn a_ruleset_llrouter_cannot_honour_is_refused_naming_the_rule() {
+    llr_io::sys::require_root();
+    let t = Topology::new("llr-fwref").expect("topology");
+    nft(&t.router, ROUTER_FIREWALL);
+    let out = t
+        .router
+        .command(env!("CARGO_BIN_EXE_llrouter"))
+        .args(["run", "--check", "--config"])
+        .arg(TempDir::new("fw-refuse").router_config(CONFIG))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
+    for needle in [
+        "table inet llrtest, chain fw, rule handle",
+        "ct state established,related accept",
+        "connection tracking",
+        "table ip llrnat, chain post",
+        "masquerade",
+        "unsupported = \"kernel\"",
+    ] {
+        assert!(
+            stdout.contains(needle) || stderr.contains(needle),
+            "{needle:?} in:\n{stdout}{stderr}"
+        );
+    }
+    // And the start itself, before any XDP program is attached.
+    let dir = TempDir::new("fw-refuse2");
+    let cfg = llr_router::RouterConfig::load(&dir.router_config(CONFIG)).unwrap();
+    let err = t
+        .router
+        .run(move || llr_router::Router::start(cfg, Default::default()).err())
+        .unwrap()
+        .expect("the start is refused");
+    assert!(err.is_refusal(), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("rule handle") && msg.contains("ct state"),
+        "{msg}"
+    );
+    assert_eq!(common::xdp_attached(&t), 0);
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn a_stateful_router_firewall_handed_to_the_kernel_lets_the_lan_out_and_not_the_wan_in() {
+    llr_io::sys::require_root();
+    let t = Topology::new("llr-fwct").expect("topology");
+    // The masquerade would hide the generator's address from the sink; the stateful part is
+    // what this test is about.
+    nft(
+        &t.router,
+        ROUTER_FIREWALL.split("table ip llrnat").next().unwrap(),
+    );
+    let (g4, s4, g6, s6) = (
+        ip(addr::GEN_V4),
+        ip(addr::SINK_V4),
+        ip(addr::GEN_V6),
+        ip(addr::SINK_V6),
+    );
+    let cfg = format!("{CONFIG}[firewall]\nunsupported = \"kernel\"\n");
+    let dir = TempDir::new("fw-ct");
+    let router = RouterThread::start(&t, dir.router_config(&cfg));
+    let lan_out4 = tcp_connects(&t.gen, &t.sink, s4, 7100);
+    let lan_out6 = tcp_connects(&t.gen, &t.sink, s6, 7101);
+    let wan_in4 = tcp_connects(&t.sink, &t.gen, g4, 7102);
+    let wan_in6 = tcp_connects(&t.sink, &t.gen, g6, 7103);
+    let wan_udp = {
+        let rx = t.gen.spawn(|| {
+            let s = UdpSocket::bind("0.0.0.0:7104").unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(500)))
+                .unwrap();
+            let mut b = [0u8; 64];
+            s.recv(&mut b).is_ok()
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        t.sink
+            .run(move || {
+                let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+                for _ in 0..5 {
+                    s.send_to(b"x", SocketAddr::new(g4, 7104)).unwrap();
+                }
+            })
+            .unwrap();
+        rx.join().unwrap().unwrap()
+    };
+    let rows = filter_rows(&dir.join("ctl.sock"));
+    let rep = router.finish().unwrap().unwrap();
+    assert!(lan_out4 && lan_out6, "LAN → WAN: {lan_out4} {lan_out6}");
+    assert!(!wan_in4 && !wan_in6, "WAN → LAN: {wan_in4} {wan_in6}");
+    assert!(!wan_udp, "an unsolicited datagram from the WAN");
+    // Every packet can meet the ct rule: the classifier handed both families to the kernel,
+    // on their own interfaces, and llrouter forwarded none of them.
+    assert_eq!(
+        rep.worker.forwarded.iter().sum::<u64>(),
+        0,
+        "{}",
+        rep.worker
+    );
+    assert!(
+        rows.iter().any(|r| r.1.contains("ct state established")),
+        "{rows:?}"
+    );
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn iptables_rules_are_honoured_too() {
+    llr_io::sys::require_root();
+    let t = Topology::new("llr-fwipt").expect("topology");
+    nft(&t.router, "");
+    run(
+        &t.router,
+        &[
+            "iptables",
+            "-A",
+            "FORWARD",
+            "-d",
+            addr::SINK_V4,
+            "-p",
+            "udp",
+            "--dport",
+            "7777",
+            "-j",
+            "DROP",
+        ],
+    );
+    run(
+        &t.router,
+        &[
+            "ip6tables",
+            "-A",
+            "FORWARD",
+            "-d",
+            addr::SINK_V6,
+            "-p",
+            "udp",
+            "--dport",
+            "7777",
+            "-j",
+            "DROP",
+        ],
+    );
+    let (s4, s6) = (ip(addr::SINK_V4), ip(addr::SINK_V6));
+    let dir = TempDir::new("fw-ipt");
+    let router = RouterThread::start(&t, dir.router_config(CONFIG));
+    let got = [
+        udp_through(&t, s4, 7777, 100),
+        udp_through(&t, s6, 7777, 100),
+        udp_through(&t, s4, 7778, 100),
+    ];
+    let rep = router.finish().unwrap().unwrap();
+    assert_eq!(got, [0, 0, 100]);
+    assert_eq!(count(&rep.worker.drop, "filtered"), 200, "{}", rep.worker);
+    // Legacy iptables is not compiled: a start is refused, naming the line.
+    run(
+        &t.router,
+        &[
+            "iptables-legacy",
+            "-A",
+            "FORWARD",
+            "-p",
+            "tcp",
+            "--dport",
+            "23",
+            "-j",
+            "DROP",
+        ],
+    );
+    let cfg = llr_router::RouterConfig::load(&dir.router_config(CONFIG)).unwrap();
+    let err = t
+        .router
+        .run(move || llr_router::Router::start(cfg, Default::default()).err())
+        .unwrap()
+        .expect("refused");
+    assert!(err.to_string().contains("-A FORWARD -p tcp"), "{err}");
+}
