@@ -12,7 +12,7 @@ use llr_ops::metrics::{
 };
 
 /// What the classifier hands to the kernel stack, by reason: delivered there, not dropped.
-const TO_KERNEL: [&str; 4] = ["non_ip", "multicast", "local", "no_socket"];
+const TO_KERNEL: [&str; 5] = ["non_ip", "multicast", "local", "no_socket", "firewall"];
 
 /// One worker's part of the metrics: its index, its core and its snapshot.
 #[derive(Debug, Clone, Copy)]
@@ -218,7 +218,13 @@ fn per_interface(
         for (k, slot) in classes.iter_mut().enumerate() {
             slot.1 += s.per_class.get(k).copied().unwrap_or(0);
         }
-        let passed = [s.pass_non_ip, s.pass_multicast, s.pass_local, s.no_socket];
+        let passed = [
+            s.pass_non_ip,
+            s.pass_multicast,
+            s.pass_local,
+            s.no_socket,
+            s.pass_firewall,
+        ];
         for (t, v) in kernel_pass.iter_mut().zip(passed) {
             *t += v;
         }

@@ -38,7 +38,7 @@
 //! | `llrouter_worker_busy_seconds_total` | counter | `worker`,`core` | time the worker was not idle (`rate()` gives its load) |
 //! | `llrouter_worker_busy_ratio` | gauge | `worker`,`core` | busy fraction over the worker's last ~0.5 s window |
 //! | `llrouter_dropped_packets_total` | counter | `reason` | frames the router dropped, by reason (worker reasons as the worker names them) |
-//! | `llrouter_kernel_pass_packets_total` | counter | `reason` | frames handed to the kernel stack, by reason (not drops): by the XDP classifier (`non_ip`, `multicast`, `local`, `no_socket`) or by the worker through the punt TAP (`worker_<reason>`) |
+//! | `llrouter_kernel_pass_packets_total` | counter | `reason` | frames handed to the kernel stack, by reason (not drops): by the XDP classifier (`non_ip`, `multicast`, `local`, `no_socket`, `firewall`: the host's firewall has rules llrouter cannot evaluate) or by the worker through the punt TAP (`worker_<reason>`) |
 //! | `llrouter_icmp_sent_packets_total` | counter | `type` | ICMP / ICMPv6 errors sent: `time_exceeded`, `unreachable`, `too_big` |
 //! | `llrouter_icmp_ratelimited_packets_total` | counter | `type` | ICMP errors the rate limit held back |
 //! | `llrouter_slow_path_packets_total` | counter | `event` | `fragments_sent`, `fragment_failed`, `punted`, `punt_dropped`, `icmp_unsendable` |
