@@ -10,6 +10,8 @@ need_pkgs=()
 # tools the tests send through the router (TCP goodput, path-MTU discovery). bird2 is the
 # routing daemon the full-table test runs in the namespaces (BGP into the router's kernel
 # table, which llrouter mirrors); the tests start their own instances, never the host's service.
+# nftables and iptables: the router reads the host's ruleset with nft (and iptables-legacy-save),
+# and the firewall tests load real rulesets into the router namespace.
 pkgs=(clang llvm libbpf-dev iproute2 ethtool iputils-ping iputils-tracepath iperf3 fonts-dejavu-core pkg-config ca-certificates bird2 nftables iptables)
 # the package test: a clean Debian 12 root (debootstrap) booted with systemd-nspawn
 pkgs+=(debootstrap systemd-container)
