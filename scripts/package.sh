@@ -42,7 +42,7 @@ Version: $version
 Architecture: $arch
 Maintainer: llrouter developers <llrouter@localhost>
 Installed-Size: $installed_kb
-Depends: libc6 (>= 2.34), iproute2
+Depends: libc6 (>= 2.34), iproute2, nftables
 Recommends: ethtool
 Suggests: bird2 | frr
 Section: net
