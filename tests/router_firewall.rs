@@ -219,8 +219,25 @@ fn stateless_rules_drop_by_address_port_protocol_and_interface() {
         udp_through(&t, s4, 7781, 100),
     ];
     let rows = filter_rows(&dir.join("ctl.sock"));
+    let (code, counters, err) = ctl_bin(&dir.join("ctl.sock"), &["-j", "counters"]);
+    assert_eq!(code, 0, "{err}");
+    let m: serde_json::Value = serde_json::from_str(&counters).unwrap();
+    let metric: Vec<(u64, u64)> = (m["filter_rules"].as_array().unwrap().iter())
+        .map(|r| {
+            (
+                r["handle"].as_u64().unwrap(),
+                r["packets"].as_u64().unwrap(),
+            )
+        })
+        .filter(|&(h, _)| h != 0)
+        .collect();
     let rep = router.finish().unwrap().unwrap();
     assert_eq!(ours, kernel, "llrouter against the kernel");
+    assert_eq!(
+        metric.iter().map(|m| m.1).collect::<Vec<_>>(),
+        [100, 100, 100, 100],
+        "the metrics' per-rule counts: {metric:?}"
+    );
     // llrouter forwarded the allowed ones itself, and dropped the rest itself.
     assert!(
         rep.worker.forwarded.iter().sum::<u64>() >= 200,

@@ -86,6 +86,7 @@ pub fn to_metrics(
         fib_routes: Vec::new(),
         fib_memory: Vec::new(),
         mirror: None,
+        filter_rules: Vec::new(),
     }
 }
 

@@ -38,6 +38,7 @@
 //! | `llrouter_worker_busy_seconds_total` | counter | `worker`,`core` | time the worker was not idle (`rate()` gives its load) |
 //! | `llrouter_worker_busy_ratio` | gauge | `worker`,`core` | busy fraction over the worker's last ~0.5 s window |
 //! | `llrouter_dropped_packets_total` | counter | `reason` | frames the router dropped, by reason (worker reasons as the worker names them) |
+//! | `llrouter_filter_rule_packets_total`, `_bytes_total` | counter | `family`, `table`, `chain`, `handle` | what each rule (handle 0: the base chain's policy) of the host's firewall matched in llrouter |
 //! | `llrouter_kernel_pass_packets_total` | counter | `reason` | frames handed to the kernel stack, by reason (not drops): by the XDP classifier (`non_ip`, `multicast`, `local`, `no_socket`, `firewall`: the host's firewall has rules llrouter cannot evaluate) or by the worker through the punt TAP (`worker_<reason>`) |
 //! | `llrouter_icmp_sent_packets_total` | counter | `type` | ICMP / ICMPv6 errors sent: `time_exceeded`, `unreachable`, `too_big` |
 //! | `llrouter_icmp_ratelimited_packets_total` | counter | `type` | ICMP errors the rate limit held back |
@@ -286,6 +287,23 @@ pub struct MetricsSnapshot {
     /// The kernel route mirror's counters (none without a mirror).
     #[serde(default)]
     pub mirror: Option<MirrorMetrics>,
+    /// The host firewall's rules and base-chain policies on the forwarding path, with what
+    /// they matched in llrouter.
+    #[serde(default)]
+    pub filter_rules: Vec<FilterRuleMetrics>,
+}
+
+/// One rule (or base-chain policy, handle 0) of the host's firewall.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilterRuleMetrics {
+    /// `ip`, `ip6`, `inet`, ….
+    pub family: String,
+    pub table: String,
+    pub chain: String,
+    /// The nftables handle; 0 for the chain's policy.
+    pub handle: u64,
+    pub packets: u64,
+    pub bytes: u64,
 }
 
 /// The kernel route mirror (netlink events into the forwarding table).

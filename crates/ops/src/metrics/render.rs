@@ -430,6 +430,32 @@ pub fn render(snap: &MetricsSnapshot) -> String {
         &snap.fib_memory,
         |(s, n)| (vec![("structure", s.clone())], *n as f64),
     );
+    let rule_labels = |r: &super::FilterRuleMetrics| {
+        vec![
+            ("family", r.family.clone()),
+            ("table", r.table.clone()),
+            ("chain", r.chain.clone()),
+            ("handle", r.handle.to_string()),
+        ]
+    };
+    o.each(
+        (
+            "llrouter_filter_rule_packets_total",
+            "counter",
+            "Packets each rule of the host's firewall matched in llrouter (handle 0: the base chain's policy).",
+        ),
+        &snap.filter_rules,
+        |r| (rule_labels(r), r.packets as f64),
+    );
+    o.each(
+        (
+            "llrouter_filter_rule_bytes_total",
+            "counter",
+            "Bytes of the packets each rule of the host's firewall matched in llrouter.",
+        ),
+        &snap.filter_rules,
+        |r| (rule_labels(r), r.bytes as f64),
+    );
     o.each(
         (
             "llrouter_kernel_pass_packets_total",

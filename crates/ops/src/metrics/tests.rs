@@ -229,6 +229,24 @@ fn snap() -> MetricsSnapshot {
             overruns: 2,
             updates: 1_199_990,
         }),
+        filter_rules: vec![
+            FilterRuleMetrics {
+                family: "inet".into(),
+                table: "filter".into(),
+                chain: "forward".into(),
+                handle: 0,
+                packets: 9,
+                bytes: 900,
+            },
+            FilterRuleMetrics {
+                family: "inet".into(),
+                table: "filter".into(),
+                chain: "forward".into(),
+                handle: 7,
+                packets: 100,
+                bytes: 6_400,
+            },
+        ],
     }
 }
 
@@ -508,6 +526,18 @@ fn names_follow_prometheus_conventions() {
         fib("llrouter_fib_memory_bytes", ("structure", "v4_tbl24")),
         67_108_864.0
     );
+    let rule = |name, handle| {
+        let l = [
+            ("family", "inet"),
+            ("table", "filter"),
+            ("chain", "forward"),
+            ("handle", handle),
+        ];
+        find(&samples, name, &l).value
+    };
+    assert_eq!(rule("llrouter_filter_rule_packets_total", "7"), 100.0);
+    assert_eq!(rule("llrouter_filter_rule_bytes_total", "7"), 6_400.0);
+    assert_eq!(rule("llrouter_filter_rule_packets_total", "0"), 9.0);
     let one = |name| find(&samples, name, &[]).value;
     assert_eq!(one("llrouter_mirror_events_total"), 1_200_000.0);
     assert_eq!(one("llrouter_mirror_overruns_total"), 2.0);

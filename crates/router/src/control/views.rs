@@ -111,6 +111,16 @@ impl RouterCtl {
             })
             .collect();
         let mut m = to_metrics(&parts, &classifier, &names, &ifs);
+        m.filter_rules = (self.fwd.load().filter.report().into_iter())
+            .map(|r| llr_ops::metrics::FilterRuleMetrics {
+                family: r.origin.family,
+                table: r.origin.table,
+                chain: r.origin.chain,
+                handle: r.origin.handle,
+                packets: r.packets,
+                bytes: r.bytes,
+            })
+            .collect();
         let routes = self.fwd.routes();
         let (v4, v6) = routes.len_by_family();
         m.fib_routes = vec![("ipv4".into(), v4 as u64), ("ipv6".into(), v6 as u64)];
