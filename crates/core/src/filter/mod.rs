@@ -20,7 +20,7 @@
 pub mod nft;
 
 use core::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -226,10 +226,22 @@ impl Key {
 }
 
 /// A set of values as sorted, disjoint, non-adjacent inclusive ranges: a single address, a
-/// prefix, a port range and a 10 000-prefix blocklist are all one binary search.
+/// prefix, a port range and a 10 000-prefix blocklist are all one binary search. One range is
+/// kept inline (no pointer to follow), and sets whose values all fit 32 bits (IPv4 addresses,
+/// ports, protocols) search 8-byte entries instead of 32-byte ones: `cargo bench --bench
+/// filter` measured the difference (docs/firewall.md).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ValueSet {
-    ranges: Vec<(u128, u128)>,
+    repr: Repr,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+enum Repr {
+    #[default]
+    Empty,
+    One(u128, u128),
+    Narrow(Vec<(u32, u32)>),
+    Wide(Vec<(u128, u128)>),
 }
 
 impl ValueSet {
@@ -244,31 +256,58 @@ impl ValueSet {
                 _ => out.push((lo, hi)),
             }
         }
-        ValueSet { ranges: out }
+        let narrow = u128::from(u32::MAX);
+        let repr = match out.as_slice() {
+            [] => Repr::Empty,
+            &[(lo, hi)] => Repr::One(lo, hi),
+            _ if out.iter().all(|&(_, hi)| hi <= narrow) => {
+                Repr::Narrow(out.iter().map(|&(lo, hi)| (lo as u32, hi as u32)).collect())
+            }
+            _ => Repr::Wide(out),
+        };
+        ValueSet { repr }
     }
 
     /// One value.
     pub fn single(v: u128) -> ValueSet {
         ValueSet {
-            ranges: vec![(v, v)],
+            repr: Repr::One(v, v),
         }
     }
 
     /// Whether `v` is in the set.
     #[inline]
     pub fn contains(&self, v: u128) -> bool {
-        let i = self.ranges.partition_point(|&(_, hi)| hi < v);
-        self.ranges.get(i).is_some_and(|&(lo, _)| lo <= v)
+        match &self.repr {
+            Repr::Empty => false,
+            &Repr::One(lo, hi) => lo <= v && v <= hi,
+            Repr::Narrow(r) => {
+                let Ok(v) = u32::try_from(v) else {
+                    return false;
+                };
+                let i = r.partition_point(|&(_, hi)| hi < v);
+                r.get(i).is_some_and(|&(lo, _)| lo <= v)
+            }
+            Repr::Wide(r) => {
+                let i = r.partition_point(|&(_, hi)| hi < v);
+                r.get(i).is_some_and(|&(lo, _)| lo <= v)
+            }
+        }
     }
 
     /// The number of disjoint ranges.
     pub fn len(&self) -> usize {
-        self.ranges.len()
+        match &self.repr {
+            Repr::Empty => 0,
+            Repr::One(..) => 1,
+            Repr::Narrow(r) => r.len(),
+            Repr::Wide(r) => r.len(),
+        }
     }
 
     /// True for the empty set.
     pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
+        self.len() == 0
     }
 }
 
@@ -406,13 +445,70 @@ pub enum Decision {
     Kernel(u32),
 }
 
-/// Packets and bytes of one rule or policy, shared by every worker.
+/// Counter shards: one for each of the first `SHARDS` threads that evaluate a filter (the
+/// workers), so that a worker counts with a plain load and store on lines no other thread
+/// writes (an atomic add costs ~10 ns a packet here, more when workers share a line); threads
+/// past them share the last shard, with atomic adds.
+const SHARDS: usize = 16;
+
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static SHARD: usize = NEXT_SHARD.fetch_add(1, Ordering::Relaxed).min(SHARDS);
+}
+
+/// Packets and bytes per rule and per shard.
 #[derive(Debug, Default)]
-pub struct Counter {
-    /// Packets.
-    pub packets: AtomicU64,
-    /// Bytes (of the IP packet).
-    pub bytes: AtomicU64,
+struct Counters {
+    /// `(SHARDS + 1) × stride` words: shard-major, then `[packets, bytes]` per rule.
+    words: Box<[AtomicU64]>,
+    /// Words per shard, a whole number of cache lines.
+    stride: usize,
+}
+
+impl Counters {
+    fn new(rules: usize) -> Counters {
+        let stride = (rules * 2).div_ceil(8) * 8;
+        Counters {
+            words: (0..(SHARDS + 1) * stride).map(|_| AtomicU64::new(0)).collect(),
+            stride,
+        }
+    }
+
+    #[inline]
+    fn add(&self, id: u32, bytes: u64) {
+        let shard = SHARD.with(|s| *s);
+        let at = shard * self.stride + id as usize * 2;
+        let (Some(p), Some(b)) = (self.words.get(at), self.words.get(at + 1)) else {
+            return;
+        };
+        if shard < SHARDS {
+            // This thread is the shard's only writer.
+            p.store(p.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            b.store(b.load(Ordering::Relaxed) + bytes, Ordering::Relaxed);
+        } else {
+            p.fetch_add(1, Ordering::Relaxed);
+            b.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+
+    /// (packets, bytes) of rule `id`, summed over the shards.
+    fn get(&self, id: usize) -> (u64, u64) {
+        let mut sum = (0, 0);
+        for s in 0..=SHARDS {
+            let at = s * self.stride + id * 2;
+            sum.0 += self.words[at].load(Ordering::Relaxed);
+            sum.1 += self.words[at + 1].load(Ordering::Relaxed);
+        }
+        sum
+    }
+
+    /// Adds to rule `id` from outside the datapath (the shared shard).
+    fn carry(&self, id: usize, (packets, bytes): (u64, u64)) {
+        let at = SHARDS * self.stride + id * 2;
+        self.words[at].fetch_add(packets, Ordering::Relaxed);
+        self.words[at + 1].fetch_add(bytes, Ordering::Relaxed);
+    }
 }
 
 /// How deep `jump`s nest: the kernel's limit (`NFT_JUMP_STACK_SIZE`).
@@ -428,7 +524,7 @@ pub struct Filter {
     /// Per rule and policy, where it came from.
     pub origins: Vec<RuleOrigin>,
     /// Per rule and policy (same index as `origins`): what it matched.
-    pub counters: Vec<Counter>,
+    counters: Counters,
 }
 
 impl Filter {
@@ -445,7 +541,7 @@ impl Filter {
         for h in &mut hooks {
             h.sort_by_key(|&i| chains[usize::from(i)].base.map(|b| b.priority));
         }
-        let counters = origins.iter().map(|_| Counter::default()).collect();
+        let counters = Counters::new(origins.len());
         Filter {
             chains,
             hooks,
@@ -489,7 +585,7 @@ impl Filter {
 
     /// One base chain: `Some` with a verdict, or `None` when it ran to its end (policy).
     fn run_base(&self, base: u16, p: &FilterPacket) -> Option<Decision> {
-        let mut stack: [(u16, usize); MAX_JUMP_DEPTH] = [(0, 0); MAX_JUMP_DEPTH];
+        let mut stack: [(u16, u32); MAX_JUMP_DEPTH] = [(0, 0); MAX_JUMP_DEPTH];
         let mut depth = 0;
         let (mut chain, mut at) = (base, 0usize);
         loop {
@@ -500,7 +596,7 @@ impl Filter {
                     return None;
                 }
                 depth -= 1;
-                (chain, at) = stack[depth];
+                (chain, at) = (stack[depth].0, stack[depth].1 as usize);
                 continue;
             };
             at += 1;
@@ -519,7 +615,7 @@ impl Filter {
                         // The kernel refuses rulesets that nest deeper; never silently skip.
                         return Some(Decision::Kernel(rule.id));
                     }
-                    stack[depth] = (chain, at);
+                    stack[depth] = (chain, at as u32);
                     depth += 1;
                     (chain, at) = (to, 0);
                 }
@@ -529,7 +625,7 @@ impl Filter {
                         return None;
                     }
                     depth -= 1;
-                    (chain, at) = stack[depth];
+                    (chain, at) = (stack[depth].0, stack[depth].1 as usize);
                 }
             }
         }
@@ -537,10 +633,7 @@ impl Filter {
 
     #[inline]
     fn count(&self, id: u32, p: &FilterPacket) {
-        if let Some(c) = self.counters.get(id as usize) {
-            c.packets.fetch_add(1, Ordering::Relaxed);
-            c.bytes.fetch_add(u64::from(p.len), Ordering::Relaxed);
-        }
+        self.counters.add(id, u64::from(p.len));
     }
 
     /// Takes over the counts of `old`'s rules that are still here (same family, table, chain
@@ -548,26 +641,26 @@ impl Filter {
     pub fn carry_counters(&self, old: &Filter) {
         use std::collections::HashMap;
         let key = |o: &RuleOrigin| (o.family.clone(), o.table.clone(), o.chain.clone(), o.handle);
-        let before: HashMap<_, _> = old.origins.iter().map(key).zip(&old.counters).collect();
-        for (o, c) in self.origins.iter().zip(&self.counters) {
-            if let Some(prev) = before.get(&key(o)) {
-                c.packets
-                    .store(prev.packets.load(Ordering::Relaxed), Ordering::Relaxed);
-                c.bytes
-                    .store(prev.bytes.load(Ordering::Relaxed), Ordering::Relaxed);
+        let before: HashMap<_, usize> = (old.origins.iter().enumerate())
+            .map(|(i, o)| (key(o), i))
+            .collect();
+        for (i, o) in self.origins.iter().enumerate() {
+            if let Some(&j) = before.get(&key(o)) {
+                self.counters.carry(i, old.counters.get(j));
             }
         }
     }
 
     /// Every rule and policy with its counts.
     pub fn report(&self) -> Vec<RuleReport> {
-        self.origins
-            .iter()
-            .zip(&self.counters)
-            .map(|(o, c)| RuleReport {
-                origin: o.clone(),
-                packets: c.packets.load(Ordering::Relaxed),
-                bytes: c.bytes.load(Ordering::Relaxed),
+        (self.origins.iter().enumerate())
+            .map(|(i, o)| {
+                let (packets, bytes) = self.counters.get(i);
+                RuleReport {
+                    origin: o.clone(),
+                    packets,
+                    bytes,
+                }
             })
             .collect()
     }

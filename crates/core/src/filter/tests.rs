@@ -442,3 +442,28 @@ fn bad_json_is_an_error_not_an_empty_filter() {
     assert!(compile("{", &ifaces()).is_err());
     assert!(compile("{\"x\": 1}", &ifaces()).is_err());
 }
+
+#[test]
+fn counts_from_many_threads_add_up() {
+    let js = ruleset(&[
+        &chain("inet", "filt", "fw", "forward", 0, "accept"),
+        &rule("inet", "filt", "fw", 4, DROP_7777),
+    ]);
+    let f = compile(&js, &ifaces()).unwrap().filter;
+    let hit = v4([10, 1, 0, 1], [10, 0, 0, 1], 17, 5, 7777);
+    let miss = v4([10, 1, 0, 1], [10, 0, 0, 1], 17, 5, 7778);
+    // More threads than shards, so the shared shard's atomic adds are counted too.
+    std::thread::scope(|s| {
+        for _ in 0..20 {
+            s.spawn(|| {
+                for _ in 0..1000 {
+                    f.eval(Hook::Forward, &hit);
+                    f.eval(Hook::Forward, &miss);
+                }
+            });
+        }
+    });
+    let r = f.report();
+    assert_eq!((r[0].packets, r[1].packets), (20_000, 20_000));
+    assert_eq!(r[1].bytes, 20_000 * 100);
+}
