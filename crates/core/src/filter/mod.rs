@@ -447,8 +447,8 @@ pub enum Decision {
 
 /// Counter shards: one for each of the first `SHARDS` threads that evaluate a filter (the
 /// workers), so that a worker counts with a plain load and store on lines no other thread
-/// writes (an atomic add costs ~10 ns a packet here, more when workers share a line); threads
-/// past them share the last shard, with atomic adds.
+/// writes: with one shared counter, workers on different cores would bounce its line on every
+/// packet of a busy rule. Threads past them share the last shard, with atomic adds.
 const SHARDS: usize = 16;
 
 static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
@@ -470,7 +470,9 @@ impl Counters {
     fn new(rules: usize) -> Counters {
         let stride = (rules * 2).div_ceil(8) * 8;
         Counters {
-            words: (0..(SHARDS + 1) * stride).map(|_| AtomicU64::new(0)).collect(),
+            words: (0..(SHARDS + 1) * stride)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
             stride,
         }
     }
