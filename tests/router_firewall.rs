@@ -199,25 +199,24 @@ fn stateless_rules_drop_by_address_port_protocol_and_interface() {
     nft(&t.router, STATELESS);
     let (s4, s6) = (ip(addr::SINK_V4), ip(addr::SINK_V6));
     // The reference: the kernel forwarding with the same ruleset.
-    let kernel = [
-        udp_through(&t, s4, 7777, 100),
-        udp_through(&t, s6, 7777, 100),
-        udp_through(&t, s4, 7778, 100),
-        udp_through(&t, s6, 7780, 100),
-        udp_through(&t, s6, 7781, 100),
-        udp_through(&t, s4, 7781, 100),
-    ];
+    // 100 datagrams to each (destination, port): both families, each rule and one port no
+    // rule names.
+    let probe = || {
+        [
+            (s4, 7777),
+            (s6, 7777),
+            (s4, 7778),
+            (s6, 7780),
+            (s6, 7781),
+            (s4, 7781),
+        ]
+        .map(|(dst, port)| udp_through(&t, dst, port, 100))
+    };
+    let kernel = probe();
     assert_eq!(kernel, [0, 0, 100, 0, 0, 100], "the kernel's answer");
     let dir = TempDir::new("fw-stateless");
     let router = RouterThread::start(&t, dir.router_config(CONFIG));
-    let ours = [
-        udp_through(&t, s4, 7777, 100),
-        udp_through(&t, s6, 7777, 100),
-        udp_through(&t, s4, 7778, 100),
-        udp_through(&t, s6, 7780, 100),
-        udp_through(&t, s6, 7781, 100),
-        udp_through(&t, s4, 7781, 100),
-    ];
+    let ours = probe();
     let rows = filter_rows(&dir.join("ctl.sock"));
     let (code, counters, err) = ctl_bin(&dir.join("ctl.sock"), &["-j", "counters"]);
     assert_eq!(code, 0, "{err}");
@@ -325,24 +324,16 @@ fn reject_is_answered_like_the_kernel_answers_it() {
          udp dport 7790 reject\n udp dport 7791 reject with icmpx type admin-prohibited\n }\n}\n",
     );
     let (s4, s6) = (ip(addr::SINK_V4), ip(addr::SINK_V6));
-    let kernel = [
-        udp_answer(&t, s4, 7790),
-        udp_answer(&t, s6, 7790),
-        udp_answer(&t, s4, 7791),
-        udp_answer(&t, s6, 7791),
-    ];
+    let probe =
+        || [(s4, 7790), (s6, 7790), (s4, 7791), (s6, 7791)].map(|(d, p)| udp_answer(&t, d, p));
+    let kernel = probe();
     // The kernel: port unreachable refuses the connection; admin-prohibited is a host
     // unreachable-like error the socket reports as such.
     assert_eq!(kernel[0], ErrorKind::ConnectionRefused, "{kernel:?}");
     assert_eq!(kernel[1], ErrorKind::ConnectionRefused, "{kernel:?}");
     let dir = TempDir::new("fw-reject");
     let router = RouterThread::start(&t, dir.router_config(CONFIG));
-    let ours = [
-        udp_answer(&t, s4, 7790),
-        udp_answer(&t, s6, 7790),
-        udp_answer(&t, s4, 7791),
-        udp_answer(&t, s6, 7791),
-    ];
+    let ours = probe();
     let rep = router.finish().unwrap().unwrap();
     assert_eq!(ours, kernel, "llrouter against the kernel");
     assert!(count(&rep.worker.drop, "filtered") >= 4, "{}", rep.worker);
