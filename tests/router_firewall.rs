@@ -160,6 +160,18 @@ fn udp_answer(t: &Topology, dst: IpAddr, port: u16) -> ErrorKind {
         .unwrap()
 }
 
+/// How a TCP connect from the generator to `dst:port` ends within 2 s.
+fn tcp_answer(t: &Topology, dst: IpAddr, port: u16) -> ErrorKind {
+    t.gen
+        .run(move || {
+            match TcpStream::connect_timeout(&SocketAddr::new(dst, port), Duration::from_secs(2)) {
+                Ok(_) => ErrorKind::Other,
+                Err(e) => e.kind(),
+            }
+        })
+        .unwrap()
+}
+
 /// `ctl show filter -j`: (handle, text, packets) per rule.
 fn filter_rows(sock: &std::path::Path) -> Vec<(u64, String, u64)> {
     let (code, out, err) = ctl_bin(sock, &["-j", "show", "filter"]);
@@ -321,22 +333,29 @@ fn reject_is_answered_like_the_kernel_answers_it() {
     nft(
         &t.router,
         "table inet llrtest {\n chain fw {\n type filter hook forward priority 0;\n \
-         udp dport 7790 reject\n udp dport 7791 reject with icmpx type admin-prohibited\n }\n}\n",
+         udp dport 7790 reject\n udp dport 7791 reject with icmpx type admin-prohibited\n \
+         tcp dport 7792 reject with tcp reset\n }\n}\n",
     );
     let (s4, s6) = (ip(addr::SINK_V4), ip(addr::SINK_V6));
-    let probe =
-        || [(s4, 7790), (s6, 7790), (s4, 7791), (s6, 7791)].map(|(d, p)| udp_answer(&t, d, p));
+    let probe = || {
+        let udp =
+            [(s4, 7790), (s6, 7790), (s4, 7791), (s6, 7791)].map(|(d, p)| udp_answer(&t, d, p));
+        let tcp = [s4, s6].map(|d| tcp_answer(&t, d, 7792));
+        (udp, tcp)
+    };
     let kernel = probe();
     // The kernel: port unreachable refuses the connection; admin-prohibited is a host
-    // unreachable-like error the socket reports as such.
-    assert_eq!(kernel[0], ErrorKind::ConnectionRefused, "{kernel:?}");
-    assert_eq!(kernel[1], ErrorKind::ConnectionRefused, "{kernel:?}");
+    // unreachable-like error the socket reports as such; the reset refuses the connection
+    // at once (without it the connect would time out).
+    assert_eq!(kernel.0[0], ErrorKind::ConnectionRefused, "{kernel:?}");
+    assert_eq!(kernel.0[1], ErrorKind::ConnectionRefused, "{kernel:?}");
+    assert_eq!(kernel.1, [ErrorKind::ConnectionRefused; 2], "{kernel:?}");
     let dir = TempDir::new("fw-reject");
     let router = RouterThread::start(&t, dir.router_config(CONFIG));
     let ours = probe();
     let rep = router.finish().unwrap().unwrap();
     assert_eq!(ours, kernel, "llrouter against the kernel");
-    assert!(count(&rep.worker.drop, "filtered") >= 4, "{}", rep.worker);
+    assert!(count(&rep.worker.drop, "filtered") >= 6, "{}", rep.worker);
 }
 
 const ROUTER_FIREWALL: &str = r#"

@@ -366,6 +366,8 @@ pub enum RejectKind {
     HostUnreachable,
     /// Administratively prohibited.
     AdminProhibited,
+    /// `tcp reset`: a TCP RST from the segment's destination.
+    TcpReset,
 }
 
 impl RejectKind {
@@ -376,6 +378,7 @@ impl RejectKind {
             RejectKind::NetUnreachable => IcmpKind::NetUnreachable,
             RejectKind::HostUnreachable => IcmpKind::HostUnreachable,
             RejectKind::AdminProhibited => IcmpKind::Prohibited,
+            RejectKind::TcpReset => IcmpKind::TcpReset,
         }
     }
 }

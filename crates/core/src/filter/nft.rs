@@ -8,11 +8,11 @@
 //! sport/dport`, `icmp/icmpv6 type/code`, with `==`, `!=`, `in`, `<`, `<=`, `>`, `>=`,
 //! against values, prefixes, ranges, anonymous sets and named sets of those; the statement
 //! `counter`; the verdicts `accept`, `drop`, `continue`, `return`, `jump`, `goto` and `reject`
-//! with an ICMP port/net/host unreachable or administratively prohibited.
+//! with an ICMP port/net/host unreachable or administratively prohibited, or a TCP reset.
 //!
 //! Anything else becomes [`Action::Kernel`] at the first expression llrouter cannot evaluate,
 //! with the reason: conntrack (`ct`), NAT chains (their rules apply once per connection), `log`,
-//! `limit`, marks, raw payload offsets, iptables extensions (`xt`), `reject with tcp reset`, ….
+//! `limit`, marks, raw payload offsets, iptables extensions (`xt`), ….
 //! Tables of the `netdev` family with a base chain on an interface llrouter serves run before
 //! nothing llrouter does (XDP comes first): their rules send that interface's packets to the
 //! kernel. `bridge` and `arp` tables see no routed packet and are left out.
@@ -694,7 +694,7 @@ fn reject_kind(body: &Value, family: &str) -> Result<RejectKind, Unsupported> {
     let ty = body.get("type").and_then(Value::as_str);
     let code = body.get("expr").and_then(Value::as_str);
     let unsupported = || {
-        Unsupported(format!("`reject` {body} (llrouter sends ICMP unreachable, port or host or net, and admin-prohibited only)"))
+        Unsupported(format!("`reject` {body} (llrouter sends a TCP reset, ICMP port, host or net unreachable and admin-prohibited only)"))
     };
     let _ = family;
     match (ty, code) {
@@ -708,6 +708,7 @@ fn reject_kind(body: &Value, family: &str) -> Result<RejectKind, Unsupported> {
         (Some("icmp" | "icmpv6" | "icmpx"), Some("admin-prohibited")) => {
             Ok(RejectKind::AdminProhibited)
         }
+        (Some("tcp reset"), _) => Ok(RejectKind::TcpReset),
         _ => Err(unsupported()),
     }
 }

@@ -303,7 +303,7 @@ fn what_llrouter_cannot_evaluate_goes_to_the_kernel_at_its_place() {
             "f",
             "fw",
             4,
-            r#"{"match": {"op": "==", "left": {"meta": {"key": "l4proto"}}, "right": "tcp"}}, {"reject": {"type": "tcp reset"}}"#,
+            r#"{"match": {"op": "==", "left": {"meta": {"key": "l4proto"}}, "right": "tcp"}}, {"log": null}, {"drop": null}"#,
         ),
         r#"{"chain": {"family": "ip", "table": "nat", "name": "post", "handle": 1, "type": "nat", "hook": "postrouting", "prio": 100, "policy": "accept"}}"#,
         &rule(
@@ -323,7 +323,7 @@ fn what_llrouter_cannot_evaluate_goes_to_the_kernel_at_its_place() {
         .collect();
     assert_eq!(why.len(), 3, "{why:?}");
     assert!(why[0].1.contains("ct state"), "{why:?}");
-    assert!(why[1].1.contains("tcp reset"), "{why:?}");
+    assert!(why[1].1.contains("`log`"), "{why:?}");
     assert!(why[2].1.contains("nat chain"), "{why:?}");
     // Dropped before the unknown rule: llrouter drops it, as the kernel would.
     assert!(matches!(
@@ -333,7 +333,7 @@ fn what_llrouter_cannot_evaluate_goes_to_the_kernel_at_its_place() {
     // Reaches the ct rule: the kernel decides.
     let ssh = v4([1, 1, 1, 1], [10, 0, 0, 2], 6, 1, 22);
     assert!(matches!(forward(f, &ssh), Decision::Kernel(id) if f.origins[id as usize].handle == 3));
-    // Fails the ct rule's first (evaluable) match, then meets the tcp reset.
+    // Fails the ct rule's first (evaluable) match, then meets the log.
     let web = v4([1, 1, 1, 1], [10, 0, 0, 2], 6, 1, 80);
     assert!(matches!(forward(f, &web), Decision::Kernel(id) if f.origins[id as usize].handle == 4));
     // UDP passes neither, and the policy drops it.

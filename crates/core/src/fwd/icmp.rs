@@ -31,6 +31,9 @@ pub enum IcmpKind {
     },
     /// A firewall's `reject`: port unreachable (IPv4 3/3, IPv6 1/4), as the kernel's default.
     PortUnreachable,
+    /// A firewall's `reject with tcp reset`: not ICMP but a TCP RST ([`build_tcp_reset`]),
+    /// limited and counted with the unreachable errors.
+    TcpReset,
 }
 
 impl IcmpKind {
@@ -41,7 +44,8 @@ impl IcmpKind {
             IcmpKind::NetUnreachable
             | IcmpKind::HostUnreachable
             | IcmpKind::Prohibited
-            | IcmpKind::PortUnreachable => 1,
+            | IcmpKind::PortUnreachable
+            | IcmpKind::TcpReset => 1,
             IcmpKind::TooBig { .. } => 2,
         }
     }
@@ -65,6 +69,8 @@ impl IcmpKind {
             (IpVersion::V6, IcmpKind::HostUnreachable) => (1, 3, 0),
             (IpVersion::V6, IcmpKind::Prohibited) => (1, 1, 0),
             (IpVersion::V6, IcmpKind::TooBig { mtu }) => (2, 0, mtu),
+            // Built by `build_tcp_reset`, never as an ICMP message.
+            (_, IcmpKind::TcpReset) => (0, 0, 0),
         }
     }
 }
@@ -133,6 +139,74 @@ pub(crate) fn first_v6_fragment(frame: &[u8], meta: &PacketMeta) -> bool {
         }
     }
     false
+}
+
+/// Rewrites the TCP segment of `meta` in `buf` into the RST the kernel's `reject with tcp
+/// reset` sends (nf_reject's `nf_reject_ip_tcphdr_put`): from the segment's destination to its
+/// source, ports swapped; `seq` = the segment's ACK number if it had ACK, else `seq` 0 and
+/// ACK of everything it carried (SYN and FIN count one); no options, window 0; IPv4 with DF,
+/// ID 0, TTL 64; IPv6 hop limit 64. Returns the frame's new length; `None` for a segment that
+/// gets no RST (not TCP, itself a RST, a non-first fragment, cut short).
+pub fn build_tcp_reset(buf: &mut [u8], meta: &PacketMeta) -> Option<usize> {
+    if meta.protocol != proto::TCP || !meta.has_ports {
+        return None;
+    }
+    let l3 = usize::from(meta.l3_offset);
+    let l4 = usize::from(meta.l4_offset);
+    let tcp: [u8; 20] = buf.get(l4..l4 + 20)?.try_into().ok()?;
+    let flags = tcp[13];
+    if flags & 0x04 != 0 {
+        return None;
+    }
+    let doff = usize::from(tcp[12] >> 4) * 4;
+    let ip_total = usize::from(meta.total_len);
+    let payload = ip_total.checked_sub((l4 - l3) + doff)? as u32;
+    let seq = u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]);
+    let (rseq, rack, rflags) = if flags & 0x10 != 0 {
+        (
+            u32::from_be_bytes([tcp[8], tcp[9], tcp[10], tcp[11]]),
+            0,
+            0x04,
+        )
+    } else {
+        let syn_fin = u32::from(flags & 0x02 != 0) + u32::from(flags & 0x01 != 0);
+        (0, seq.wrapping_add(payload + syn_fin), 0x14)
+    };
+    let (v6, ip_hdr) = match meta.version {
+        IpVersion::V4 => (false, 20),
+        IpVersion::V6 => (true, 40),
+    };
+    let at = l3 + ip_hdr;
+    let end = at + 20;
+    if buf.len() < end {
+        return None;
+    }
+    let (src, dst) = (meta.dst, meta.src);
+    let mut th = [0u8; 20];
+    th[0..2].copy_from_slice(&tcp[2..4]);
+    th[2..4].copy_from_slice(&tcp[0..2]);
+    th[4..8].copy_from_slice(&rseq.to_be_bytes());
+    th[8..12].copy_from_slice(&rack.to_be_bytes());
+    th[12] = 5 << 4;
+    th[13] = rflags;
+    let pseudo = checksum::pseudo_header_sum(v6, &src, &dst, proto::TCP, 20);
+    let c = !checksum::fold64(pseudo + checksum::sum_words(&th));
+    th[16..18].copy_from_slice(&c.to_be_bytes());
+    buf[at..end].copy_from_slice(&th);
+    if v6 {
+        let h = &mut buf[l3..l3 + 40];
+        h[..8].copy_from_slice(&[0x60, 0, 0, 0, 0, 20, proto::TCP, 64]);
+        h[8..24].copy_from_slice(&src);
+        h[24..40].copy_from_slice(&dst);
+    } else {
+        let h = &mut buf[l3..l3 + 20];
+        h[..12].copy_from_slice(&[0x45, 0, 0, 40, 0, 0, 0x40, 0, 64, proto::TCP, 0, 0]);
+        h[12..16].copy_from_slice(&src[..4]);
+        h[16..20].copy_from_slice(&dst[..4]);
+        let c = checksum::checksum(h);
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+    }
+    Some(end)
 }
 
 /// Largest ICMP error datagram: RFC 1812 §4.3.2.3 (576 bytes for IPv4) and RFC 4443 §2.4 c

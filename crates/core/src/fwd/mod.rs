@@ -777,7 +777,11 @@ impl Forwarder {
         let Some(next_mac) = next else {
             return Verdict::Drop(D::NoNeighbor);
         };
-        let Some(len) = icmp::build_error(buf, meta, error, &src, id) else {
+        let built = match error {
+            IcmpKind::TcpReset => icmp::build_tcp_reset(buf, meta),
+            _ => icmp::build_error(buf, meta, error, &src, id),
+        };
+        let Some(len) = built else {
             return Verdict::Drop(D::Parse(ParseError::TruncatedL3));
         };
         let Ok(mut eth) = EthernetFrame::new_checked(&mut *buf) else {

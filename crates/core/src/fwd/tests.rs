@@ -584,3 +584,77 @@ fn a_hint_carries_the_next_hops_mac_as_of_the_batch() {
     ));
     assert_eq!(c[..6], moved);
 }
+
+#[test]
+fn a_tcp_reset_answers_for_the_destination_as_the_kernel_builds_it() {
+    let f = forwarder();
+    f.routes
+        .insert(
+            p("10.0.0.0/24"),
+            NextHop {
+                ifindex: 1,
+                gateway: None,
+            },
+        )
+        .unwrap();
+    for (flags, payload) in [(0x02u8, 0usize), (0x18, 100), (0x14, 0)] {
+        let s = FrameSpec {
+            protocol: crate::wire::l4::proto::TCP,
+            src_port: 40000,
+            dst_port: 22,
+            payload_len: payload,
+            ..spec("10.2.0.1")
+        };
+        let mut orig = frame(&s);
+        // A 20-byte header with the flags, seq 1000 and ack 7000.
+        orig[46] = 5 << 4;
+        orig[47] = flags;
+        orig[38..42].copy_from_slice(&1000u32.to_be_bytes());
+        orig[42..46].copy_from_slice(&7000u32.to_be_bytes());
+        let m = parse_frame(&orig).unwrap();
+        let mut buf = vec![0u8; 2048];
+        buf[..orig.len()].copy_from_slice(&orig);
+        let v = f.icmp_error(&mut buf, &m, 1, IcmpKind::TcpReset, 9);
+        if flags & 0x04 != 0 {
+            assert!(matches!(v, Verdict::Drop(_)), "no RST for a RST: {v:?}");
+            continue;
+        }
+        let Verdict::Tx { ifindex: 1, len } = v else {
+            panic!("{v:?}");
+        };
+        let out = &buf[..len];
+        assert_eq!(len, 14 + 20 + 20);
+        let r = parse_frame(out).unwrap();
+        // From the segment's destination, not from the router; ports swapped.
+        assert_eq!((r.src_ip(), r.dst_ip()), (ip("10.2.0.1"), ip("10.0.0.1")));
+        assert_eq!((r.src_port, r.dst_port), (22, 40000));
+        assert_eq!((r.ttl, out[20] & 0x40), (64, 0x40), "TTL 64, DF");
+        assert!(crate::wire::checksum::verify(&out[14..34]));
+        let tcp = &out[34..54];
+        let (seq, ack) = (
+            u32::from_be_bytes(tcp[4..8].try_into().unwrap()),
+            u32::from_be_bytes(tcp[8..12].try_into().unwrap()),
+        );
+        if flags & 0x10 != 0 {
+            assert_eq!(
+                (seq, ack, tcp[13]),
+                (7000, 0, 0x04),
+                "RST at the segment's ACK"
+            );
+        } else {
+            assert_eq!((seq, ack, tcp[13]), (0, 1001, 0x14), "RST+ACK of the SYN");
+        }
+        let pseudo = crate::wire::checksum::pseudo_header_sum(
+            false,
+            &r.src,
+            &r.dst,
+            crate::wire::l4::proto::TCP,
+            20,
+        );
+        assert_eq!(
+            crate::wire::checksum::fold64(pseudo + crate::wire::checksum::sum_words(tcp)),
+            0xffff,
+            "TCP checksum"
+        );
+    }
+}
