@@ -18,6 +18,7 @@
 //! the kernel would take too, so the split never lets through what the ruleset forbids.
 
 pub mod nft;
+pub mod xdp;
 
 use core::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -308,6 +309,19 @@ impl ValueSet {
     /// True for the empty set.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The ranges, sorted, disjoint and not adjacent.
+    pub fn ranges(&self) -> Vec<(u128, u128)> {
+        match &self.repr {
+            Repr::Empty => Vec::new(),
+            &Repr::One(lo, hi) => vec![(lo, hi)],
+            Repr::Narrow(r) => r
+                .iter()
+                .map(|&(lo, hi)| (u128::from(lo), u128::from(hi)))
+                .collect(),
+            Repr::Wide(r) => r.clone(),
+        }
     }
 }
 

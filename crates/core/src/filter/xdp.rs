@@ -1,0 +1,366 @@
+//! The drops of the host's firewall that the XDP classifier takes before the rings, so that a
+//! flood the ruleset forbids costs the workers nothing.
+//!
+//! A rule qualifies when the XDP program can take exactly the kernel's decision for every
+//! packet it covers, the counters included:
+//! - it is a `drop` in a base chain of the prerouting hook (or a netdev ingress chain), the
+//!   first hook a packet meets: no route, TTL or MTU check comes before it, so the kernel
+//!   drops these packets whether they would be forwarded, delivered to the host or answered
+//!   with an ICMP error;
+//! - it matches on one address (source or destination, a value, a prefix, a set, or `!=` one),
+//!   on the input interface and on the family only, which the classifier reads;
+//! - no rule before it (earlier in its chain, or in a base chain of lower priority) can match a
+//!   packet it covers, unless that rule is itself such a drop: such a rule would be counted, or
+//!   end the chain, or answer the packet. A chain before it with a `drop` policy ends the search
+//!   (its rules decide which packets go on).
+//!
+//! Per interface and family, the qualifying rules become two longest-prefix tables (source and
+//! destination) of disjoint prefixes, each prefix naming the first rule that covers it; a frame
+//! found in both takes the earlier rule. [`XdpDrops::lookup`] is that program's model, which the
+//! tests hold to [`Filter::eval`].
+
+use super::{Action, Filter, FilterPacket, Hook, Key, Rule, ValueSet};
+
+/// Rules the classifier can drop for, per interface.
+pub const MAX_SLOTS: usize = 256;
+/// Prefixes per table (family and direction) and interface.
+pub const MAX_PREFIXES: usize = 65_536;
+
+/// One prefix of a drop table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DropPrefix {
+    /// The address; IPv4 in the low 32 bits.
+    pub addr: u128,
+    /// The prefix length.
+    pub len: u8,
+    /// The rule: an index into [`XdpDrops::slots`].
+    pub slot: u16,
+}
+
+/// A rule the classifier drops for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DropSlot {
+    /// The rule's id (its counters).
+    pub rule: u32,
+    /// The policies (accept) of the base chains a packet crossed before the rule's chain: the
+    /// kernel counts them too.
+    pub crossed: Vec<u32>,
+}
+
+/// What the classifier of one interface drops.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct XdpDrops {
+    /// The rules, in the order the kernel meets them.
+    pub slots: Vec<DropSlot>,
+    /// `[IPv4, IPv6][source, destination]`: disjoint prefixes.
+    pub prefixes: [[Vec<DropPrefix>; 2]; 2],
+    /// Rules that qualify but did not fit ([`MAX_SLOTS`], [`MAX_PREFIXES`]): the workers drop
+    /// their packets.
+    pub left_out: Vec<u32>,
+}
+
+impl XdpDrops {
+    /// True when nothing is dropped in XDP.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Whether a table of the family has prefixes.
+    pub fn has_family(&self, v6: bool) -> bool {
+        self.prefixes[usize::from(v6)].iter().any(|t| !t.is_empty())
+    }
+
+    /// The slot whose rule drops `p`, as the classifier finds it: the longest (here: the only)
+    /// prefix of each table covering the address, the earlier of the two rules.
+    pub fn lookup(&self, p: &FilterPacket) -> Option<usize> {
+        let w = width(p.v6);
+        let t = &self.prefixes[usize::from(p.v6)];
+        let hit = |list: &[DropPrefix], a: u128| {
+            list.iter()
+                .find(|e| covers(e, a, w))
+                .map(|e| usize::from(e.slot))
+        };
+        match (hit(&t[0], p.src), hit(&t[1], p.dst)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+fn width(v6: bool) -> u32 {
+    if v6 {
+        128
+    } else {
+        32
+    }
+}
+
+fn all_ones(bits: u32) -> u128 {
+    if bits >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    }
+}
+
+fn covers(e: &DropPrefix, a: u128, w: u32) -> bool {
+    let len = u32::from(e.len);
+    len == 0 || (a ^ e.addr) >> (w - len) == 0
+}
+
+/// A rule's one address match, as the classifier can look it up.
+struct Candidate {
+    /// 0: source, 1: destination.
+    dir: usize,
+    /// The addresses it covers, sorted and disjoint.
+    ranges: Vec<(u128, u128)>,
+}
+
+/// The address key of `dir` in the family.
+fn addr_key(v6: bool, k: Key) -> Option<usize> {
+    match (v6, k) {
+        (false, Key::Saddr4) | (true, Key::Saddr6) => Some(0),
+        (false, Key::Daddr4) | (true, Key::Daddr6) => Some(1),
+        _ => None,
+    }
+}
+
+/// Whether the field is never there for the family at prerouting (the rule cannot match).
+fn absent(v6: bool, k: Key) -> bool {
+    match k {
+        Key::Saddr4 | Key::Daddr4 | Key::IpProtocol | Key::Dscp4 => v6,
+        Key::Saddr6 | Key::Daddr6 | Key::Ip6NextHdr | Key::Dscp6 => !v6,
+        Key::Oif => true,
+        _ => false,
+    }
+}
+
+/// The addresses a match on an address key covers, within the family's width.
+fn effective(set: &ValueSet, negate: bool, w: u32) -> Vec<(u128, u128)> {
+    let r = set.ranges();
+    if !negate {
+        return r;
+    }
+    let max = all_ones(w);
+    let mut out = Vec::new();
+    let mut next = Some(0u128);
+    for (lo, hi) in r {
+        if let Some(n) = next {
+            if lo > n {
+                out.push((n, lo - 1));
+            }
+        }
+        next = hi.checked_add(1);
+    }
+    if let Some(n) = next {
+        if n <= max {
+            out.push((n, max));
+        }
+    }
+    out
+}
+
+/// Whether the statically known matches (interface, family) let the rule match.
+fn static_ok(rule: &Rule, v6: bool, iif: u32) -> bool {
+    rule.matches.iter().all(|m| {
+        let v = match m.key {
+            Key::Iif => u128::from(iif),
+            Key::NfProto => {
+                if v6 {
+                    6
+                } else {
+                    4
+                }
+            }
+            k => return !absent(v6, k),
+        };
+        m.set.contains(v) != m.negate
+    })
+}
+
+fn candidate(rule: &Rule, v6: bool, iif: u32) -> Option<Candidate> {
+    if rule.action != Action::Drop || !static_ok(rule, v6, iif) {
+        return None;
+    }
+    let w = width(v6);
+    let mut addr = None;
+    for m in &rule.matches {
+        match m.key {
+            Key::Iif | Key::NfProto => {}
+            k => {
+                let dir = addr_key(v6, k)?;
+                if addr.is_some() {
+                    return None;
+                }
+                addr = Some(Candidate {
+                    dir,
+                    ranges: effective(&m.set, m.negate, w),
+                });
+            }
+        }
+    }
+    let c = addr.unwrap_or(Candidate {
+        dir: 0,
+        ranges: vec![(0, all_ones(w))],
+    });
+    (!c.ranges.is_empty()).then_some(c)
+}
+
+/// Whether `rule` can match a packet of the family on `iif` that `c` covers.
+fn may_overlap(rule: &Rule, v6: bool, iif: u32, c: &Candidate) -> bool {
+    if !static_ok(rule, v6, iif) {
+        return false;
+    }
+    rule.matches.iter().all(|m| match addr_key(v6, m.key) {
+        Some(dir) if dir == c.dir => intersects(&effective(&m.set, m.negate, width(v6)), &c.ranges),
+        _ => true,
+    })
+}
+
+fn intersects(a: &[(u128, u128)], b: &[(u128, u128)]) -> bool {
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i].1 < b[j].0 {
+            i += 1;
+        } else if b[j].1 < a[i].0 {
+            j += 1;
+        } else {
+            return true;
+        }
+    }
+    false
+}
+
+/// `a` without `b` (both sorted and disjoint).
+fn subtract(a: &[(u128, u128)], b: &[(u128, u128)]) -> Vec<(u128, u128)> {
+    let mut out = Vec::new();
+    let mut j = 0;
+    for &(lo, hi) in a {
+        let mut lo = Some(lo);
+        while j < b.len() && b[j].1 < lo.unwrap_or(u128::MAX) {
+            j += 1;
+        }
+        let mut k = j;
+        while let Some(l) = lo {
+            match b.get(k) {
+                Some(&(blo, bhi)) if blo <= hi => {
+                    if blo > l {
+                        out.push((l, blo - 1));
+                    }
+                    lo = bhi.checked_add(1).filter(|&n| n <= hi);
+                    k += 1;
+                }
+                _ => {
+                    out.push((l, hi));
+                    lo = None;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The prefixes covering `[lo, hi]` exactly, fewest first-to-last.
+fn cidrs(mut lo: u128, hi: u128, w: u32, out: &mut Vec<(u128, u8)>) {
+    loop {
+        let mut k = if lo == 0 {
+            w
+        } else {
+            lo.trailing_zeros().min(w)
+        };
+        while k > 0 && all_ones(k) > hi - lo {
+            k -= 1;
+        }
+        out.push((lo, (w - k) as u8));
+        match lo.checked_add(all_ones(k)) {
+            Some(end) if end < hi => lo = end + 1,
+            _ => return,
+        }
+    }
+}
+
+impl Filter {
+    /// The drops the classifier of interface `iif` can take ([module doc](self)).
+    pub fn xdp_drops(&self, iif: u32) -> XdpDrops {
+        let mut out = XdpDrops::default();
+        let mut cands: Vec<(usize, usize, Candidate)> = Vec::new();
+        for v6 in [false, true] {
+            let netdev = |c: u16| {
+                let b = self.chains[usize::from(c)].base;
+                b.is_some_and(|b| self.origins[b.policy_id as usize].family == "netdev")
+            };
+            let mut order: Vec<u16> = self.hooks[Hook::Prerouting as usize]
+                .iter()
+                .copied()
+                .filter(|&c| {
+                    let b = self.chains[usize::from(c)].base;
+                    b.is_some_and(|b| b.families.sees(v6))
+                })
+                .collect();
+            // A netdev ingress chain runs before any prerouting chain, whatever its priority.
+            order.sort_by_key(|&c| !netdev(c));
+            let mut prior: Vec<(&Rule, bool)> = Vec::new();
+            let mut crossed = Vec::new();
+            for c in order {
+                let chain = &self.chains[usize::from(c)];
+                for rule in &chain.rules {
+                    let mut ok = false;
+                    if let Some(cand) = candidate(rule, v6, iif) {
+                        if (prior.iter()).all(|&(q, drop)| drop || !may_overlap(q, v6, iif, &cand))
+                        {
+                            out.slots.push(DropSlot {
+                                rule: rule.id,
+                                crossed: crossed.clone(),
+                            });
+                            cands.push((out.slots.len() - 1, usize::from(v6), cand));
+                            ok = true;
+                        }
+                    }
+                    prior.push((rule, ok));
+                }
+                let Some(base) = chain.base else { break };
+                if base.policy_drop {
+                    // What goes on is what a rule of this chain accepted.
+                    break;
+                }
+                crossed.push(base.policy_id);
+            }
+        }
+        let mut covered: [[Vec<(u128, u128)>; 2]; 2] = Default::default();
+        let mut cut = out.slots.len().min(MAX_SLOTS);
+        let mut scratch = Vec::new();
+        for (slot, f, c) in &cands {
+            if *slot >= cut {
+                break;
+            }
+            scratch.clear();
+            for (lo, hi) in subtract(&c.ranges, &covered[*f][c.dir]) {
+                cidrs(lo, hi, width(*f == 1), &mut scratch);
+            }
+            let table = &mut out.prefixes[*f][c.dir];
+            if table.len() + scratch.len() > MAX_PREFIXES {
+                cut = *slot;
+                break;
+            }
+            table.extend(scratch.iter().map(|&(addr, len)| DropPrefix {
+                addr,
+                len,
+                slot: *slot as u16,
+            }));
+            let mut all = std::mem::take(&mut covered[*f][c.dir]);
+            all.extend_from_slice(&c.ranges);
+            covered[*f][c.dir] = ValueSet::from_ranges(all).ranges();
+        }
+        if cut < out.slots.len() {
+            out.left_out = out.slots[cut..].iter().map(|s| s.rule).collect();
+            out.slots.truncate(cut);
+            for t in out.prefixes.iter_mut().flatten() {
+                t.retain(|p| usize::from(p.slot) < cut);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;
