@@ -11,6 +11,8 @@
  *     cut short); a frame failing any check is *malformed*: no L3 field matches a rule, and it
  *     goes through the rules with its L2 fields only (usually ending in the lowest class),
  *     where the user-space forwarder counts and drops it by reason;
+ *   - a valid IP frame the host firewall's prerouting hook would drop, by a rule llr-core's
+ *     `filter::xdp` found exact here, is dropped (XDP_DROP) and counted against that rule;
  *   - of the valid frames, those not for us to forward go to the kernel (XDP_PASS): non-IP,
  *     multicast/broadcast MAC (checked first, for any frame), IPv6 multicast or link-local
  *     destination, an address of the router itself -- so ARP, ND and ping keep working. TTL /
@@ -76,6 +78,9 @@
  * the family on its own interface, where its netfilter hooks see the real iif. */
 #define CFG_KERNEL_V4 (1u << 2)
 #define CFG_KERNEL_V6 (1u << 3)
+/* The drop tables of the family have prefixes (llr_drop_*): look them up. */
+#define CFG_DROP_V4 (1u << 4)
+#define CFG_DROP_V6 (1u << 5)
 
 /* Counter slots of llr_stats after the per-class ones. */
 #define ST_PASS_NONIP (LLR_MAX_CLASSES + 0)
@@ -85,6 +90,7 @@
 #define ST_MALFORMED (LLR_MAX_CLASSES + 4)
 #define ST_NO_SOCKET (LLR_MAX_CLASSES + 5)
 #define ST_RULE_HIT (LLR_MAX_CLASSES + 6)
+#define ST_DROP_FIREWALL (LLR_MAX_CLASSES + 7)
 /* then one counter per XSKMAP key (ring), for tests and per-ring accounting */
 #define ST_KEY_BASE (LLR_MAX_CLASSES + 8)
 #define ST_SLOTS (ST_KEY_BASE + LLR_MAX_CLASSES)
@@ -117,7 +123,7 @@ struct llr_config {
 	__u32 active; /* the rule-table half frames use: 0 or 1 */
 	__u32 queue_classes; /* with CFG_BY_QUEUE: classes per worker's queue group */
 	__u32 flags;
-	__u32 pad1;
+	__u32 drop_gen; /* the generation of the drop tables frames use: 0 or 1 */
 };
 
 /* One per half of llr_rules. */
@@ -182,6 +188,58 @@ struct {
 	__type(key, __u8[16]);
 	__type(value, __u8);
 } llr_local6 SEC(".maps");
+
+/*
+ * The host firewall's drops taken here (llr-core's `filter::xdp`): per family, a source and a
+ * destination longest-prefix table of disjoint prefixes, each naming the rule (slot) that
+ * drops. A frame found in both takes the lower slot, the rule the kernel meets first. The key
+ * starts with a generation byte: user space writes the next generation's prefixes beside the
+ * live ones, flips llr_config.drop_gen, and deletes the old ones after an RCU grace period, so
+ * a frame sees one whole table. Per slot and generation, packets and bytes (IP length, as the
+ * kernel's counters count) in llr_drop_stats.
+ */
+#define LLR_MAX_DROPS 256
+#define LLR_MAX_DROP_PREFIXES (2 * 65536)
+
+struct llr_drop4_key {
+	__u32 prefixlen; /* 8 (generation) + the prefix's length */
+	__u8 gen;
+	__u8 addr[4];
+	__u8 pad[3];
+};
+
+struct llr_drop6_key {
+	__u32 prefixlen;
+	__u8 gen;
+	__u8 addr[16];
+	__u8 pad[3];
+};
+
+struct llr_drop_count {
+	__u64 packets;
+	__u64 bytes;
+};
+
+#define DROP_TABLE(name, key_t)                                                                  \
+	struct {                                                                                 \
+		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                                             \
+		__uint(max_entries, LLR_MAX_DROP_PREFIXES);                                      \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                                            \
+		__type(key, key_t);                                                              \
+		__type(value, __u32);                                                            \
+	} name SEC(".maps")
+
+DROP_TABLE(llr_drop_src4, struct llr_drop4_key);
+DROP_TABLE(llr_drop_dst4, struct llr_drop4_key);
+DROP_TABLE(llr_drop_src6, struct llr_drop6_key);
+DROP_TABLE(llr_drop_dst6, struct llr_drop6_key);
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2 * LLR_MAX_DROPS);
+	__type(key, __u32);
+	__type(value, struct llr_drop_count);
+} llr_drop_stats SEC(".maps");
 
 /* What the rules can look at. */
 struct pkt {
@@ -288,6 +346,48 @@ __noinline int llr_match_rules(struct pkt *p, __u32 nrules, __u32 base)
 			return r->klass;
 	}
 	return -1;
+}
+
+/* The lower of two slots found (~0: none). */
+static __always_inline __u32 lower_slot(const __u32 *a, const __u32 *b)
+{
+	__u32 x = a ? *a : ~0u, y = b ? *b : ~0u;
+	return x < y ? x : y;
+}
+
+/* Counts a drop of slot `slot` (~0: none) and says whether the frame is dropped. */
+static __always_inline int fw_dropped(__u32 gen, __u32 slot, __u32 iplen)
+{
+	if (slot >= LLR_MAX_DROPS)
+		return 0;
+	__u32 k = gen * LLR_MAX_DROPS + slot;
+	struct llr_drop_count *c = bpf_map_lookup_elem(&llr_drop_stats, &k);
+	if (c) {
+		c->packets += 1;
+		c->bytes += iplen;
+	}
+	count(ST_DROP_FIREWALL);
+	return 1;
+}
+
+static __always_inline int fw_drop4(const struct pkt *p, __u32 gen, __u32 iplen)
+{
+	struct llr_drop4_key k = {.prefixlen = 8 + 32, .gen = (__u8)gen};
+	__builtin_memcpy(k.addr, p->src, 4);
+	__u32 *s = bpf_map_lookup_elem(&llr_drop_src4, &k);
+	__builtin_memcpy(k.addr, p->dst, 4);
+	__u32 *d = bpf_map_lookup_elem(&llr_drop_dst4, &k);
+	return fw_dropped(gen, lower_slot(s, d), iplen);
+}
+
+static __always_inline int fw_drop6(const struct pkt *p, __u32 gen, __u32 iplen)
+{
+	struct llr_drop6_key k = {.prefixlen = 8 + 128, .gen = (__u8)gen};
+	__builtin_memcpy(k.addr, p->src, 16);
+	__u32 *s = bpf_map_lookup_elem(&llr_drop_src6, &k);
+	__builtin_memcpy(k.addr, p->dst, 16);
+	__u32 *d = bpf_map_lookup_elem(&llr_drop_dst6, &k);
+	return fw_dropped(gen, lower_slot(s, d), iplen);
 }
 
 /* Fixed-header validation and the port fields, exactly as llr-core's `parse_frame`: on any
@@ -398,6 +498,10 @@ static __always_inline int classify(struct xdp_md *ctx)
 			p.dport = ((__u16)l4[2] << 8) | l4[3];
 		}
 		p.ipver = 4;
+		/* The kernel's prerouting hook drops these whatever follows: before the local,
+		 * multicast and forwarding decisions. */
+		if ((cfg->flags & CFG_DROP_V4) && fw_drop4(&p, cfg->drop_gen & 1, tot))
+			return XDP_DROP;
 		if (bpf_map_lookup_elem(&llr_local4, ip + 16)) {
 			count(ST_PASS_LOCAL);
 			return XDP_PASS;
@@ -471,6 +575,8 @@ static __always_inline int classify(struct xdp_md *ctx)
 			p.dport = ((__u16)l4[2] << 8) | l4[3];
 		}
 		p.ipver = 6;
+		if ((cfg->flags & CFG_DROP_V6) && fw_drop6(&p, cfg->drop_gen & 1, 40 + plen))
+			return XDP_DROP;
 		if (p.dst[0] == 0xff || (p.dst[0] == 0xfe && (p.dst[1] & 0xc0) == 0x80)) {
 			count(ST_PASS_MCAST);
 			return XDP_PASS;

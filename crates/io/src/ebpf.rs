@@ -9,10 +9,12 @@
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 
-use aya::maps::{Array, HashMap, Map, PerCpuArray, XskMap};
+use aya::maps::lpm_trie::{Key as LpmKey, LpmTrie};
+use aya::maps::{Array, HashMap, Map, PerCpuArray, PerCpuValues, XskMap};
 pub use aya::programs::XdpMode;
 use aya::programs::{ProgramError, TestRun, TestRunOptions, Xdp};
 use aya::Ebpf;
+use llr_core::filter::xdp::XdpDrops;
 
 /// Name of the XDP program in `bpf/classifier.c`; also how a stale one is recognised.
 pub const PROGRAM_NAME: &str = "llr_classify";
@@ -34,6 +36,12 @@ const FLAG_BY_QUEUE: u32 = 2;
 const FLAG_KERNEL_V4: u32 = 4;
 /// `llr_config.flags`: every valid IPv6 frame to the kernel (`CFG_KERNEL_V6`).
 const FLAG_KERNEL_V6: u32 = 8;
+/// `llr_config.flags`: the IPv4 drop tables have prefixes (`CFG_DROP_V4`).
+const FLAG_DROP_V4: u32 = 16;
+/// `llr_config.flags`: the IPv6 drop tables have prefixes (`CFG_DROP_V6`).
+const FLAG_DROP_V6: u32 = 32;
+/// Rules (slots) of the drop tables (`LLR_MAX_DROPS`).
+pub const MAX_DROPS: usize = 256;
 
 /// XDP return codes (`enum xdp_action`).
 pub const XDP_ABORTED: u32 = 0;
@@ -43,6 +51,7 @@ pub const XDP_TX: u32 = 3;
 pub const XDP_REDIRECT: u32 = 4;
 
 const ST_PASS_NONIP: u32 = MAX_CLASSES as u32;
+const ST_DROP_FIREWALL: u32 = MAX_CLASSES as u32 + 7;
 const ST_KEY_BASE: u32 = MAX_CLASSES as u32 + 8;
 const ST_SLOTS: u32 = ST_KEY_BASE + MAX_CLASSES as u32;
 
@@ -141,6 +150,8 @@ pub struct ClassifierStats {
     pub no_socket: u64,
     /// Frames that matched a rule.
     pub rule_hits: u64,
+    /// Dropped here by the host firewall's rules ([`Classifier::set_drops`]).
+    pub drop_firewall: u64,
     /// Frames redirected (or attempted) per XSKMAP key, i.e. per ring id.
     pub per_ring: Vec<u64>,
 }
@@ -175,7 +186,27 @@ pub struct Classifier {
     flags: u32,
     /// `FLAG_KERNEL_V4` / `FLAG_KERNEL_V6`, kept across rule updates.
     kernel_flags: u32,
+    /// The drop tables' generation frames use (`llr_config.drop_gen`).
+    drop_gen: u32,
+    /// `FLAG_DROP_V4` / `FLAG_DROP_V6` of that generation.
+    drop_flags: u32,
+    /// Per generation, the prefixes written (to delete them when it is replaced).
+    drop_keys: [Vec<DropKey>; 2],
+    /// The RCU grace period started at the last generation flip.
+    drop_grace: Option<std::thread::JoinHandle<()>>,
 }
+
+/// A prefix of the drop tables written.
+#[derive(Clone, Copy)]
+enum DropKey {
+    V4 { dst: bool, key: LpmKey<[u8; 8]> },
+    V6 { dst: bool, key: LpmKey<[u8; 20]> },
+}
+
+const DROP_TABLES: [[&str; 2]; 2] = [
+    ["llr_drop_src4", "llr_drop_dst4"],
+    ["llr_drop_src6", "llr_drop_dst6"],
+];
 
 impl std::fmt::Debug for Classifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -220,6 +251,10 @@ impl Classifier {
             queue_classes: 0,
             flags: 0,
             kernel_flags: 0,
+            drop_gen: 0,
+            drop_flags: 0,
+            drop_keys: Default::default(),
+            drop_grace: None,
         };
         c.set_rules(&[], default_class, 0)?;
         Ok(c)
@@ -282,14 +317,12 @@ impl Classifier {
         (sets.set(next, [rules.len() as u32, default_class], 0))
             .map_err(|e| EbpfError::map("llr_sets", e))?;
         // The flip: one 4-byte word that frames read once.
-        let queue_classes = self.queue_classes;
-        let by_queue = if queue_classes > 0 { FLAG_BY_QUEUE } else { 0 };
-        let kernel = self.kernel_flags;
-        let mut cfg: Array<_, [u32; 4]> = self.map_mut("llr_config")?;
-        (cfg.set(0, [next, queue_classes, flags | by_queue | kernel, 0], 0))
-            .map_err(|e| EbpfError::map("llr_config", e))?;
-        self.active = next;
-        self.flags = flags;
+        let (old_active, old_flags) = (self.active, self.flags);
+        (self.active, self.flags) = (next, flags);
+        if let Err(e) = self.write_config() {
+            (self.active, self.flags) = (old_active, old_flags);
+            return Err(e);
+        }
         if self.attached.is_some() || self.live {
             // The grace period runs on its own thread so the caller (the worker, between poll
             // rounds) never blocks for it; if the thread cannot start, wait here.
@@ -371,12 +404,20 @@ impl Classifier {
             )));
         }
         self.queue_classes = classes;
-        let by_queue = if classes > 0 { FLAG_BY_QUEUE } else { 0 };
-        let (active, flags) = (self.active, self.flags | self.kernel_flags);
+        self.write_config()
+    }
+
+    /// Writes `llr_config` from the classifier's state.
+    fn write_config(&mut self) -> Result<()> {
+        let by_queue = if self.queue_classes > 0 {
+            FLAG_BY_QUEUE
+        } else {
+            0
+        };
+        let flags = self.flags | self.kernel_flags | self.drop_flags | by_queue;
+        let v = [self.active, self.queue_classes, flags, self.drop_gen];
         let mut cfg: Array<_, [u32; 4]> = self.map_mut("llr_config")?;
-        (cfg.set(0, [active, classes, flags | by_queue, 0], 0))
-            .map_err(|e| EbpfError::map("llr_config", e))?;
-        Ok(())
+        (cfg.set(0, v, 0)).map_err(|e| EbpfError::map("llr_config", e))
     }
 
     /// Hands every valid IPv4 (`v4`) or IPv6 (`v6`) frame to the kernel on its own interface
@@ -384,17 +425,126 @@ impl Classifier {
     pub fn set_kernel_families(&mut self, v4: bool, v6: bool) -> Result<()> {
         self.kernel_flags =
             if v4 { FLAG_KERNEL_V4 } else { 0 } | if v6 { FLAG_KERNEL_V6 } else { 0 };
-        let by_queue = if self.queue_classes > 0 {
-            FLAG_BY_QUEUE
-        } else {
-            0
-        };
-        let (active, classes) = (self.active, self.queue_classes);
-        let flags = self.flags | self.kernel_flags | by_queue;
-        let mut cfg: Array<_, [u32; 4]> = self.map_mut("llr_config")?;
-        (cfg.set(0, [active, classes, flags, 0], 0))
-            .map_err(|e| EbpfError::map("llr_config", e))?;
-        Ok(())
+        self.write_config()
+    }
+
+    /// Installs the host firewall's drops this classifier takes (llr-core's
+    /// [`XdpDrops`](llr_core::filter::xdp::XdpDrops), computed for its interface) in place of
+    /// the last ones. Frames see the whole old set or the whole new one: the new prefixes are
+    /// written as the next generation beside the live ones, then one word of `llr_config`
+    /// flips, and the retired generation is deleted at the next call, after an RCU grace
+    /// period.
+    ///
+    /// Returns the generation written and the final per-slot (packets, bytes) of the one it
+    /// replaced (retired at the previous call), which are then cleared.
+    pub fn set_drops(&mut self, d: &XdpDrops) -> Result<(u32, Vec<(u64, u64)>)> {
+        if d.slots.len() > MAX_DROPS {
+            return Err(EbpfError::Limit(format!(
+                "firewall drops: {} rules; the classifier holds at most {MAX_DROPS}",
+                d.slots.len()
+            )));
+        }
+        let next = self.drop_gen ^ 1;
+        if let Some(g) = self.drop_grace.take() {
+            let _ = g.join();
+        }
+        let retired = self.drop_counts(next)?;
+        for key in std::mem::take(&mut self.drop_keys[next as usize]) {
+            let r = match key {
+                DropKey::V4 { dst, key } => {
+                    let name = DROP_TABLES[0][usize::from(dst)];
+                    let mut t: LpmTrie<_, [u8; 8], u32> = self.map_mut(name)?;
+                    t.remove(&key)
+                }
+                DropKey::V6 { dst, key } => {
+                    let name = DROP_TABLES[1][usize::from(dst)];
+                    let mut t: LpmTrie<_, [u8; 20], u32> = self.map_mut(name)?;
+                    t.remove(&key)
+                }
+            };
+            if let Err(e) = r {
+                if !matches!(&e, aya::maps::MapError::KeyNotFound) {
+                    return Err(EbpfError::map("llr_drop_*", e));
+                }
+            }
+        }
+        let cpus = aya::util::nr_cpus().map_err(|(_, e)| EbpfError::map("llr_drop_stats", e))?;
+        {
+            let mut stats: PerCpuArray<_, [u64; 2]> = self.map_mut("llr_drop_stats")?;
+            for slot in 0..MAX_DROPS as u32 {
+                let zero = PerCpuValues::try_from(vec![[0u64; 2]; cpus])
+                    .map_err(|e| EbpfError::map("llr_drop_stats", e))?;
+                (stats.set(next * MAX_DROPS as u32 + slot, zero, 0))
+                    .map_err(|e| EbpfError::map("llr_drop_stats", e))?;
+            }
+        }
+        for (fam, tables) in d.prefixes.iter().enumerate() {
+            for (dir, list) in tables.iter().enumerate() {
+                let dst = dir == 1;
+                for p in list {
+                    let plen = 8 + u32::from(p.len);
+                    let slot = u32::from(p.slot);
+                    let (key, r) = if fam == 0 {
+                        let mut data = [0u8; 8];
+                        data[0] = next as u8;
+                        data[1..5].copy_from_slice(&(p.addr as u32).to_be_bytes());
+                        let key = LpmKey::new(plen, data);
+                        let mut t: LpmTrie<_, [u8; 8], u32> = self.map_mut(DROP_TABLES[0][dir])?;
+                        (DropKey::V4 { dst, key }, t.insert(&key, slot, 0))
+                    } else {
+                        let mut data = [0u8; 20];
+                        data[0] = next as u8;
+                        data[1..17].copy_from_slice(&p.addr.to_be_bytes());
+                        let key = LpmKey::new(plen, data);
+                        let mut t: LpmTrie<_, [u8; 20], u32> = self.map_mut(DROP_TABLES[1][dir])?;
+                        (DropKey::V6 { dst, key }, t.insert(&key, slot, 0))
+                    };
+                    // Recorded before the error check: a failed update leaves what it wrote
+                    // for the next call to delete.
+                    self.drop_keys[next as usize].push(key);
+                    r.map_err(|e| EbpfError::map(DROP_TABLES[fam][dir], e))?;
+                }
+            }
+        }
+        let (old_gen, old_flags) = (self.drop_gen, self.drop_flags);
+        self.drop_gen = next;
+        self.drop_flags = if d.has_family(false) { FLAG_DROP_V4 } else { 0 }
+            | if d.has_family(true) { FLAG_DROP_V6 } else { 0 };
+        if let Err(e) = self.write_config() {
+            (self.drop_gen, self.drop_flags) = (old_gen, old_flags);
+            return Err(e);
+        }
+        if self.attached.is_some() || self.live {
+            match std::thread::Builder::new()
+                .name("llr-rcu-grace".into())
+                .spawn(wait_grace_period)
+            {
+                Ok(h) => self.drop_grace = Some(h),
+                Err(_) => wait_grace_period(),
+            }
+        }
+        Ok((next, retired))
+    }
+
+    /// The drop tables' generation frames use now.
+    pub fn drop_gen(&self) -> u32 {
+        self.drop_gen
+    }
+
+    /// Per slot of generation `gen`, the (packets, bytes) the classifier dropped, summed over
+    /// CPUs.
+    pub fn drop_counts(&self, gen: u32) -> Result<Vec<(u64, u64)>> {
+        let m = (self.ebpf.map("llr_drop_stats"))
+            .ok_or_else(|| EbpfError::map("llr_drop_stats", "missing in the object"))?;
+        let m: PerCpuArray<_, [u64; 2]> =
+            PerCpuArray::try_from(m).map_err(|e| EbpfError::map("llr_drop_stats", e))?;
+        (0..MAX_DROPS as u32)
+            .map(|slot| {
+                let v = (m.get(&((gen & 1) * MAX_DROPS as u32 + slot), 0))
+                    .map_err(|e| EbpfError::map("llr_drop_stats", e))?;
+                Ok(v.iter().fold((0, 0), |(p, b), c| (p + c[0], b + c[1])))
+            })
+            .collect()
     }
 
     /// Attaches to `ifindex` (of the calling thread's network namespace). A stale llrouter
@@ -478,6 +628,7 @@ impl Classifier {
             malformed: s(4),
             no_socket: s(5),
             rule_hits: s(6),
+            drop_firewall: v[ST_DROP_FIREWALL as usize],
             per_ring: v[ST_KEY_BASE as usize..].to_vec(),
         })
     }
