@@ -555,3 +555,116 @@ fn iptables_rules_are_honoured_too() {
         .expect("refused");
     assert!(err.to_string().contains("-A FORWARD -p tcp"), "{err}");
 }
+
+/// `ctl show filter -j`: the rows of rule `handle`'s (packets, packets dropped in XDP).
+fn rule_counts(sock: &std::path::Path, text_has: &str) -> (u64, u64) {
+    let (code, out, err) = ctl_bin(sock, &["-j", "show", "filter"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = v["rules"].as_array().unwrap();
+    let r = (rows.iter())
+        .find(|r| r["text"].as_str().unwrap().contains(text_has))
+        .unwrap_or_else(|| panic!("no rule with {text_has:?}: {out}"));
+    (
+        r["packets"].as_u64().unwrap(),
+        r["xdp_packets"].as_u64().unwrap(),
+    )
+}
+
+const BLOCKLIST: &str = r#"
+table inet llrtest {
+  set block4 { type ipv4_addr; flags interval; elements = { 10.71.2.2, 192.0.2.0/24 } }
+  chain pre {
+    type filter hook prerouting priority -150; policy accept;
+    ip daddr @block4 drop
+    ip6 daddr fd71:2::2 drop
+  }
+}
+"#;
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn a_blocked_flood_is_dropped_before_the_rings_and_counted_against_its_rule() {
+    llr_io::sys::require_root();
+    let t = Topology::new("llr-fwxdp").expect("topology");
+    // A second address on the sink, blocked; the first stays open.
+    run(
+        &t.sink,
+        &["ip", "addr", "add", "10.71.2.2/24", "dev", addr::SINK_IF],
+    );
+    run(
+        &t.sink,
+        &[
+            "ip",
+            "addr",
+            "add",
+            "fd71:2::2/64",
+            "dev",
+            addr::SINK_IF,
+            "nodad",
+        ],
+    );
+    for a in ["10.71.2.2", "fd71:2::2"] {
+        run(
+            &t.router,
+            &[
+                "ip",
+                "neigh",
+                "replace",
+                a,
+                "lladdr",
+                addr::SINK_MAC,
+                "dev",
+                addr::RTR_OUT_IF,
+                "nud",
+                "permanent",
+            ],
+        );
+    }
+    nft(&t.router, BLOCKLIST);
+    let (b4, b6, open4) = (ip("10.71.2.2"), ip("fd71:2::2"), ip(addr::SINK_V4));
+    let n = 3000;
+    let probe = || {
+        [
+            udp_through(&t, b4, 7000, n),
+            udp_through(&t, b6, 7000, n),
+            udp_through(&t, open4, 7000, 200),
+        ]
+    };
+    let kernel = probe();
+    assert_eq!(kernel, [0, 0, 200], "the kernel's answer");
+    let dir = TempDir::new("fw-xdp");
+    let sock = dir.join("ctl.sock");
+    let router = RouterThread::start(&t, dir.router_config(CONFIG));
+    let ours = probe();
+    let (v4_all, v4_xdp) = rule_counts(&sock, "@block4");
+    let (v6_all, v6_xdp) = rule_counts(&sock, "fd71:2::2");
+    let (code, counters, err) = ctl_bin(&sock, &["-j", "counters"]);
+    assert_eq!(code, 0, "{err}");
+    let m: serde_json::Value = serde_json::from_str(&counters).unwrap();
+    let xdp_metric: u64 = (m["filter_rules"].as_array().unwrap().iter())
+        .map(|r| r["xdp_packets"].as_u64().unwrap())
+        .sum();
+    // Removed while running: the drops leave the classifier with the rule.
+    run(
+        &t.router,
+        &["nft", "flush", "chain", "inet", "llrtest", "pre"],
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let after = udp_through(&t, b4, 7000, 100);
+    let rep = router.finish().unwrap().unwrap();
+    assert_eq!(ours, kernel, "llrouter against the kernel");
+    assert_eq!(after, 100, "the flushed rule still dropped");
+    // Every blocked datagram was dropped in XDP: the workers never saw one.
+    assert_eq!((v4_all, v4_xdp), (u64::from(n), u64::from(n)));
+    assert_eq!((v6_all, v6_xdp), (u64::from(n), u64::from(n)));
+    assert_eq!(xdp_metric, 2 * u64::from(n), "{counters}");
+    let in_xdp: u64 = rep.classifier.iter().map(|(_, s)| s.drop_firewall).sum();
+    assert_eq!(in_xdp, 2 * u64::from(n));
+    assert_eq!(count(&rep.worker.drop, "filtered"), 0, "{}", rep.worker);
+    assert!(
+        rep.worker.forwarded.iter().sum::<u64>() >= 300,
+        "{}",
+        rep.worker
+    );
+}

@@ -448,7 +448,7 @@ impl Classifier {
         if let Some(g) = self.drop_grace.take() {
             let _ = g.join();
         }
-        let retired = self.drop_counts(next)?;
+        let retired = self.drop_counts(next, MAX_DROPS)?;
         for key in std::mem::take(&mut self.drop_keys[next as usize]) {
             let r = match key {
                 DropKey::V4 { dst, key } => {
@@ -531,14 +531,14 @@ impl Classifier {
         self.drop_gen
     }
 
-    /// Per slot of generation `gen`, the (packets, bytes) the classifier dropped, summed over
-    /// CPUs.
-    pub fn drop_counts(&self, gen: u32) -> Result<Vec<(u64, u64)>> {
+    /// Per slot of generation `gen` (the first `n`), the (packets, bytes) the classifier
+    /// dropped, summed over CPUs.
+    pub fn drop_counts(&self, gen: u32, n: usize) -> Result<Vec<(u64, u64)>> {
         let m = (self.ebpf.map("llr_drop_stats"))
             .ok_or_else(|| EbpfError::map("llr_drop_stats", "missing in the object"))?;
         let m: PerCpuArray<_, [u64; 2]> =
             PerCpuArray::try_from(m).map_err(|e| EbpfError::map("llr_drop_stats", e))?;
-        (0..MAX_DROPS as u32)
+        (0..n.min(MAX_DROPS) as u32)
             .map(|slot| {
                 let v = (m.get(&((gen & 1) * MAX_DROPS as u32 + slot), 0))
                     .map_err(|e| EbpfError::map("llr_drop_stats", e))?;

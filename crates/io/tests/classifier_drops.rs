@@ -152,7 +152,8 @@ fn rand_frame(r: &mut Rng) -> (Vec<u8>, FilterPacket) {
 }
 
 fn drops_of(c: &Classifier, gen: u32) -> Vec<(u64, u64)> {
-    c.drop_counts(gen).expect("drop counters")
+    c.drop_counts(gen, llr_io::ebpf::MAX_DROPS)
+        .expect("drop counters")
 }
 
 #[test]

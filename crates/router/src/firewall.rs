@@ -8,13 +8,15 @@
 //! that cannot be read at all hands every packet to the kernel, until it can be read again.
 //! Either way nothing the host forbids is forwarded by llrouter.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use llr_core::filter::nft::compile;
-use llr_core::filter::{Action, BaseChain, Chain, Families, Filter, Hook, RuleOrigin};
+use llr_core::filter::xdp::XdpDrops;
+use llr_core::filter::{Action, BaseChain, Chain, Families, Filter, Hook, RuleOrigin, RuleReport};
 use llr_core::fwd::SharedForwarder;
 use llr_io::netfilter::{self, NftWatch};
 pub use llr_ops::views::FilterView;
@@ -27,6 +29,30 @@ use crate::steer::Classifiers;
 pub struct FirewallState {
     cfg: FirewallConfig,
     inner: Mutex<StateInner>,
+    /// What the classifiers dropped for which rule.
+    xdp: Mutex<XdpAccount>,
+    /// The classifiers whose drop counters are read (set at the first publication).
+    classifiers: OnceLock<Arc<Mutex<Classifiers>>>,
+}
+
+/// A rule across reloads: family, table, chain, handle.
+type RuleKey = (String, String, String, u64);
+
+fn rule_key(o: &RuleOrigin) -> RuleKey {
+    (o.family.clone(), o.table.clone(), o.chain.clone(), o.handle)
+}
+
+/// The classifiers' drops, by rule: their counters are per slot of a drop-table generation,
+/// and the slots of a generation belong to the filter it was computed from.
+#[derive(Debug, Default)]
+struct XdpAccount {
+    /// The final counts of generations replaced since start.
+    base: HashMap<RuleKey, (u64, u64)>,
+    /// Per interface and generation: the rules each slot counts for (its rule and the
+    /// policies its packets crossed).
+    slots: HashMap<u32, [Vec<Vec<RuleKey>>; 2]>,
+    /// Rules left out of the tables last time, to say so once per change.
+    left_out: Vec<RuleKey>,
 }
 
 #[derive(Debug, Default)]
@@ -39,6 +65,7 @@ struct StateInner {
 impl FirewallState {
     /// The view of the filter `fwd` runs now.
     pub fn view(&self, fwd: &SharedForwarder) -> FilterView {
+        let rules = self.report(&fwd.load().filter);
         let s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         FilterView {
             mode: mode_name(self.cfg.mode).into(),
@@ -46,8 +73,112 @@ impl FirewallState {
             summary: s.summary.clone(),
             error: s.error.clone(),
             loads: s.loads,
-            rules: fwd.load().filter.report(),
+            rules,
         }
+    }
+
+    /// Every rule and policy of `filter` with its counts: the workers' and the classifiers'.
+    pub fn report(&self, filter: &Filter) -> Vec<RuleReport> {
+        let xdp = self.xdp_counts();
+        let mut rules = filter.report();
+        for r in &mut rules {
+            if let Some(&(p, b)) = xdp.get(&rule_key(&r.origin)) {
+                r.xdp_packets = p;
+                r.xdp_bytes = b;
+                r.packets += p;
+                r.bytes += b;
+            }
+        }
+        rules
+    }
+
+    /// Installs in every classifier the drops it can take for `filter` (none with the
+    /// firewall off), keeping the counts of the ones replaced.
+    pub fn publish_drops(&self, filter: &Filter, classifiers: &Arc<Mutex<Classifiers>>) {
+        let _ = self.classifiers.set(classifiers.clone());
+        let mut cl = classifiers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.xdp.lock().unwrap_or_else(|e| e.into_inner());
+        let acct = &mut *guard;
+        let mut left_out = Vec::new();
+        for (ifindex, c) in cl.iter_mut() {
+            let d = if self.cfg.mode == FirewallMode::Off {
+                XdpDrops::default()
+            } else {
+                filter.xdp_drops(ifindex)
+            };
+            left_out.extend(
+                d.left_out
+                    .iter()
+                    .map(|&id| rule_key(&filter.origins[id as usize])),
+            );
+            let keys: Vec<Vec<RuleKey>> = (d.slots.iter())
+                .map(|s| {
+                    std::iter::once(s.rule)
+                        .chain(s.crossed.iter().copied())
+                        .map(|id| rule_key(&filter.origins[id as usize]))
+                        .collect()
+                })
+                .collect();
+            let n = d.slots.len();
+            match c.set_drops(&d) {
+                Ok((gen, retired)) => {
+                    let gens = acct.slots.entry(ifindex).or_default();
+                    let old = std::mem::replace(&mut gens[gen as usize], keys);
+                    for (keys, (p, b)) in old.iter().zip(retired) {
+                        for k in keys {
+                            let e = acct.base.entry(k.clone()).or_default();
+                            e.0 += p;
+                            e.1 += b;
+                        }
+                    }
+                    tracing::debug!("firewall: ifindex {ifindex}: {n} rule(s) dropped in XDP");
+                }
+                Err(e) => tracing::error!(
+                    "firewall: ifindex {ifindex}: cannot install the drops of the XDP \
+                     classifier: {e}; the workers drop those packets"
+                ),
+            }
+        }
+        left_out.sort();
+        left_out.dedup();
+        if !left_out.is_empty() && left_out != acct.left_out {
+            tracing::warn!(
+                "firewall: {} drop rule(s) that the XDP classifier could take do not fit its \
+                 tables ({} rules, {} prefixes per table): the workers drop their packets",
+                left_out.len(),
+                llr_core::filter::xdp::MAX_SLOTS,
+                llr_core::filter::xdp::MAX_PREFIXES
+            );
+        }
+        acct.left_out = left_out;
+    }
+
+    /// What the classifiers dropped, by rule: replaced generations and both live ones.
+    fn xdp_counts(&self) -> HashMap<RuleKey, (u64, u64)> {
+        let Some(classifiers) = self.classifiers.get() else {
+            return HashMap::new();
+        };
+        let cl = classifiers.lock().unwrap_or_else(|e| e.into_inner());
+        let acct = self.xdp.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = acct.base.clone();
+        for (ifindex, c) in cl.iter() {
+            let Some(gens) = acct.slots.get(&ifindex) else {
+                continue;
+            };
+            for (gen, slots) in gens.iter().enumerate() {
+                let Ok(counts) = c.drop_counts(gen as u32, slots.len()) else {
+                    continue;
+                };
+                for (keys, (p, b)) in slots.iter().zip(counts) {
+                    for k in keys {
+                        let e = out.entry(k.clone()).or_default();
+                        e.0 += p;
+                        e.1 += b;
+                    }
+                }
+            }
+        }
+        out
     }
 }
 
@@ -199,7 +330,7 @@ pub fn at_start(
 ) -> Result<(Filter, Arc<FirewallState>), String> {
     let state = Arc::new(FirewallState {
         cfg: *cfg,
-        inner: Mutex::default(),
+        ..FirewallState::default()
     });
     if cfg.mode == FirewallMode::Off {
         let note = match load(ifaces) {
@@ -332,7 +463,7 @@ pub fn watch(
 fn reload(
     state: &FirewallState,
     fwd: &SharedForwarder,
-    classifiers: &Mutex<Classifiers>,
+    classifiers: &Arc<Mutex<Classifiers>>,
     ifaces: &[(String, u32)],
 ) -> bool {
     let (filter, ok) = match load(ifaces) {
@@ -369,11 +500,13 @@ fn reload(
     let (old4, old6) = fwd.load().filter.kernel_families();
     let (new4, new6) = filter.kernel_families();
     set_kernel_families(classifiers, old4 || new4, old6 || new6);
+    let filter = Arc::new(filter);
     fwd.update(|f| {
         filter.carry_counters(&f.filter);
-        f.filter = Arc::new(filter);
+        f.filter = filter.clone();
     });
     set_kernel_families(classifiers, new4, new6);
+    state.publish_drops(&filter, classifiers);
     ok
 }
 

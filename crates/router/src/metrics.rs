@@ -48,6 +48,11 @@ pub fn to_metrics(
         kernel_pass,
     } = per_interface(classifier, &ports, &pass, class_names, interfaces);
     let mut drops = drop_reasons;
+    // The host firewall's drops taken before the rings (the workers' are `filtered`).
+    drops.push((
+        "filtered_xdp".into(),
+        classifier.iter().map(|(_, s)| s.drop_firewall).sum(),
+    ));
     drops.push((
         "egress_queue_full".into(),
         ports.iter().map(|p| p.egress_drops).sum(),

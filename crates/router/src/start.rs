@@ -675,6 +675,7 @@ fn set_up(
         .collect::<Result<Vec<_>, _>>()
         .step("control: eventfd")?;
     let classifiers = Arc::new(Mutex::new(Classifiers::load(&r, &queues, flags, &local)?));
+    firewall.publish_drops(&fwd.load().filter, &classifiers);
     let (v4, v6) = fwd.load().filter.kernel_families();
     if v4 || v6 {
         (classifiers.lock().unwrap_or_else(|e| e.into_inner()))

@@ -211,6 +211,15 @@ pub struct Classifiers {
     installed: RuleImages,
 }
 
+impl std::fmt::Debug for Classifiers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ifs: Vec<u32> = self.list.iter().map(|(i, _)| *i).collect();
+        f.debug_struct("Classifiers")
+            .field("ifindexes", &ifs)
+            .finish()
+    }
+}
+
 /// A classifier rule table: 64-byte `llr_rule` images (first match wins), the default class
 /// and `llr_config.flags`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -330,6 +339,16 @@ impl Classifiers {
             }
         }
         Ok(())
+    }
+
+    /// The classifiers, by interface index.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut Classifier)> {
+        self.list.iter_mut().map(|(i, c)| (*i, c))
+    }
+
+    /// The classifiers, by interface index.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &Classifier)> {
+        self.list.iter().map(|(i, c)| (*i, c))
     }
 
     /// Counters per interface.

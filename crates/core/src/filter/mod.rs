@@ -679,6 +679,8 @@ impl Filter {
                     origin: o.clone(),
                     packets,
                     bytes,
+                    xdp_packets: 0,
+                    xdp_bytes: 0,
                 }
             })
             .collect()
@@ -714,6 +716,13 @@ pub struct RuleReport {
     pub packets: u64,
     /// Their bytes.
     pub bytes: u64,
+    /// Of these, the packets the XDP classifier dropped (or, for a policy, that crossed it on
+    /// their way to such a drop) before the rings.
+    #[serde(default)]
+    pub xdp_packets: u64,
+    /// Their bytes.
+    #[serde(default)]
+    pub xdp_bytes: u64,
 }
 
 impl fmt::Display for RuleOrigin {

@@ -38,7 +38,8 @@
 //! | `llrouter_worker_busy_seconds_total` | counter | `worker`,`core` | time the worker was not idle (`rate()` gives its load) |
 //! | `llrouter_worker_busy_ratio` | gauge | `worker`,`core` | busy fraction over the worker's last ~0.5 s window |
 //! | `llrouter_dropped_packets_total` | counter | `reason` | frames the router dropped, by reason (worker reasons as the worker names them) |
-//! | `llrouter_filter_rule_packets_total`, `_bytes_total` | counter | `family`, `table`, `chain`, `handle` | what each rule (handle 0: the base chain's policy) of the host's firewall matched in llrouter |
+//! | `llrouter_filter_rule_packets_total`, `_bytes_total` | counter | `family`, `table`, `chain`, `handle` | what each rule (handle 0: the base chain's policy) of the host's firewall matched in llrouter, in the workers and the XDP classifier |
+//! | `llrouter_filter_rule_xdp_packets_total`, `_xdp_bytes_total` | counter | `family`, `table`, `chain`, `handle` | of these, what the XDP classifier dropped before the rings |
 //! | `llrouter_kernel_pass_packets_total` | counter | `reason` | frames handed to the kernel stack, by reason (not drops): by the XDP classifier (`non_ip`, `multicast`, `local`, `no_socket`, `firewall`: the host's firewall has rules llrouter cannot evaluate) or by the worker through the punt TAP (`worker_<reason>`) |
 //! | `llrouter_icmp_sent_packets_total` | counter | `type` | ICMP / ICMPv6 errors sent: `time_exceeded`, `unreachable`, `too_big` |
 //! | `llrouter_icmp_ratelimited_packets_total` | counter | `type` | ICMP errors the rate limit held back |
@@ -302,8 +303,14 @@ pub struct FilterRuleMetrics {
     pub chain: String,
     /// The nftables handle; 0 for the chain's policy.
     pub handle: u64,
+    /// All it matched, the XDP classifier's drops included.
     pub packets: u64,
     pub bytes: u64,
+    /// What the XDP classifier dropped for it (a policy: crossed on the way to such a drop).
+    #[serde(default)]
+    pub xdp_packets: u64,
+    #[serde(default)]
+    pub xdp_bytes: u64,
 }
 
 /// The kernel route mirror (netlink events into the forwarding table).

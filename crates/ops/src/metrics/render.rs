@@ -458,6 +458,24 @@ pub fn render(snap: &MetricsSnapshot) -> String {
     );
     o.each(
         (
+            "llrouter_filter_rule_xdp_packets_total",
+            "counter",
+            "Of the packets each rule of the host's firewall matched, those the XDP classifier dropped before the rings.",
+        ),
+        &snap.filter_rules,
+        |r| (rule_labels(r), r.xdp_packets as f64),
+    );
+    o.each(
+        (
+            "llrouter_filter_rule_xdp_bytes_total",
+            "counter",
+            "Bytes of the packets the XDP classifier dropped for each rule of the host's firewall.",
+        ),
+        &snap.filter_rules,
+        |r| (rule_labels(r), r.xdp_bytes as f64),
+    );
+    o.each(
+        (
             "llrouter_kernel_pass_packets_total",
             "counter",
             "Frames the XDP classifier handed to the kernel stack, by reason (not drops).",

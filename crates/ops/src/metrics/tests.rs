@@ -237,6 +237,7 @@ fn snap() -> MetricsSnapshot {
                 handle: 0,
                 packets: 9,
                 bytes: 900,
+                ..Default::default()
             },
             FilterRuleMetrics {
                 family: "inet".into(),
@@ -245,6 +246,8 @@ fn snap() -> MetricsSnapshot {
                 handle: 7,
                 packets: 100,
                 bytes: 6_400,
+                xdp_packets: 60,
+                xdp_bytes: 3_840,
             },
         ],
     }
@@ -538,6 +541,9 @@ fn names_follow_prometheus_conventions() {
     assert_eq!(rule("llrouter_filter_rule_packets_total", "7"), 100.0);
     assert_eq!(rule("llrouter_filter_rule_bytes_total", "7"), 6_400.0);
     assert_eq!(rule("llrouter_filter_rule_packets_total", "0"), 9.0);
+    assert_eq!(rule("llrouter_filter_rule_xdp_packets_total", "7"), 60.0);
+    assert_eq!(rule("llrouter_filter_rule_xdp_bytes_total", "7"), 3_840.0);
+    assert_eq!(rule("llrouter_filter_rule_xdp_packets_total", "0"), 0.0);
     let one = |name| find(&samples, name, &[]).value;
     assert_eq!(one("llrouter_mirror_events_total"), 1_200_000.0);
     assert_eq!(one("llrouter_mirror_overruns_total"), 2.0);

@@ -188,7 +188,8 @@ pub struct FilterView {
 }
 
 /// `show filter`: the summary, then one row per rule and policy, in the ruleset's own names,
-/// with where its packets go when it is one llrouter hands to the kernel.
+/// with where its packets go when it is one llrouter hands to the kernel. PACKETS counts all a
+/// rule matched; IN XDP, those of them the classifier dropped before the rings.
 pub fn filter_text(f: &FilterView) -> String {
     let mut out = format!(
         "firewall: mode {}, unsupported rules: {}\n{}\n",
@@ -213,6 +214,7 @@ pub fn filter_text(f: &FilterView) -> String {
                 },
                 r.packets.to_string(),
                 r.bytes.to_string(),
+                r.xdp_packets.to_string(),
                 match &o.kernel_because {
                     Some(why) => format!("{} [to the kernel: {why}]", o.text),
                     None => o.text.clone(),
@@ -221,7 +223,9 @@ pub fn filter_text(f: &FilterView) -> String {
         })
         .collect();
     out + &table(
-        &["TABLE", "CHAIN", "HANDLE", "PACKETS", "BYTES", "RULE"],
+        &[
+            "TABLE", "CHAIN", "HANDLE", "PACKETS", "BYTES", "IN XDP", "RULE",
+        ],
         &rows,
     )
 }

@@ -111,7 +111,7 @@ impl RouterCtl {
             })
             .collect();
         let mut m = to_metrics(&parts, &classifier, &names, &ifs);
-        m.filter_rules = (self.fwd.load().filter.report().into_iter())
+        m.filter_rules = (self.filter().rules.into_iter())
             .map(|r| llr_ops::metrics::FilterRuleMetrics {
                 family: r.origin.family,
                 table: r.origin.table,
@@ -119,6 +119,8 @@ impl RouterCtl {
                 handle: r.origin.handle,
                 packets: r.packets,
                 bytes: r.bytes,
+                xdp_packets: r.xdp_packets,
+                xdp_bytes: r.xdp_bytes,
             })
             .collect();
         let routes = self.fwd.routes();
