@@ -280,6 +280,11 @@ pub struct Options {
     /// the router, which answers with ICMP time exceeded (rate-limited) instead of forwarding.
     #[cfg_attr(feature = "clap", arg(long, default_value_t = Options::DEFAULT_TTL, value_parser = clap::value_parser!(u8).range(1..)))]
     pub be_ttl: u8,
+    /// Destination of the generator's BE packets (bpf-live, xsk; default: the sink's address),
+    /// behind the same next hop: with a firewall rule in the router's namespace that drops it,
+    /// BE becomes a blocked flood beside the RT traffic (scripts/firewall-flood.sh).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub be_dst: Option<std::net::IpAddr>,
     /// llrouter targets: workers, on --router-cpu and the CPUs after it (wrapping around). The
     /// veths get one queue per worker; the generator must be xsk (it spreads flows over the
     /// queues by hash, as RSS) or udp (the kernel hashes each socket to a queue); the kernel
@@ -338,6 +343,7 @@ impl Options {
             shield: false,
             router_bin: None,
             be_ttl: Self::DEFAULT_TTL,
+            be_dst: None,
             workers: 1,
             steering: Steering::Xdp,
             flow_config: None,

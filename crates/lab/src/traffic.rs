@@ -35,6 +35,7 @@ pub fn gen_config(c: &Options, rate: f64, rt_share: f64) -> Result<GenConfig> {
         seed: 1,
         batch: c.gen_batch,
         be_ttl: c.be_ttl,
+        be_dst: c.be_dst,
         queues: if c.gen_backend == GenBackend::Xsk {
             c.veth_queues() as u16
         } else {

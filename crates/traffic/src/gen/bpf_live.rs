@@ -118,12 +118,16 @@ pub fn template(cfg: &GenConfig, path: &Path, class: u8) -> Result<Vec<u8>> {
         _ => cfg.dst_port,
     };
     let ttl = if class == CLASS_RT { 64 } else { cfg.be_ttl };
+    let dst = match cfg.be_dst {
+        Some(d) if class != CLASS_RT => d,
+        _ => cfg.dst,
+    };
     let tos = if class == CLASS_RT && cfg.rt_dscp {
         DSCP_EF << 2
     } else {
         0
     };
-    let l4 = match (cfg.dst, path.src) {
+    let l4 = match (dst, path.src) {
         (IpAddr::V4(d), IpAddr::V4(s)) => {
             f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
             let ip = &mut f[14..34];
@@ -152,8 +156,7 @@ pub fn template(cfg: &GenConfig, path: &Path, class: u8) -> Result<Vec<u8>> {
             54
         }
         _ => bail!(
-            "--dst {}: address family differs from the route's source {}",
-            cfg.dst,
+            "destination {dst}: address family differs from the route's source {}",
             path.src
         ),
     };
@@ -169,7 +172,7 @@ pub fn template(cfg: &GenConfig, path: &Path, class: u8) -> Result<Vec<u8>> {
     .encode(&mut f[l4 + 8..])?;
     // Pseudo header + UDP header + payload.
     let mut ph = Vec::with_capacity(40 + n);
-    match (cfg.dst, path.src) {
+    match (dst, path.src) {
         (IpAddr::V4(d), IpAddr::V4(s)) => {
             ph.extend_from_slice(&s.octets());
             ph.extend_from_slice(&d.octets());

@@ -170,6 +170,12 @@ pub struct GenConfig {
     /// router (an ICMP time-exceeded flood it must answer, not forward).
     #[cfg_attr(feature = "clap", arg(long, default_value_t = 64, value_parser = clap::value_parser!(u8).range(1..)))]
     pub be_ttl: u8,
+    /// Destination of the BE packets (bpf-live and xsk backends; default: `dst`). It must be
+    /// of `dst`'s family and behind the same next hop: the frames take `dst`'s route. With a
+    /// firewall rule that drops it, BE is a flood the router must not forward.
+    #[serde(default)]
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub be_dst: Option<IpAddr>,
     /// Tx queues to send on (xsk backend; with the udp backend the kernel hashes each flow's
     /// socket to one of the interface's queues).
     #[serde(default = "one_queue")]
@@ -203,6 +209,7 @@ impl Default for GenConfig {
             seed: 1,
             batch: 32,
             be_ttl: 64,
+            be_dst: None,
             queues: 1,
             tx_steer: TxSteer::Rss,
         }
@@ -292,6 +299,14 @@ impl GenConfig {
         }
         if self.dst_port == 0 || self.rt_port == Some(0) {
             return err("port", "--port and --rt-port must be 1..=65535".into());
+        }
+        if let Some(d) = self.be_dst {
+            if d.is_ipv4() != self.dst.is_ipv4() {
+                return err(
+                    "be_dst",
+                    format!("{d}: not of the family of --dst {}", self.dst),
+                );
+            }
         }
         if self.queues == 0 || self.queues > 64 {
             return err("queues", format!("{}: must be 1..=64", self.queues));
