@@ -13,6 +13,8 @@ LOAD=${LOAD:-600000}
 RT_SHARE=${RT_SHARE:-0.1}
 SECS=${SECS:-3}
 WAKE=${WAKE:-interrupt}
+# More `llrouter testbed run` options for every run, e.g. "--sink-on-gen-cpu".
+EXTRA=${EXTRA:-}
 BIN=${BIN:-target/release/llrouter}
 OUT=${OUT:-target/firewall-flood}
 NAME=llr-ff$$
@@ -59,7 +61,7 @@ for round in $(seq 1 "$ROUNDS"); do
         fi
         dir="$OUT/$mode-$round"
         "$BIN" testbed run --name "$NAME" --targets llrouter:ll-wfq --point-secs "$SECS" --wake "$WAKE" \
-            --out "$dir" "${args[@]}" >"$dir.log" 2>&1 ||
+            --out "$dir" "${args[@]}" $EXTRA >"$dir.log" 2>&1 ||
             { echo "firewall-flood: $mode round $round failed: $dir.log" >&2; exit 1; }
         awk -F, -v mode="$mode" -v round="$round" '
             NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
