@@ -285,6 +285,11 @@ pub struct Options {
     /// BE becomes a blocked flood beside the RT traffic (scripts/firewall-flood.sh).
     #[cfg_attr(feature = "clap", arg(long))]
     pub be_dst: Option<std::net::IpAddr>,
+    /// llrouter targets: hand what the host's firewall has that llrouter cannot evaluate
+    /// (connection tracking, NAT, …) to the kernel (`[firewall] unsupported = "kernel"`)
+    /// instead of refusing to start.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub firewall_to_kernel: bool,
     /// llrouter targets: workers, on --router-cpu and the CPUs after it (wrapping around). The
     /// veths get one queue per worker; the generator must be xsk (it spreads flows over the
     /// queues by hash, as RSS) or udp (the kernel hashes each socket to a queue); the kernel
@@ -344,6 +349,7 @@ impl Options {
             router_bin: None,
             be_ttl: Self::DEFAULT_TTL,
             be_dst: None,
+            firewall_to_kernel: false,
             workers: 1,
             steering: Steering::Xdp,
             flow_config: None,

@@ -120,6 +120,14 @@ fn plain_config(c: &Options, strategy: StrategyKind, flows: bool) -> Result<Rout
         device_budget: c.device_budget,
         wake: c.wake,
         cost_ns: c.cost_ns,
+        firewall: llr_router::config::FirewallConfig {
+            unsupported: if c.firewall_to_kernel {
+                llr_router::config::Unsupported::Kernel
+            } else {
+                llr_router::config::Unsupported::Refuse
+            },
+            ..Default::default()
+        },
         tx_batch: c.tx_batch,
         tx_hold_us: c.tx_hold_us,
         kernel_routes: true,
