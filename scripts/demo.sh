@@ -5,4 +5,6 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 cargo build --release --bin llrouter
-exec ./target/release/llrouter demo "$@"
+./target/release/llrouter demo "$@"
+echo "llrouter is target/release/llrouter; for the README's \"Try it\" commands:" \
+    "export PATH=\"$PWD/target/release:\$PATH\""
