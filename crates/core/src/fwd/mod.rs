@@ -807,8 +807,16 @@ impl Forwarder {
         if self.interfaces.is_local_v4(d) {
             return Some(Verdict::Pass(PassReason::Local));
         }
-        let martian = |a: u32| a >> 24 == 0 || a >> 24 == 127;
-        if martian(d) || martian(s) || d >> 28 == 0xf || s >> 28 >= 0xe {
+        // As Linux since 5.3: of 0.0.0.0/8 only 0.0.0.0 is a martian, the rest is unicast
+        // (routed like any address, so no route answers net unreachable). A source that is one
+        // of the router's own addresses fails the kernel's source validation.
+        let martian = |a: u32| a == 0 || a >> 24 == 127;
+        if martian(d)
+            || martian(s)
+            || d >> 28 == 0xf
+            || s >> 28 >= 0xe
+            || self.interfaces.is_local_v4(s)
+        {
             return Some(Verdict::Drop(DropReason::Martian));
         }
         if d >> 16 == 0xa9fe || s >> 16 == 0xa9fe {

@@ -146,6 +146,30 @@ fn pass_drop_and_icmp_reasons() {
     assert_eq!(pass(spec("224.0.0.5")), Verdict::Pass(P::Multicast));
     assert_eq!(pass(spec("169.254.1.1")), Verdict::Drop(D::LinkLocal));
     assert_eq!(pass(spec("127.0.0.1")), Verdict::Drop(D::Martian));
+    assert_eq!(pass(spec("0.0.0.0")), Verdict::Drop(D::Martian));
+    // The rest of 0.0.0.0/8 is unicast, as in Linux: no route here.
+    assert_eq!(
+        pass(spec("0.1.2.3")),
+        icmp(D::NoRoute, IcmpKind::NetUnreachable)
+    );
+    let from = |src: &str, dst: &str| FrameSpec {
+        src: ip(src),
+        ..spec(dst)
+    };
+    assert!(matches!(
+        pass(from("0.1.2.3", "10.2.0.1")),
+        Verdict::Tx { .. }
+    ));
+    assert_eq!(pass(from("0.0.0.0", "10.2.0.1")), Verdict::Drop(D::Martian));
+    // One of the router's own addresses as the source, from outside: a martian (IPv4); IPv6
+    // forwards it, as the kernel does.
+    for own in ["10.0.0.254", "10.1.0.254"] {
+        assert_eq!(pass(from(own, "10.2.0.1")), Verdict::Drop(D::Martian));
+    }
+    assert!(matches!(
+        pass(from("2001:db8::fe", "2001:db8:5::1")),
+        Verdict::Tx { .. }
+    ));
     assert_eq!(
         pass(spec("10.3.0.1")),
         icmp(D::NoRoute, IcmpKind::NetUnreachable)

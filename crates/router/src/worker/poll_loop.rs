@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use llr_core::classify;
 use llr_core::fwd::{
-    DropReason, Forwarder, ForwarderGuard, Reader, RouteHint, SharedForwarder, Verdict, ROUTE_BATCH,
+    DropReason, Forwarder, ForwarderGuard, IcmpKind, Reader, RouteHint, SharedForwarder, Verdict,
+    ROUTE_BATCH,
 };
 use llr_core::sched::{AutoBudget, Grant, Layout, PollEngine, RingId, RingView, TxPolicy};
 
@@ -410,6 +411,15 @@ impl<'a> Worker<'a> {
                 self.slow.pending.push_back((h, since));
                 continue;
             }
+            // Resolution failed: the kernel answers each packet it held with host unreachable
+            // (IPv6: address unreachable); so does llrouter, through the same rate limit.
+            let v = match v {
+                Verdict::Drop(DropReason::NoNeighbor) => Verdict::Icmp {
+                    drop: DropReason::NoNeighbor,
+                    error: IcmpKind::HostUnreachable,
+                },
+                v => v,
+            };
             let slow = &mut self.slow;
             let mut sent = false;
             self.xsk

@@ -1,0 +1,401 @@
+//! llrouter against the kernel, frame by frame (root; fails under `CI=true` if it cannot run):
+//! crafted IPv4 and IPv6 frames sent from the generator namespace through the router namespace,
+//! once with the kernel forwarding and once with llrouter attached, on one topology. Per frame
+//! the outcome is whether it reached the sink and which ICMP error came back; the two must be
+//! equal. Each frame carries its own UDP source port, which ICMP errors quote, so a reply is
+//! matched to its frame.
+
+mod common;
+use common::{RouterThread, TempDir};
+
+use std::net::IpAddr;
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+
+use llr_core::wire::build::{frame, FrameSpec};
+// The kernel's ICMP rate limits stay as Debian ships them: `icmp_ratelimit = 0` would also
+// empty the per-source token bucket that the kernel's "no route" errors (ip_error) draw from.
+use llr_traffic::netns::{addr, Topology};
+
+const CONFIG: &str = r#"
+interfaces = ["veth-rin", "veth-rout"]
+strategy = "ll-wfq"
+wake = "interrupt"
+[[classes]]
+name = "rt"
+budget = 60
+[[classes]]
+name = "be"
+budget = 4
+[control]
+socket = "CTL"
+"#;
+
+fn mac(s: &str) -> [u8; 6] {
+    llr_io::kernel::parse_mac(s).expect("a MAC address")
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+/// A raw AF_PACKET socket on `ifname` of the calling thread's namespace, every protocol, with
+/// a 50 ms receive timeout.
+struct Raw(RawFd);
+
+impl Raw {
+    fn open(ifname: &str) -> Raw {
+        let ifindex = llr_io::ebpf::ifindex(ifname).expect("interface");
+        let all = (libc::ETH_P_ALL as u16).to_be() as i32;
+        // SAFETY: plain socket(2) call.
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, all) };
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let raw = Raw(fd);
+        // SAFETY: sockaddr_ll and timeval are plain data passed with their exact sizes.
+        unsafe {
+            let mut sll: libc::sockaddr_ll = std::mem::zeroed();
+            sll.sll_family = libc::AF_PACKET as u16;
+            sll.sll_protocol = all as u16;
+            sll.sll_ifindex = ifindex as i32;
+            let rc = libc::bind(
+                fd,
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            );
+            assert_eq!(rc, 0, "bind: {}", std::io::Error::last_os_error());
+            let tv = libc::timeval {
+                tv_sec: 0,
+                tv_usec: 50_000,
+            };
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as u32,
+            );
+        }
+        raw
+    }
+
+    fn send(&self, f: &[u8]) {
+        // SAFETY: f is a live buffer of f.len() bytes.
+        let n = unsafe { libc::send(self.0, f.as_ptr().cast(), f.len(), 0) };
+        assert!(n >= 0, "send: {}", std::io::Error::last_os_error());
+    }
+
+    /// Every frame received (not sent by us) until `until`.
+    fn collect(&self, until: Instant) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 2048];
+        while Instant::now() < until {
+            // SAFETY: buf is a live buffer of buf.len() bytes; sll/len are out-parameters.
+            let n = unsafe {
+                let mut sll: libc::sockaddr_ll = std::mem::zeroed();
+                let mut len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+                let n = libc::recvfrom(
+                    self.0,
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    0,
+                    (&mut sll as *mut libc::sockaddr_ll).cast(),
+                    &mut len,
+                );
+                if n > 0 && sll.sll_pkttype == libc::PACKET_OUTGOING {
+                    continue;
+                }
+                n
+            };
+            if n > 0 {
+                out.push(buf[..n as usize].to_vec());
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        // SAFETY: we own the fd.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+/// One crafted frame and what to call it.
+struct Case {
+    name: &'static str,
+    spec: FrameSpec,
+}
+
+/// The UDP source port that names case `i`.
+fn port_of(i: usize) -> u16 {
+    41_000 + i as u16
+}
+
+fn cases() -> Vec<Case> {
+    let v4 = |src: &str, dst: &str, ttl: u8| FrameSpec {
+        dst_mac: mac(addr::RTR_IN_MAC),
+        src_mac: mac(addr::GEN_MAC),
+        src: ip(src),
+        dst: ip(dst),
+        protocol: 17,
+        ttl,
+        dst_port: 7000,
+        payload_len: 32,
+        ..FrameSpec::default()
+    };
+    let (g4, s4, g6, s6) = (addr::GEN_V4, addr::SINK_V4, addr::GEN_V6, addr::SINK_V6);
+    vec![
+        Case {
+            name: "ipv4 forwarded",
+            spec: v4(g4, s4, 64),
+        },
+        Case {
+            name: "ipv4 ttl 1",
+            spec: v4(g4, s4, 1),
+        },
+        Case {
+            name: "ipv4 ttl 0",
+            spec: v4(g4, s4, 0),
+        },
+        Case {
+            name: "ipv4 no route",
+            spec: v4(g4, "10.99.0.1", 64),
+        },
+        Case {
+            name: "ipv4 to 0.1.2.3 (no route)",
+            spec: v4(g4, "0.1.2.3", 64),
+        },
+        Case {
+            name: "ipv4 to 0.0.0.0",
+            spec: v4(g4, "0.0.0.0", 64),
+        },
+        Case {
+            name: "ipv4 from 0.1.2.3",
+            spec: v4("0.1.2.3", s4, 64),
+        },
+        Case {
+            name: "ipv4 from 0.0.0.0",
+            spec: v4("0.0.0.0", s4, 64),
+        },
+        Case {
+            name: "ipv4 from the router's ingress address",
+            spec: v4(addr::RTR_IN_V4, s4, 64),
+        },
+        Case {
+            name: "ipv4 from the router's egress address",
+            spec: v4(addr::RTR_OUT_V4, s4, 64),
+        },
+        Case {
+            name: "ipv4 from loopback",
+            spec: v4("127.0.0.1", s4, 64),
+        },
+        Case {
+            name: "ipv4 from multicast",
+            spec: v4("224.0.0.9", s4, 64),
+        },
+        Case {
+            name: "ipv4 to the sink's broadcast",
+            spec: v4(g4, "10.71.2.255", 64),
+        },
+        Case {
+            name: "ipv6 forwarded",
+            spec: v4(g6, s6, 64),
+        },
+        Case {
+            name: "ipv6 hop limit 1",
+            spec: v4(g6, s6, 1),
+        },
+        Case {
+            name: "ipv6 no route",
+            spec: v4(g6, "2001:db8::1", 64),
+        },
+        Case {
+            name: "ipv6 from loopback",
+            spec: v4("::1", s6, 64),
+        },
+        Case {
+            name: "ipv6 from the router's ingress address",
+            spec: v4(addr::RTR_IN_V6, s6, 64),
+        },
+        Case {
+            name: "ipv6 from multicast",
+            spec: v4("ff02::1", s6, 64),
+        },
+        Case {
+            name: "ipv4 from link-local",
+            spec: v4("169.254.1.1", s4, 64),
+        },
+        Case {
+            name: "ipv4 to link-local",
+            spec: v4(g4, "169.254.1.1", 64),
+        },
+        Case {
+            name: "ipv6 from link-local",
+            spec: v4("fe80::1", s6, 64),
+        },
+        Case {
+            name: "ipv4 from class E",
+            spec: v4("240.0.0.1", s4, 64),
+        },
+        Case {
+            name: "ipv4 to class E",
+            spec: v4(g4, "240.0.0.1", 64),
+        },
+        Case {
+            name: "ipv4 to a silent host on the sink's link",
+            spec: v4(g4, "10.71.2.77", 64),
+        },
+        Case {
+            name: "ipv6 to a silent host on the sink's link",
+            spec: v4(g6, "fd71:2::77", 64),
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, mut c)| {
+        c.spec.src_port = port_of(i);
+        c
+    })
+    .collect()
+}
+
+/// What happened to each case: reached the sink, and the ICMP errors (type, code) that came back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Outcome {
+    forwarded: bool,
+    icmp: Vec<(u8, u8)>,
+}
+
+/// The UDP source port of a frame's IP packet at `l3`, if it is UDP.
+fn udp_sport(f: &[u8], l3: usize) -> Option<u16> {
+    let b = f.get(l3..)?;
+    let (proto, l4) = match b.first()? >> 4 {
+        4 => (*b.get(9)?, usize::from(b[0] & 0xf) * 4),
+        6 => (*b.get(6)?, 40),
+        _ => return None,
+    };
+    (proto == 17).then(|| Some(u16::from_be_bytes([*b.get(l4)?, *b.get(l4 + 1)?])))?
+}
+
+/// An ICMP or ICMPv6 error (not ND) in frame `f`: (type, code, the quoted UDP source port).
+fn icmp_error(f: &[u8]) -> Option<(u8, u8, u16)> {
+    let et = u16::from_be_bytes([*f.get(12)?, *f.get(13)?]);
+    let (l4, proto) = match et {
+        0x0800 => (14 + usize::from(f.get(14)? & 0xf) * 4, *f.get(23)?),
+        0x86dd => (54, *f.get(20)?),
+        _ => return None,
+    };
+    let (t, c) = (*f.get(l4)?, *f.get(l4 + 1)?);
+    let error = match proto {
+        1 => matches!(t, 3 | 11 | 12),
+        58 => t < 128,
+        _ => false,
+    };
+    if !error {
+        return None;
+    }
+    Some((t, c, udp_sport(f, l4 + 8)?))
+}
+
+/// Sends every case from the generator, 30 ms apart, and collects what arrives at the sink and
+/// what comes back, until 4 s after the last: the kernel gives up on a neighbour after 3 s.
+fn probe(t: &Topology, cases: &[Case]) -> Vec<Outcome> {
+    let frames: Vec<Vec<u8>> = cases.iter().map(|c| frame(&c.spec)).collect();
+    let n = frames.len();
+    let until = Instant::now() + Duration::from_millis(300 + 30 * n as u64 + 4000);
+    let sink = t
+        .sink
+        .spawn(move || Raw::open(addr::SINK_IF).collect(until));
+    std::thread::sleep(Duration::from_millis(200));
+    let back = t
+        .gen
+        .run(move || {
+            let raw = Raw::open(addr::GEN_IF);
+            for f in &frames {
+                raw.send(f);
+                std::thread::sleep(Duration::from_millis(30));
+            }
+            raw.collect(until)
+        })
+        .unwrap();
+    let at_sink = sink.join().unwrap().unwrap();
+    (0..n)
+        .map(|i| {
+            let p = port_of(i);
+            Outcome {
+                forwarded: at_sink.iter().any(|f| udp_sport(f, 14) == Some(p)),
+                icmp: back
+                    .iter()
+                    .filter_map(|f| icmp_error(f))
+                    .filter(|e| e.2 == p)
+                    .map(|e| (e.0, e.1))
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+fn table(cases: &[Case], kernel: &[Outcome], ours: &[Outcome]) -> String {
+    let mut s = String::new();
+    for (c, (k, o)) in cases.iter().zip(kernel.iter().zip(ours)) {
+        let mark = if k == o { " " } else { "≠" };
+        s += &format!("{mark} {:<42} kernel {k:?}  llrouter {o:?}\n", c.name);
+    }
+    s
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn each_frame_ends_as_the_kernel_ends_it() {
+    llr_io::sys::require_root();
+    let t = Topology::new("llr-par").expect("topology");
+    let cases = cases();
+    let kernel = probe(&t, &cases);
+    // The probe works: the plain frames went through, the expiring ones came back.
+    assert!(kernel[0].forwarded && kernel[13].forwarded, "{kernel:?}");
+    assert_eq!(kernel[1].icmp, vec![(11, 0)]);
+    // What the kernel's run learnt about neighbours (failed entries answer at once) goes.
+    for fam in ["-4", "-6"] {
+        let o = (t.router.command("ip"))
+            .args([fam, "neigh", "flush", "nud", "failed"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let dir = TempDir::new("parity");
+    let router = RouterThread::start(&t, dir.router_config(CONFIG));
+    let ours = probe(&t, &cases);
+    router.finish().unwrap();
+    let t = table(&cases, &kernel, &ours);
+    for (i, c) in cases.iter().enumerate() {
+        match DEVIATIONS.iter().find(|d| d.0 == c.name) {
+            None => assert_eq!(kernel[i], ours[i], "{}:\n{t}", c.name),
+            Some((_, why)) => assert_eq!(
+                ours[i],
+                Outcome {
+                    forwarded: false,
+                    icmp: vec![]
+                },
+                "{} ({why}):\n{t}",
+                c.name
+            ),
+        }
+    }
+}
+
+/// Where llrouter decides otherwise than Linux, on purpose: it drops these silently.
+const DEVIATIONS: &[(&str, &str)] = &[
+    (
+        "ipv4 from link-local",
+        "RFC 3927 section 7: a router MUST NOT forward a packet with a link-local source",
+    ),
+    (
+        "ipv4 from class E",
+        "RFC 1812 section 5.3.7: a router SHOULD NOT forward a packet from a reserved address",
+    ),
+];
+
+// Not compared: an IPv6 packet to a link-local address goes to the kernel in XDP (it is the
+// link's, not llrouter's), and the kernel's own answer depends on its neighbour state (no route
+// the first time, address unreachable after), so two runs of the kernel alone differ.
