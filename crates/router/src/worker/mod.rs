@@ -22,7 +22,8 @@
 //! ...) written to the punt TAP ([`llr_io::punt`]) — the classifier already passes ARP/ND,
 //! multicast and the router's own addresses to the kernel in XDP, so these are rare. For
 //! `NoNeighbor` the kernel is asked to resolve the next hop (a datagram to its discard port),
-//! and the neighbour mirror picks the answer up; the packet itself is dropped.
+//! and the neighbour mirror picks the answer up; the packet waits for it, and is answered with
+//! host unreachable if it does not come.
 //!
 //! - `worker.rs`: the [`Worker`] and its loop;
 //! - `changes.rs`: control changes applied between poll rounds (rules on a helper thread);
