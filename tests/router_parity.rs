@@ -6,7 +6,7 @@
 //! matched to its frame.
 
 mod common;
-use common::{RouterThread, TempDir};
+use common::{wait_for_line, RouterThread, Running, TempDir};
 
 use std::net::IpAddr;
 use std::os::fd::RawFd;
@@ -399,3 +399,36 @@ const DEVIATIONS: &[(&str, &str)] = &[
 // Not compared: an IPv6 packet to a link-local address goes to the kernel in XDP (it is the
 // link's, not llrouter's), and the kernel's own answer depends on its neighbour state (no route
 // the first time, address unreachable after), so two runs of the kernel alone differ.
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn kernel_forwarding_off_is_said_at_start() {
+    use std::io::BufReader;
+    use std::process::{Command, Stdio};
+    llr_io::sys::require_root();
+    let t = Topology::new("llr-fwdoff").expect("topology");
+    // Debian's defaults.
+    t.router.sysctl("net.ipv4.ip_forward", "0").unwrap();
+    t.router
+        .sysctl("net.ipv6.conf.all.forwarding", "0")
+        .unwrap();
+    let dir = TempDir::new("fwd-off");
+    let cfg = dir.router_config(CONFIG);
+    let mut child = Running(
+        Command::new("ip")
+            .args(["netns", "exec", t.router.name()])
+            .arg(env!("CARGO_BIN_EXE_llrouter"))
+            .args(["run", "--duration", "20", "--config"])
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start llrouter"),
+    );
+    let mut err = BufReader::new(child.0.stderr.take().unwrap());
+    let said = wait_for_line(&mut err, "kernel forwarding is off for IPv6");
+    assert!(
+        said.contains("kernel forwarding is off for IPv4") && said.contains("IP options"),
+        "{said}"
+    );
+}

@@ -358,6 +358,7 @@ fn supervise(
         let _ = tear_down(plant, workers, done_rx);
         return fail(e);
     }
+    warn_kernel_forwarding_off();
     if plant.fwd.routes().is_empty() {
         tracing::warn!(
             "the forwarding table is empty (no kernel routes mirrored, no [[routes]]): every \
@@ -875,4 +876,32 @@ fn tear_down(
         class_names: r.cfg.classes.iter().map(|c| c.name.clone()).collect(),
         interfaces: names,
     })
+}
+
+/// What llrouter hands to the kernel to forward (IPv4 options, IPv6 hop-by-hop headers, routes
+/// through interfaces it does not serve) the kernel drops when its forwarding is off, Debian's
+/// default: said at start, not found out from missing packets.
+fn warn_kernel_forwarding_off() {
+    for (path, fam, what) in [
+        (
+            "/proc/sys/net/ipv4/ip_forward",
+            "IPv4",
+            "packets with IP options",
+        ),
+        (
+            "/proc/sys/net/ipv6/conf/all/forwarding",
+            "IPv6",
+            "packets with a hop-by-hop header",
+        ),
+    ] {
+        if std::fs::read_to_string(path).is_ok_and(|v| v.trim() == "0") {
+            tracing::warn!(
+                "kernel forwarding is off for {fam} ({path} = 0): the {fam} {what} or routed \
+                 through interfaces llrouter does not serve, which llrouter hands to the kernel, \
+                 are dropped there (counted as llrouter_kernel_pass_packets_total \
+                 reason=\"worker_ip_options\" / \"worker_kernel_route\"); set {path} to 1 to \
+                 have the kernel forward them"
+            );
+        }
+    }
 }
