@@ -121,10 +121,68 @@ impl Drop for Raw {
     }
 }
 
-/// One crafted frame and what to call it.
+/// One crafted frame and what to call it: built from `spec`, then changed by `edit`.
 struct Case {
     name: &'static str,
     spec: FrameSpec,
+    edit: fn(&mut Vec<u8>),
+}
+
+fn plain(name: &'static str, spec: FrameSpec) -> Case {
+    Case {
+        name,
+        spec,
+        edit: |_| {},
+    }
+}
+
+fn edited(name: &'static str, spec: FrameSpec, edit: fn(&mut Vec<u8>)) -> Case {
+    Case { name, spec, edit }
+}
+
+/// The IPv4 header checksum of a frame, written again.
+fn ipv4_checksum(f: &mut [u8]) {
+    let ihl = usize::from(f[14] & 0xf) * 4;
+    f[24] = 0;
+    f[25] = 0;
+    let mut sum: u32 = (0..ihl)
+        .step_by(2)
+        .map(|i| u32::from(u16::from_be_bytes([f[14 + i], f[15 + i]])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    f[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+}
+
+/// Four bytes of IPv4 options (NOP, NOP, NOP, end of list).
+fn with_ipv4_options(f: &mut Vec<u8>) {
+    f.splice(34..34, [1, 1, 1, 0]);
+    f[14] = 0x46;
+    let tot = u16::from_be_bytes([f[16], f[17]]) + 4;
+    f[16..18].copy_from_slice(&tot.to_be_bytes());
+    ipv4_checksum(f);
+}
+
+/// An IPv6 hop-by-hop header of 8 bytes (PadN) before the UDP header.
+fn with_hop_by_hop(f: &mut Vec<u8>) {
+    let next = f[20];
+    f.splice(54..54, [next, 0, 1, 4, 0, 0, 0, 0]);
+    f[20] = 0;
+    let plen = u16::from_be_bytes([f[18], f[19]]) + 8;
+    f[18..20].copy_from_slice(&plen.to_be_bytes());
+}
+
+/// DF cleared.
+fn without_df(f: &mut Vec<u8>) {
+    f[20] &= !0x40;
+    ipv4_checksum(f);
+}
+
+/// A first fragment: more fragments follow.
+fn first_fragment(f: &mut Vec<u8>) {
+    f[20] = 0x20;
+    ipv4_checksum(f);
 }
 
 /// The UDP source port that names case `i`.
@@ -146,110 +204,76 @@ fn cases() -> Vec<Case> {
     };
     let (g4, s4, g6, s6) = (addr::GEN_V4, addr::SINK_V4, addr::GEN_V6, addr::SINK_V6);
     vec![
-        Case {
-            name: "ipv4 forwarded",
-            spec: v4(g4, s4, 64),
-        },
-        Case {
-            name: "ipv4 ttl 1",
-            spec: v4(g4, s4, 1),
-        },
-        Case {
-            name: "ipv4 ttl 0",
-            spec: v4(g4, s4, 0),
-        },
-        Case {
-            name: "ipv4 no route",
-            spec: v4(g4, "10.99.0.1", 64),
-        },
-        Case {
-            name: "ipv4 to 0.1.2.3 (no route)",
-            spec: v4(g4, "0.1.2.3", 64),
-        },
-        Case {
-            name: "ipv4 to 0.0.0.0",
-            spec: v4(g4, "0.0.0.0", 64),
-        },
-        Case {
-            name: "ipv4 from 0.1.2.3",
-            spec: v4("0.1.2.3", s4, 64),
-        },
-        Case {
-            name: "ipv4 from 0.0.0.0",
-            spec: v4("0.0.0.0", s4, 64),
-        },
-        Case {
-            name: "ipv4 from the router's ingress address",
-            spec: v4(addr::RTR_IN_V4, s4, 64),
-        },
-        Case {
-            name: "ipv4 from the router's egress address",
-            spec: v4(addr::RTR_OUT_V4, s4, 64),
-        },
-        Case {
-            name: "ipv4 from loopback",
-            spec: v4("127.0.0.1", s4, 64),
-        },
-        Case {
-            name: "ipv4 from multicast",
-            spec: v4("224.0.0.9", s4, 64),
-        },
-        Case {
-            name: "ipv4 to the sink's broadcast",
-            spec: v4(g4, "10.71.2.255", 64),
-        },
-        Case {
-            name: "ipv6 forwarded",
-            spec: v4(g6, s6, 64),
-        },
-        Case {
-            name: "ipv6 hop limit 1",
-            spec: v4(g6, s6, 1),
-        },
-        Case {
-            name: "ipv6 no route",
-            spec: v4(g6, "2001:db8::1", 64),
-        },
-        Case {
-            name: "ipv6 from loopback",
-            spec: v4("::1", s6, 64),
-        },
-        Case {
-            name: "ipv6 from the router's ingress address",
-            spec: v4(addr::RTR_IN_V6, s6, 64),
-        },
-        Case {
-            name: "ipv6 from multicast",
-            spec: v4("ff02::1", s6, 64),
-        },
-        Case {
-            name: "ipv4 from link-local",
-            spec: v4("169.254.1.1", s4, 64),
-        },
-        Case {
-            name: "ipv4 to link-local",
-            spec: v4(g4, "169.254.1.1", 64),
-        },
-        Case {
-            name: "ipv6 from link-local",
-            spec: v4("fe80::1", s6, 64),
-        },
-        Case {
-            name: "ipv4 from class E",
-            spec: v4("240.0.0.1", s4, 64),
-        },
-        Case {
-            name: "ipv4 to class E",
-            spec: v4(g4, "240.0.0.1", 64),
-        },
-        Case {
-            name: "ipv4 to a silent host on the sink's link",
-            spec: v4(g4, "10.71.2.77", 64),
-        },
-        Case {
-            name: "ipv6 to a silent host on the sink's link",
-            spec: v4(g6, "fd71:2::77", 64),
-        },
+        plain("ipv4 forwarded", v4(g4, s4, 64)),
+        plain("ipv4 ttl 1", v4(g4, s4, 1)),
+        plain("ipv4 ttl 0", v4(g4, s4, 0)),
+        plain("ipv4 no route", v4(g4, "10.99.0.1", 64)),
+        plain("ipv4 to 0.1.2.3 (no route)", v4(g4, "0.1.2.3", 64)),
+        plain("ipv4 to 0.0.0.0", v4(g4, "0.0.0.0", 64)),
+        plain("ipv4 from 0.1.2.3", v4("0.1.2.3", s4, 64)),
+        plain("ipv4 from 0.0.0.0", v4("0.0.0.0", s4, 64)),
+        plain(
+            "ipv4 from the router's ingress address",
+            v4(addr::RTR_IN_V4, s4, 64),
+        ),
+        plain(
+            "ipv4 from the router's egress address",
+            v4(addr::RTR_OUT_V4, s4, 64),
+        ),
+        plain("ipv4 from loopback", v4("127.0.0.1", s4, 64)),
+        plain("ipv4 from multicast", v4("224.0.0.9", s4, 64)),
+        plain("ipv4 to the sink's broadcast", v4(g4, "10.71.2.255", 64)),
+        plain("ipv6 forwarded", v4(g6, s6, 64)),
+        plain("ipv6 hop limit 1", v4(g6, s6, 1)),
+        plain("ipv6 no route", v4(g6, "2001:db8::1", 64)),
+        plain("ipv6 from loopback", v4("::1", s6, 64)),
+        plain(
+            "ipv6 from the router's ingress address",
+            v4(addr::RTR_IN_V6, s6, 64),
+        ),
+        plain("ipv6 from multicast", v4("ff02::1", s6, 64)),
+        plain("ipv4 from link-local", v4("169.254.1.1", s4, 64)),
+        plain("ipv4 to link-local", v4(g4, "169.254.1.1", 64)),
+        plain("ipv6 from link-local", v4("fe80::1", s6, 64)),
+        plain("ipv4 from class E", v4("240.0.0.1", s4, 64)),
+        plain("ipv4 to class E", v4(g4, "240.0.0.1", 64)),
+        edited("ipv4 with options", v4(g4, s4, 64), with_ipv4_options),
+        edited(
+            "ipv6 with a hop-by-hop header",
+            v4(g6, s6, 64),
+            with_hop_by_hop,
+        ),
+        edited("ipv4 first fragment", v4(g4, s4, 64), first_fragment),
+        plain(
+            "ipv4 too big with DF",
+            FrameSpec {
+                payload_len: 1450,
+                ..v4(g4, s4, 64)
+            },
+        ),
+        edited(
+            "ipv4 too big without DF",
+            FrameSpec {
+                payload_len: 1450,
+                ..v4(g4, s4, 64)
+            },
+            without_df,
+        ),
+        plain(
+            "ipv6 too big",
+            FrameSpec {
+                payload_len: 1450,
+                ..v4(g6, s6, 64)
+            },
+        ),
+        plain(
+            "ipv4 to a silent host on the sink's link",
+            v4(g4, "10.71.2.77", 64),
+        ),
+        plain(
+            "ipv6 to a silent host on the sink's link",
+            v4(g6, "fd71:2::77", 64),
+        ),
     ]
     .into_iter()
     .enumerate()
@@ -272,6 +296,8 @@ fn udp_sport(f: &[u8], l3: usize) -> Option<u16> {
     let b = f.get(l3..)?;
     let (proto, l4) = match b.first()? >> 4 {
         4 => (*b.get(9)?, usize::from(b[0] & 0xf) * 4),
+        // a hop-by-hop header is skipped
+        6 if b.get(6) == Some(&0) => (*b.get(40)?, 40 + (usize::from(*b.get(41)?) + 1) * 8),
         6 => (*b.get(6)?, 40),
         _ => return None,
     };
@@ -301,7 +327,13 @@ fn icmp_error(f: &[u8]) -> Option<(u8, u8, u16)> {
 /// Sends every case from the generator, 30 ms apart, and collects what arrives at the sink and
 /// what comes back, until 4 s after the last: the kernel gives up on a neighbour after 3 s.
 fn probe(t: &Topology, cases: &[Case]) -> Vec<Outcome> {
-    let frames: Vec<Vec<u8>> = cases.iter().map(|c| frame(&c.spec)).collect();
+    let frames: Vec<Vec<u8>> = (cases.iter())
+        .map(|c| {
+            let mut f = frame(&c.spec);
+            (c.edit)(&mut f);
+            f
+        })
+        .collect();
     let n = frames.len();
     let until = Instant::now() + Duration::from_millis(300 + 30 * n as u64 + 4000);
     let sink = t
@@ -350,6 +382,10 @@ fn table(cases: &[Case], kernel: &[Outcome], ours: &[Outcome]) -> String {
 fn each_frame_ends_as_the_kernel_ends_it() {
     llr_io::sys::require_root();
     let t = Topology::new("llr-par").expect("topology");
+    // A smaller MTU towards the sink: frames too big for it, with DF and without.
+    t.router
+        .ip(&["link", "set", addr::RTR_OUT_IF, "mtu", "1400"])
+        .unwrap();
     let cases = cases();
     let kernel = probe(&t, &cases);
     // The probe works: the plain frames went through, the expiring ones came back.
@@ -368,6 +404,7 @@ fn each_frame_ends_as_the_kernel_ends_it() {
     let ours = probe(&t, &cases);
     router.finish().unwrap();
     let t = table(&cases, &kernel, &ours);
+    eprintln!("{t}");
     for (i, c) in cases.iter().enumerate() {
         match DEVIATIONS.iter().find(|d| d.0 == c.name) {
             None => assert_eq!(kernel[i], ours[i], "{}:\n{t}", c.name),
