@@ -174,13 +174,13 @@ fn with_hop_by_hop(f: &mut Vec<u8>) {
 }
 
 /// DF cleared.
-fn without_df(f: &mut Vec<u8>) {
+fn without_df(f: &mut [u8]) {
     f[20] &= !0x40;
     ipv4_checksum(f);
 }
 
 /// A first fragment: more fragments follow.
-fn first_fragment(f: &mut Vec<u8>) {
+fn first_fragment(f: &mut [u8]) {
     f[20] = 0x20;
     ipv4_checksum(f);
 }
@@ -243,7 +243,7 @@ fn cases() -> Vec<Case> {
             v4(g6, s6, 64),
             with_hop_by_hop,
         ),
-        edited("ipv4 first fragment", v4(g4, s4, 64), first_fragment),
+        edited("ipv4 first fragment", v4(g4, s4, 64), |f| first_fragment(f)),
         plain(
             "ipv4 too big with DF",
             FrameSpec {
@@ -257,7 +257,7 @@ fn cases() -> Vec<Case> {
                 payload_len: 1450,
                 ..v4(g4, s4, 64)
             },
-            without_df,
+            |f| without_df(f),
         ),
         plain(
             "ipv6 too big",
