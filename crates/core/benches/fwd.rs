@@ -177,6 +177,33 @@ fn per_packet(c: &mut Criterion) {
             })
         });
     }
+    // The same IPv4 packet with reverse-path filtering on its ingress (Debian's default:
+    // loose), which looks up a route back to the source.
+    let (mut rpf, _) = setup();
+    let _ = rpf.routes.insert(
+        "10.0.0.0/24".parse().unwrap(),
+        NextHop {
+            ifindex: 1,
+            gateway: None,
+        },
+    );
+    let mut i = rpf.interfaces.get(1).unwrap().clone();
+    i.rp_filter = 2;
+    rpf.interfaces.upsert(i);
+    let mut buf = v4.clone();
+    let mut m = parse_frame(&v4).unwrap();
+    assert!(matches!(
+        rpf.process_parsed(&mut buf, &m, 1),
+        Verdict::Tx { .. }
+    ));
+    g.bench_function("full_v4_rp_filter_loose", |b| {
+        b.iter(|| {
+            buf.copy_from_slice(&v4);
+            m = parse_frame(black_box(&buf)).unwrap();
+            let class = rules.classify(&buf, Some(&m), 1);
+            (class, rpf.process_parsed(&mut buf, &m, 1))
+        })
+    });
     g.finish();
     partial_checksums(c, &fwd);
 }

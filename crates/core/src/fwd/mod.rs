@@ -108,7 +108,8 @@ pub enum DropReason {
     /// Destination MAC is neither the ingress interface's nor multicast (the kernel would
     /// discard it as "otherhost" too).
     OtherHost,
-    /// Addresses no router forwards (0/8, 127/8, 240/4, ::, ::1, multicast source).
+    /// Addresses no router forwards (0.0.0.0, 127/8, 240/4, ::, ::1, multicast source, an
+    /// IPv4 source of the router's own).
     Martian,
     /// Link-local source or destination (169.254.0.0/16, fe80::/10): never routed.
     LinkLocal,
@@ -123,15 +124,19 @@ pub enum DropReason {
     /// Larger than the egress MTU and not to be fragmented (answered with fragmentation needed
     /// / packet too big unless rate-limited).
     TooBig,
-    /// The next hop's MAC is unknown: the kernel is asked to resolve it, the packet is lost.
+    /// The next hop's MAC did not resolve (answered with ICMP host unreachable when the wait
+    /// ends).
     NoNeighbor,
     /// Dropped or rejected by the host's firewall ([`crate::filter`]).
     Filtered,
+    /// The source fails reverse-path filtering (`rp_filter` of the ingress interface: no
+    /// unicast route back to it, or, strict, not through that interface).
+    RpFilter,
 }
 
 impl DropReason {
     /// The variants after the parse errors, in index order.
-    const OTHERS: [DropReason; 11] = [
+    const OTHERS: [DropReason; 12] = [
         DropReason::BadChecksum,
         DropReason::OtherHost,
         DropReason::Martian,
@@ -143,6 +148,7 @@ impl DropReason {
         DropReason::TooBig,
         DropReason::NoNeighbor,
         DropReason::Filtered,
+        DropReason::RpFilter,
     ];
 
     /// Number of distinct indices.
@@ -191,6 +197,7 @@ impl DropReason {
             DropReason::TooBig => "too_big",
             DropReason::NoNeighbor => "no_neighbor",
             DropReason::Filtered => "filtered",
+            DropReason::RpFilter => "rp_filter",
         }
     }
 }
@@ -512,13 +519,19 @@ impl Forwarder {
             }
             seen = Some(p);
         }
-        if meta.ttl <= 1 {
-            return Self::answer(frame, meta, DropReason::TtlExpired, IcmpKind::TimeExceeded);
-        }
+        // The kernel routes (and answers "no route") before ip_forward checks the TTL, and
+        // validates the source against the route back (rp_filter) in between.
         let (nh, egress, hinted_mac) = match self.route(frame, meta, hint) {
             Ok(r) => r,
             Err(v) => return v,
         };
+        if ingress.rp_filter != 0 && meta.version == IpVersion::V4 && !self.source_ok(meta, ingress)
+        {
+            return Verdict::Drop(DropReason::RpFilter);
+        }
+        if meta.ttl <= 1 {
+            return Self::answer(frame, meta, DropReason::TtlExpired, IcmpKind::TimeExceeded);
+        }
         let l3 = usize::from(meta.l3_offset);
         let too_big = u32::from(meta.total_len) > egress.mtu;
         // Only IPv4 without DF may be fragmented on the way (IPv6: RFC 8200 §5, never).
@@ -795,6 +808,19 @@ impl Forwarder {
         }
     }
 
+    /// Reverse-path filtering as Linux's `fib_validate_source`: the source needs a unicast
+    /// route back; in strict mode (1) through the ingress interface, in loose mode (2) through
+    /// any.
+    fn source_ok(&self, m: &PacketMeta, ingress: &Interface) -> bool {
+        let s = u32::from_be_bytes([m.src[0], m.src[1], m.src[2], m.src[3]]);
+        match self.routes.lookup_v4(s) {
+            Some(nh) if matches!(nh.kind(), RouteKind::Unicast | RouteKind::Kernel) => {
+                ingress.rp_filter == 2 || nh.ifindex == ingress.ifindex
+            }
+            _ => false,
+        }
+    }
+
     fn check_v4_addrs(&self, m: &PacketMeta) -> Option<Verdict> {
         let d = m.dst_v4();
         let s = u32::from_be_bytes([m.src[0], m.src[1], m.src[2], m.src[3]]);
@@ -808,15 +834,12 @@ impl Forwarder {
             return Some(Verdict::Pass(PassReason::Local));
         }
         // As Linux since 5.3: of 0.0.0.0/8 only 0.0.0.0 is a martian, the rest is unicast
-        // (routed like any address, so no route answers net unreachable). A source that is one
-        // of the router's own addresses fails the kernel's source validation.
+        // (routed like any address, so no route answers net unreachable); so is 240.0.0.0/4 as
+        // a destination. A source that is one of the router's own addresses fails the
+        // kernel's source validation. Unlike Linux, a class E source is dropped (RFC 1812
+        // §5.3.7).
         let martian = |a: u32| a == 0 || a >> 24 == 127;
-        if martian(d)
-            || martian(s)
-            || d >> 28 == 0xf
-            || s >> 28 >= 0xe
-            || self.interfaces.is_local_v4(s)
-        {
+        if martian(d) || martian(s) || s >> 28 >= 0xe || self.interfaces.is_local_v4(s) {
             return Some(Verdict::Drop(DropReason::Martian));
         }
         if d >> 16 == 0xa9fe || s >> 16 == 0xa9fe {

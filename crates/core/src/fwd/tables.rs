@@ -487,6 +487,9 @@ pub struct Interface {
     pub mtu: u32,
     /// Its addresses with prefix lengths.
     pub addrs: Vec<IpPrefixAddr>,
+    /// Reverse-path filtering of IPv4 arriving on it: 0 off, 1 strict, 2 loose (the kernel's
+    /// `rp_filter`, the larger of `all` and the interface's).
+    pub rp_filter: u8,
 }
 
 /// An interface address with its subnet length (`10.0.0.1/24`: host bits kept).
@@ -506,6 +509,7 @@ impl Interface {
             mac,
             mtu,
             addrs: Vec::new(),
+            rp_filter: 0,
         }
     }
 }

@@ -147,6 +147,18 @@ fn pass_drop_and_icmp_reasons() {
     assert_eq!(pass(spec("169.254.1.1")), Verdict::Drop(D::LinkLocal));
     assert_eq!(pass(spec("127.0.0.1")), Verdict::Drop(D::Martian));
     assert_eq!(pass(spec("0.0.0.0")), Verdict::Drop(D::Martian));
+    // A class E destination is routed, as in Linux; a class E source is not.
+    assert_eq!(
+        pass(spec("240.0.0.1")),
+        icmp(D::NoRoute, IcmpKind::NetUnreachable)
+    );
+    assert_eq!(
+        pass(FrameSpec {
+            src: ip("240.0.0.1"),
+            ..spec("10.2.0.1")
+        }),
+        Verdict::Drop(D::Martian)
+    );
     // The rest of 0.0.0.0/8 is unicast, as in Linux: no route here.
     assert_eq!(
         pass(spec("0.1.2.3")),
@@ -681,4 +693,77 @@ fn a_tcp_reset_answers_for_the_destination_as_the_kernel_builds_it() {
             "TCP checksum"
         );
     }
+}
+
+#[test]
+fn reverse_path_filter_strict_and_loose_and_the_kernels_order_of_checks() {
+    use DropReason as D;
+    let mut f = forwarder();
+    let on = |ifindex| NextHop {
+        ifindex,
+        gateway: None,
+    };
+    // Routes back: the frames' usual source 10.0.0.1 on interface 1, 10.5.0.0/16 through 2,
+    // 10.6.0.0/16 a blackhole; nothing for 192.0.2.0/24.
+    f.routes.insert(p("10.0.0.0/24"), on(1)).unwrap();
+    f.routes.insert(p("10.5.0.0/16"), on(2)).unwrap();
+    (f.routes)
+        .insert(p("10.6.0.0/16"), NextHop::special(RouteKind::Blackhole))
+        .unwrap();
+    let set_mode = |f: &mut Forwarder, mode: u8| {
+        let mut i = f.interfaces.get(1).unwrap().clone();
+        i.rp_filter = mode;
+        f.interfaces.upsert(i);
+    };
+    let from = |src: &str| FrameSpec {
+        src: ip(src),
+        ..spec("10.2.0.1")
+    };
+    let sent = |v: &Verdict| matches!(v, Verdict::Tx { .. });
+    for (mode, on_link, other_side, no_route, blackholed) in [
+        (0u8, true, true, true, true),
+        (1, true, false, false, false),
+        (2, true, true, false, false),
+    ] {
+        set_mode(&mut f, mode);
+        let v = |src| run(&f, &from(src)).0;
+        assert_eq!(sent(&v("10.0.0.1")), on_link, "mode {mode}");
+        assert_eq!(sent(&v("10.5.0.9")), other_side, "mode {mode}");
+        assert_eq!(sent(&v("192.0.2.1")), no_route, "mode {mode}");
+        assert_eq!(sent(&v("10.6.0.9")), blackholed, "mode {mode}");
+        if mode != 0 {
+            assert_eq!(v("192.0.2.1"), Verdict::Drop(D::RpFilter));
+        }
+    }
+    // IPv6 has no rp_filter.
+    assert!(sent(&run(&f, &spec6("2001:db8:5::1")).0));
+    // As the kernel: no route is answered before the TTL is looked at, the source is validated
+    // before it too.
+    set_mode(&mut f, 1);
+    let ttl1 = |src: &str, dst: &str| {
+        run(
+            &f,
+            &FrameSpec {
+                ttl: 1,
+                src: ip(src),
+                ..spec(dst)
+            },
+        )
+        .0
+    };
+    assert_eq!(
+        ttl1("10.0.0.1", "10.3.0.1"),
+        Verdict::Icmp {
+            drop: D::NoRoute,
+            error: IcmpKind::NetUnreachable
+        }
+    );
+    assert_eq!(ttl1("192.0.2.1", "10.2.0.1"), Verdict::Drop(D::RpFilter));
+    assert_eq!(
+        ttl1("10.0.0.1", "10.2.0.1"),
+        Verdict::Icmp {
+            drop: D::TtlExpired,
+            error: IcmpKind::TimeExceeded
+        }
+    );
 }

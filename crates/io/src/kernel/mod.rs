@@ -195,6 +195,28 @@ struct KernelMirror {
     limited: HashSet<IpPrefix>,
 }
 
+/// The kernel's reverse-path filter mode for IPv4 arriving on `ifindex`: the larger of
+/// `conf/all/rp_filter` and `conf/<interface>/rp_filter` (0 when they cannot be read). Read
+/// when the interfaces are (re)built: at start and on a link or address change; the kernel
+/// sends no event for a sysctl.
+#[cfg(not(test))]
+fn rp_filter_of(ifindex: u32) -> u8 {
+    let read = |name: &str| {
+        std::fs::read_to_string(format!("/proc/sys/net/ipv4/conf/{name}/rp_filter"))
+            .ok()
+            .and_then(|v| v.trim().parse::<u8>().ok())
+            .unwrap_or(0)
+    };
+    let dev = crate::ebpf::ifname(ifindex).map(|n| read(&n)).unwrap_or(0);
+    read("all").max(dev).min(2)
+}
+
+/// Unit tests build interfaces of made-up indices: no host sysctl leaks into them.
+#[cfg(test)]
+fn rp_filter_of(_ifindex: u32) -> u8 {
+    0
+}
+
 impl KernelMirror {
     fn new(spec: &MirrorSpec) -> KernelMirror {
         KernelMirror {
@@ -355,7 +377,9 @@ impl KernelMirror {
         }
         let mut ifs = Interfaces::new();
         for (&i, &(mac, mtu)) in &now.0 {
-            ifs.upsert(Interface::new(i, mac, mtu));
+            let mut iface = Interface::new(i, mac, mtu);
+            iface.rp_filter = rp_filter_of(i);
+            ifs.upsert(iface);
             for &(ip, len) in now.1.get(&i).into_iter().flatten() {
                 ifs.add_addr(i, ip, len);
             }
