@@ -882,16 +882,18 @@ fn tear_down(
 /// through interfaces it does not serve) the kernel drops when its forwarding is off, Debian's
 /// default: said at start, not found out from missing packets.
 fn warn_kernel_forwarding_off() {
-    for (path, fam, what) in [
+    for (path, fam, what, kind) in [
         (
             "/proc/sys/net/ipv4/ip_forward",
             "IPv4",
             "packets with IP options",
+            "ip_options",
         ),
         (
             "/proc/sys/net/ipv6/conf/all/forwarding",
             "IPv6",
             "packets with a hop-by-hop header",
+            "hop_by_hop",
         ),
     ] {
         if std::fs::read_to_string(path).is_ok_and(|v| v.trim() == "0") {
@@ -899,7 +901,7 @@ fn warn_kernel_forwarding_off() {
                 "kernel forwarding is off for {fam} ({path} = 0): the {fam} {what} or routed \
                  through interfaces llrouter does not serve, which llrouter hands to the kernel, \
                  are dropped there (counted as llrouter_kernel_pass_packets_total \
-                 reason=\"worker_ip_options\" / \"worker_kernel_route\"); set {path} to 1 to \
+                 reason=\"worker_{kind}\" / \"worker_kernel_route\"); set {path} to 1 to \
                  have the kernel forward them"
             );
         }

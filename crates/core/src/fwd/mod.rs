@@ -48,18 +48,20 @@ pub enum PassReason {
     Multicast,
     /// Limited or directed broadcast of a connected subnet.
     Broadcast,
-    /// IPv4 options or an IPv6 hop-by-hop header: the kernel processes them.
+    /// IPv4 options: the kernel processes them.
     IpOptions,
     /// A fragment, with [`FragmentPolicy::Pass`].
     Fragment,
     /// The route is the kernel's: through an interface llrouter does not serve, or of a kind
     /// only the kernel handles ([`RouteKind::Kernel`]).
     KernelRoute,
+    /// An IPv6 hop-by-hop header: the kernel processes it.
+    HopByHop,
 }
 
 impl PassReason {
     /// Every variant, in index order.
-    pub const ALL: [PassReason; 9] = [
+    pub const ALL: [PassReason; 10] = [
         PassReason::NonIp,
         PassReason::UnknownIngress,
         PassReason::L2Multicast,
@@ -69,6 +71,7 @@ impl PassReason {
         PassReason::IpOptions,
         PassReason::Fragment,
         PassReason::KernelRoute,
+        PassReason::HopByHop,
     ];
 
     /// Stable index into [`PassReason::ALL`].
@@ -88,6 +91,7 @@ impl PassReason {
             PassReason::IpOptions => "ip_options",
             PassReason::Fragment => "fragment",
             PassReason::KernelRoute => "kernel_route",
+            PassReason::HopByHop => "hop_by_hop",
         }
     }
 }
@@ -614,7 +618,7 @@ impl Forwarder {
                     return Some(v);
                 }
                 if frame.get(l3 + 6) == Some(&wire::ipv6::next_header::HOP_BY_HOP) {
-                    return Some(Verdict::Pass(P::IpOptions));
+                    return Some(Verdict::Pass(P::HopByHop));
                 }
             }
         }

@@ -435,6 +435,16 @@ fn ip_options_go_to_the_kernel() {
         .fill_checksum();
     assert!(parse_frame(&b).is_ok());
     assert_eq!(f.process(&mut b, 1), Verdict::Pass(PassReason::IpOptions));
+    // IPv6 with an 8-byte hop-by-hop header (PadN), counted apart.
+    let base = frame(&spec6("2001:db8:5::1"));
+    let mut b = base[..54].to_vec();
+    b.extend_from_slice(&[base[20], 0, 1, 4, 0, 0, 0, 0]);
+    b.extend_from_slice(&base[54..]);
+    b[20] = 0;
+    let pl = u16::from_be_bytes([b[18], b[19]]) + 8;
+    b[18..20].copy_from_slice(&pl.to_be_bytes());
+    assert!(parse_frame(&b).is_ok());
+    assert_eq!(f.process(&mut b, 1), Verdict::Pass(PassReason::HopByHop));
 }
 
 #[test]
