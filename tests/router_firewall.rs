@@ -4,27 +4,13 @@
 //! what it cannot evaluate it refuses at start, or hands to the kernel when told to.
 
 mod common;
-use common::{count, ctl_bin, RouterThread, TempDir};
+use common::{count, ctl_bin, RouterThread, TempDir, LL_WFQ_CONFIG as CONFIG};
 
 use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
 use llr_traffic::netns::{addr, Netns, Topology};
-
-const CONFIG: &str = r#"
-interfaces = ["veth-rin", "veth-rout"]
-strategy = "ll-wfq"
-wake = "interrupt"
-[[classes]]
-name = "rt"
-budget = 60
-[[classes]]
-name = "be"
-budget = 4
-[control]
-socket = "CTL"
-"#;
 
 fn ip(a: &str) -> IpAddr {
     a.parse().unwrap()

@@ -6,7 +6,7 @@
 //! matched to its frame.
 
 mod common;
-use common::{wait_for_line, RouterThread, Running, TempDir};
+use common::{wait_for_line, RouterThread, Running, TempDir, LL_WFQ_CONFIG as CONFIG};
 
 use std::net::IpAddr;
 use std::os::fd::RawFd;
@@ -16,20 +16,6 @@ use llr_core::wire::build::{frame, FrameSpec};
 // The kernel's ICMP rate limits stay as Debian ships them: `icmp_ratelimit = 0` would also
 // empty the per-source token bucket that the kernel's "no route" errors (ip_error) draw from.
 use llr_traffic::netns::{addr, Topology};
-
-const CONFIG: &str = r#"
-interfaces = ["veth-rin", "veth-rout"]
-strategy = "ll-wfq"
-wake = "interrupt"
-[[classes]]
-name = "rt"
-budget = 60
-[[classes]]
-name = "be"
-budget = 4
-[control]
-socket = "CTL"
-"#;
 
 fn mac(s: &str) -> [u8; 6] {
     llr_io::kernel::parse_mac(s).expect("a MAC address")

@@ -180,3 +180,19 @@ pub fn wait_for_line(err: &mut impl std::io::BufRead, needle: &str) -> String {
     }
     said
 }
+
+/// A two-class ll-wfq router on the topology's veth pair, with its control socket (`CTL` is
+/// replaced by [`TempDir::router_config`]).
+pub const LL_WFQ_CONFIG: &str = r#"
+interfaces = ["veth-rin", "veth-rout"]
+strategy = "ll-wfq"
+wake = "interrupt"
+[[classes]]
+name = "rt"
+budget = 60
+[[classes]]
+name = "be"
+budget = 4
+[control]
+socket = "CTL"
+"#;

@@ -318,11 +318,12 @@ impl Fixture {
 }
 
 /// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, and fixed here, so the fixture never
-/// changes with a dependency's version.
-struct Rng(u64);
+/// changes with a dependency's version. Tests outside the crate seed it too.
+pub struct Rng(u64);
 
 impl Rng {
-    fn new(seed: u64) -> Rng {
+    /// A generator from `seed`.
+    pub fn new(seed: u64) -> Rng {
         Rng(seed)
     }
 
@@ -335,7 +336,7 @@ impl Rng {
     }
 
     /// Uniform in `0..n` (n > 0; the modulo bias is below 2^-40 for the sizes used here).
-    fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 

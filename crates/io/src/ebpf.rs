@@ -324,15 +324,7 @@ impl Classifier {
             return Err(e);
         }
         if self.attached.is_some() || self.live {
-            // The grace period runs on its own thread so the caller (the worker, between poll
-            // rounds) never blocks for it; if the thread cannot start, wait here.
-            match std::thread::Builder::new()
-                .name("llr-rcu-grace".into())
-                .spawn(wait_grace_period)
-            {
-                Ok(h) => self.grace = Some(h),
-                Err(_) => wait_grace_period(),
-            }
+            self.grace = start_grace_period();
         }
         Ok(())
     }
@@ -515,13 +507,7 @@ impl Classifier {
             return Err(e);
         }
         if self.attached.is_some() || self.live {
-            match std::thread::Builder::new()
-                .name("llr-rcu-grace".into())
-                .spawn(wait_grace_period)
-            {
-                Ok(h) => self.drop_grace = Some(h),
-                Err(_) => wait_grace_period(),
-            }
+            self.drop_grace = start_grace_period();
         }
         Ok((next, retired))
     }
@@ -898,6 +884,22 @@ impl Classifier {
     ) -> Result<()> {
         let _ = old;
         self.set_rules(new, default_class, flags)
+    }
+}
+
+/// Starts an RCU grace period on a thread of its own, so that the caller (the worker, between
+/// poll rounds) never blocks for it; joining the handle waits for its end. If the thread
+/// cannot start, waits here and returns `None`.
+fn start_grace_period() -> Option<std::thread::JoinHandle<()>> {
+    match std::thread::Builder::new()
+        .name("llr-rcu-grace".into())
+        .spawn(wait_grace_period)
+    {
+        Ok(h) => Some(h),
+        Err(_) => {
+            wait_grace_period();
+            None
+        }
     }
 }
 

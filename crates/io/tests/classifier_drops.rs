@@ -11,23 +11,9 @@ use llr_core::filter::{
     Action, BaseChain, Chain, Families, Filter, FilterPacket, Hook, Key, Match, Rule, RuleOrigin,
     ValueSet,
 };
+use llr_core::fixture::Rng;
 use llr_core::wire::build::{frame, FrameSpec};
 use llr_io::ebpf::{Classifier, XDP_DROP};
-
-/// SplitMix64.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 /// The loopback's index: what `BPF_PROG_TEST_RUN` presents as the ingress interface here.
 const IIF: u32 = 1;
@@ -165,7 +151,7 @@ fn the_classifier_drops_what_its_model_drops_and_counts_it_per_rule() {
     let (mut dropped, mut checked, mut with_slots) = (0u64, 0u64, 0u64);
     let mut previous: Option<(XdpDrops, Vec<(u64, u64)>)> = None;
     for seed in 0..120u64 {
-        let mut r = Rng(0xd80b_0000 + seed);
+        let mut r = Rng::new(0xd80b_0000 + seed);
         let f = rand_filter(&mut r);
         let d = f.xdp_drops(IIF);
         with_slots += u64::from(!d.is_empty());
@@ -232,7 +218,7 @@ fn the_classifier_drops_what_its_model_drops_and_counts_it_per_rule() {
     assert_eq!(st.drop_firewall, dropped);
     // An empty set stops every drop.
     c.set_drops(&XdpDrops::default()).expect("clear");
-    let mut r = Rng(7);
+    let mut r = Rng::new(7);
     for _ in 0..50 {
         let (fr, _) = rand_frame(&mut r);
         assert_ne!(c.test_run(&fr, Some(IIF)).expect("run").action, XDP_DROP);
