@@ -176,8 +176,9 @@ fn port_of(i: usize) -> u16 {
     41_000 + i as u16
 }
 
-fn cases() -> Vec<Case> {
-    let v4 = |src: &str, dst: &str, ttl: u8| FrameSpec {
+/// A UDP datagram from the generator to the router's MAC (`v4` builds IPv6 too).
+fn v4(src: &str, dst: &str, ttl: u8) -> FrameSpec {
+    FrameSpec {
         dst_mac: mac(addr::RTR_IN_MAC),
         src_mac: mac(addr::GEN_MAC),
         src: ip(src),
@@ -187,9 +188,12 @@ fn cases() -> Vec<Case> {
         dst_port: 7000,
         payload_len: 32,
         ..FrameSpec::default()
-    };
+    }
+}
+
+fn cases() -> Vec<Case> {
     let (g4, s4, g6, s6) = (addr::GEN_V4, addr::SINK_V4, addr::GEN_V6, addr::SINK_V6);
-    vec![
+    let cases = vec![
         plain("ipv4 forwarded", v4(g4, s4, 64)),
         plain("ipv4 ttl 1", v4(g4, s4, 1)),
         plain("ipv4 ttl 0", v4(g4, s4, 0)),
@@ -261,21 +265,26 @@ fn cases() -> Vec<Case> {
             "ipv6 to a silent host on the sink's link",
             v4(g6, "fd71:2::77", 64),
         ),
-    ]
-    .into_iter()
-    .enumerate()
-    .map(|(i, mut c)| {
-        c.spec.src_port = port_of(i);
-        // The kernel limits its ICMP errors per source address (a burst of 5 or 6, then one a
-        // second, Debian's defaults, left as they are): a source of its own per frame.
-        if c.spec.src == ip(g4) {
-            c.spec.src = own_source(false, i);
-        } else if c.spec.src == ip(g6) {
-            c.spec.src = own_source(true, i);
-        }
-        c
-    })
-    .collect()
+    ];
+    numbered(cases, 0)
+}
+
+/// Gives case `i` (counting from `first`) its own UDP source port, and, if it is from the
+/// generator's address, its own source address: the kernel limits its ICMP errors per source
+/// address (a burst of 5 or 6, then one a second, Debian's defaults, left as they are).
+fn numbered(cases: Vec<Case>, first: usize) -> Vec<Case> {
+    (cases.into_iter().enumerate())
+        .map(|(i, mut c)| {
+            let i = first + i;
+            c.spec.src_port = port_of(i);
+            if c.spec.src == ip(addr::GEN_V4) {
+                c.spec.src = own_source(false, i);
+            } else if c.spec.src == ip(addr::GEN_V6) {
+                c.spec.src = own_source(true, i);
+            }
+            c
+        })
+        .collect()
 }
 
 /// The generator's address for case `i`: 10.71.1.100 + i, fd71:1::100 + i.
@@ -302,8 +311,25 @@ fn gen_sources(t: &Topology) {
             );
         }
     }
+    ip_batch(t, &batch);
+}
+
+/// Runs `ip -batch` with `batch` in the router's namespace; every line must succeed. Lines
+/// that start with `-6 ` go to `ip -6 -batch` (a batch line takes no options), after the others.
+fn ip_batch(t: &Topology, batch: &str) {
+    let (six, four): (Vec<&str>, Vec<&str>) = batch.lines().partition(|l| l.starts_with("-6 "));
+    let six: Vec<&str> = six.iter().map(|l| &l[3..]).collect();
+    for (fam, lines) in [(None, four), (Some("-6"), six)] {
+        if !lines.is_empty() {
+            ip_batch_of(t, fam, &(lines.join("\n") + "\n"));
+        }
+    }
+}
+
+fn ip_batch_of(t: &Topology, family: Option<&str>, batch: &str) {
+    let batch = batch.to_string();
     let o = (t.router.command("ip"))
-        .args(["-batch", "-"])
+        .args(family.into_iter().chain(["-batch", "-"]))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -385,9 +411,9 @@ fn probe(t: &Topology, cases: &[Case]) -> Vec<Outcome> {
         })
         .unwrap();
     let at_sink = sink.join().unwrap().unwrap();
-    (0..n)
-        .map(|i| {
-            let p = port_of(i);
+    (cases.iter())
+        .map(|c| {
+            let p = c.spec.src_port;
             Outcome {
                 forwarded: at_sink.iter().any(|f| udp_sport(f, 14) == Some(p)),
                 icmp: back
@@ -562,4 +588,203 @@ fn reverse_path_filtering_as_rp_filter_says() {
         assert_eq!(got, want, "rp_filter {mode}: the kernel\n{tab}");
         assert_eq!(kernel, ours, "rp_filter {mode}\n{tab}");
     }
+}
+
+/// The host configuration of [`policy_routing_as_ip_rule_says`]: rules of both families, and
+/// tables 100–103 beside main.
+fn policy_config() -> String {
+    let (s4, s6, g4, out, inn) = (
+        addr::SINK_V4,
+        addr::SINK_V6,
+        addr::GEN_V4,
+        addr::RTR_OUT_IF,
+        addr::RTR_IN_IF,
+    );
+    let (bh4, bh6) = (own_source(false, 63), own_source(true, 63));
+    let quiet4 = own_source(false, 62);
+    format!(
+        "rule add to 10.98.0.0/16 table 100 prio 100
+route add blackhole 10.98.1.0/24 table 100
+route add 10.98.2.0/24 via {s4} dev {out} table 100
+route add throw 10.98.3.0/24 table 100
+route add unreachable 10.98.4.0/24 table 100
+route add prohibit 10.98.5.0/24 table 100
+route add 10.98.3.0/24 via {s4} dev {out}
+rule add from {bh4} blackhole prio 110
+rule add iif {inn} ipproto udp dport 7001 prohibit prio 120
+rule add to 10.97.0.0/16 goto 200 prio 130
+rule add to 10.97.0.0/16 blackhole prio 140
+rule add to 10.97.0.0/16 table 100 prio 200
+route add 10.97.0.0/16 via {s4} dev {out} table 100
+rule add to 10.96.0.0/16 table 102 suppress_prefixlength 16 prio 150
+route add 10.96.0.0/16 via {g4} dev {inn} table 102
+route add 10.96.1.0/24 via {s4} dev {out} table 102
+rule add to 10.95.0.0/16 unreachable prio 160
+rule add iif lo to {quiet4} blackhole prio 170
+rule add not to 0.0.0.0/1 blackhole prio 175
+rule add fwmark 0x1 to 10.92.0.0/16 blackhole prio 190
+route add 10.92.0.0/16 via {s4} dev {out}
+rule add not fwmark 51820 table 103 prio 191
+route add 10.91.0.0/16 via {s4} dev {out} table 103
+-6 rule add to fd98::/16 table 100 prio 100
+-6 route add blackhole fd98:1::/48 table 100
+-6 route add fd98:2::/48 via {s6} dev {out} table 100
+-6 route add throw fd98:3::/48 table 100
+-6 route add unreachable fd98:4::/48 table 100
+-6 route add prohibit fd98:5::/48 table 100
+-6 route add fd98:3::/48 via {s6} dev {out}
+-6 rule add from {bh6} blackhole prio 110
+-6 rule add iif {inn} ipproto udp dport 7001 prohibit prio 120
+-6 rule add to fd95::/32 unreachable prio 160
+"
+    )
+}
+
+fn policy_cases() -> Vec<Case> {
+    let (g4, s4, g6, s6) = (addr::GEN_V4, addr::SINK_V4, addr::GEN_V6, addr::SINK_V6);
+    let from = |a: IpAddr, dst: &str| FrameSpec {
+        src: a,
+        ..v4(g4, dst, 64)
+    };
+    let dport = |spec: FrameSpec| FrameSpec {
+        dst_port: 7001,
+        ..spec
+    };
+    let cases = vec![
+        plain("ipv4 main still", v4(g4, s4, 64)),
+        plain("ipv4 table 100 blackhole", v4(g4, "10.98.1.1", 64)),
+        plain("ipv4 table 100 route", v4(g4, "10.98.2.1", 64)),
+        plain("ipv4 table 100 throw, main routes", v4(g4, "10.98.3.1", 64)),
+        plain("ipv4 table 100 unreachable", v4(g4, "10.98.4.1", 64)),
+        plain("ipv4 table 100 prohibit", v4(g4, "10.98.5.1", 64)),
+        plain(
+            "ipv4 table 100 nothing, main nothing",
+            v4(g4, "10.98.6.1", 64),
+        ),
+        plain(
+            "ipv4 from a blackholed source",
+            from(own_source(false, 63), s4),
+        ),
+        plain("ipv4 udp dport 7001 prohibited", dport(v4(g4, s4, 64))),
+        plain("ipv4 goto past a blackhole", v4(g4, "10.97.0.1", 64)),
+        plain("ipv4 /16 suppressed, main nothing", v4(g4, "10.96.2.1", 64)),
+        plain("ipv4 /24 not suppressed", v4(g4, "10.96.1.1", 64)),
+        plain("ipv4 rule unreachable", v4(g4, "10.95.0.1", 64)),
+        plain(
+            "ipv4 the way back blackholed (iif lo)",
+            from(own_source(false, 62), "10.99.0.1"),
+        ),
+        plain("ipv4 not to 0/1: blackhole", v4(g4, "192.0.2.1", 64)),
+        plain("ipv4 fwmark 1 never matches", v4(g4, "10.92.0.1", 64)),
+        plain("ipv4 not fwmark 51820 table 103", v4(g4, "10.91.0.1", 64)),
+        plain("ipv4 ttl 1 in table 100", v4(g4, "10.98.2.1", 1)),
+        plain("ipv6 main still", v4(g6, s6, 64)),
+        plain("ipv6 table 100 blackhole", v4(g6, "fd98:1::1", 64)),
+        plain("ipv6 table 100 route", v4(g6, "fd98:2::1", 64)),
+        plain("ipv6 table 100 throw, main routes", v4(g6, "fd98:3::1", 64)),
+        plain("ipv6 table 100 unreachable", v4(g6, "fd98:4::1", 64)),
+        plain("ipv6 table 100 prohibit", v4(g6, "fd98:5::1", 64)),
+        plain(
+            "ipv6 table 100 nothing, main nothing",
+            v4(g6, "fd98:6::1", 64),
+        ),
+        plain(
+            "ipv6 from a blackholed source",
+            FrameSpec {
+                src: own_source(true, 63),
+                ..v4(g6, s6, 64)
+            },
+        ),
+        plain("ipv6 udp dport 7001 prohibited", dport(v4(g6, s6, 64))),
+        plain("ipv6 rule unreachable", v4(g6, "fd95::1", 64)),
+    ];
+    numbered(cases, 0)
+}
+
+/// What changes while llrouter runs, and the frames that tell: rule 100 goes (10.98.0.0/16 is
+/// main's again: nothing there) and a blackhole rule comes for 10.71.2.0/24 (the sink).
+const POLICY_CHANGE: &str = "rule del prio 100
+-6 rule del prio 100
+rule add to 10.71.2.0/24 blackhole prio 105
+";
+
+fn policy_change_cases(first: usize) -> Vec<Case> {
+    let (g4, s4, g6) = (addr::GEN_V4, addr::SINK_V4, addr::GEN_V6);
+    numbered(
+        vec![
+            plain(
+                "after: ipv4 was table 100's blackhole",
+                v4(g4, "10.98.1.1", 64),
+            ),
+            plain("after: ipv4 was table 100's route", v4(g4, "10.98.2.1", 64)),
+            plain("after: ipv6 was table 100's route", v4(g6, "fd98:2::1", 64)),
+            plain("after: ipv4 to the sink, now blackholed", v4(g4, s4, 64)),
+            plain("after: control, no route", v4(g4, "10.99.0.1", 64)),
+        ],
+        first,
+    )
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn policy_routing_as_ip_rule_says() {
+    llr_io::sys::require_root();
+    let t = Topology::new("llr-prule").expect("topology");
+    gen_sources(&t);
+    ip_batch(&t, &policy_config());
+    let cases = policy_cases();
+    let later = policy_change_cases(cases.len());
+    assert!(
+        cases.len() + later.len() <= 62,
+        "sources 62 and 63 are the rules'"
+    );
+    let kernel = probe(&t, &cases);
+    ip_batch(&t, POLICY_CHANGE);
+    let kernel_later = probe(&t, &later);
+    // Back to the first configuration for llrouter's run.
+    ip_batch(
+        &t,
+        "rule del prio 105\nrule add to 10.98.0.0/16 table 100 prio 100\n\
+         -6 rule add to fd98::/16 table 100 prio 100\n",
+    );
+    // The probe tells the rules apart: the kernel forwarded, dropped and answered as set up.
+    let of = |name: &str| &kernel[cases.iter().position(|c| c.name == name).unwrap()];
+    let tab = table(&cases, &kernel, &kernel);
+    assert!(of("ipv4 table 100 route").forwarded, "{tab}");
+    assert!(!of("ipv4 table 100 blackhole").forwarded, "{tab}");
+    assert_eq!(of("ipv4 table 100 prohibit").icmp, vec![(3, 13)], "{tab}");
+    assert_eq!(
+        of("ipv4 /16 suppressed, main nothing").icmp,
+        vec![(3, 0)],
+        "{tab}"
+    );
+    assert!(of("ipv6 table 100 route").forwarded, "{tab}");
+    for fam in ["-4", "-6"] {
+        let o = (t.router.command("ip"))
+            .args([fam, "neigh", "flush", "nud", "failed"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let dir = TempDir::new("policy");
+    let router = RouterThread::start(&t, dir.router_config(CONFIG));
+    let ours = probe(&t, &cases);
+    ip_batch(&t, POLICY_CHANGE);
+    // Rule events reach the forwarder within a second.
+    std::thread::sleep(Duration::from_millis(1000));
+    let ours_later = probe(&t, &later);
+    router.finish().unwrap();
+    let tab = table(&cases, &kernel, &ours) + &table(&later, &kernel_later, &ours_later);
+    eprintln!("{tab}");
+    // The change took effect in the kernel: table 100's blackhole and route are gone (main
+    // has nothing there), and so is the sink.
+    let no_route = vec![(3, 0)];
+    assert!(
+        kernel_later[0].icmp == no_route
+            && kernel_later[1].icmp == no_route
+            && !kernel_later[3].forwarded,
+        "{tab}"
+    );
+    assert_eq!(kernel, ours, "\n{tab}");
+    assert_eq!(kernel_later, ours_later, "\n{tab}");
 }

@@ -503,6 +503,18 @@ impl Lpm<u32> {
         (e & VALID != 0).then_some(e & VALUE_MASK)
     }
 
+    /// [`lookup`](Self::lookup) with the matching prefix's length: policy routing's
+    /// `suppress_prefixlength` needs it.
+    #[inline]
+    pub fn lookup_len(&self, addr: u32) -> Option<(u32, u8)> {
+        let mut e = self.top.get((addr >> 8) as usize)?.load(Ordering::Acquire);
+        if e & EXT != 0 {
+            let g = self.pools.get(1)?.group(e & VALUE_MASK)?;
+            e = g.get((addr & 0xff) as usize)?.load(Ordering::Acquire);
+        }
+        (e & VALID != 0).then_some((e & VALUE_MASK, depth_of(e)))
+    }
+
     /// [`lookup`](Self::lookup) of many addresses, `out[i]` for `addrs[i]` (as many as the
     /// shorter of the two holds).
     ///

@@ -7,6 +7,7 @@
 pub(crate) mod hash;
 pub mod icmp;
 pub mod lpm;
+pub mod policy;
 pub mod poptrie;
 mod shared;
 mod tables;
@@ -17,6 +18,7 @@ pub use icmp::{IcmpKind, IcmpLimiter, IcmpLimits};
 pub use lpm::{
     set_hot_array_advice, Lpm4, LpmError, LpmMemory, Reader, Readers, MAX_TAG, MAX_VALUE,
 };
+pub use policy::{Flow, Policy, Rule, RuleAction, SmallTable};
 /// The IPv6 table.
 pub use poptrie::Poptrie as Lpm6;
 pub use shared::{ForwarderGuard, SharedForwarder};
@@ -338,6 +340,8 @@ pub struct Forwarder {
     pub max_frame: usize,
     /// The host's firewall on the forwarding path (empty: nothing to evaluate).
     pub filter: std::sync::Arc<Filter>,
+    /// The kernel's routing rules and the tables besides main they select.
+    pub policy: std::sync::Arc<Policy>,
 }
 
 impl Forwarder {
@@ -525,7 +529,7 @@ impl Forwarder {
         }
         // The kernel routes (and answers "no route") before ip_forward checks the TTL, and
         // validates the source against the route back (rp_filter) in between.
-        let (nh, egress, hinted_mac) = match self.route(frame, meta, hint) {
+        let (nh, egress, hinted_mac) = match self.route(frame, meta, ingress, hint) {
             Ok(r) => r,
             Err(v) => return v,
         };
@@ -662,17 +666,27 @@ impl Forwarder {
         &self,
         frame: &[u8],
         meta: &PacketMeta,
+        ingress: &Interface,
         hint: &RouteHint,
     ) -> Result<(NextHop, &Interface, Option<Mac>), Verdict> {
         use DropReason as D;
         if self.routes_incomplete {
             return Err(Verdict::Pass(PassReason::KernelRoute));
         }
-        let (nh, mac) = match (meta.version, hint.dst) {
-            (IpVersion::V4, HintDst::V4(a)) if a == meta.dst_v4() => (hint.next_hop, hint.next_mac),
-            (IpVersion::V6, HintDst::V6(a)) if a == meta.dst_v6() => (hint.next_hop, hint.next_mac),
-            (IpVersion::V4, _) => (self.routes.lookup_v4(meta.dst_v4()), None),
-            (IpVersion::V6, _) => (self.routes.lookup_v6(meta.dst_v6()), None),
+        let v6 = meta.version == IpVersion::V6;
+        let (nh, mac) = if !self.policy.is_plain(v6) {
+            (self.policy_route(meta, ingress), None)
+        } else {
+            match (meta.version, hint.dst) {
+                (IpVersion::V4, HintDst::V4(a)) if a == meta.dst_v4() => {
+                    (hint.next_hop, hint.next_mac)
+                }
+                (IpVersion::V6, HintDst::V6(a)) if a == meta.dst_v6() => {
+                    (hint.next_hop, hint.next_mac)
+                }
+                (IpVersion::V4, _) => (self.routes.lookup_v4(meta.dst_v4()), None),
+                (IpVersion::V6, _) => (self.routes.lookup_v6(meta.dst_v6()), None),
+            }
         };
         let Some(nh) = nh else {
             return Err(Self::answer(
@@ -686,7 +700,12 @@ impl Forwarder {
             RouteKind::Unicast => {}
             RouteKind::Blackhole => return Err(Verdict::Drop(D::Blackhole)),
             RouteKind::Unreachable => {
-                let e = IcmpKind::HostUnreachable;
+                // Linux answers an IPv6 `unreachable` route with "no route" (1/0, as
+                // ip6_pkt_discard), IPv4's with host unreachable.
+                let e = match meta.version {
+                    IpVersion::V4 => IcmpKind::HostUnreachable,
+                    IpVersion::V6 => IcmpKind::NetUnreachable,
+                };
                 return Err(Self::answer(frame, meta, D::Unreachable, e));
             }
             RouteKind::Prohibit => {
@@ -694,11 +713,63 @@ impl Forwarder {
                 return Err(Self::answer(frame, meta, D::Unreachable, e));
             }
             RouteKind::Kernel => return Err(Verdict::Pass(PassReason::KernelRoute)),
+            // With the default rules a throw in main leaves nothing to look in.
+            RouteKind::Throw => {
+                let e = IcmpKind::NetUnreachable;
+                return Err(Self::answer(frame, meta, D::NoRoute, e));
+            }
         }
         match self.interfaces.get(nh.ifindex) {
             Some(egress) => Ok((nh, egress, mac)),
             None => Err(Verdict::Pass(PassReason::KernelRoute)),
         }
+    }
+
+    /// The route of a forwarded packet through the policy rules.
+    #[inline(never)]
+    fn policy_route(&self, meta: &PacketMeta, ingress: &Interface) -> Option<NextHop> {
+        let flow = Flow {
+            v6: meta.version == IpVersion::V6,
+            src: addr_bits(meta.version, &meta.src),
+            dst: addr_bits(meta.version, &meta.dst),
+            iif: ingress.ifindex,
+            proto: meta.protocol,
+            sport: meta.src_port,
+            dport: meta.dst_port,
+        };
+        self.policy.route(&self.routes, &flow, ingress.vrf_table)
+    }
+
+    /// The route back to `meta`'s source, as the kernel looks it up for a packet of its own
+    /// (input interface loopback) from `from`, of protocol `proto` with ports `ports`
+    /// (source, destination).
+    fn route_back(
+        &self,
+        meta: &PacketMeta,
+        from: u128,
+        proto: u8,
+        ports: (u16, u16),
+        vrf: Option<u32>,
+    ) -> Option<NextHop> {
+        let v6 = meta.version == IpVersion::V6;
+        let src = addr_bits(meta.version, &meta.src);
+        if self.policy.is_plain(v6) {
+            return if v6 {
+                self.routes.lookup_v6(src)
+            } else {
+                self.routes.lookup_v4(src as u32)
+            };
+        }
+        let flow = Flow {
+            v6,
+            src: from,
+            dst: src,
+            iif: policy::LOOPBACK_IFINDEX,
+            proto,
+            sport: ports.0,
+            dport: ports.1,
+        };
+        self.policy.route(&self.routes, &flow, vrf)
     }
 
     /// Rewrites a packet for its next hop: L4 checksum completed if partial, TTL / hop limit
@@ -761,21 +832,6 @@ impl Forwarder {
     ) -> Verdict {
         use DropReason as D;
         let v6 = meta.version == IpVersion::V6;
-        let back = match meta.version {
-            IpVersion::V4 => self.routes.lookup_v4(u32::from_be_bytes([
-                meta.src[0],
-                meta.src[1],
-                meta.src[2],
-                meta.src[3],
-            ])),
-            IpVersion::V6 => self.routes.lookup_v6(u128::from_be_bytes(meta.src)),
-        };
-        let Some(nh) = back.filter(|nh| nh.kind() == RouteKind::Unicast) else {
-            return Verdict::Drop(D::NoRoute);
-        };
-        let Some(egress) = self.interfaces.get(nh.ifindex) else {
-            return Verdict::Drop(D::NoRoute);
-        };
         let src = match self.interfaces.source_addr(ingress_ifindex, v6) {
             Some(core::net::IpAddr::V4(a)) => {
                 let mut b = [0u8; 16];
@@ -784,6 +840,23 @@ impl Forwarder {
             }
             Some(core::net::IpAddr::V6(a)) => a.octets(),
             None => return Verdict::Drop(D::NoRoute),
+        };
+        // A TCP reset goes back with the ports swapped; an ICMP error has none.
+        let (proto, ports) = match error {
+            IcmpKind::TcpReset => (meta.protocol, (meta.dst_port, meta.src_port)),
+            _ if v6 => (wire::l4::proto::ICMPV6, (0, 0)),
+            _ => (wire::l4::proto::ICMP, (0, 0)),
+        };
+        let vrf = self
+            .interfaces
+            .get(ingress_ifindex)
+            .and_then(|i| i.vrf_table);
+        let back = self.route_back(meta, addr_bits(meta.version, &src), proto, ports, vrf);
+        let Some(nh) = back.filter(|nh| nh.kind() == RouteKind::Unicast) else {
+            return Verdict::Drop(D::NoRoute);
+        };
+        let Some(egress) = self.interfaces.get(nh.ifindex) else {
+            return Verdict::Drop(D::NoRoute);
         };
         let prev_hop = EthernetFrame::new_checked(&*buf).map(|e| e.src()).ok();
         let next = match nh.gateway {
@@ -816,8 +889,9 @@ impl Forwarder {
     /// route back; in strict mode (1) through the ingress interface, in loose mode (2) through
     /// any.
     fn source_ok(&self, m: &PacketMeta, ingress: &Interface) -> bool {
-        let s = u32::from_be_bytes([m.src[0], m.src[1], m.src[2], m.src[3]]);
-        match self.routes.lookup_v4(s) {
+        let to = addr_bits(m.version, &m.dst);
+        let ports = (m.dst_port, m.src_port);
+        match self.route_back(m, to, m.protocol, ports, ingress.vrf_table) {
             Some(nh) if matches!(nh.kind(), RouteKind::Unicast | RouteKind::Kernel) => {
                 ingress.rp_filter == 2 || nh.ifindex == ingress.ifindex
             }
@@ -868,6 +942,16 @@ impl Forwarder {
             return Some(Verdict::Drop(DropReason::LinkLocal));
         }
         None
+    }
+}
+
+/// An address of `meta`'s layout (IPv4 in the first 4 bytes) as the bits policy routing
+/// compares (IPv4 in the low 32).
+#[inline]
+fn addr_bits(version: IpVersion, a: &[u8; 16]) -> u128 {
+    match version {
+        IpVersion::V4 => u128::from(u32::from_be_bytes([a[0], a[1], a[2], a[3]])),
+        IpVersion::V6 => u128::from_be_bytes(*a),
     }
 }
 

@@ -333,6 +333,21 @@ impl Poptrie {
     /// The value of the longest prefix containing `addr`.
     #[inline]
     pub fn lookup(&self, addr: u128) -> Option<u32> {
+        let e = self.lookup_entry(addr)?;
+        is_valid(e).then_some(e & VALUE_MASK)
+    }
+
+    /// [`lookup`](Poptrie::lookup) with the matching prefix's length: policy routing's
+    /// `suppress_prefixlength` needs it.
+    #[inline]
+    pub fn lookup_len(&self, addr: u128) -> Option<(u32, u8)> {
+        let e = self.lookup_entry(addr)?;
+        is_valid(e).then_some((e & VALUE_MASK, depth_of(e)))
+    }
+
+    /// The leaf entry of the longest prefix containing `addr` (not valid if there is none).
+    #[inline(always)]
+    fn lookup_entry(&self, addr: u128) -> Option<u32> {
         // Acquire on the direct entry: every node and leaf reachable from it was written before
         // it was published, and none is written again until readers have moved on.
         let d = self
@@ -374,8 +389,8 @@ impl Poptrie {
         })
     }
 
-    /// The answer for `addr` from the leaf the nodes gave (`e`, 0 for none), else from its
-    /// direct entry `d`'s prefix of 17..=24 bits, else from the short table.
+    /// The leaf entry for `addr` (not valid when no prefix holds it): from the leaf the nodes gave
+    /// (`e`, 0 for none), else from its direct entry `d`'s prefix of 17..=24 bits, else the short table.
     #[inline(always)]
     fn resolve(&self, addr: u128, d: u64, mut e: u32) -> Option<u32> {
         if e == 0 {
@@ -387,7 +402,7 @@ impl Poptrie {
                 .get((addr >> (128 - SHORT_BITS)) as usize)?
                 .load(Ordering::Acquire);
         }
-        is_valid(e).then_some(e & VALUE_MASK)
+        Some(e)
     }
 
     /// [`lookup`](Poptrie::lookup) of many addresses, `out[i]` for `addrs[i]` (as many as the
@@ -437,7 +452,9 @@ impl Poptrie {
                 } else {
                     0
                 };
-                out[i] = self.resolve(addrs[i], d[i], e);
+                out[i] = self
+                    .resolve(addrs[i], d[i], e)
+                    .and_then(|e| is_valid(e).then_some(e & VALUE_MASK));
             }
         }
     }

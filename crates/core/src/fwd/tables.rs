@@ -35,9 +35,12 @@ pub enum RouteKind {
     Unreachable,
     /// `prohibit`: drop, answer ICMP administratively prohibited.
     Prohibit,
-    /// The kernel's business (a route through an interface llrouter does not serve, `throw`,
-    /// ...): the packet is handed to the kernel.
+    /// The kernel's business (a route through an interface llrouter does not serve, a `nat`
+    /// or `local` route in the main table, ...): the packet is handed to the kernel.
     Kernel,
+    /// `throw`: the table has no route here; policy routing goes on with the next rule (with
+    /// no rule left, no route).
+    Throw,
 }
 
 impl NextHop {
@@ -46,6 +49,7 @@ impl NextHop {
     const BLACKHOLE: u32 = u32::MAX;
     const UNREACHABLE: u32 = u32::MAX - 1;
     const PROHIBIT: u32 = u32::MAX - 2;
+    const THROW: u32 = u32::MAX - 3;
 
     /// The next hop of a route of `kind` that has no interface (any kind but `Unicast`).
     pub const fn special(kind: RouteKind) -> NextHop {
@@ -53,6 +57,7 @@ impl NextHop {
             RouteKind::Blackhole => Self::BLACKHOLE,
             RouteKind::Unreachable => Self::UNREACHABLE,
             RouteKind::Prohibit => Self::PROHIBIT,
+            RouteKind::Throw => Self::THROW,
             RouteKind::Kernel | RouteKind::Unicast => 0,
         };
         NextHop {
@@ -70,6 +75,7 @@ impl NextHop {
             Self::BLACKHOLE => RouteKind::Blackhole,
             Self::UNREACHABLE => RouteKind::Unreachable,
             Self::PROHIBIT => RouteKind::Prohibit,
+            Self::THROW => RouteKind::Throw,
             _ => RouteKind::Unicast,
         }
     }
@@ -329,6 +335,20 @@ impl RouteTable {
         self.nexthops.get(self.v4.lookup(addr)?)
     }
 
+    /// [`lookup_v4`](Self::lookup_v4) with the matching prefix's length.
+    #[inline]
+    pub fn lookup_v4_len(&self, addr: u32) -> Option<(NextHop, u8)> {
+        let (id, len) = self.v4.lookup_len(addr)?;
+        Some((self.nexthops.get(id)?, len))
+    }
+
+    /// [`lookup_v6`](Self::lookup_v6) with the matching prefix's length.
+    #[inline]
+    pub fn lookup_v6_len(&self, addr: u128) -> Option<(NextHop, u8)> {
+        let (id, len) = self.v6.lookup_len(addr)?;
+        Some((self.nexthops.get(id)?, len))
+    }
+
     /// [`lookup_v4`](Self::lookup_v4) of many addresses, `out[i]` for `addrs[i]` (as many as
     /// the shorter holds), with their cache misses overlapping.
     pub fn lookup_v4_many(&self, addrs: &[u32], out: &mut [Option<NextHop>]) {
@@ -490,6 +510,9 @@ pub struct Interface {
     /// Reverse-path filtering of IPv4 arriving on it: 0 off, 1 strict, 2 loose (the kernel's
     /// `rp_filter`, the larger of `all` and the interface's).
     pub rp_filter: u8,
+    /// The routing table of the VRF (l3mdev) the interface is enslaved to, if any: policy
+    /// routing's `l3mdev` rule looks up packets arriving on it there.
+    pub vrf_table: Option<u32>,
 }
 
 /// An interface address with its subnet length (`10.0.0.1/24`: host bits kept).
@@ -510,6 +533,7 @@ impl Interface {
             mtu,
             addrs: Vec::new(),
             rp_filter: 0,
+            vrf_table: None,
         }
     }
 }

@@ -245,6 +245,8 @@ fn route_kinds() {
         ("10.21.0.0/16", RouteKind::Unreachable),
         ("10.22.0.0/16", RouteKind::Prohibit),
         ("10.23.0.0/16", RouteKind::Kernel),
+        ("10.24.0.0/16", RouteKind::Throw),
+        ("2001:db8:21::/48", RouteKind::Unreachable),
     ] {
         f.routes.insert(p(prefix), NextHop::special(kind)).unwrap();
         assert_eq!(NextHop::special(kind).kind(), kind);
@@ -266,6 +268,20 @@ fn route_kinds() {
         }
     );
     assert_eq!(v("10.23.1.1"), Verdict::Pass(PassReason::KernelRoute));
+    // A throw in main, with the default rules: nothing left to look in.
+    let no_route = Verdict::Icmp {
+        drop: DropReason::NoRoute,
+        error: IcmpKind::NetUnreachable,
+    };
+    assert_eq!(v("10.24.1.1"), no_route);
+    // IPv6 answers an unreachable route with "no route" (1/0), as Linux does.
+    assert_eq!(
+        run(&f, &spec6("2001:db8:21::1")).0,
+        Verdict::Icmp {
+            drop: DropReason::Unreachable,
+            error: IcmpKind::NetUnreachable
+        }
+    );
 }
 
 #[test]

@@ -32,7 +32,7 @@
 //!
 //! [rtnetlink(7)]: https://man7.org/linux/man-pages/man7/rtnetlink.7.html
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -62,7 +62,8 @@ pub enum KernelError {
 type Result<T, E = KernelError> = std::result::Result<T, E>;
 use llr_core::classify::IpPrefix;
 use llr_core::fwd::{
-    Forwarder, Interface, Interfaces, NextHop, RouteTable, SharedForwarder, MAX_TAG,
+    Forwarder, Interface, Interfaces, NextHop, Policy, RouteTable, SharedForwarder, SmallTable,
+    MAX_TAG,
 };
 
 /// A static route from the configuration (overrides the kernel's).
@@ -188,7 +189,11 @@ struct KernelMirror {
     /// Prefixes the forwarder refused: tried again at the next re-dump.
     failed: HashSet<IpPrefix>,
     applied_neigh: HashMap<(u32, IpAddr), [u8; 6]>,
-    applied_ifaces: Option<(Links, Addrs)>,
+    applied_ifaces: Option<(Links, Addrs, BTreeMap<u32, u32>)>,
+    /// The rules or a table besides main changed since the policy was last published.
+    policy_dirty: bool,
+    /// Mirror the kernel's rules (else the forwarder keeps the default ones).
+    kernel_rules: bool,
     max_routes: usize,
     /// Prefixes left out because the table was at `max_routes`: while any is, the forwarder
     /// is incomplete; they go in as soon as there is room.
@@ -245,6 +250,8 @@ impl KernelMirror {
             failed: HashSet::new(),
             applied_neigh: HashMap::new(),
             applied_ifaces: None,
+            policy_dirty: false,
+            kernel_rules: spec.kernel_routes,
             max_routes: spec.max_routes,
             limited: HashSet::new(),
         }
@@ -371,7 +378,11 @@ impl KernelMirror {
     }
 
     fn ifaces_update(&mut self) -> Option<Update> {
-        let now = (self.kernel.links.clone(), self.kernel.addrs.clone());
+        let now = (
+            self.kernel.links.clone(),
+            self.kernel.addrs.clone(),
+            self.kernel.vrf.clone(),
+        );
         if self.applied_ifaces.as_ref() == Some(&now) {
             return None;
         }
@@ -379,6 +390,7 @@ impl KernelMirror {
         for (&i, &(mac, mtu)) in &now.0 {
             let mut iface = Interface::new(i, mac, mtu);
             iface.rp_filter = rp_filter_of(i);
+            iface.vrf_table = now.2.get(&i).copied();
             ifs.upsert(iface);
             for &(ip, len) in now.1.get(&i).into_iter().flatten() {
                 ifs.add_addr(i, ip, len);
@@ -388,13 +400,41 @@ impl KernelMirror {
         Some(Update::Interfaces(Box::new(ifs)))
     }
 
+    /// The policy to publish if the rules or the tables besides main changed: each prefix's
+    /// route of lowest metric, the kernel's rules (the default ones when llrouter does not
+    /// mirror the kernel's routes).
+    fn policy_update(&mut self) -> Option<Update> {
+        if !std::mem::take(&mut self.policy_dirty) {
+            return None;
+        }
+        let (r4, r6) = &self.kernel.rules;
+        if !self.kernel_rules || (r4.is_empty() && r6.is_empty()) {
+            return Some(Update::Policy(Arc::new(Policy::default())));
+        }
+        let tables = (self.kernel.tables.iter())
+            .map(|(&t, routes)| {
+                let best = routes
+                    .iter()
+                    .filter_map(|(p, k)| Some((*p, k.iter().min_by_key(|r| r.0)?.1)));
+                (t, SmallTable::new(best))
+            })
+            .collect();
+        Some(Update::Policy(Arc::new(Policy::new(
+            r4.clone(),
+            r6.clone(),
+            tables,
+        ))))
+    }
+
     /// Takes a new dump: its routes are diffed against table `t` and what differs is written
     /// into it at once; interface and neighbour changes are left in `small`. Returns how many
     /// of the forwarder's routes changed.
     fn resync(&mut self, t: &RouteTable, mut view: KernelView, small: &mut Vec<Update>) -> usize {
         let dump = std::mem::take(&mut view.routes);
+        self.policy_dirty |= view.rules != self.kernel.rules || view.tables != self.kernel.tables;
         self.kernel = view;
         small.extend(self.ifaces_update());
+        small.extend(self.policy_update());
         let mut n = 0;
         let mut one = |m: &mut Self, p: IpPrefix, k: KernelRoutes| match m.set(t, p, k) {
             Ok(changed) => n += usize::from(changed),
@@ -454,7 +494,20 @@ impl KernelMirror {
                 small.extend(self.neigh_update((*i, *ip)));
                 Ok(false)
             }
-            KernelEvent::Resync | KernelEvent::Interfaces | KernelEvent::Ignore => Ok(false),
+            KernelEvent::TableRouteSet(t, p, metric, nh) => {
+                netlink::table_set(&mut self.kernel.tables, *t, *p, *metric, Some(*nh));
+                self.policy_dirty = true;
+                Ok(false)
+            }
+            KernelEvent::TableRouteDel(t, p, metric) => {
+                netlink::table_set(&mut self.kernel.tables, *t, *p, *metric, None);
+                self.policy_dirty = true;
+                Ok(false)
+            }
+            KernelEvent::Resync
+            | KernelEvent::Interfaces
+            | KernelEvent::Rules
+            | KernelEvent::Ignore => Ok(false),
         }
     }
 
@@ -509,6 +562,7 @@ impl KernelMirror {
         let was = self.incomplete();
         let mut small = Vec::new();
         let mut n = batch(self, &routes, &mut small);
+        small.extend(self.policy_update());
         n += self.retry_limited(&routes);
         self.report_limit(was, &routes);
         if fwd.load().routes_incomplete != self.incomplete() {
@@ -556,6 +610,7 @@ impl KernelMirror {
 enum Update {
     Neigh((u32, IpAddr), Option<[u8; 6]>),
     Interfaces(Box<Interfaces>),
+    Policy(Arc<Policy>),
 }
 
 fn apply_update(f: &mut Forwarder, u: Update) {
@@ -567,6 +622,7 @@ fn apply_update(f: &mut Forwarder, u: Update) {
             f.neighbors.remove(i, ip);
         }
         Update::Interfaces(ifs) => f.interfaces = *ifs,
+        Update::Policy(p) => f.policy = p,
     }
 }
 
@@ -617,7 +673,11 @@ fn event_groups(spec: &MirrorSpec) -> u32 {
         | RTMGRP_IPV4_IFADDR
         | RTMGRP_IPV6_IFADDR
         | if spec.kernel_routes {
-            RTMGRP_NEIGH | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE
+            RTMGRP_NEIGH
+                | RTMGRP_IPV4_ROUTE
+                | RTMGRP_IPV6_ROUTE
+                | RTMGRP_IPV4_RULE
+                | RTMGRP_IPV6_RULE
         } else {
             0
         }
@@ -709,6 +769,7 @@ pub fn run_mirror(
                             let cur = fwd.load_full();
                             fresh.fragments = cur.fragments;
                             fresh.max_frame = cur.max_frame;
+                            fresh.filter = cur.filter.clone();
                             drop(cur);
                             fwd.replace(fresh);
                         } else {
@@ -767,9 +828,20 @@ pub fn run_mirror(
             }
             if batch.contains(&KernelEvent::Resync) {
                 need_resync = true;
-            } else if batch.contains(&KernelEvent::Interfaces) {
-                // Links and addresses only: cheap, whatever the size of the routing table.
-                match dump_interfaces(&mut dumper, spec, &mut mirror.kernel) {
+            } else if batch.contains(&KernelEvent::Interfaces)
+                || batch.contains(&KernelEvent::Rules)
+            {
+                // Links, addresses and rules only: cheap, whatever the size of the routing
+                // table.
+                let rules = spec.kernel_routes;
+                match dump_interfaces(&mut dumper, spec, &mut mirror.kernel).and_then(|()| {
+                    let was = mirror.kernel.rules.clone();
+                    if rules {
+                        netlink::dump_rules(&mut dumper, &mut mirror.kernel)?;
+                    }
+                    mirror.policy_dirty |= mirror.kernel.rules != was;
+                    Ok(())
+                }) {
                     Ok(()) => {
                         let n = mirror.apply_live(fwd, |m, _, small| {
                             small.extend(m.ifaces_update());

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::{KernelError, Result};
 use llr_core::classify::IpPrefix;
-use llr_core::fwd::{NextHop, RouteKind};
+use llr_core::fwd::{NextHop, RouteKind, Rule, RuleAction};
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST,
 };
@@ -19,6 +19,9 @@ use netlink_packet_route::neighbour::{
 };
 use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteType,
+};
+use netlink_packet_route::rule::{
+    RuleAction as NlAction, RuleAttribute, RuleFlags, RuleHeader, RuleMessage,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
@@ -32,7 +35,11 @@ pub(super) const RTMGRP_IPV4_IFADDR: u32 = 0x10;
 pub(super) const RTMGRP_IPV4_ROUTE: u32 = 0x40;
 pub(super) const RTMGRP_IPV6_IFADDR: u32 = 0x100;
 pub(super) const RTMGRP_IPV6_ROUTE: u32 = 0x400;
+pub(super) const RTMGRP_IPV4_RULE: u32 = 0x80;
+/// RTNLGRP_IPV6_RULE (19) as a bind() bit.
+pub(super) const RTMGRP_IPV6_RULE: u32 = 1 << (19 - 1);
 pub(super) const RT_TABLE_MAIN: u32 = 254;
+pub(super) const RT_TABLE_LOCAL: u32 = 255;
 
 /// Bytes per netlink receive; dumps send at most ~32 KiB per datagram.
 pub(super) const RECV_BUF: usize = 1 << 16;
@@ -205,7 +212,16 @@ pub(super) struct KernelView {
     pub(super) routes: Routes,
     /// Resolved neighbours of the router's interfaces.
     pub(super) neighbors: HashMap<(u32, IpAddr), [u8; 6]>,
+    /// The routing tables besides main and local: table → prefix → (metric, next hop).
+    pub(super) tables: Tables,
+    /// The routing rules, IPv4 and IPv6, in the kernel's order.
+    pub(super) rules: (Vec<Rule>, Vec<Rule>),
+    /// The router's interfaces enslaved to a VRF: ifindex → the VRF's table.
+    pub(super) vrf: BTreeMap<u32, u32>,
 }
+
+/// Routing tables besides main: table → prefix → (metric, next hop).
+pub(super) type Tables = HashMap<u32, HashMap<IpPrefix, Vec<(u32, NextHop)>>>;
 
 /// One decoded change.
 #[derive(Debug, Clone, PartialEq)]
@@ -214,6 +230,11 @@ pub(super) enum KernelEvent {
     RouteSet(IpPrefix, u32, NextHop),
     /// Remove the route (prefix, metric).
     RouteDel(IpPrefix, u32),
+    /// A route of another table than main: (table, prefix, metric, next hop), or removed.
+    TableRouteSet(u32, IpPrefix, u32, NextHop),
+    TableRouteDel(u32, IpPrefix, u32),
+    /// A routing rule changed: re-read the rules.
+    Rules,
     NeighSet(u32, IpAddr, [u8; 6]),
     NeighDel(u32, IpAddr),
     /// One of the router's links went down or away, or lost an address: re-dump everything
@@ -233,10 +254,10 @@ pub(super) fn route_addr(a: &RouteAddress) -> Option<IpAddr> {
     }
 }
 
-/// Decodes a route message of table main: (prefix, metric, next hop). The next hop of a route
-/// llrouter must not forward itself has the route's own interface (maybe not one of the
-/// router's) or ifindex 0, so the forwarder passes matching packets to the kernel.
-pub(super) fn decode_route(m: &RouteMessage) -> Option<(IpPrefix, u32, NextHop)> {
+/// Decodes a route message of any table but local: (table, prefix, metric, next hop). The next
+/// hop of a route llrouter must not forward itself has the route's own interface (maybe not one
+/// of the router's) or ifindex 0, so the forwarder passes matching packets to the kernel.
+pub(super) fn decode_route(m: &RouteMessage) -> Option<(u32, IpPrefix, u32, NextHop)> {
     let h: &RouteHeader = &m.header;
     let mut table = u32::from(h.table);
     let (mut dst, mut oif, mut gw, mut metric) = (None, None, None, 0u32);
@@ -261,7 +282,7 @@ pub(super) fn decode_route(m: &RouteMessage) -> Option<(IpPrefix, u32, NextHop)>
             _ => {}
         }
     }
-    if table != RT_TABLE_MAIN || h.flags.contains(RouteFlags::Cloned) {
+    if table == RT_TABLE_LOCAL || h.flags.contains(RouteFlags::Cloned) {
         return None;
     }
     let dst = match (dst, h.address_family) {
@@ -283,9 +304,10 @@ pub(super) fn decode_route(m: &RouteMessage) -> Option<(IpPrefix, u32, NextHop)>
         RouteType::BlackHole => NextHop::special(RouteKind::Blackhole),
         RouteType::Unreachable => NextHop::special(RouteKind::Unreachable),
         RouteType::Prohibit => NextHop::special(RouteKind::Prohibit),
+        RouteType::Throw => NextHop::special(RouteKind::Throw),
         _ => NextHop::special(RouteKind::Kernel),
     };
-    Some((prefix, metric, nh))
+    Some((table, prefix, metric, nh))
 }
 
 pub(super) fn decode_neigh(m: &NeighbourMessage) -> Option<(u32, IpAddr, Option<[u8; 6]>)> {
@@ -346,13 +368,16 @@ pub(super) fn classify_event(m: &RouteNetlinkMessage, spec: &MirrorSpec) -> Kern
     use RouteNetlinkMessage as M;
     match m {
         M::NewRoute(r) if spec.kernel_routes => match decode_route(r) {
-            Some((p, metric, nh)) => KernelEvent::RouteSet(p, metric, nh),
+            Some((RT_TABLE_MAIN, p, metric, nh)) => KernelEvent::RouteSet(p, metric, nh),
+            Some((t, p, metric, nh)) => KernelEvent::TableRouteSet(t, p, metric, nh),
             None => KernelEvent::Ignore,
         },
         M::DelRoute(r) if spec.kernel_routes => match decode_route(r) {
-            Some((p, metric, _)) => KernelEvent::RouteDel(p, metric),
+            Some((RT_TABLE_MAIN, p, metric, _)) => KernelEvent::RouteDel(p, metric),
+            Some((t, p, metric, _)) => KernelEvent::TableRouteDel(t, p, metric),
             None => KernelEvent::Ignore,
         },
+        M::NewRule(_) | M::DelRule(_) if spec.kernel_routes => KernelEvent::Rules,
         M::NewNeighbour(n) if spec.kernel_routes => match decode_neigh(n) {
             Some((i, _, _)) if !spec.ifindexes.contains(&i) => KernelEvent::Ignore,
             Some((i, ip, Some(mac))) => KernelEvent::NeighSet(i, ip, mac),
@@ -376,6 +401,10 @@ pub(super) fn classify_event(m: &RouteNetlinkMessage, spec: &MirrorSpec) -> Kern
         M::DelLink(l) if spec.ifindexes.contains(&l.header.index) => KernelEvent::Resync,
         M::NewAddress(a) if spec.ifindexes.contains(&a.header.index) => KernelEvent::Interfaces,
         M::DelAddress(a) if spec.ifindexes.contains(&a.header.index) => KernelEvent::Resync,
+        // A VRF, or a link the rules name, may come or go.
+        M::NewLink(_) | M::DelLink(_) if spec.kernel_routes && policy_watch(m) => {
+            KernelEvent::Rules
+        }
         _ => KernelEvent::Ignore,
     }
 }
@@ -447,14 +476,19 @@ fn dump_tables(sock: &mut NlSocket, spec: &MirrorSpec, v: &mut KernelView) -> Re
         let mut consistent = false;
         for _attempt in 0..5 {
             v.routes.clear();
+            v.tables.clear();
             let mut interrupted = false;
             for fam in [AddressFamily::Inet, AddressFamily::Inet6] {
                 let mut req = RouteMessage::default();
                 req.header.address_family = fam;
                 interrupted |= sock.dump_each(RouteNetlinkMessage::GetRoute(req), |m| {
                     if let RouteNetlinkMessage::NewRoute(r) = m {
-                        if let Some((p, metric, nh)) = decode_route(&r) {
-                            v.routes.set(p, metric, nh);
+                        match decode_route(&r) {
+                            Some((RT_TABLE_MAIN, p, metric, nh)) => v.routes.set(p, metric, nh),
+                            Some((t, p, metric, nh)) => {
+                                table_set(&mut v.tables, t, p, metric, Some(nh))
+                            }
+                            None => {}
                         }
                     }
                 })?;
@@ -469,6 +503,7 @@ fn dump_tables(sock: &mut NlSocket, spec: &MirrorSpec, v: &mut KernelView) -> Re
                 "route dump interrupted 5 times in a row (tables changing too fast)".into(),
             ));
         }
+        dump_rules(sock, v)?;
         for m in sock.dump(RouteNetlinkMessage::GetNeighbour(
             NeighbourMessage::default(),
         ))? {
@@ -482,6 +517,208 @@ fn dump_tables(sock: &mut NlSocket, spec: &MirrorSpec, v: &mut KernelView) -> Re
         }
     }
     Ok(())
+}
+
+/// Adds, replaces (`Some`) or removes (`None`) the route (`p`, `metric`) of table `t`.
+pub(super) fn table_set(
+    tables: &mut Tables,
+    t: u32,
+    p: IpPrefix,
+    metric: u32,
+    nh: Option<NextHop>,
+) {
+    let table = tables.entry(t).or_default();
+    let routes = table.entry(p).or_default();
+    routes.retain(|r| r.0 != metric);
+    if let Some(nh) = nh {
+        routes.push((metric, nh));
+    }
+    if routes.is_empty() {
+        table.remove(&p);
+    }
+    if table.is_empty() {
+        tables.remove(&t);
+    }
+}
+
+/// A link message the policy depends on: a VRF (its table), or any link's name (rules name
+/// interfaces).
+fn policy_watch(m: &RouteNetlinkMessage) -> bool {
+    let l = match m {
+        RouteNetlinkMessage::NewLink(l) | RouteNetlinkMessage::DelLink(l) => l,
+        _ => return false,
+    };
+    // A link's own flags and counters change often; only its birth, death or a rename matter,
+    // and the kernel sends every NewLink with the name, so look for a VRF or a master.
+    l.attributes.iter().any(|a| match a {
+        LinkAttribute::LinkInfo(i) => i.iter().any(|x| {
+            matches!(
+                x,
+                netlink_packet_route::link::LinkInfo::Kind(
+                    netlink_packet_route::link::InfoKind::Vrf
+                )
+            )
+        }),
+        LinkAttribute::Controller(_) => true,
+        _ => false,
+    }) || matches!(m, RouteNetlinkMessage::DelLink(_))
+}
+
+/// Reads the routing rules of both families into `v.rules`, and the links' names and VRFs into
+/// `v.vrf` (rules name interfaces; a VRF's slaves look up its table).
+pub(super) fn dump_rules(sock: &mut NlSocket, v: &mut KernelView) -> Result<()> {
+    let mut names: HashMap<String, u32> = HashMap::new();
+    let mut vrf_table: HashMap<u32, u32> = HashMap::new();
+    let mut master: HashMap<u32, u32> = HashMap::new();
+    for m in sock.dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))? {
+        let RouteNetlinkMessage::NewLink(l) = m else {
+            continue;
+        };
+        let i = l.header.index;
+        for a in &l.attributes {
+            match a {
+                LinkAttribute::IfName(n) => {
+                    names.insert(n.clone(), i);
+                }
+                LinkAttribute::Controller(c) => {
+                    master.insert(i, *c);
+                }
+                LinkAttribute::LinkInfo(info) => {
+                    use netlink_packet_route::link::{InfoData, InfoVrf, LinkInfo};
+                    for x in info {
+                        if let LinkInfo::Data(InfoData::Vrf(d)) = x {
+                            for a in d {
+                                if let InfoVrf::TableId(t) = a {
+                                    vrf_table.insert(i, *t);
+                                }
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    v.vrf = v
+        .links
+        .keys()
+        .filter_map(|i| {
+            let m = master.get(i)?;
+            Some((*i, *vrf_table.get(m)?))
+        })
+        .collect();
+    let mut rules = (Vec::new(), Vec::new());
+    for fam in [AddressFamily::Inet, AddressFamily::Inet6] {
+        let mut req = RuleMessage::default();
+        req.header.family = fam;
+        for m in sock.dump(RouteNetlinkMessage::GetRule(req))? {
+            if let RouteNetlinkMessage::NewRule(r) = m {
+                let rule = decode_rule(&r, &names);
+                match r.header.family {
+                    AddressFamily::Inet => rules.0.push(rule),
+                    AddressFamily::Inet6 => rules.1.push(rule),
+                    _ => {}
+                }
+            }
+        }
+    }
+    v.rules = rules;
+    Ok(())
+}
+
+/// Decodes a rule; interface names become indices through `names` (an unknown name: an index
+/// no interface has, which matches nothing, as the kernel's detached rule). A selector the
+/// forwarder cannot evaluate makes the rule's action [`RuleAction::Kernel`].
+pub(super) fn decode_rule(m: &RuleMessage, names: &HashMap<String, u32>) -> Rule {
+    let h: &RuleHeader = &m.header;
+    let mut r = Rule::new(0, RuleAction::Nop);
+    r.invert = h.flags.contains(RuleFlags::Invert);
+    let mut table = u32::from(h.table);
+    let (mut src, mut dst) = (None, None);
+    let (mut goto, mut mark, mut mask) = (None, None, None);
+    let mut kernel: Option<&'static str> = (h.tos != 0).then_some("tos");
+    let idx = |n: &str| Some(names.get(n).copied().unwrap_or(u32::MAX));
+    for a in &m.attributes {
+        match a {
+            RuleAttribute::Priority(p) => r.priority = *p,
+            RuleAttribute::Table(t) => table = *t,
+            RuleAttribute::Source(a) => src = Some(*a),
+            RuleAttribute::Destination(a) => dst = Some(*a),
+            RuleAttribute::Iifname(n) => r.iif = idx(n),
+            RuleAttribute::Oifname(n) => r.oif = idx(n),
+            RuleAttribute::Goto(g) => goto = Some(*g),
+            RuleAttribute::FwMark(v) => mark = Some(*v),
+            RuleAttribute::FwMask(v) => mask = Some(*v),
+            // No forwarded packet carries tunnel metadata: such a rule never matches.
+            RuleAttribute::TunId(t) if *t != 0 => r.iif = Some(u32::MAX),
+            RuleAttribute::TunId(_) => {}
+            RuleAttribute::SuppressPrefixLen(n) if *n != u32::MAX => {
+                r.suppress_prefixlen = Some((*n).min(128) as u8)
+            }
+            RuleAttribute::SuppressIfGroup(g) if *g != u32::MAX => {
+                kernel = Some("suppress_ifgroup")
+            }
+            RuleAttribute::SuppressPrefixLen(_) | RuleAttribute::SuppressIfGroup(_) => {}
+            RuleAttribute::L3MDev(on) => r.l3mdev = *on,
+            RuleAttribute::UidRange(_) => kernel = Some("uidrange"),
+            RuleAttribute::IpProtocol(p) => r.ipproto = Some(u8::from(*p)),
+            RuleAttribute::SourcePortRange(p) => r.sport = Some((p.start, p.end)),
+            RuleAttribute::DestinationPortRange(p) => r.dport = Some((p.start, p.end)),
+            // Who installed the rule, and the realm it tags routes with: no selectors.
+            RuleAttribute::Protocol(_) | RuleAttribute::Realm(_) => {}
+            RuleAttribute::Other(nla) => {
+                if let Some(why) = unknown_rule_attribute(nla) {
+                    kernel = Some(why);
+                }
+            }
+            _ => kernel = Some("an attribute llrouter does not know"),
+        }
+    }
+    let prefix = |a: Option<IpAddr>, len: u8| a.and_then(|a| IpPrefix::new(a, len).ok());
+    if h.src_len > 0 {
+        r.src = prefix(src, h.src_len);
+    }
+    if h.dst_len > 0 {
+        r.dst = prefix(dst, h.dst_len);
+    }
+    if let Some(v) = mark {
+        r.fwmark = Some((v, mask.unwrap_or(u32::MAX)));
+    }
+    r.action = match (kernel, h.action) {
+        (Some(why), _) => RuleAction::Kernel(why),
+        (None, NlAction::ToTable) => RuleAction::Lookup(table),
+        (None, NlAction::Goto) => goto.map_or(RuleAction::Nop, RuleAction::Goto),
+        (None, NlAction::Nop) => RuleAction::Nop,
+        (None, NlAction::Blackhole) => RuleAction::Blackhole,
+        (None, NlAction::Unreachable) => RuleAction::Unreachable,
+        (None, NlAction::Prohibit) => RuleAction::Prohibit,
+        (None, _) => RuleAction::Kernel("an action llrouter does not know"),
+    };
+    r
+}
+
+/// Why a rule attribute this crate does not decode keeps llrouter from evaluating the rule,
+/// or `None` when it changes nothing: the port masks of Linux 6.15 are sent as 0xffff (the
+/// whole port) with every port range, and padding is padding.
+fn unknown_rule_attribute(nla: &netlink_packet_core::DefaultNla) -> Option<&'static str> {
+    use netlink_packet_core::Nla;
+    const FRA_PAD: u16 = 18;
+    const FRA_DSCP: u16 = 25;
+    const FRA_FLOWLABEL: u16 = 26;
+    const FRA_FLOWLABEL_MASK: u16 = 27;
+    const FRA_SPORT_MASK: u16 = 28;
+    const FRA_DPORT_MASK: u16 = 29;
+    const FRA_DSCP_MASK: u16 = 30;
+    let mut v = vec![0u8; nla.value_len()];
+    nla.emit_value(&mut v);
+    match nla.kind() {
+        FRA_PAD => None,
+        FRA_SPORT_MASK | FRA_DPORT_MASK if v == [0xff, 0xff] => None,
+        FRA_SPORT_MASK | FRA_DPORT_MASK => Some("a port mask"),
+        FRA_DSCP | FRA_DSCP_MASK => Some("dscp"),
+        FRA_FLOWLABEL | FRA_FLOWLABEL_MASK => Some("flowlabel"),
+        _ => Some("an attribute llrouter does not know"),
+    }
 }
 
 /// A dump of the kernel's routes (table main), held only while the mirror applies it (the mirror

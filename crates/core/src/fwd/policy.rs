@@ -1,0 +1,431 @@
+//! Policy routing: the kernel's rules (`ip rule`) and the routing tables they select.
+//!
+//! The rules are evaluated as Linux's `fib_rules_lookup` does: in priority order, a rule whose
+//! selectors match the packet's flow acts; `lookup` consults a table and goes on with the next
+//! rule when the table has no route (or a `throw` route, or a route the rule's
+//! `suppress_prefixlength` suppresses); `goto` jumps to the first rule of the target priority;
+//! `blackhole`, `unreachable` and `prohibit` end the lookup. With no rule left the packet has no
+//! route.
+//!
+//! The main table is the forwarder's own [`RouteTable`] (a full Internet table fits it); every
+//! other table a rule can select is a [`SmallTable`], whose memory is proportional to its routes,
+//! so a table of a few routes costs a few hundred bytes instead of the main table's megabytes.
+//! A [`Policy`] is immutable and replaced whole when a rule or a small table changes, like the
+//! forwarder's other small tables.
+//!
+//! The local table (255) is not consulted here: the forwarder hands packets for the router's
+//! own addresses to the kernel before it routes ([`super::PassReason::Local`]).
+//! A rule with a selector llrouter cannot evaluate for a forwarded packet (`uidrange`, `tos`
+//! and `dsfield`, `suppress_ifgroup`) hands the packets that reach it, and match its other
+//! selectors, to the kernel ([`RuleAction::Kernel`]), which evaluates it exactly.
+
+use core::net::IpAddr;
+use std::collections::HashMap;
+
+use super::hash::FxBuild;
+use super::{NextHop, RouteKind, RouteTable};
+use crate::classify::IpPrefix;
+
+/// The kernel's `default` table.
+pub const TABLE_DEFAULT: u32 = 253;
+/// The kernel's `main` table: the forwarder's [`RouteTable`].
+pub const TABLE_MAIN: u32 = 254;
+/// The kernel's `local` table.
+pub const TABLE_LOCAL: u32 = 255;
+/// The loopback interface's index: the input interface of packets the router itself sends (its
+/// ICMP errors) and of the reverse lookups of source validation.
+pub const LOOPBACK_IFINDEX: u32 = 1;
+
+/// What a rule does with a packet its selectors match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RuleAction {
+    /// Look the destination up in this table.
+    Lookup(u32),
+    /// Go on at the first rule of this priority (none: the rule is skipped, as the kernel
+    /// skips an unresolved `goto`).
+    Goto(u32),
+    /// Nothing (go on).
+    Nop,
+    /// Drop silently.
+    Blackhole,
+    /// Drop; no route (ICMP net unreachable, ICMPv6 no route).
+    Unreachable,
+    /// Drop; administratively prohibited.
+    Prohibit,
+    /// The rule has a selector llrouter cannot evaluate: the kernel decides.
+    Kernel(&'static str),
+}
+
+/// One rule: selectors and an action. A selector left `None` matches every packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// Preference: lower first.
+    pub priority: u32,
+    /// `not`: the rule acts on the packets its selectors do *not* match.
+    pub invert: bool,
+    /// `from`.
+    pub src: Option<IpPrefix>,
+    /// `to`.
+    pub dst: Option<IpPrefix>,
+    /// `iif` as an interface index ([`LOOPBACK_IFINDEX`]: the router's own packets;
+    /// `u32::MAX`: a name no interface has now, which matches nothing).
+    pub iif: Option<u32>,
+    /// `oif`: forwarded packets have no output interface when the rules are evaluated, so a
+    /// rule with one never matches them (as in the kernel).
+    pub oif: Option<u32>,
+    /// `fwmark` (value, mask): forwarded packets carry mark 0 (a firewall that sets marks is
+    /// not taken on by llrouter's filter), so this matches when `value & mask == 0`.
+    pub fwmark: Option<(u32, u32)>,
+    /// `ipproto`.
+    pub ipproto: Option<u8>,
+    /// `sport` range (inclusive).
+    pub sport: Option<(u16, u16)>,
+    /// `dport` range (inclusive).
+    pub dport: Option<(u16, u16)>,
+    /// `l3mdev`: the table is the VRF's of the input interface; matches only packets that
+    /// arrive on an interface enslaved to a VRF.
+    pub l3mdev: bool,
+    /// `suppress_prefixlength`: a route found whose prefix is no longer than this is ignored.
+    pub suppress_prefixlen: Option<u8>,
+    /// What it does.
+    pub action: RuleAction,
+}
+
+impl Rule {
+    /// A rule of priority `priority` doing `action` for every packet.
+    pub fn new(priority: u32, action: RuleAction) -> Rule {
+        Rule {
+            priority,
+            invert: false,
+            src: None,
+            dst: None,
+            iif: None,
+            oif: None,
+            fwmark: None,
+            ipproto: None,
+            sport: None,
+            dport: None,
+            l3mdev: false,
+            suppress_prefixlen: None,
+            action,
+        }
+    }
+
+    /// True if the rule has no selector and no suppressor: it acts on every packet.
+    fn is_unconditional(&self) -> bool {
+        *self
+            == Rule {
+                priority: self.priority,
+                action: self.action,
+                ..Rule::new(0, RuleAction::Nop)
+            }
+    }
+
+    fn selects(&self, f: &Flow, vrf: Option<u32>) -> bool {
+        let ok = self.src.is_none_or(|p| prefix_holds(&p, f.v6, f.src))
+            && self.dst.is_none_or(|p| prefix_holds(&p, f.v6, f.dst))
+            && self.iif.is_none_or(|i| i == f.iif)
+            && self.oif.is_none()
+            && self.fwmark.is_none_or(|(v, m)| v & m == 0)
+            && self.ipproto.is_none_or(|p| p == f.proto)
+            && self.sport.is_none_or(|(a, b)| (a..=b).contains(&f.sport))
+            && self.dport.is_none_or(|(a, b)| (a..=b).contains(&f.dport))
+            && (!self.l3mdev || vrf.is_some());
+        ok != self.invert
+    }
+}
+
+fn prefix_holds(p: &IpPrefix, v6: bool, a: u128) -> bool {
+    match p.addr() {
+        IpAddr::V4(n) if !v6 => {
+            let m = crate::classify::mask32(p.len());
+            (a as u32) & m == u32::from(n) & m
+        }
+        IpAddr::V6(n) if v6 => {
+            let m = u128::MAX.checked_shl(128 - u32::from(p.len())).unwrap_or(0);
+            a & m == u128::from(n) & m
+        }
+        _ => false,
+    }
+}
+
+/// What the rules see of a packet: addresses (IPv4 in the low 32 bits), input interface,
+/// protocol and ports (0 when the packet has none, or is a fragment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Flow {
+    /// IPv6 (else IPv4).
+    pub v6: bool,
+    /// Source address.
+    pub src: u128,
+    /// Destination address.
+    pub dst: u128,
+    /// Input interface index.
+    pub iif: u32,
+    /// Upper-layer protocol.
+    pub proto: u8,
+    /// Source port.
+    pub sport: u16,
+    /// Destination port.
+    pub dport: u16,
+}
+
+/// A routing table other than main: a hash map per prefix length, longest first. Lookups
+/// probe one map per length present (a handful in the tables rules select: a default route,
+/// a few site prefixes).
+#[derive(Debug, Clone, Default)]
+pub struct SmallTable {
+    v4: Vec<(u8, HashMap<u32, NextHop, FxBuild>)>,
+    v6: Vec<(u8, HashMap<u128, NextHop, FxBuild>)>,
+    len: usize,
+}
+
+impl SmallTable {
+    /// A table of `routes` (a later route for the same prefix replaces an earlier one).
+    pub fn new(routes: impl IntoIterator<Item = (IpPrefix, NextHop)>) -> SmallTable {
+        let mut t = SmallTable::default();
+        for (p, nh) in routes {
+            match p.addr() {
+                IpAddr::V4(a) => {
+                    let net = u32::from(a) & crate::classify::mask32(p.len());
+                    Self::slot(&mut t.v4, p.len()).insert(net, nh);
+                }
+                IpAddr::V6(a) => {
+                    let m = u128::MAX.checked_shl(128 - u32::from(p.len())).unwrap_or(0);
+                    Self::slot(&mut t.v6, p.len()).insert(u128::from(a) & m, nh);
+                }
+            }
+        }
+        t.len = t.v4.iter().map(|l| l.1.len()).sum::<usize>()
+            + t.v6.iter().map(|l| l.1.len()).sum::<usize>();
+        t
+    }
+
+    fn slot<K>(
+        levels: &mut Vec<(u8, HashMap<K, NextHop, FxBuild>)>,
+        len: u8,
+    ) -> &mut HashMap<K, NextHop, FxBuild> {
+        let at = match levels.binary_search_by(|l| len.cmp(&l.0)) {
+            Ok(i) => i,
+            Err(i) => {
+                levels.insert(i, (len, HashMap::default()));
+                i
+            }
+        };
+        &mut levels[at].1
+    }
+
+    /// The route of the longest prefix holding `addr` (IPv4 in the low 32 bits), with that
+    /// prefix's length.
+    pub fn lookup(&self, v6: bool, addr: u128) -> Option<(NextHop, u8)> {
+        if v6 {
+            self.v6.iter().find_map(|(len, m)| {
+                let k = addr & u128::MAX.checked_shl(128 - u32::from(*len)).unwrap_or(0);
+                m.get(&k).map(|nh| (*nh, *len))
+            })
+        } else {
+            let a = addr as u32;
+            self.v4.iter().find_map(|(len, m)| {
+                m.get(&(a & crate::classify::mask32(*len)))
+                    .map(|nh| (*nh, *len))
+            })
+        }
+    }
+
+    /// Number of routes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if the table has no route.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every route, for operator views.
+    pub fn iter(&self) -> impl Iterator<Item = (IpPrefix, NextHop)> + '_ {
+        let v4 = self.v4.iter().flat_map(|(len, m)| {
+            m.iter().filter_map(move |(&n, &nh)| {
+                Some((IpPrefix::new(IpAddr::V4(n.into()), *len).ok()?, nh))
+            })
+        });
+        let v6 = self.v6.iter().flat_map(|(len, m)| {
+            m.iter().filter_map(move |(&n, &nh)| {
+                Some((IpPrefix::new(IpAddr::V6(n.into()), *len).ok()?, nh))
+            })
+        });
+        v4.chain(v6)
+    }
+}
+
+/// The rules of both families and the tables they select besides main.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    v4: Vec<Rule>,
+    v6: Vec<Rule>,
+    /// Per rule, where its `goto` lands (index into the same list).
+    goto4: Vec<Option<usize>>,
+    goto6: Vec<Option<usize>>,
+    tables: HashMap<u32, SmallTable>,
+    plain4: bool,
+    plain6: bool,
+}
+
+impl Default for Policy {
+    /// The kernel's rules on a fresh namespace: local, main (and default, for IPv4, empty).
+    fn default() -> Self {
+        let rules = |v6: bool| {
+            let mut r = vec![
+                Rule::new(0, RuleAction::Lookup(TABLE_LOCAL)),
+                Rule::new(32766, RuleAction::Lookup(TABLE_MAIN)),
+            ];
+            if !v6 {
+                r.push(Rule::new(32767, RuleAction::Lookup(TABLE_DEFAULT)));
+            }
+            r
+        };
+        Policy::new(rules(false), rules(true), HashMap::new())
+    }
+}
+
+impl Policy {
+    /// The rules of each family in the kernel's order (by priority; rules of one priority in
+    /// the order given), and the tables other than main.
+    pub fn new(mut v4: Vec<Rule>, mut v6: Vec<Rule>, tables: HashMap<u32, SmallTable>) -> Policy {
+        v4.sort_by_key(|r| r.priority);
+        v6.sort_by_key(|r| r.priority);
+        let gotos = |rules: &[Rule]| -> Vec<Option<usize>> {
+            rules
+                .iter()
+                .map(|r| match r.action {
+                    RuleAction::Goto(p) => rules.iter().position(|t| t.priority == p),
+                    _ => None,
+                })
+                .collect()
+        };
+        let plain = |rules: &[Rule]| Self::reduces_to_main(rules, &tables);
+        Policy {
+            goto4: gotos(&v4),
+            goto6: gotos(&v6),
+            plain4: plain(&v4),
+            plain6: plain(&v6),
+            v4,
+            v6,
+            tables,
+        }
+    }
+
+    /// True if `rules` route every packet as a lookup in main alone would: unconditional
+    /// lookups in local, main and empty tables, and nothing else before main.
+    fn reduces_to_main(rules: &[Rule], tables: &HashMap<u32, SmallTable>) -> bool {
+        let empty = |t: u32| tables.get(&t).is_none_or(SmallTable::is_empty);
+        for r in rules {
+            match r.action {
+                RuleAction::Lookup(TABLE_MAIN) if r.is_unconditional() => return true,
+                RuleAction::Lookup(t) if r.is_unconditional() && (t == TABLE_LOCAL || empty(t)) => {
+                }
+                RuleAction::Nop if r.is_unconditional() => {}
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    /// True if IPv4 (or IPv6, `v6`) routes as a lookup in main alone would, so the forwarder
+    /// may use its batched main-table lookups.
+    #[inline]
+    pub fn is_plain(&self, v6: bool) -> bool {
+        if v6 {
+            self.plain6
+        } else {
+            self.plain4
+        }
+    }
+
+    /// The rules of a family, in evaluation order.
+    pub fn rules(&self, v6: bool) -> &[Rule] {
+        if v6 {
+            &self.v6
+        } else {
+            &self.v4
+        }
+    }
+
+    /// The tables other than main, by id.
+    pub fn tables(&self) -> &HashMap<u32, SmallTable> {
+        &self.tables
+    }
+
+    /// The route of `flow`, as the kernel's rules pick it: the next hop (of any
+    /// [`RouteKind`]), or `None` for no route (answered as "net unreachable", as is a rule's
+    /// `unreachable`). `vrf` is the table of the VRF the input interface belongs to.
+    pub fn route(&self, main: &RouteTable, flow: &Flow, vrf: Option<u32>) -> Option<NextHop> {
+        self.route_by(main, flow, vrf).map(|(nh, _)| nh)
+    }
+
+    /// [`route`](Self::route) with the index of the rule that decided (for `show fib`):
+    /// `None` beside the next hop when no rule did (no route).
+    pub fn route_by(
+        &self,
+        main: &RouteTable,
+        flow: &Flow,
+        vrf: Option<u32>,
+    ) -> Option<(NextHop, usize)> {
+        let (rules, gotos) = if flow.v6 {
+            (&self.v6, &self.goto6)
+        } else {
+            (&self.v4, &self.goto4)
+        };
+        let mut i = 0;
+        // Gotos only jump forward (the kernel refuses others), so this ends.
+        while let Some(r) = rules.get(i) {
+            let at = i;
+            i += 1;
+            if !r.selects(flow, vrf) {
+                continue;
+            }
+            let table = match r.action {
+                RuleAction::Goto(_) => {
+                    if let Some(&Some(t)) = gotos.get(at) {
+                        i = i.max(t);
+                    }
+                    continue;
+                }
+                RuleAction::Nop => continue,
+                RuleAction::Blackhole => {
+                    return Some((NextHop::special(RouteKind::Blackhole), at));
+                }
+                RuleAction::Unreachable => return None,
+                RuleAction::Prohibit => return Some((NextHop::special(RouteKind::Prohibit), at)),
+                RuleAction::Kernel(_) => return Some((NextHop::special(RouteKind::Kernel), at)),
+                RuleAction::Lookup(_) if r.l3mdev => match vrf {
+                    Some(t) => t,
+                    None => continue,
+                },
+                RuleAction::Lookup(t) => t,
+            };
+            let found = match table {
+                TABLE_LOCAL => None,
+                TABLE_MAIN if flow.v6 => main.lookup_v6_len(flow.dst),
+                TABLE_MAIN => main.lookup_v4_len(flow.dst as u32),
+                t => self
+                    .tables
+                    .get(&t)
+                    .and_then(|t| t.lookup(flow.v6, flow.dst)),
+            };
+            let Some((nh, len)) = found else { continue };
+            match nh.kind() {
+                RouteKind::Throw => continue,
+                RouteKind::Unicast | RouteKind::Kernel
+                    if r.suppress_prefixlen.is_some_and(|s| len <= s) =>
+                {
+                    continue
+                }
+                _ => return Some((nh, at)),
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests;
