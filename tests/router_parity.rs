@@ -625,6 +625,7 @@ rule add not to 0.0.0.0/1 blackhole prio 175
 rule add fwmark 0x1 to 10.92.0.0/16 blackhole prio 190
 route add 10.92.0.0/16 via {s4} dev {out}
 rule add not fwmark 51820 table 103 prio 191
+rule add to 10.93.0.0/16 uidrange 0-0 prohibit prio 195
 route add 10.91.0.0/16 via {s4} dev {out} table 103
 -6 rule add to fd98::/16 table 100 prio 100
 -6 route add blackhole fd98:1::/48 table 100
@@ -678,6 +679,7 @@ fn policy_cases() -> Vec<Case> {
         plain("ipv4 fwmark 1 never matches", v4(g4, "10.92.0.1", 64)),
         plain("ipv4 not fwmark 51820 table 103", v4(g4, "10.91.0.1", 64)),
         plain("ipv4 ttl 1 in table 100", v4(g4, "10.98.2.1", 1)),
+        plain("ipv4 uidrange rule, the kernel's", v4(g4, "10.93.0.1", 64)),
         plain("ipv6 main still", v4(g6, s6, 64)),
         plain("ipv6 table 100 blackhole", v4(g6, "fd98:1::1", 64)),
         plain("ipv6 table 100 route", v4(g6, "fd98:2::1", 64)),
@@ -769,6 +771,30 @@ fn policy_routing_as_ip_rule_says() {
     let dir = TempDir::new("policy");
     let router = RouterThread::start(&t, dir.router_config(CONFIG));
     let ours = probe(&t, &cases);
+    // Operators see the rules as llrouter evaluates them, and which one routes a packet.
+    let sock = dir.join("ctl.sock");
+    let (code, rules, err) = common::ctl_bin(&sock, &["show", "fib", "rules"]);
+    assert_eq!(code, 0, "{err}");
+    for want in [
+        "  100: from all to 10.98.0.0/16 lookup 100\n",
+        &format!(
+            "  120: from all iif {} ipproto 17 dport 7001 prohibit\n",
+            addr::RTR_IN_IF
+        ),
+        "  150: from all to 10.96.0.0/16 lookup 102 suppress_prefixlength 16\n",
+        "  191: not from all fwmark 0xca6c lookup 103\n",
+        "  195: from all to 10.93.0.0/16 (to the kernel: uidrange)\n",
+        "  table 102: 2 routes\n",
+    ] {
+        assert!(rules.contains(want), "{want:?} in:\n{rules}");
+    }
+    let (code, got, err) = common::ctl_bin(&sock, &["show", "fib", "10.98.2.1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        got.contains("via route 10.98.2.0/24")
+            && got.contains("rule 100: from all to 10.98.0.0/16 lookup 100, table 100"),
+        "{got}"
+    );
     ip_batch(&t, POLICY_CHANGE);
     // Rule events reach the forwarder within a second.
     std::thread::sleep(Duration::from_millis(1000));

@@ -9,8 +9,8 @@ use llr_ops::query::{
     FibArgs, FibRequest, ListingEnd, RouteLookupView, RouteQuery, RouteSummaryView,
 };
 use llr_ops::views::{
-    self, listing_tail, lookup_text, neighbour_row, route_row, summary_text, InterfacesView,
-    ListingWriter, StatusView,
+    self, listing_tail, lookup_text, neighbour_row, route_row, routing_rules_text, summary_text,
+    InterfacesView, ListingWriter, StatusView,
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -204,6 +204,15 @@ fn fib(client: &mut CtlClient, req: &FibRequest, json: bool) -> Result<()> {
                          `--limit N` or `show fib PREFIX` list them)"
                     );
                 }
+            }
+            Ok(())
+        }
+        FibRequest::Rules => {
+            let r: llr_ops::query::RoutingRulesView = call_as(client, &Command::FibRules {})?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                print!("{}", routing_rules_text(&r));
             }
             Ok(())
         }

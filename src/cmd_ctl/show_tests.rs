@@ -65,6 +65,7 @@ fn fib_words_map_to_requests() {
         fib_words(&["fib", "10.71.2.1", "--dport", "5000", "--iif", "in0"]).unwrap(),
         FibRequest::Get(p)
     );
+    assert_eq!(fib_words(&["fib", "rules"]).unwrap(), FibRequest::Rules);
     // usage errors, each naming its field
     for (words, field) in [
         (&["fib", "--limit", "0"][..], "--limit"),
@@ -73,6 +74,7 @@ fn fib_words_map_to_requests() {
         (&["fib", "--dport", "53"], "--from"),
         (&["fib", "10.1.2.3", "--all"], "--address"),
         (&["fib", "summary", "--limit", "3"], "--limit"),
+        (&["fib", "rules", "--dev", "eth1"], "--rules"),
     ] {
         let e = fib_words(words).unwrap_err();
         assert!(

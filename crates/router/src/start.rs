@@ -359,6 +359,7 @@ fn supervise(
         return fail(e);
     }
     warn_kernel_forwarding_off();
+    say_policy(&plant.fwd.load().policy);
     if plant.fwd.routes().is_empty() {
         tracing::warn!(
             "the forwarding table is empty (no kernel routes mirrored, no [[routes]]): every \
@@ -876,6 +877,22 @@ fn tear_down(
         class_names: r.cfg.classes.iter().map(|c| c.name.clone()).collect(),
         interfaces: names,
     })
+}
+
+/// The routing rules, said at start when they go beyond table main.
+fn say_policy(p: &llr_core::fwd::Policy) {
+    if p.is_plain(false) && p.is_plain(true) {
+        return;
+    }
+    let routes: usize = p.tables().values().map(|t| t.len()).sum();
+    tracing::info!(
+        "policy routing: {} IPv4 and {} IPv6 rules, {} tables besides main ({routes} routes);          IPv4 by {}, IPv6 by {} (`ctl show fib rules`)",
+        p.rules(false).len(),
+        p.rules(true).len(),
+        p.tables().len(),
+        if p.is_plain(false) { "table main alone" } else { "the rules" },
+        if p.is_plain(true) { "table main alone" } else { "the rules" },
+    );
 }
 
 /// What llrouter hands to the kernel to forward (IPv4 options, IPv6 hop-by-hop headers, routes

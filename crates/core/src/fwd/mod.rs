@@ -18,7 +18,7 @@ pub use icmp::{IcmpKind, IcmpLimiter, IcmpLimits};
 pub use lpm::{
     set_hot_array_advice, Lpm4, LpmError, LpmMemory, Reader, Readers, MAX_TAG, MAX_VALUE,
 };
-pub use policy::{Flow, Policy, Rule, RuleAction, SmallTable};
+pub use policy::{Flow, Hit, Policy, Rule, RuleAction, SmallTable};
 /// The IPv6 table.
 pub use poptrie::Poptrie as Lpm6;
 pub use shared::{ForwarderGuard, SharedForwarder};

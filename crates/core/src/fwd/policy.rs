@@ -111,6 +111,74 @@ impl Rule {
         }
     }
 
+    /// The rule in `ip rule`'s words (`100: from all to 10.0.0.0/8 lookup 100`), interfaces
+    /// named by `name`.
+    pub fn describe(&self, name: impl Fn(u32) -> String) -> String {
+        let mut s = format!("{}:", self.priority);
+        if self.invert {
+            s += " not";
+        }
+        match self.src {
+            Some(p) => s += &format!(" from {p}"),
+            None => s += " from all",
+        }
+        if let Some(p) = self.dst {
+            s += &format!(" to {p}");
+        }
+        if let Some((v, m)) = self.fwmark {
+            s += &format!(" fwmark {v:#x}");
+            if m != u32::MAX {
+                s += &format!("/{m:#x}");
+            }
+        }
+        let dev = |i: u32| match i {
+            u32::MAX => "[detached]".to_string(),
+            i => name(i),
+        };
+        if let Some(i) = self.iif {
+            s += &format!(" iif {}", dev(i));
+        }
+        if let Some(i) = self.oif {
+            s += &format!(" oif {}", dev(i));
+        }
+        if let Some(p) = self.ipproto {
+            s += &format!(" ipproto {p}");
+        }
+        let range = |(a, b): (u16, u16)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        };
+        if let Some(r) = self.sport {
+            s += &format!(" sport {}", range(r));
+        }
+        if let Some(r) = self.dport {
+            s += &format!(" dport {}", range(r));
+        }
+        if self.l3mdev {
+            s += " lookup [l3mdev-table]";
+        }
+        match self.action {
+            RuleAction::Lookup(_) if self.l3mdev => {}
+            RuleAction::Lookup(TABLE_MAIN) => s += " lookup main",
+            RuleAction::Lookup(TABLE_LOCAL) => s += " lookup local",
+            RuleAction::Lookup(TABLE_DEFAULT) => s += " lookup default",
+            RuleAction::Lookup(t) => s += &format!(" lookup {t}"),
+            RuleAction::Goto(p) => s += &format!(" goto {p}"),
+            RuleAction::Nop => s += " nop",
+            RuleAction::Blackhole => s += " blackhole",
+            RuleAction::Unreachable => s += " unreachable",
+            RuleAction::Prohibit => s += " prohibit",
+            RuleAction::Kernel(why) => s += &format!(" (to the kernel: {why})"),
+        }
+        if let Some(n) = self.suppress_prefixlen {
+            s += &format!(" suppress_prefixlength {n}");
+        }
+        s
+    }
+
     /// True if the rule has no selector and no suppressor: it acts on every packet.
     fn is_unconditional(&self) -> bool {
         *self
@@ -257,6 +325,27 @@ impl SmallTable {
     }
 }
 
+/// What [`Policy::route_by`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hit {
+    /// The next hop (of any [`RouteKind`]).
+    pub next_hop: NextHop,
+    /// The index of the rule that decided, in [`Policy::rules`].
+    pub rule: usize,
+    /// The table and prefix length of the route, unless the rule's own action decided.
+    pub route: Option<(u32, u8)>,
+}
+
+impl Hit {
+    fn rule(kind: RouteKind, rule: usize) -> Hit {
+        Hit {
+            next_hop: NextHop::special(kind),
+            rule,
+            route: None,
+        }
+    }
+}
+
 /// The rules of both families and the tables they select besides main.
 #[derive(Debug, Clone)]
 pub struct Policy {
@@ -359,17 +448,12 @@ impl Policy {
     /// [`RouteKind`]), or `None` for no route (answered as "net unreachable", as is a rule's
     /// `unreachable`). `vrf` is the table of the VRF the input interface belongs to.
     pub fn route(&self, main: &RouteTable, flow: &Flow, vrf: Option<u32>) -> Option<NextHop> {
-        self.route_by(main, flow, vrf).map(|(nh, _)| nh)
+        self.route_by(main, flow, vrf).map(|h| h.next_hop)
     }
 
-    /// [`route`](Self::route) with the index of the rule that decided (for `show fib`):
-    /// `None` beside the next hop when no rule did (no route).
-    pub fn route_by(
-        &self,
-        main: &RouteTable,
-        flow: &Flow,
-        vrf: Option<u32>,
-    ) -> Option<(NextHop, usize)> {
+    /// [`route`](Self::route) with the rule that decided and the route it found, for operator
+    /// views (`show fib ADDRESS`); `None`: no route.
+    pub fn route_by(&self, main: &RouteTable, flow: &Flow, vrf: Option<u32>) -> Option<Hit> {
         let (rules, gotos) = if flow.v6 {
             (&self.v6, &self.goto6)
         } else {
@@ -391,12 +475,10 @@ impl Policy {
                     continue;
                 }
                 RuleAction::Nop => continue,
-                RuleAction::Blackhole => {
-                    return Some((NextHop::special(RouteKind::Blackhole), at));
-                }
+                RuleAction::Blackhole => return Some(Hit::rule(RouteKind::Blackhole, at)),
                 RuleAction::Unreachable => return None,
-                RuleAction::Prohibit => return Some((NextHop::special(RouteKind::Prohibit), at)),
-                RuleAction::Kernel(_) => return Some((NextHop::special(RouteKind::Kernel), at)),
+                RuleAction::Prohibit => return Some(Hit::rule(RouteKind::Prohibit, at)),
+                RuleAction::Kernel(_) => return Some(Hit::rule(RouteKind::Kernel, at)),
                 RuleAction::Lookup(_) if r.l3mdev => match vrf {
                     Some(t) => t,
                     None => continue,
@@ -420,7 +502,13 @@ impl Policy {
                 {
                     continue
                 }
-                _ => return Some((nh, at)),
+                _ => {
+                    return Some(Hit {
+                        next_hop: nh,
+                        rule: at,
+                        route: Some((table, len)),
+                    })
+                }
             }
         }
         None

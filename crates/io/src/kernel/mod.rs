@@ -194,6 +194,8 @@ struct KernelMirror {
     policy_dirty: bool,
     /// Mirror the kernel's rules (else the forwarder keeps the default ones).
     kernel_rules: bool,
+    /// The rules handed to the kernel that have been warned about.
+    kernel_rules_said: HashSet<String>,
     max_routes: usize,
     /// Prefixes left out because the table was at `max_routes`: while any is, the forwarder
     /// is incomplete; they go in as soon as there is room.
@@ -252,6 +254,7 @@ impl KernelMirror {
             applied_ifaces: None,
             policy_dirty: false,
             kernel_rules: spec.kernel_routes,
+            kernel_rules_said: HashSet::new(),
             max_routes: spec.max_routes,
             limited: HashSet::new(),
         }
@@ -411,6 +414,21 @@ impl KernelMirror {
         if !self.kernel_rules || (r4.is_empty() && r6.is_empty()) {
             return Some(Update::Policy(Arc::new(Policy::default())));
         }
+        // Said once per rule, when it appears: what of it the kernel decides.
+        let name = |i: u32| crate::ebpf::ifname(i).unwrap_or_else(|_| format!("ifindex {i}"));
+        let mut now = HashSet::new();
+        for (fam, r) in (r4.iter().map(|r| ("IPv4", r))).chain(r6.iter().map(|r| ("IPv6", r))) {
+            if let llr_core::fwd::RuleAction::Kernel(why) = r.action {
+                let text = format!("{fam} rule {}", r.describe(name));
+                if !self.kernel_rules_said.contains(&text) {
+                    tracing::warn!(
+                        "routing: {text}: llrouter cannot evaluate its {why}; packets that reach                          it and match its other selectors go to the kernel (counted as                          reason=\"worker_kernel_route\")"
+                    );
+                }
+                now.insert(text);
+            }
+        }
+        self.kernel_rules_said = now;
         let tables = (self.kernel.tables.iter())
             .map(|(&t, routes)| {
                 let best = routes

@@ -107,6 +107,10 @@ pub enum Command {
     /// [`crate::query::RouteLookupView`].
     #[serde(rename = "fib.get")]
     FibGet { packet: crate::query::PacketQuery },
+    /// The kernel's routing rules as the forwarder evaluates them, and the tables besides
+    /// main: [`crate::query::RoutingRulesView`].
+    #[serde(rename = "fib.rules")]
+    FibRules {},
     /// The forwarder's neighbour table by interface then address, at most `limit`, only
     /// `dev`'s if given. A listing: items under `neighbours`.
     #[serde(rename = "neighbours")]
@@ -200,6 +204,7 @@ impl Command {
             Command::Fib { .. } => "fib",
             Command::FibSummary { .. } => "fib.summary",
             Command::FibGet { .. } => "fib.get",
+            Command::FibRules {} => "fib.rules",
             Command::Neighbours { .. } => "neighbours",
             Command::RulesList {} => "rules.list",
             Command::RulesAdd { .. } => "rules.add",
@@ -231,6 +236,7 @@ impl Command {
                 | Command::Fib { .. }
                 | Command::FibSummary { .. }
                 | Command::FibGet { .. }
+                | Command::FibRules {}
                 | Command::Neighbours { .. }
                 | Command::FlowList { .. }
                 | Command::FlowGet { .. }

@@ -98,6 +98,8 @@ pub enum FibRequest {
     ListOrSummary(RouteQuery),
     Summary(RouteQuery),
     Get(PacketQuery),
+    /// The routing rules and the tables besides main.
+    Rules,
 }
 
 impl FibArgs {
@@ -127,6 +129,13 @@ impl FibArgs {
             ));
         }
         Ok(match what {
+            Some("rules") if !filtered && a.limit.is_none() && !a.all => FibRequest::Rules,
+            Some("rules") => {
+                return Err(FieldError::new(
+                    "rules",
+                    "the rules take no filters or limits",
+                ))
+            }
             Some("summary") if a.limit.is_none() && !a.all => FibRequest::Summary(q),
             Some("summary") => return Err(FieldError::new("limit", "a summary lists no routes")),
             Some(w) if w.contains('/') => {
@@ -146,7 +155,9 @@ impl FibArgs {
                 Err(_) => {
                     return Err(FieldError::new(
                         "fib",
-                        format!("`{w}` is not `summary`, a prefix (10.0.0.0/8) or an address"),
+                        format!(
+                            "`{w}` is not `summary`, `rules`, a prefix (10.0.0.0/8) or an address"
+                        ),
                     ))
                 }
             },

@@ -169,6 +169,35 @@ pub struct RouteLookupView {
     /// The ingress class the rules give this packet on `iif`.
     pub class: String,
     pub iif: String,
+    /// The routing rule that decided, in `ip rule`'s words, when the host has rules beyond
+    /// the default ones (else the main table alone decides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// The table the route came from, when a rule picked one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<u32>,
+}
+
+/// The kernel's routing rules as the forwarder evaluates them (`ctl show fib rules`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutingRulesView {
+    /// IPv4 rules in evaluation order, in `ip rule`'s words.
+    pub ipv4: Vec<String>,
+    /// IPv6 rules.
+    pub ipv6: Vec<String>,
+    /// Whether IPv4 routes by the main table alone (the rules reduce to it), so the
+    /// forwarder's batched main-table lookups serve it.
+    pub ipv4_main_only: bool,
+    pub ipv6_main_only: bool,
+    /// The tables besides main the forwarder holds, with their routes.
+    pub tables: Vec<TableSizeView>,
+}
+
+/// One routing table besides main.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableSizeView {
+    pub table: u32,
+    pub routes: usize,
 }
 
 /// Which flow and pipeline a packet maps to (`ctl flow get …`).

@@ -184,6 +184,13 @@ pub fn lookup_text(r: &RouteLookupView) -> String {
         }
         out.push('\n');
     }
+    if let Some(rule) = &r.rule {
+        out.push_str(&format!("    rule {rule}"));
+        if let Some(t) = r.table {
+            out.push_str(&format!(", table {t}"));
+        }
+        out.push('\n');
+    }
     out.push_str(&format!("    iif {} class {}\n", r.iif, r.class));
     out.push_str(&format!("    {}\n", r.verdict));
     out
@@ -236,10 +243,51 @@ mod tests {
             verdict: "no neighbour: to the kernel, which resolves it".into(),
             class: "be".into(),
             iif: "in0".into(),
+            rule: None,
+            table: None,
         };
         assert_eq!(
             lookup_text(&r),
             "10.71.2.1 via route 10.71.2.0/24 dev out0\n    next hop 10.71.2.1 lladdr not resolved mtu 1500\n    iif in0 class be\n    no neighbour: to the kernel, which resolves it\n"
         );
+        let r = RouteLookupView {
+            rule: Some("100: from all to 10.71.0.0/16 lookup 100".into()),
+            table: Some(100),
+            ..r
+        };
+        assert!(
+            lookup_text(&r)
+                .contains("    rule 100: from all to 10.71.0.0/16 lookup 100, table 100\n"),
+            "{}",
+            lookup_text(&r)
+        );
     }
+}
+
+/// `show fib rules` as text: each family's rules, then the tables besides main.
+pub fn routing_rules_text(v: &crate::query::RoutingRulesView) -> String {
+    let mut out = String::new();
+    for (fam, rules, plain) in [
+        ("IPv4", &v.ipv4, v.ipv4_main_only),
+        ("IPv6", &v.ipv6, v.ipv6_main_only),
+    ] {
+        let note = if plain {
+            " (route by table main alone)"
+        } else {
+            ""
+        };
+        out.push_str(&format!("{fam} rules{note}:\n"));
+        for r in rules {
+            out.push_str(&format!("  {r}\n"));
+        }
+    }
+    if v.tables.is_empty() {
+        out.push_str("no tables besides main\n");
+    } else {
+        out.push_str("tables besides main:\n");
+        for t in &v.tables {
+            out.push_str(&format!("  table {}: {} routes\n", t.table, t.routes));
+        }
+    }
+    out
 }

@@ -9,7 +9,8 @@ use crate::metrics::InterfaceMetrics;
 mod flows;
 mod listing;
 pub use listing::{
-    listing_tail, lookup_text, neighbour_row, route_row, summary_text, ListingWriter,
+    listing_tail, lookup_text, neighbour_row, route_row, routing_rules_text, summary_text,
+    ListingWriter,
 };
 mod replies;
 pub use flows::{flow_reply_text, flows_table, FlowAdded, FlowChanged, FlowListView, FlowRemoved};

@@ -159,6 +159,7 @@ pub fn reply_text(cmd: &Command, v: &Value) -> Option<String> {
         Command::Fib { .. }
         | Command::FibSummary { .. }
         | Command::FibGet { .. }
+        | Command::FibRules {}
         | Command::Neighbours { .. } => return None,
         Command::FlowList { .. }
         | Command::FlowGet { .. }

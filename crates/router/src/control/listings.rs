@@ -70,6 +70,23 @@ fn route_view(names: &[(u32, String)], p: &IpPrefix, nh: &llr_core::fwd::NextHop
     }
 }
 
+/// The name of interface `i`: the router's, else any of the namespace's (rules name `lo` and
+/// interfaces llrouter does not serve).
+fn any_name(names: &[(u32, String)]) -> impl Fn(u32) -> String + '_ {
+    move |i| match names.iter().find(|n| n.0 == i) {
+        Some((_, n)) => n.clone(),
+        None => llr_io::ebpf::ifname(i).unwrap_or_else(|_| name_of(names, i)),
+    }
+}
+
+/// An address as policy routing compares it (IPv4 in the low 32 bits).
+fn bits(a: IpAddr) -> u128 {
+    match a {
+        IpAddr::V4(a) => u128::from(u32::from(a)),
+        IpAddr::V6(a) => u128::from(a),
+    }
+}
+
 fn check_limit(limit: Option<usize>) -> Result<usize, CtlError> {
     match limit {
         Some(0) => Err(err("limit", "must be at least 1 (leave it out for all)")),
@@ -206,7 +223,7 @@ impl RouterCtl {
     /// `fib.get`: what the forwarder does with one packet.
     pub fn fib_get(&self, p: &PacketQuery) -> Result<RouteLookupView, CtlError> {
         let st = self.lock();
-        let (_, _, iif, class) = self.query_frame(&st, p)?;
+        let (frame, ifindex, iif, class) = self.query_frame(&st, p)?;
         let names = st.interface_names();
         let class = st
             .cfg
@@ -221,18 +238,48 @@ impl RouterCtl {
             .iter()
             .any(|i| i.addrs.iter().any(|a| a.addr == dst));
         let routes = self.fwd.routes();
-        let nh = {
-            let _reader = routes.reader();
-            routes.lookup(dst)
+        let v6 = dst.is_ipv6();
+        let (nh, route, rule, table) = if fwd.policy.is_plain(v6) {
+            let nh = {
+                let _reader = routes.reader();
+                routes.lookup(dst)
+            };
+            // The prefix that matched: the longest one holding this next hop that contains dst.
+            let max = if dst.is_ipv4() { 32 } else { 128 };
+            let route = nh.and_then(|nh| {
+                (0..=max).rev().find_map(|len| {
+                    let net = IpPrefix::containing(dst, len);
+                    (routes.get(net)?.0 == nh).then_some(net)
+                })
+            });
+            (nh, route, None, None)
+        } else {
+            let meta =
+                llr_core::wire::parse_frame(&frame).map_err(|e| err("packet", e.to_string()))?;
+            let flow = llr_core::fwd::Flow {
+                v6,
+                src: bits(meta.src_ip()),
+                dst: bits(dst),
+                iif: ifindex,
+                proto: meta.protocol,
+                sport: meta.src_port,
+                dport: meta.dst_port,
+            };
+            let vrf = fwd.interfaces.get(ifindex).and_then(|i| i.vrf_table);
+            let hit = {
+                let _reader = routes.reader();
+                fwd.policy.route_by(&routes, &flow, vrf)
+            };
+            let rule = hit.and_then(|h| fwd.policy.rules(v6).get(h.rule));
+            let rule = rule.map(|r| r.describe(any_name(&names)));
+            let route = hit.and_then(|h| h.route);
+            (
+                hit.map(|h| h.next_hop),
+                route.map(|(_, len)| IpPrefix::containing(dst, len)),
+                Some(rule.unwrap_or_else(|| "none: no rule found a route".into())),
+                route.map(|(t, _)| t),
+            )
         };
-        // The prefix that matched: the longest one holding this next hop that contains dst.
-        let max = if dst.is_ipv4() { 32 } else { 128 };
-        let route = nh.and_then(|nh| {
-            (0..=max).rev().find_map(|len| {
-                let net = IpPrefix::containing(dst, len);
-                (routes.get(net)?.0 == nh).then_some(net)
-            })
-        });
         let next_hop = nh.map(|h| h.gateway.unwrap_or(dst));
         let neighbour = nh
             .zip(next_hop)
@@ -259,7 +306,35 @@ impl RouterCtl {
             verdict: verdict.into(),
             class,
             iif,
+            rule,
+            table,
         })
+    }
+
+    /// `fib.rules`: the routing rules as the forwarder evaluates them.
+    pub fn fib_rules(&self) -> llr_ops::query::RoutingRulesView {
+        let names = self.lock().interface_names();
+        let fwd = self.fwd.load();
+        let p = &fwd.policy;
+        let text = |v6: bool| -> Vec<String> {
+            (p.rules(v6).iter())
+                .map(|r| r.describe(any_name(&names)))
+                .collect()
+        };
+        let mut tables: Vec<_> = (p.tables().iter())
+            .map(|(&table, t)| llr_ops::query::TableSizeView {
+                table,
+                routes: t.len(),
+            })
+            .collect();
+        tables.sort_by_key(|t| t.table);
+        llr_ops::query::RoutingRulesView {
+            ipv4: text(false),
+            ipv6: text(true),
+            ipv4_main_only: p.is_plain(false),
+            ipv6_main_only: p.is_plain(true),
+            tables,
+        }
     }
 
     /// `neighbours`: by interface, then address; multicast entries are left out (they are

@@ -619,6 +619,7 @@ impl ControlTarget for RouterCtl {
             })),
             Command::FibSummary { query } => reply(self.fib_summary(&query)),
             Command::FibGet { packet } => reply(self.fib_get(&packet)),
+            Command::FibRules {} => reply(Ok(self.fib_rules())),
             Command::FlowGet { packet } => reply(self.flow_get(&packet)),
             Command::Fib { .. } | Command::Neighbours { .. } | Command::FlowList { .. } => {
                 let key = cmd.listing_key().expect("a listing");
