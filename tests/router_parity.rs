@@ -814,3 +814,172 @@ fn policy_routing_as_ip_rule_says() {
     assert_eq!(kernel, ours, "\n{tab}");
     assert_eq!(kernel_later, ours_later, "\n{tab}");
 }
+
+/// The second next hop on the sink's link (a neighbour entry only: the sink's veth sees its
+/// frames too).
+const HOP2_MAC: &str = "02:00:00:00:02:02";
+
+/// Sends `flows` UDP flows (source ports 20000…) of `per_flow` datagrams each, interleaved,
+/// from the generator to `dst`, and returns per flow the destination MACs its datagrams
+/// arrived at the sink's link with, and how many arrived.
+fn spread(t: &Topology, dst: &str, flows: u16, per_flow: usize) -> Vec<(Vec<[u8; 6]>, usize)> {
+    let src = if dst.contains(':') {
+        addr::GEN_V6
+    } else {
+        addr::GEN_V4
+    };
+    let frames: Vec<Vec<u8>> = (0..per_flow)
+        .flat_map(|_| 0..flows)
+        .map(|i| {
+            frame(&FrameSpec {
+                src_port: 20_000 + i,
+                ..v4(src, dst, 64)
+            })
+        })
+        .collect();
+    let until = Instant::now() + Duration::from_millis(300 + frames.len() as u64 / 2 + 1500);
+    let sink = t
+        .sink
+        .spawn(move || Raw::open(addr::SINK_IF).collect(until));
+    std::thread::sleep(Duration::from_millis(200));
+    t.gen
+        .run(move || {
+            let raw = Raw::open(addr::GEN_IF);
+            for f in &frames {
+                raw.send(f);
+                std::thread::sleep(Duration::from_micros(400));
+            }
+        })
+        .unwrap();
+    let got = sink.join().unwrap().unwrap();
+    (0..flows)
+        .map(|i| {
+            let mine: Vec<&Vec<u8>> = (got.iter())
+                .filter(|f| udp_sport(f, 14) == Some(20_000 + i))
+                .collect();
+            let mut macs: Vec<[u8; 6]> = mine.iter().map(|f| f[..6].try_into().unwrap()).collect();
+            macs.sort();
+            macs.dedup();
+            (macs, mine.len())
+        })
+        .collect()
+}
+
+/// Of `spread`'s flows: how many took the second next hop; asserts that every datagram
+/// arrived and that no flow was split over both.
+fn on_second_hop(who: &str, per_flow: usize, got: &[(Vec<[u8; 6]>, usize)]) -> usize {
+    let hop2 = mac(HOP2_MAC);
+    for (i, (macs, n)) in got.iter().enumerate() {
+        assert_eq!(
+            *n, per_flow,
+            "{who}: flow {i}: {n} of {per_flow} datagrams arrived"
+        );
+        assert_eq!(macs.len(), 1, "{who}: flow {i} took {} paths", macs.len());
+    }
+    got.iter().filter(|(m, _)| m[0] == hop2).count()
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn multipath_routes_spread_flows_as_the_kernel_does() {
+    llr_io::sys::require_root();
+    let t = Topology::new("llr-ecmp").expect("topology");
+    let out = addr::RTR_OUT_IF;
+    ip_batch(
+        &t,
+        &format!(
+            "neigh replace 10.71.2.2 lladdr {HOP2_MAC} dev {out} nud permanent
+neigh replace fd71:2::2 lladdr {HOP2_MAC} dev {out} nud permanent
+route add 10.90.0.0/16 nexthop via 10.71.2.1 dev {out} weight 1 nexthop via 10.71.2.2 dev {out} weight 3
+route add fd90::/16 nexthop via fd71:2::1 dev {out} weight 1 nexthop via fd71:2::2 dev {out} weight 3
+nexthop add id 1 via 10.71.2.1 dev {out}
+nexthop add id 2 via 10.71.2.2 dev {out}
+nexthop add id 10 group 1/2
+route add 10.89.0.0/16 nhid 10
+"
+        ),
+    );
+    let (flows, per_flow) = (400u16, 3);
+    // (destination, share of the second hop): weights 1 and 3, or a group of equals.
+    let dests = [("10.90.1.1", 0.75), ("fd90::1", 0.75), ("10.89.1.1", 0.5)];
+    let run = |who: &str| -> Vec<usize> {
+        dests
+            .iter()
+            .map(|(d, _)| {
+                on_second_hop(
+                    &format!("{who} {d}"),
+                    per_flow,
+                    &spread(&t, d, flows, per_flow),
+                )
+            })
+            .collect()
+    };
+    for fam in ["ipv4", "ipv6"] {
+        let key = format!("net.{fam}.fib_multipath_hash_policy");
+        t.router.sysctl(&key, "1").unwrap();
+    }
+    let kernel = run("kernel");
+    let dir = TempDir::new("ecmp");
+    let router = RouterThread::start(&t, dir.router_config(CONFIG));
+    let ours = run("llrouter");
+    // An operator can ask which path a flow takes.
+    let (code, got, err) = common::ctl_bin(
+        &dir.join("ctl.sock"),
+        &[
+            "show",
+            "fib",
+            "10.90.1.1",
+            "--sport",
+            "20001",
+            "--dport",
+            "7000",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        got.contains("multipath, this flow's path of 2: via 10.71.2.1 dev veth-rout weight 1, via 10.71.2.2 dev veth-rout weight 3"),
+        "{got}"
+    );
+    router.finish().unwrap();
+    eprintln!("flows on the second next hop of {flows}: kernel {kernel:?}, llrouter {ours:?}");
+    for (i, (d, share)) in dests.iter().enumerate() {
+        // Each flow picks a path at random by its hash: binomial, and 5 standard deviations
+        // either way of the weights' share fail one honest run in about 1.7 million.
+        let n = f64::from(flows);
+        let (mean, sd) = (n * share, (n * share * (1.0 - share)).sqrt());
+        let ok = |k: usize| (k as f64 - mean).abs() <= 5.0 * sd;
+        assert!(
+            ok(kernel[i]),
+            "{d}: the kernel put {} of {flows} on the second hop",
+            kernel[i]
+        );
+        assert!(
+            ok(ours[i]),
+            "{d}: llrouter put {} of {flows} on the second hop",
+            ours[i]
+        );
+    }
+    // With the L3 policy (Linux's default) one source and destination is one path, whatever
+    // the ports; read at start, as the kernel's other sysctls.
+    for fam in ["ipv4", "ipv6"] {
+        let key = format!("net.{fam}.fib_multipath_hash_policy");
+        t.router.sysctl(&key, "0").unwrap();
+    }
+    let all_one = |k: usize| k == 0 || k == usize::from(flows);
+    let kernel = on_second_hop(
+        "kernel, L3",
+        per_flow,
+        &spread(&t, "10.90.1.1", flows, per_flow),
+    );
+    let router = RouterThread::start(&t, dir.router_config(CONFIG));
+    let ours = on_second_hop(
+        "llrouter, L3",
+        per_flow,
+        &spread(&t, "10.90.1.1", flows, per_flow),
+    );
+    router.finish().unwrap();
+    assert!(
+        all_one(kernel) && all_one(ours),
+        "L3: kernel {kernel}, llrouter {ours}"
+    );
+}

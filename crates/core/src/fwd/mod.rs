@@ -23,8 +23,8 @@ pub use policy::{Flow, Hit, Policy, Rule, RuleAction, SmallTable};
 pub use poptrie::Poptrie as Lpm6;
 pub use shared::{ForwarderGuard, SharedForwarder};
 pub use tables::{
-    Interface, Interfaces, IpPrefixAddr, Neighbors, NextHop, RouteError, RouteFilter, RouteKey,
-    RouteKind, RouteMemory, RouteSummary, RouteTable,
+    Interface, Interfaces, IpPrefixAddr, Member, Multipath, Neighbors, NextHop, RouteError,
+    RouteFilter, RouteKey, RouteKind, RouteMemory, RouteSummary, RouteTable,
 };
 
 use crate::filter::{Decision, Filter, FilterPacket, Hook};
@@ -342,6 +342,8 @@ pub struct Forwarder {
     pub filter: std::sync::Arc<Filter>,
     /// The kernel's routing rules and the tables besides main they select.
     pub policy: std::sync::Arc<Policy>,
+    /// How multipath routes spread flows.
+    pub multipath: Multipath,
 }
 
 impl Forwarder {
@@ -688,7 +690,7 @@ impl Forwarder {
                 (IpVersion::V6, _) => (self.routes.lookup_v6(meta.dst_v6()), None),
             }
         };
-        let Some(nh) = nh else {
+        let Some(mut nh) = nh else {
             return Err(Self::answer(
                 frame,
                 meta,
@@ -696,6 +698,15 @@ impl Forwarder {
                 IcmpKind::NetUnreachable,
             ));
         };
+        let mut mac = mac;
+        if let Some(g) = nh.group_id() {
+            let hash = self.flow_hash(frame, meta, false);
+            nh = self
+                .routes
+                .pick(g, hash)
+                .unwrap_or(NextHop::special(RouteKind::Kernel));
+            mac = None;
+        }
         match nh.kind() {
             RouteKind::Unicast => {}
             RouteKind::Blackhole => return Err(Verdict::Drop(D::Blackhole)),
@@ -712,7 +723,10 @@ impl Forwarder {
                 let e = IcmpKind::Prohibited;
                 return Err(Self::answer(frame, meta, D::Unreachable, e));
             }
-            RouteKind::Kernel => return Err(Verdict::Pass(PassReason::KernelRoute)),
+            // A group's members are unicast routes: none left here.
+            RouteKind::Kernel | RouteKind::Group => {
+                return Err(Verdict::Pass(PassReason::KernelRoute))
+            }
             // With the default rules a throw in main leaves nothing to look in.
             RouteKind::Throw => {
                 let e = IcmpKind::NetUnreachable;
@@ -723,6 +737,38 @@ impl Forwarder {
             Some(egress) => Ok((nh, egress, mac)),
             None => Err(Verdict::Pass(PassReason::KernelRoute)),
         }
+    }
+
+    /// The multipath hash of `meta`'s flow, or with `reversed` of the flow back to its source
+    /// (the router's answer).
+    #[inline]
+    fn flow_hash(&self, frame: &[u8], meta: &PacketMeta, reversed: bool) -> u32 {
+        let v6 = meta.version == IpVersion::V6;
+        let l3 = usize::from(meta.l3_offset);
+        let label = match frame.get(l3 + 1..l3 + 4) {
+            Some(b) if v6 => u32::from_be_bytes([0, b[0], b[1], b[2]]) & 0xf_ffff,
+            _ => 0,
+        };
+        let (src, dst) = (
+            addr_bits(meta.version, &meta.src),
+            addr_bits(meta.version, &meta.dst),
+        );
+        let ports = (meta.src_port, meta.dst_port);
+        if reversed {
+            let ports = (ports.1, ports.0);
+            self.multipath
+                .hash(v6, dst, src, meta.protocol, ports, label)
+        } else {
+            self.multipath
+                .hash(v6, src, dst, meta.protocol, ports, label)
+        }
+    }
+
+    /// The member of multipath group `id` that `frame`'s flow takes (for operator views; the
+    /// forwarder picks the same in [`process`](Self::process)).
+    pub fn pick(&self, frame: &[u8], id: u32) -> Option<NextHop> {
+        let meta = wire::parse_frame(frame).ok()?;
+        self.routes.pick(id, self.flow_hash(frame, &meta, false))
     }
 
     /// The route of a forwarded packet through the policy rules.
@@ -851,7 +897,10 @@ impl Forwarder {
             .interfaces
             .get(ingress_ifindex)
             .and_then(|i| i.vrf_table);
-        let back = self.route_back(meta, addr_bits(meta.version, &src), proto, ports, vrf);
+        let mut back = self.route_back(meta, addr_bits(meta.version, &src), proto, ports, vrf);
+        if let Some(g) = back.and_then(|nh| nh.group_id()) {
+            back = self.routes.pick(g, self.flow_hash(buf, meta, true));
+        }
         let Some(nh) = back.filter(|nh| nh.kind() == RouteKind::Unicast) else {
             return Verdict::Drop(D::NoRoute);
         };
@@ -894,6 +943,13 @@ impl Forwarder {
         match self.route_back(m, to, m.protocol, ports, ingress.vrf_table) {
             Some(nh) if matches!(nh.kind(), RouteKind::Unicast | RouteKind::Kernel) => {
                 ingress.rp_filter == 2 || nh.ifindex == ingress.ifindex
+            }
+            // As fib_info_nh_uses_dev: strict is content with any member on the interface.
+            Some(nh) if nh.kind() == RouteKind::Group => {
+                let members = nh.group_id().and_then(|g| self.routes.group(g));
+                ingress.rp_filter == 2
+                    || members
+                        .is_some_and(|g| g.iter().any(|m| m.next_hop.ifindex == ingress.ifindex))
             }
             _ => false,
         }

@@ -497,7 +497,7 @@ impl Policy {
             let Some((nh, len)) = found else { continue };
             match nh.kind() {
                 RouteKind::Throw => continue,
-                RouteKind::Unicast | RouteKind::Kernel
+                RouteKind::Unicast | RouteKind::Kernel | RouteKind::Group
                     if r.suppress_prefixlen.is_some_and(|s| len <= s) =>
                 {
                     continue

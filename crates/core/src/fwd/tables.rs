@@ -41,6 +41,9 @@ pub enum RouteKind {
     /// `throw`: the table has no route here; policy routing goes on with the next rule (with
     /// no rule left, no route).
     Throw,
+    /// Equal-cost (or weighted) multipath: one of a group's next hops, chosen per flow
+    /// ([`RouteTable::group`], [`Multipath`]).
+    Group,
 }
 
 impl NextHop {
@@ -50,6 +53,24 @@ impl NextHop {
     const UNREACHABLE: u32 = u32::MAX - 1;
     const PROHIBIT: u32 = u32::MAX - 2;
     const THROW: u32 = u32::MAX - 3;
+    /// Next hops from here up to the kinds above name a multipath group (its id added).
+    const GROUP_BASE: u32 = 0xf000_0000;
+    /// Most multipath groups a table interns.
+    pub const MAX_GROUPS: u32 = 1 << 16;
+
+    /// The next hop that stands for multipath group `id` (< [`NextHop::MAX_GROUPS`]).
+    pub const fn group(id: u32) -> NextHop {
+        NextHop {
+            ifindex: Self::GROUP_BASE + id,
+            gateway: None,
+        }
+    }
+
+    /// The group id of a [`RouteKind::Group`] next hop.
+    #[inline]
+    pub fn group_id(&self) -> Option<u32> {
+        (self.kind() == RouteKind::Group).then(|| self.ifindex - Self::GROUP_BASE)
+    }
 
     /// The next hop of a route of `kind` that has no interface (any kind but `Unicast`).
     pub const fn special(kind: RouteKind) -> NextHop {
@@ -58,7 +79,7 @@ impl NextHop {
             RouteKind::Unreachable => Self::UNREACHABLE,
             RouteKind::Prohibit => Self::PROHIBIT,
             RouteKind::Throw => Self::THROW,
-            RouteKind::Kernel | RouteKind::Unicast => 0,
+            RouteKind::Kernel | RouteKind::Unicast | RouteKind::Group => 0,
         };
         NextHop {
             ifindex,
@@ -76,6 +97,9 @@ impl NextHop {
             Self::UNREACHABLE => RouteKind::Unreachable,
             Self::PROHIBIT => RouteKind::Prohibit,
             Self::THROW => RouteKind::Throw,
+            i if (Self::GROUP_BASE..Self::GROUP_BASE + Self::MAX_GROUPS).contains(&i) => {
+                RouteKind::Group
+            }
             _ => RouteKind::Unicast,
         }
     }
@@ -188,6 +212,133 @@ impl NextHops {
     }
 }
 
+/// One next hop of a multipath group, with the top of its share of the 31-bit hash space
+/// (Linux's hash-threshold selection, RFC 2992: a flow takes the first member whose bound is
+/// not below its hash).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member {
+    /// The next hop.
+    pub next_hop: NextHop,
+    /// Its weight (1..=256, as `ip route … nexthop … weight W`).
+    pub weight: u16,
+    upper: u32,
+}
+
+/// Interned multipath groups, readable without a lock: written once before the id that names
+/// them is published in a route, never changed, never moved (as [`NextHops`]).
+struct Groups {
+    chunks: Box<[OnceLock<GroupChunk>]>,
+    ids: Mutex<HashMap<Vec<(NextHop, u16)>, u32>>,
+}
+
+const GROUP_CHUNK_LOG: u32 = 8;
+
+/// 2^GROUP_CHUNK_LOG groups, each set once.
+type GroupChunk = Box<[OnceLock<Box<[Member]>>]>;
+
+impl Default for Groups {
+    fn default() -> Self {
+        Groups {
+            chunks: (0..NextHop::MAX_GROUPS >> GROUP_CHUNK_LOG)
+                .map(|_| OnceLock::new())
+                .collect(),
+            ids: Mutex::default(),
+        }
+    }
+}
+
+impl Groups {
+    fn intern(&self, members: &[(NextHop, u16)]) -> Result<NextHop, RouteError> {
+        let mut key: Vec<(NextHop, u16)> = members.iter().map(|&(n, w)| (n, w.max(1))).collect();
+        key.sort_by_key(|(n, _)| (n.ifindex, n.gateway));
+        let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&id) = ids.get(&key) {
+            return Ok(NextHop::group(id));
+        }
+        let id = u32::try_from(ids.len())
+            .ok()
+            .filter(|&i| i < NextHop::MAX_GROUPS)
+            .ok_or(RouteError::TooManyNextHops)?;
+        let total: u64 = key.iter().map(|m| u64::from(m.1)).sum();
+        let mut sum = 0u64;
+        // Linux's fib_rebalance: each member's bound is its cumulative weight's share of 2^31,
+        // less one.
+        let group: Box<[Member]> = (key.iter())
+            .map(|&(next_hop, weight)| {
+                sum += u64::from(weight);
+                let upper = ((sum << 31).div_ceil(total.max(1))) as u32 - 1;
+                Member {
+                    next_hop,
+                    weight,
+                    upper,
+                }
+            })
+            .collect();
+        let chunk = self.chunks[(id >> GROUP_CHUNK_LOG) as usize]
+            .get_or_init(|| (0..1 << GROUP_CHUNK_LOG).map(|_| OnceLock::new()).collect());
+        let _ = chunk[(id & ((1 << GROUP_CHUNK_LOG) - 1)) as usize].set(group);
+        ids.insert(key, id);
+        Ok(NextHop::group(id))
+    }
+
+    #[inline]
+    fn get(&self, id: u32) -> Option<&[Member]> {
+        let chunk = self.chunks.get((id >> GROUP_CHUNK_LOG) as usize)?.get()?;
+        chunk
+            .get((id & ((1 << GROUP_CHUNK_LOG) - 1)) as usize)?
+            .get()
+            .map(|g| &g[..])
+    }
+}
+
+/// How a multipath route spreads flows: which fields of a packet its hash covers (the kernel's
+/// `fib_multipath_hash_policy` per family) and the hash's seed (random per router, so that
+/// routers in a row do not all split the same way).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Multipath {
+    /// IPv4: 0 addresses, 1 addresses, protocol and ports, 2 the inner packet's addresses
+    /// (taken as 0: llrouter does not look into tunnels), 3 custom fields (taken as 1).
+    pub policy_v4: u8,
+    /// IPv6: as IPv4; policy 0 hashes the flow label and next header too.
+    pub policy_v6: u8,
+    /// Mixed into every hash.
+    pub seed: u64,
+}
+
+impl Multipath {
+    /// The 31-bit hash of a flow: `src`, `dst` (IPv4 in the low 32 bits), protocol, ports and
+    /// IPv6 flow label, of which the family's policy takes its fields.
+    #[inline]
+    pub fn hash(
+        &self,
+        v6: bool,
+        src: u128,
+        dst: u128,
+        proto: u8,
+        ports: (u16, u16),
+        label: u32,
+    ) -> u32 {
+        let policy = if v6 { self.policy_v6 } else { self.policy_v4 };
+        let l4 = matches!(policy, 1 | 3);
+        let mut h = self.seed ^ 0x9e37_79b9_7f4a_7c15;
+        let mut mix = |x: u64| {
+            h = (h ^ x).wrapping_mul(0xff51_afd7_ed55_8ccd);
+            h ^= h >> 32;
+        };
+        mix(src as u64);
+        mix((src >> 64) as u64);
+        mix(dst as u64);
+        mix((dst >> 64) as u64);
+        if l4 {
+            mix(u64::from(proto) << 32 | u64::from(ports.0) << 16 | u64::from(ports.1));
+        } else if v6 {
+            mix(u64::from(proto) << 32 | u64::from(label & 0xf_ffff));
+        }
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        ((h ^ (h >> 29)) >> 33) as u32
+    }
+}
+
 /// Memory held by a [`RouteTable`], by structure (see [`RouteTable::memory`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RouteMemory {
@@ -229,6 +380,7 @@ pub struct RouteTable {
     v4: Lpm4,
     v6: Lpm6,
     nexthops: NextHops,
+    groups: Groups,
     readers: Arc<Readers>,
     count: AtomicUsize,
 }
@@ -257,6 +409,7 @@ impl RouteTable {
             v4: Lpm4::with_strides(V4_STRIDES, readers.clone()),
             v6: Lpm6::new(readers.clone()),
             nexthops: NextHops::default(),
+            groups: Groups::default(),
             readers,
             count: AtomicUsize::new(0),
         }
@@ -299,6 +452,29 @@ impl RouteTable {
             self.count.fetch_add(1, Ordering::Relaxed);
         }
         Ok(old.and_then(|id| self.nexthops.get(id)))
+    }
+
+    /// The next hop that stands for a multipath group of `members` (next hop, weight ≥ 1),
+    /// interned once: routes installed with it spread flows over the members by weight. The
+    /// group stays for the table's life (bounded by the distinct groups ever seen).
+    pub fn group_of(&self, members: &[(NextHop, u16)]) -> Result<NextHop, RouteError> {
+        self.groups.intern(members)
+    }
+
+    /// The members of multipath group `id` ([`NextHop::group_id`]).
+    #[inline]
+    pub fn group(&self, id: u32) -> Option<&[Member]> {
+        self.groups.get(id)
+    }
+
+    /// The member of group `id` a flow of 31-bit hash `hash` takes.
+    #[inline]
+    pub fn pick(&self, id: u32, hash: u32) -> Option<NextHop> {
+        let g = self.groups.get(id)?;
+        g.iter()
+            .find(|m| hash <= m.upper)
+            .or(g.last())
+            .map(|m| m.next_hop)
     }
 
     /// Removes the route for exactly `prefix`.

@@ -793,3 +793,71 @@ fn reverse_path_filter_strict_and_loose_and_the_kernels_order_of_checks() {
         }
     );
 }
+
+#[test]
+fn multipath_spreads_flows_by_weight_and_keeps_each_flow_on_one_path() {
+    let mut f = forwarder();
+    f.neighbors.insert(2, ip("10.1.0.2"), HOST_MAC);
+    let a = NextHop {
+        ifindex: 2,
+        gateway: Some(ip("10.1.0.1")),
+    };
+    let b = NextHop {
+        ifindex: 2,
+        gateway: Some(ip("10.1.0.2")),
+    };
+    let g = f.routes.group_of(&[(a, 1), (b, 3)]).unwrap();
+    assert_eq!(g.kind(), RouteKind::Group);
+    assert_eq!(
+        f.routes.group_of(&[(b, 3), (a, 1)]),
+        Ok(g),
+        "interned once, in any order"
+    );
+    f.routes.insert(p("10.50.0.0/16"), g).unwrap();
+    let to = |f: &Forwarder, sport: u16, src: &str| {
+        let s = FrameSpec {
+            src: ip(src),
+            src_port: sport,
+            ..spec("10.50.1.1")
+        };
+        let (v, out) = run(f, &s);
+        assert!(matches!(v, Verdict::Tx { ifindex: 2, .. }), "{v:?}");
+        EthernetFrame::new_checked(&out[..]).unwrap().dst()
+    };
+    for (policy, per_port) in [(1u8, true), (0, false)] {
+        f.multipath = Multipath {
+            policy_v4: policy,
+            policy_v6: policy,
+            seed: 7,
+        };
+        let mut on_b = 0;
+        let n = 2000;
+        for port in 0..n {
+            let mac = to(&f, 10_000 + port, "10.0.0.1");
+            assert_eq!(
+                mac,
+                to(&f, 10_000 + port, "10.0.0.1"),
+                "a flow keeps its path"
+            );
+            on_b += usize::from(mac == HOST_MAC);
+        }
+        if per_port {
+            // Weight 3 of 4: 1500 expected; 5 standard deviations (19.4) either way.
+            assert!(
+                (1403..=1597).contains(&on_b),
+                "policy 1: {on_b} of {n} on b"
+            );
+        } else {
+            assert!(
+                on_b == 0 || on_b == n as usize,
+                "policy 0 ignores ports: {on_b}"
+            );
+        }
+    }
+    // Policy 0 spreads by address instead.
+    let on_b = (0..200)
+        .filter(|i| to(&f, 1, &format!("10.0.{}.{}", i / 100, 1 + i % 100)) == HOST_MAC)
+        .count();
+    // 150 expected; 5 standard deviations (6.1) either way.
+    assert!((120..=180).contains(&on_b), "{on_b} of 200 sources on b");
+}

@@ -62,8 +62,8 @@ pub enum KernelError {
 type Result<T, E = KernelError> = std::result::Result<T, E>;
 use llr_core::classify::IpPrefix;
 use llr_core::fwd::{
-    Forwarder, Interface, Interfaces, NextHop, Policy, RouteTable, SharedForwarder, SmallTable,
-    MAX_TAG,
+    Forwarder, Interface, Interfaces, Multipath, NextHop, Policy, RouteTable, SharedForwarder,
+    SmallTable, MAX_TAG,
 };
 
 /// A static route from the configuration (overrides the kernel's).
@@ -196,6 +196,9 @@ struct KernelMirror {
     kernel_rules: bool,
     /// The rules handed to the kernel that have been warned about.
     kernel_rules_said: HashSet<String>,
+    /// The multipath hash as published.
+    multipath: Option<Multipath>,
+    multipath_seed: u64,
     max_routes: usize,
     /// Prefixes left out because the table was at `max_routes`: while any is, the forwarder
     /// is incomplete; they go in as soon as there is room.
@@ -222,6 +225,29 @@ fn rp_filter_of(ifindex: u32) -> u8 {
 #[cfg(test)]
 fn rp_filter_of(_ifindex: u32) -> u8 {
     0
+}
+
+/// The kernel's `fib_multipath_hash_policy` of IPv4 and IPv6 (0 when unreadable). Read with
+/// the interfaces, as `rp_filter`.
+fn multipath_policies() -> (u8, u8) {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|v| v.trim().parse::<u8>().ok())
+            .unwrap_or(0)
+    };
+    (
+        read("/proc/sys/net/ipv4/fib_multipath_hash_policy"),
+        read("/proc/sys/net/ipv6/fib_multipath_hash_policy"),
+    )
+}
+
+/// A seed of this router's own for the multipath hash.
+fn multipath_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.finish()
 }
 
 impl KernelMirror {
@@ -255,6 +281,8 @@ impl KernelMirror {
             policy_dirty: false,
             kernel_rules: spec.kernel_routes,
             kernel_rules_said: HashSet::new(),
+            multipath: None,
+            multipath_seed: multipath_seed(),
             max_routes: spec.max_routes,
             limited: HashSet::new(),
         }
@@ -380,7 +408,29 @@ impl KernelMirror {
         Some(Update::Neigh(k, want))
     }
 
-    fn ifaces_update(&mut self) -> Option<Update> {
+    /// The multipath hash if it changed (its policies are sysctls, read when the interfaces
+    /// are).
+    fn multipath_update(&mut self) -> Option<Update> {
+        let (policy_v4, policy_v6) = multipath_policies();
+        let now = Multipath {
+            policy_v4,
+            policy_v6,
+            seed: self.multipath_seed,
+        };
+        (self.multipath != Some(now)).then(|| {
+            self.multipath = Some(now);
+            Update::Multipath(now)
+        })
+    }
+
+    /// The interfaces (and the multipath hash, read with them), as far as they changed.
+    fn ifaces_update(&mut self) -> Vec<Update> {
+        let mut u: Vec<Update> = self.multipath_update().into_iter().collect();
+        u.extend(self.interfaces_update());
+        u
+    }
+
+    fn interfaces_update(&mut self) -> Option<Update> {
         let now = (
             self.kernel.links.clone(),
             self.kernel.addrs.clone(),
@@ -629,6 +679,7 @@ enum Update {
     Neigh((u32, IpAddr), Option<[u8; 6]>),
     Interfaces(Box<Interfaces>),
     Policy(Arc<Policy>),
+    Multipath(Multipath),
 }
 
 fn apply_update(f: &mut Forwarder, u: Update) {
@@ -641,6 +692,7 @@ fn apply_update(f: &mut Forwarder, u: Update) {
         }
         Update::Interfaces(ifs) => f.interfaces = *ifs,
         Update::Policy(p) => f.policy = p,
+        Update::Multipath(m) => f.multipath = m,
     }
 }
 
@@ -648,8 +700,8 @@ fn apply_update(f: &mut Forwarder, u: Update) {
 pub fn build(spec: &MirrorSpec) -> Result<Forwarder> {
     let mut sock = NlSocket::new(0, 0)?;
     let mut m = KernelMirror::new(spec);
-    let view = dump_view(&mut sock, spec)?;
     let mut f = Forwarder::new();
+    let view = dump_view(&mut sock, spec, &f.routes)?;
     m.sync_all(&mut f, view);
     Ok(f)
 }
@@ -669,8 +721,8 @@ pub fn build_seeded(spec: &MirrorSpec) -> Result<(Forwarder, Seed)> {
     let events = NlSocket::new(event_groups(spec), spec.event_buffer())?;
     let mut dumper = NlSocket::new(0, 0)?;
     let mut mirror = KernelMirror::new(spec);
-    let view = dump_view(&mut dumper, spec)?;
     let mut f = Forwarder::new();
+    let view = dump_view(&mut dumper, spec, &f.routes)?;
     mirror.sync_all(&mut f, view);
     // The dump is gone now, but glibc keeps the freed heap pages of its maps resident until
     // trimmed, and the mirror thread only trims after its own dumps (minutes away).
@@ -777,12 +829,16 @@ pub fn run_mirror(
                 need_resync = false;
                 last_resync = Instant::now();
                 st.resyncs += 1;
-                match dump_view(&mut dumper, spec) {
+                // A fresh start builds a new forwarder, whose table interns the groups.
+                let mut fresh = fresh_start.then(Forwarder::new);
+                let groups = fresh
+                    .as_ref()
+                    .map_or_else(|| fwd.routes(), |f| f.routes.clone());
+                match dump_view(&mut dumper, spec, &groups) {
                     Ok(v) => {
-                        if fresh_start {
+                        if let Some(mut fresh) = fresh.take() {
                             fresh_start = false;
                             // Built aside and published: workers move to it at their next grant.
-                            let mut fresh = Forwarder::new();
                             st.updates += mirror.sync_all(&mut fresh, v) as u64;
                             let cur = fwd.load_full();
                             fresh.fragments = cur.fragments;
@@ -811,13 +867,14 @@ pub fn run_mirror(
                 continue;
             }
             // Drain what is queued (bounded per turn so a storm cannot starve the stop check).
+            let groups = fwd.routes();
             for _ in 0..256 {
                 match events.sock.recv(&mut &mut events.buf[..], 0) {
                     Ok(n) => {
                         for (_, _, fr) in frames(&events.buf[..n]) {
                             if let Frame::Msg(m) = fr {
                                 st.events += 1;
-                                batch.push(classify_event(&m, spec));
+                                batch.push(classify_event(&m, spec, &groups));
                             }
                         }
                     }
@@ -1024,7 +1081,11 @@ mod tests {
         view.routes.set(q, 10, nh(2));
         view.routes.set(q, 20, nh(3));
         view.routes.set(gone, 0, nh(2));
-        assert_eq!(m.sync_all(&mut f, view), 3, "two routes and the interfaces");
+        assert_eq!(
+            m.sync_all(&mut f, view),
+            4,
+            "two routes, the interfaces and the multipath hash"
+        );
         assert_eq!(f.routes.lookup(a), Some(nh(2)));
         // The re-dump after an overrun: the higher metric moved, a prefix is gone.
         let mut view = KernelView::default();
@@ -1123,8 +1184,8 @@ mod tests {
         let mut view = KernelView::default();
         view.routes.set(p("10.1.0.0/16"), 0, nh(2));
         view.routes.set(p("fd00::/8"), 0, nh(2));
-        // two routes, and the (empty) interface set the first time
-        assert_eq!(m.sync_all(&mut f, view.clone()), 3);
+        // two routes, and the (empty) interface set and the multipath hash the first time
+        assert_eq!(m.sync_all(&mut f, view.clone()), 4);
         assert_eq!(m.sync_all(&mut f, view.clone()), 0, "no change, no update");
         view.routes.remove(&p("10.1.0.0/16"));
         assert_eq!(m.sync_all(&mut f, view), 1);

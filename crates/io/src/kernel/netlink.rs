@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::{KernelError, Result};
 use llr_core::classify::IpPrefix;
-use llr_core::fwd::{NextHop, RouteKind, Rule, RuleAction};
+use llr_core::fwd::{NextHop, RouteKind, RouteTable, Rule, RuleAction};
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST,
 };
@@ -246,6 +246,16 @@ pub(super) enum KernelEvent {
     Ignore,
 }
 
+/// An RTA_VIA gateway (an IPv6 next hop of an IPv4 route).
+fn via_addr(v: &netlink_packet_route::route::RouteVia) -> Option<IpAddr> {
+    use netlink_packet_route::route::RouteVia;
+    match v {
+        RouteVia::Inet(a) => Some(IpAddr::V4(*a)),
+        RouteVia::Inet6(a) => Some(IpAddr::V6(*a)),
+        _ => None,
+    }
+}
+
 pub(super) fn route_addr(a: &RouteAddress) -> Option<IpAddr> {
     match a {
         RouteAddress::Inet(v4) => Some(IpAddr::V4(*v4)),
@@ -257,11 +267,18 @@ pub(super) fn route_addr(a: &RouteAddress) -> Option<IpAddr> {
 /// Decodes a route message of any table but local: (table, prefix, metric, next hop). The next
 /// hop of a route llrouter must not forward itself has the route's own interface (maybe not one
 /// of the router's) or ifindex 0, so the forwarder passes matching packets to the kernel.
-pub(super) fn decode_route(m: &RouteMessage) -> Option<(u32, IpPrefix, u32, NextHop)> {
+/// A multipath route's next hops are interned as a group in `groups` (the main table, which
+/// every table's routes share groups with); a route with more groups than a table holds goes to
+/// the kernel.
+pub(super) fn decode_route(
+    m: &RouteMessage,
+    groups: &RouteTable,
+) -> Option<(u32, IpPrefix, u32, NextHop)> {
+    use netlink_packet_route::route::RouteNextHopFlags;
     let h: &RouteHeader = &m.header;
     let mut table = u32::from(h.table);
     let (mut dst, mut oif, mut gw, mut metric) = (None, None, None, 0u32);
-    let mut first_hop = None;
+    let mut hops: Vec<(NextHop, u16)> = Vec::new();
     for a in &m.attributes {
         match a {
             RouteAttribute::Table(t) => table = *t,
@@ -269,15 +286,24 @@ pub(super) fn decode_route(m: &RouteMessage) -> Option<(u32, IpPrefix, u32, Next
             RouteAttribute::Oif(i) => oif = Some(*i),
             RouteAttribute::Gateway(g) => gw = route_addr(g),
             RouteAttribute::Priority(p) => metric = *p,
-            RouteAttribute::MultiPath(hops) => {
-                // ECMP: llrouter follows the first next hop (no multipath hashing yet).
-                first_hop = hops.first().map(|nh| {
+            // Multipath routes and nexthop groups (the kernel lists a group's members here
+            // with nexthop_compat_mode on, its default). Dead next hops take no flows.
+            RouteAttribute::MultiPath(list) => {
+                for nh in list {
+                    if nh.flags.contains(RouteNextHopFlags::Dead) {
+                        continue;
+                    }
                     let g = nh.attributes.iter().find_map(|x| match x {
                         RouteAttribute::Gateway(g) => route_addr(g),
+                        RouteAttribute::Via(v) => via_addr(v),
                         _ => None,
                     });
-                    (nh.interface_index, g)
-                });
+                    let hop = NextHop {
+                        ifindex: nh.interface_index,
+                        gateway: g,
+                    };
+                    hops.push((hop, u16::from(nh.hops) + 1));
+                }
             }
             _ => {}
         }
@@ -292,15 +318,20 @@ pub(super) fn decode_route(m: &RouteMessage) -> Option<(u32, IpPrefix, u32, Next
         _ => return None,
     };
     let prefix = IpPrefix::new(dst, h.destination_prefix_length).ok()?;
-    if let (None, Some((i, g))) = (oif, first_hop) {
-        oif = Some(i);
-        gw = g;
-    }
     let nh = match h.kind {
-        RouteType::Unicast => NextHop {
-            ifindex: oif.unwrap_or(0),
-            gateway: gw,
-        },
+        RouteType::Unicast if hops.len() > 1 => groups
+            .group_of(&hops)
+            .unwrap_or(NextHop::special(RouteKind::Kernel)),
+        RouteType::Unicast => {
+            if let Some(&(one, _)) = hops.first() {
+                oif = Some(one.ifindex);
+                gw = one.gateway;
+            }
+            NextHop {
+                ifindex: oif.unwrap_or(0),
+                gateway: gw,
+            }
+        }
         RouteType::BlackHole => NextHop::special(RouteKind::Blackhole),
         RouteType::Unreachable => NextHop::special(RouteKind::Unreachable),
         RouteType::Prohibit => NextHop::special(RouteKind::Prohibit),
@@ -364,15 +395,19 @@ pub(super) fn decode_addr(m: &AddressMessage) -> Option<(u32, IpAddr, u8)> {
     Some((m.header.index, local.or(address)?, m.header.prefix_len))
 }
 
-pub(super) fn classify_event(m: &RouteNetlinkMessage, spec: &MirrorSpec) -> KernelEvent {
+pub(super) fn classify_event(
+    m: &RouteNetlinkMessage,
+    spec: &MirrorSpec,
+    groups: &RouteTable,
+) -> KernelEvent {
     use RouteNetlinkMessage as M;
     match m {
-        M::NewRoute(r) if spec.kernel_routes => match decode_route(r) {
+        M::NewRoute(r) if spec.kernel_routes => match decode_route(r, groups) {
             Some((RT_TABLE_MAIN, p, metric, nh)) => KernelEvent::RouteSet(p, metric, nh),
             Some((t, p, metric, nh)) => KernelEvent::TableRouteSet(t, p, metric, nh),
             None => KernelEvent::Ignore,
         },
-        M::DelRoute(r) if spec.kernel_routes => match decode_route(r) {
+        M::DelRoute(r) if spec.kernel_routes => match decode_route(r, groups) {
             Some((RT_TABLE_MAIN, p, metric, _)) => KernelEvent::RouteDel(p, metric),
             Some((t, p, metric, _)) => KernelEvent::TableRouteDel(t, p, metric),
             None => KernelEvent::Ignore,
@@ -430,10 +465,15 @@ pub(super) fn link_facts(sock: &mut NlSocket) -> Result<BTreeMap<u32, LinkFacts>
     Ok(out)
 }
 
-pub(super) fn dump_view(sock: &mut NlSocket, spec: &MirrorSpec) -> Result<KernelView> {
+/// `groups`: where multipath routes intern their groups (the forwarder's main table).
+pub(super) fn dump_view(
+    sock: &mut NlSocket,
+    spec: &MirrorSpec,
+    groups: &RouteTable,
+) -> Result<KernelView> {
     let mut v = KernelView::default();
     dump_interfaces(sock, spec, &mut v)?;
-    dump_tables(sock, spec, &mut v)?;
+    dump_tables(sock, spec, &mut v, groups)?;
     Ok(v)
 }
 
@@ -470,7 +510,12 @@ pub(super) fn dump_interfaces(
 }
 
 /// Reads table main and the neighbours into `v`.
-fn dump_tables(sock: &mut NlSocket, spec: &MirrorSpec, v: &mut KernelView) -> Result<()> {
+fn dump_tables(
+    sock: &mut NlSocket,
+    spec: &MirrorSpec,
+    v: &mut KernelView,
+    groups: &RouteTable,
+) -> Result<()> {
     if spec.kernel_routes {
         // Decoded as they arrive; an interrupted dump starts the routes over.
         let mut consistent = false;
@@ -483,7 +528,7 @@ fn dump_tables(sock: &mut NlSocket, spec: &MirrorSpec, v: &mut KernelView) -> Re
                 req.header.address_family = fam;
                 interrupted |= sock.dump_each(RouteNetlinkMessage::GetRoute(req), |m| {
                     if let RouteNetlinkMessage::NewRoute(r) = m {
-                        match decode_route(&r) {
+                        match decode_route(&r, groups) {
                             Some((RT_TABLE_MAIN, p, metric, nh)) => v.routes.set(p, metric, nh),
                             Some((t, p, metric, nh)) => {
                                 table_set(&mut v.tables, t, p, metric, Some(nh))

@@ -176,6 +176,10 @@ pub struct RouteLookupView {
     /// The table the route came from, when a rule picked one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub table: Option<u32>,
+    /// A multipath route's next hops (`via GW dev IF weight W`); `route` is the one this
+    /// packet's flow takes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub multipath: Vec<String>,
 }
 
 /// The kernel's routing rules as the forwarder evaluates them (`ctl show fib rules`).

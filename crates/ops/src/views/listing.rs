@@ -184,6 +184,13 @@ pub fn lookup_text(r: &RouteLookupView) -> String {
         }
         out.push('\n');
     }
+    if !r.multipath.is_empty() {
+        out.push_str(&format!(
+            "    multipath, this flow's path of {}: {}\n",
+            r.multipath.len(),
+            r.multipath.join(", ")
+        ));
+    }
     if let Some(rule) = &r.rule {
         out.push_str(&format!("    rule {rule}"));
         if let Some(t) = r.table {
@@ -245,6 +252,7 @@ mod tests {
             iif: "in0".into(),
             rule: None,
             table: None,
+            multipath: vec![],
         };
         assert_eq!(
             lookup_text(&r),

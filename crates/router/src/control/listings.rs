@@ -280,6 +280,23 @@ impl RouterCtl {
                 route.map(|(t, _)| t),
             )
         };
+        // A multipath route: the member this packet's flow takes.
+        let members = nh.and_then(|h| h.group_id()).and_then(|g| routes.group(g));
+        let multipath: Vec<String> = (members.into_iter().flatten())
+            .map(|m| {
+                let via = m
+                    .next_hop
+                    .gateway
+                    .map(|g| format!("via {g} "))
+                    .unwrap_or_default();
+                let dev = any_name(&names)(m.next_hop.ifindex);
+                format!("{via}dev {dev} weight {}", m.weight)
+            })
+            .collect();
+        let nh = match nh.and_then(|h| h.group_id()) {
+            Some(g) => fwd.pick(&frame, g),
+            None => nh,
+        };
         let next_hop = nh.map(|h| h.gateway.unwrap_or(dst));
         let neighbour = nh
             .zip(next_hop)
@@ -308,6 +325,7 @@ impl RouterCtl {
             iif,
             rule,
             table,
+            multipath,
         })
     }
 
