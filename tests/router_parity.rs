@@ -588,6 +588,22 @@ fn reverse_path_filtering_as_rp_filter_says() {
         assert_eq!(got, want, "rp_filter {mode}: the kernel\n{tab}");
         assert_eq!(kernel, ours, "rp_filter {mode}\n{tab}");
     }
+    // Changed while llrouter runs (the kernel announces it over netlink): strict, then loose.
+    let key = format!("net.ipv4.conf.{}.rp_filter", addr::RTR_IN_IF);
+    t.router.sysctl(&key, "1").unwrap();
+    let dir = TempDir::new("rpf-live");
+    let router = RouterThread::start(&t, dir.router_config(CONFIG));
+    let strict: Vec<bool> = probe(&t, &cases).iter().map(|o| o.forwarded).collect();
+    t.router.sysctl(&key, "2").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let loose: Vec<bool> = probe(&t, &cases).iter().map(|o| o.forwarded).collect();
+    router.finish().unwrap();
+    assert_eq!(strict, [true, false, false, false], "strict at start");
+    assert_eq!(
+        loose,
+        [true, true, false, false],
+        "loose half a second after the change"
+    );
 }
 
 /// The host configuration of [`policy_routing_as_ip_rule_says`]: rules of both families, and

@@ -27,6 +27,8 @@
 #              both families and 4 MB of TCP cross; before 6.6 the router refuses to start
 #              (exit 2) naming rings.frame-size and Linux 6.6. A driver that refuses MTU 9000
 #              itself is reported as such (not llrouter's limit)
+#   vrf        both router interfaces in a VRF, main blackholing the sink: pings in both
+#              families cross (kernel forwarding off) and `show fib` names the VRF's table
 # Each check prints `CHECK name ok|FAIL …`; the last line is
 #   `ROW label|kernel|driver|xdp mode|zero-copy|queues|MTU 9000|checks passed/total|failed checks`.
 # Exit status: 0 when every check passed. Everything the script creates is removed on exit.
@@ -433,6 +435,35 @@ else
   fi
   router_pid=""
   set_mtu 1500
+fi
+
+# vrf: both router interfaces enslaved to a VRF (table 10): their connected routes move to
+# table 10 and the kernel adds its `l3mdev` rule; main gets a blackhole for the sink's subnet.
+# Kernel forwarding is off, so the pings cross only if llrouter looks them up in the VRF's
+# table. (The host's kernel has no `vrf` module: this is where VRFs are tested.)
+if ip -n "$R" link add llrvrf type vrf table 10 2>"$work/vrf.err"; then
+  ip -n "$R" link set llrvrf up
+  ip -n "$R" link set "$rin_if" master llrvrf
+  ip -n "$R" link set "$rout_if" master llrvrf
+  # Enslaving cycles the links, which drops their IPv6 addresses (keep_addr_on_down is 0).
+  ip -n "$R" addr replace fd81:1::1/64 dev "$rin_if" nodad
+  ip -n "$R" addr replace fd81:2::1/64 dev "$rout_if" nodad
+  ip -n "$R" route add blackhole 10.81.2.0/24
+  ip -n "$R" -6 route add blackhole fd81:2::/64
+  start_router "$work/router.toml" "$work/router-vrf" 120
+  up=$?
+  ip netns exec "$G" ping -c 4 -i 0.3 -W 2 10.81.2.2 >"$work/vrf4.out" 2>&1
+  v4=$?
+  ip netns exec "$G" ping -6 -c 4 -i 0.3 -W 2 fd81:2::2 >"$work/vrf6.out" 2>&1
+  v6=$?
+  fib=$(ip netns exec "$R" "$LLR" ctl -s "$ctl" show fib 10.81.2.2 --iif "$rin_if" 2>&1)
+  [ "$up" = 0 ] && [ "$v4" = 0 ] && [ "$v6" = 0 ] && echo "$fib" | grep -q "table 10"
+  check vrf $? "ping rc $v4, ping6 rc $v6; $(echo "$fib" | grep -m1 rule)"
+  kill -INT "$router_pid" 2>/dev/null
+  wait "$router_pid" 2>/dev/null
+  router_pid=""
+else
+  check vrf 1 "ip link add type vrf: $(head -c 160 "$work/vrf.err")"
 fi
 
 echo "ROW $label|${m_kernel:--}|$drv|${m_xdp:--}|${m_zc:--}|${m_queues:--}|$jumbo_col|$passed/$total|${failed[*]:-}"

@@ -366,6 +366,35 @@ fn mmsg_headers(iov: &mut [libc::iovec]) -> Vec<libc::mmsghdr> {
         .collect()
 }
 
+/// Makes the kernel resolve `addr`'s link-layer address on interface `ifindex`: a datagram to
+/// its discard port from a socket bound to that interface, so the kernel's route lookup for it
+/// is the interface's (its VRF's table, when it is enslaved to one), not table main's.
+pub fn poke_neighbor(ifindex: u32, addr: std::net::IpAddr) -> io::Result<()> {
+    use std::net::{SocketAddr, UdpSocket};
+    let bind: SocketAddr = match addr {
+        std::net::IpAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
+        std::net::IpAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let s = UdpSocket::bind(bind)?;
+    let ifindex =
+        i32::try_from(ifindex).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: the fd is the live socket `s` owns; the option value is a c_int of the given size.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_BINDTOIFINDEX,
+            (&ifindex as *const i32).cast(),
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    s.send_to(b"llrouter-resolve", SocketAddr::new(addr, 9))?;
+    Ok(())
+}
+
 /// Moves the calling thread into the network namespace of `fd` (an open `/run/netns/NAME`).
 pub fn enter_netns(fd: RawFd) -> io::Result<()> {
     // SAFETY: setns only reads the fd, valid for the duration of the call; it changes the

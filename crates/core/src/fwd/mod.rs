@@ -13,6 +13,7 @@ mod shared;
 mod tables;
 
 use core::fmt;
+use core::net::IpAddr;
 
 pub use icmp::{IcmpKind, IcmpLimiter, IcmpLimits};
 pub use lpm::{
@@ -762,6 +763,24 @@ impl Forwarder {
             self.multipath
                 .hash(v6, src, dst, meta.protocol, ports, label)
         }
+    }
+
+    /// The interface and address whose link-layer address `frame` waits for (its next hop as
+    /// [`process`](Self::process) routes it: rules, tables, multipath), for the kernel to
+    /// resolve; `None` if it is not routed to a next hop.
+    pub fn next_hop_for(&self, frame: &[u8], ingress_ifindex: u32) -> Option<(u32, IpAddr)> {
+        let meta = wire::parse_frame(frame).ok()?;
+        let ingress = self.interfaces.get(ingress_ifindex)?;
+        let v6 = meta.version == IpVersion::V6;
+        let mut nh = if self.policy.is_plain(v6) {
+            self.routes.lookup(meta.dst_ip())?
+        } else {
+            self.policy_route(&meta, ingress)?
+        };
+        if let Some(g) = nh.group_id() {
+            nh = self.routes.pick(g, self.flow_hash(frame, &meta, false))?;
+        }
+        (nh.kind() == RouteKind::Unicast).then(|| (nh.ifindex, nh.gateway.unwrap_or(meta.dst_ip())))
     }
 
     /// The member of multipath group `id` that `frame`'s flow takes (for operator views; the

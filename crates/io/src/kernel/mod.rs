@@ -165,6 +165,10 @@ pub fn active_rx_queues(name: &str, ifindex: u32) -> Result<u32> {
     }
 }
 
+/// What the interface table is built from: links, addresses, the VRF table and the
+/// `rp_filter` mode of each.
+type IfaceState = (Links, Addrs, BTreeMap<u32, u32>, BTreeMap<u32, u8>);
+
 /// The kernel's routes for one prefix: (metric, next hop), in no particular order.
 type KernelRoutes = Vec<(u32, NextHop)>;
 
@@ -189,7 +193,8 @@ struct KernelMirror {
     /// Prefixes the forwarder refused: tried again at the next re-dump.
     failed: HashSet<IpPrefix>,
     applied_neigh: HashMap<(u32, IpAddr), [u8; 6]>,
-    applied_ifaces: Option<(Links, Addrs, BTreeMap<u32, u32>)>,
+    /// Links, addresses, VRF tables and `rp_filter` modes as last published.
+    applied_ifaces: Option<IfaceState>,
     /// The rules or a table besides main changed since the policy was last published.
     policy_dirty: bool,
     /// Mirror the kernel's rules (else the forwarder keeps the default ones).
@@ -435,6 +440,9 @@ impl KernelMirror {
             self.kernel.links.clone(),
             self.kernel.addrs.clone(),
             self.kernel.vrf.clone(),
+            (self.kernel.links.keys())
+                .map(|&i| (i, rp_filter_of(i)))
+                .collect::<BTreeMap<u32, u8>>(),
         );
         if self.applied_ifaces.as_ref() == Some(&now) {
             return None;
@@ -442,7 +450,7 @@ impl KernelMirror {
         let mut ifs = Interfaces::new();
         for (&i, &(mac, mtu)) in &now.0 {
             let mut iface = Interface::new(i, mac, mtu);
-            iface.rp_filter = rp_filter_of(i);
+            iface.rp_filter = now.3.get(&i).copied().unwrap_or(0);
             iface.vrf_table = now.2.get(&i).copied();
             ifs.upsert(iface);
             for &(ip, len) in now.1.get(&i).into_iter().flatten() {
@@ -740,6 +748,7 @@ pub fn build_seeded(spec: &MirrorSpec) -> Result<(Forwarder, Seed)> {
 /// The netlink groups the mirror listens to.
 fn event_groups(spec: &MirrorSpec) -> u32 {
     RTMGRP_LINK
+        | RTMGRP_IPV4_NETCONF
         | RTMGRP_IPV4_IFADDR
         | RTMGRP_IPV6_IFADDR
         | if spec.kernel_routes {
@@ -872,9 +881,18 @@ pub fn run_mirror(
                 match events.sock.recv(&mut &mut events.buf[..], 0) {
                     Ok(n) => {
                         for (_, _, fr) in frames(&events.buf[..n]) {
-                            if let Frame::Msg(m) = fr {
-                                st.events += 1;
-                                batch.push(classify_event(&m, spec, &groups));
+                            match fr {
+                                Frame::Msg(m) => {
+                                    st.events += 1;
+                                    batch.push(classify_event(&m, spec, &groups));
+                                }
+                                // An IPv4 device setting changed (rp_filter, forwarding):
+                                // the interfaces are read again with their sysctls.
+                                Frame::NetConf => {
+                                    st.events += 1;
+                                    batch.push(KernelEvent::Interfaces);
+                                }
+                                _ => {}
                             }
                         }
                     }

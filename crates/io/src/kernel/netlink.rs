@@ -36,6 +36,10 @@ pub(super) const RTMGRP_IPV4_ROUTE: u32 = 0x40;
 pub(super) const RTMGRP_IPV6_IFADDR: u32 = 0x100;
 pub(super) const RTMGRP_IPV6_ROUTE: u32 = 0x400;
 pub(super) const RTMGRP_IPV4_RULE: u32 = 0x80;
+/// RTNLGRP_IPV4_NETCONF (24) as a bind() bit: the kernel says when an IPv4 device setting
+/// (`rp_filter`, `forwarding`) changes.
+pub(super) const RTMGRP_IPV4_NETCONF: u32 = 1 << (24 - 1);
+const RTM_NEWNETCONF: u16 = 80;
 /// RTNLGRP_IPV6_RULE (19) as a bind() bit.
 pub(super) const RTMGRP_IPV6_RULE: u32 = 1 << (19 - 1);
 pub(super) const RT_TABLE_MAIN: u32 = 254;
@@ -145,7 +149,7 @@ impl NlSocket {
                         )))
                     }
                     Frame::Msg(m) => f(m),
-                    Frame::Other => {}
+                    Frame::Other | Frame::NetConf => {}
                 }
             }
         }
@@ -154,6 +158,8 @@ impl NlSocket {
 
 pub(super) enum Frame {
     Msg(RouteNetlinkMessage),
+    /// RTM_NEWNETCONF (which the parser does not decode).
+    NetConf,
     Done,
     Error(i32),
     Other,
@@ -170,7 +176,9 @@ pub(super) fn frames(mut b: &[u8]) -> Vec<(u16, u32, Frame)> {
         }
         let flags = u16::from_ne_bytes([b[6], b[7]]);
         let seq = u32::from_ne_bytes([b[8], b[9], b[10], b[11]]);
+        let kind = u16::from_ne_bytes([b[4], b[5]]);
         let f = match NetlinkMessage::<RouteNetlinkMessage>::deserialize(&b[..len]) {
+            _ if kind == RTM_NEWNETCONF => Frame::NetConf,
             Ok(m) => match m.payload {
                 NetlinkPayload::InnerMessage(x) => Frame::Msg(x),
                 NetlinkPayload::Done(_) => Frame::Done,

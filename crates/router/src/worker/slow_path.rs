@@ -3,7 +3,7 @@
 //! See the [module doc of `router`](super).
 
 use std::collections::VecDeque;
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use llr_core::fwd::{icmp, DropReason, Forwarder, IcmpKind, IcmpLimiter, PassReason, Verdict};
@@ -23,17 +23,6 @@ pub(super) const HOLD_NS: u64 = 3_000_000_000;
 /// holds ~100 full-size frames per neighbour; this is for all of them together).
 const PENDING_MAX: usize = 256;
 
-/// Asks the kernel to resolve `addr` (ARP/ND) by sending one datagram to its discard port.
-fn poke_neighbor(addr: IpAddr) {
-    let bind: SocketAddr = match addr {
-        IpAddr::V4(_) => "0.0.0.0:0".parse().unwrap(),
-        IpAddr::V6(_) => "[::]:0".parse().unwrap(),
-    };
-    if let Ok(s) = UdpSocket::bind(bind) {
-        let _ = s.send_to(b"llrouter-resolve", SocketAddr::new(addr, 9));
-    }
-}
-
 /// Everything the worker does with a frame besides forwarding it whole; see the module doc.
 pub(super) struct SlowPath {
     icmp: IcmpLimiter,
@@ -50,7 +39,8 @@ pub(super) struct SlowPath {
     ip_id: u16,
     pub(super) pass: Vec<u64>,
     pub(super) drops: Vec<(String, u64)>,
-    to_resolve: Vec<IpAddr>,
+    /// Next hops (interface, address) for the kernel to resolve.
+    to_resolve: Vec<(u32, IpAddr)>,
     /// When the kernel was last asked to resolve next hops.
     last_resolve: Instant,
     /// Frames whose next hop's link-layer address is being resolved, with when they were first
@@ -163,7 +153,7 @@ impl SlowPath {
             }
             Verdict::Drop(r) => {
                 if r == DropReason::NoNeighbor {
-                    self.want_neighbor(&buf[..len], table);
+                    self.want_neighbor(&buf[..len], ingress, table);
                     if self.hold_ok && self.pending.len() + self.holding < PENDING_MAX {
                         self.holding += 1;
                         self.neighbor_held += 1;
@@ -212,13 +202,10 @@ impl SlowPath {
     }
 
     /// Remembers the next hop of `frame` for the kernel to resolve.
-    fn want_neighbor(&mut self, frame: &[u8], table: &Forwarder) {
-        if let Ok(m) = llr_core::wire::parse_frame(frame) {
-            if let Some(nh) = table.routes.lookup(m.dst_ip()) {
-                let a = nh.gateway.unwrap_or(m.dst_ip());
-                if self.to_resolve.len() < 16 && !self.to_resolve.contains(&a) {
-                    self.to_resolve.push(a);
-                }
+    fn want_neighbor(&mut self, frame: &[u8], ingress: u32, table: &Forwarder) {
+        if let Some(a) = table.next_hop_for(frame, ingress) {
+            if self.to_resolve.len() < 16 && !self.to_resolve.contains(&a) {
+                self.to_resolve.push(a);
             }
         }
     }
@@ -228,8 +215,8 @@ impl SlowPath {
     #[inline]
     pub(super) fn resolve_neighbors(&mut self) {
         if !self.to_resolve.is_empty() && self.last_resolve.elapsed() > RESOLVE_EVERY {
-            for a in self.to_resolve.drain(..) {
-                poke_neighbor(a);
+            for (ifindex, a) in self.to_resolve.drain(..) {
+                let _ = llr_io::sys::poke_neighbor(ifindex, a);
             }
             self.last_resolve = Instant::now();
         }
