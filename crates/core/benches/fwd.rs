@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use llr_core::classify::{RuleSet, RuleSpec};
-use llr_core::fwd::{Forwarder, Lpm4, NextHop, Verdict};
+use llr_core::fwd::{Forwarder, Lpm4, NextHop, Policy, Rule, RuleAction, SmallTable, Verdict};
 use llr_core::wire::build::{frame, FrameSpec};
 use llr_core::wire::parse_frame;
 use prefix_trie::PrefixMap;
@@ -204,6 +204,69 @@ fn per_packet(c: &mut Criterion) {
             (class, rpf.process_parsed(&mut buf, &m, 1))
         })
     });
+    // The same packet on a host with policy routing: three rules before main that it does not
+    // match (a source, an input interface, a mark), so it walks them and looks up main.
+    let (mut pol, _) = setup();
+    let rule = |prio: u32, t: u32| Rule::new(prio, RuleAction::Lookup(t));
+    let mut v4_rules = Policy::default().rules(false).to_vec();
+    v4_rules.extend([
+        Rule {
+            src: Some("192.0.2.0/24".parse().unwrap()),
+            ..rule(100, 100)
+        },
+        Rule {
+            iif: Some(7),
+            ..rule(101, 100)
+        },
+        Rule {
+            fwmark: Some((1, u32::MAX)),
+            ..rule(102, 100)
+        },
+    ]);
+    let table = SmallTable::new([(
+        "0.0.0.0/0".parse().unwrap(),
+        NextHop {
+            ifindex: 2,
+            gateway: Some("10.1.0.1".parse().unwrap()),
+        },
+    )]);
+    pol.policy = std::sync::Arc::new(Policy::new(
+        v4_rules,
+        Policy::default().rules(true).to_vec(),
+        [(100, table)].into_iter().collect(),
+    ));
+    // And one whose route is a group of two next hops.
+    let (mut ecmp, _) = setup();
+    let (a, b2): (IpAddr, IpAddr) = ("10.1.0.1".parse().unwrap(), "10.1.0.2".parse().unwrap());
+    ecmp.neighbors.insert(2, b2, [2, 0, 0, 0, 0, 8]);
+    let hop = |gw| NextHop {
+        ifindex: 2,
+        gateway: Some(gw),
+    };
+    let group = ecmp.routes.group_of(&[(hop(a), 1), (hop(b2), 1)]).unwrap();
+    ecmp.routes
+        .insert("10.2.0.0/16".parse().unwrap(), group)
+        .unwrap();
+    ecmp.multipath.policy_v4 = 1;
+    for (name, f) in [
+        ("full_v4_policy_3_rules", &pol),
+        ("full_v4_multipath", &ecmp),
+    ] {
+        let mut buf = v4.clone();
+        let mut m = parse_frame(&v4).unwrap();
+        assert!(matches!(
+            f.process_parsed(&mut buf, &m, 1),
+            Verdict::Tx { .. }
+        ));
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                buf.copy_from_slice(&v4);
+                m = parse_frame(black_box(&buf)).unwrap();
+                let class = rules.classify(&buf, Some(&m), 1);
+                (class, f.process_parsed(&mut buf, &m, 1))
+            })
+        });
+    }
     g.finish();
     partial_checksums(c, &fwd);
 }
