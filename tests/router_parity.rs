@@ -811,6 +811,12 @@ fn policy_routing_as_ip_rule_says() {
             && got.contains("rule 100: from all to 10.98.0.0/16 lookup 100, table 100"),
         "{got}"
     );
+    let (_, got, _) = common::ctl_bin(&sock, &["show", "fib", "10.98.1.1"]);
+    assert!(
+        got.contains("via route 10.98.1.0/24 dev (blackhole)")
+            && got.contains("blackhole: dropped silently"),
+        "{got}"
+    );
     ip_batch(&t, POLICY_CHANGE);
     // Rule events reach the forwarder within a second.
     std::thread::sleep(Duration::from_millis(1000));

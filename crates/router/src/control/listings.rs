@@ -62,10 +62,20 @@ impl State {
 }
 
 fn route_view(names: &[(u32, String)], p: &IpPrefix, nh: &llr_core::fwd::NextHop) -> RouteView {
+    use llr_core::fwd::RouteKind as K;
+    let dev = match nh.kind() {
+        K::Unicast => name_of(names, nh.ifindex),
+        K::Blackhole => "(blackhole)".into(),
+        K::Unreachable => "(unreachable)".into(),
+        K::Prohibit => "(prohibit)".into(),
+        K::Throw => "(throw)".into(),
+        K::Group => "(multipath)".into(),
+        K::Kernel => "(the kernel's)".into(),
+    };
     RouteView {
         prefix: p.to_string(),
         via: nh.gateway.map(|g| g.to_string()),
-        dev: name_of(names, nh.ifindex),
+        dev,
         ifindex: nh.ifindex,
     }
 }
@@ -305,14 +315,20 @@ impl RouterCtl {
         let mtu = nh
             .and_then(|h| fwd.interfaces.get(h.ifindex))
             .map(|i| i.mtu);
-        let verdict = if local {
-            "local: to the kernel"
-        } else if nh.is_none() {
-            "no route: to the kernel"
-        } else if neighbour.is_none() {
-            "no neighbour: to the kernel, which resolves it"
-        } else {
-            "forward"
+        use llr_core::fwd::RouteKind as K;
+        let verdict = match nh.map(|h| h.kind()) {
+            _ if local => "local: to the kernel",
+            None | Some(K::Throw) => "no route: dropped, answered with ICMP net unreachable",
+            Some(K::Blackhole) => "blackhole: dropped silently",
+            Some(K::Unreachable) => "unreachable: dropped, answered with ICMP unreachable",
+            Some(K::Prohibit) => {
+                "prohibit: dropped, answered with ICMP administratively prohibited"
+            }
+            Some(K::Kernel | K::Group) => "the kernel's route: to the kernel",
+            Some(K::Unicast) if neighbour.is_none() => {
+                "no neighbour: held while the kernel resolves it"
+            }
+            Some(K::Unicast) => "forward",
         };
         Ok(RouteLookupView {
             dst: dst.to_string(),
