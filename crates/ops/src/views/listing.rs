@@ -203,10 +203,61 @@ pub fn lookup_text(r: &RouteLookupView) -> String {
     out
 }
 
+/// `show fib rules` as text: each family's rules, then the tables besides main.
+pub fn routing_rules_text(v: &crate::query::RoutingRulesView) -> String {
+    let mut out = String::new();
+    for (fam, rules, plain) in [
+        ("IPv4", &v.ipv4, v.ipv4_main_only),
+        ("IPv6", &v.ipv6, v.ipv6_main_only),
+    ] {
+        let note = if plain {
+            " (route by table main alone)"
+        } else {
+            ""
+        };
+        out.push_str(&format!("{fam} rules{note}:\n"));
+        for r in rules {
+            out.push_str(&format!("  {r}\n"));
+        }
+    }
+    if v.tables.is_empty() {
+        out.push_str("no tables besides main\n");
+    } else {
+        out.push_str("tables besides main:\n");
+        for t in &v.tables {
+            out.push_str(&format!("  table {}: {} routes\n", t.table, t.routes));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::query::{Family, RouteLookupView, RouteSummaryView};
+
+    #[test]
+    fn routing_rules_text_lists_each_family_then_the_tables() {
+        let v = crate::query::RoutingRulesView {
+            ipv4: vec![
+                "0: from all lookup local".into(),
+                "100: from all to 10.0.0.0/8 lookup 100".into(),
+            ],
+            ipv6: vec!["0: from all lookup local".into()],
+            ipv4_main_only: false,
+            ipv6_main_only: true,
+            tables: vec![crate::query::TableSizeView {
+                table: 100,
+                routes: 3,
+            }],
+        };
+        assert_eq!(
+            super::routing_rules_text(&v),
+            "IPv4 rules:\n  0: from all lookup local\n  100: from all to 10.0.0.0/8 lookup 100\n\
+             IPv6 rules (route by table main alone):\n  0: from all lookup local\n\
+             tables besides main:\n  table 100: 3 routes\n"
+        );
+    }
 
     #[test]
     fn summary_and_lookup_text() {
@@ -270,32 +321,4 @@ mod tests {
             lookup_text(&r)
         );
     }
-}
-
-/// `show fib rules` as text: each family's rules, then the tables besides main.
-pub fn routing_rules_text(v: &crate::query::RoutingRulesView) -> String {
-    let mut out = String::new();
-    for (fam, rules, plain) in [
-        ("IPv4", &v.ipv4, v.ipv4_main_only),
-        ("IPv6", &v.ipv6, v.ipv6_main_only),
-    ] {
-        let note = if plain {
-            " (route by table main alone)"
-        } else {
-            ""
-        };
-        out.push_str(&format!("{fam} rules{note}:\n"));
-        for r in rules {
-            out.push_str(&format!("  {r}\n"));
-        }
-    }
-    if v.tables.is_empty() {
-        out.push_str("no tables besides main\n");
-    } else {
-        out.push_str("tables besides main:\n");
-        for t in &v.tables {
-            out.push_str(&format!("  table {}: {} routes\n", t.table, t.routes));
-        }
-    }
-    out
 }
