@@ -498,3 +498,97 @@ fn an_event_overrun_is_repaired_by_a_re_dump() {
     let st = mirror.finish();
     eprintln!("overruns: loaded in {loaded:?}, changed in {changed:?}; mirror {st:?}");
 }
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn rules_tables_and_the_links_rules_name_reach_the_forwarder() {
+    llr_io::sys::require_root();
+    let ns = Netns::new("llrrul").expect("netns");
+    ns.ip(&[
+        "link", "add", "rul-a", "type", "veth", "peer", "name", "rul-b",
+    ])
+    .unwrap();
+    for i in ["rul-a", "rul-b"] {
+        ns.ip(&["link", "set", i, "up"]).unwrap();
+    }
+    let (a, b) = (ns.ifindex("rul-a").unwrap(), ns.ifindex("rul-b").unwrap());
+    let spec = MirrorSpec {
+        ifindexes: vec![a, b],
+        kernel_routes: true,
+        ..MirrorSpec::default()
+    };
+    let (f0, seed) = ns
+        .run(|| kernel::build_seeded(&spec))
+        .unwrap()
+        .expect("build");
+    assert!(
+        f0.policy.is_plain(false) && f0.policy.is_plain(true),
+        "default rules"
+    );
+    let fwd = Arc::new(SharedForwarder::new(f0));
+    let mirror = Mirror::start(&ns, &spec, &fwd, seed);
+    let rule = |f: &Forwarder, prio: u32| {
+        f.policy
+            .rules(false)
+            .iter()
+            .find(|r| r.priority == prio)
+            .cloned()
+    };
+    // A rule naming a link that does not exist yet matches nothing (the kernel's "detached")…
+    ns.ip(&["rule", "add", "iif", "rul-later", "blackhole", "prio", "50"])
+        .unwrap();
+    within(&fwd, "ip rule add", |f| {
+        rule(f, 50).is_some_and(|r| r.iif == Some(u32::MAX))
+    });
+    // …until the link comes.
+    ns.ip(&[
+        "link",
+        "add",
+        "rul-later",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "rul-peer",
+    ])
+    .unwrap();
+    let later = ns.ifindex("rul-later").unwrap();
+    within(&fwd, "the named link created", |f| {
+        rule(f, 50).is_some_and(|r| r.iif == Some(later))
+    });
+    // A table besides main, and the rule that selects it.
+    ns.ip(&[
+        "route",
+        "add",
+        "10.66.0.0/16",
+        "dev",
+        "rul-a",
+        "table",
+        "100",
+    ])
+    .unwrap();
+    ns.ip(&[
+        "rule",
+        "add",
+        "to",
+        "10.66.0.0/16",
+        "lookup",
+        "100",
+        "prio",
+        "60",
+    ])
+    .unwrap();
+    within(&fwd, "a route of table 100 and its rule", |f| {
+        rule(f, 60).is_some()
+            && f.policy.tables().get(&100).map(|t| t.len()) == Some(1)
+            && !f.policy.is_plain(false)
+    });
+    ns.ip(&["rule", "del", "prio", "50"]).unwrap();
+    ns.ip(&["rule", "del", "prio", "60"]).unwrap();
+    ns.ip(&["route", "del", "10.66.0.0/16", "table", "100"])
+        .unwrap();
+    within(&fwd, "rules and the table gone", |f| {
+        rule(f, 50).is_none() && f.policy.tables().is_empty() && f.policy.is_plain(false)
+    });
+    mirror.finish();
+}

@@ -431,8 +431,6 @@ pub(super) fn classify_event(
             Some((i, ip, _)) if spec.ifindexes.contains(&i) => KernelEvent::NeighDel(i, ip),
             _ => KernelEvent::Ignore,
         },
-        // Other interfaces (the punt TAP, a BIRD peer's link) change nothing the mirror keeps:
-        // routes through them arrive as route events.
         M::NewLink(l) if spec.ifindexes.contains(&l.header.index) => {
             use netlink_packet_route::link::LinkFlags;
             if l.header.flags.contains(LinkFlags::Up | LinkFlags::LowerUp) {
@@ -444,10 +442,11 @@ pub(super) fn classify_event(
         M::DelLink(l) if spec.ifindexes.contains(&l.header.index) => KernelEvent::Resync,
         M::NewAddress(a) if spec.ifindexes.contains(&a.header.index) => KernelEvent::Interfaces,
         M::DelAddress(a) if spec.ifindexes.contains(&a.header.index) => KernelEvent::Resync,
-        // A VRF, or a link the rules name, may come or go.
-        M::NewLink(_) | M::DelLink(_) if spec.kernel_routes && policy_watch(m) => {
-            KernelEvent::Rules
-        }
+        // Other links (the punt TAP, a BIRD peer's link) matter for their names and VRFs
+        // only (routes through them arrive as route events): one may be a VRF or one a rule
+        // names (`iif wg0`), coming, going or renamed, so the rules are read again with the
+        // links' names (a few milliseconds).
+        M::NewLink(_) | M::DelLink(_) if spec.kernel_routes => KernelEvent::Rules,
         _ => KernelEvent::Ignore,
     }
 }
@@ -592,29 +591,6 @@ pub(super) fn table_set(
     if table.is_empty() {
         tables.remove(&t);
     }
-}
-
-/// A link message the policy depends on: a VRF (its table), or any link's name (rules name
-/// interfaces).
-fn policy_watch(m: &RouteNetlinkMessage) -> bool {
-    let l = match m {
-        RouteNetlinkMessage::NewLink(l) | RouteNetlinkMessage::DelLink(l) => l,
-        _ => return false,
-    };
-    // A link's own flags and counters change often; only its birth, death or a rename matter,
-    // and the kernel sends every NewLink with the name, so look for a VRF or a master.
-    l.attributes.iter().any(|a| match a {
-        LinkAttribute::LinkInfo(i) => i.iter().any(|x| {
-            matches!(
-                x,
-                netlink_packet_route::link::LinkInfo::Kind(
-                    netlink_packet_route::link::InfoKind::Vrf
-                )
-            )
-        }),
-        LinkAttribute::Controller(_) => true,
-        _ => false,
-    }) || matches!(m, RouteNetlinkMessage::DelLink(_))
 }
 
 /// Reads the routing rules of both families into `v.rules`, and the links' names and VRFs into
