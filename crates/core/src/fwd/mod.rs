@@ -676,20 +676,17 @@ impl Forwarder {
         if self.routes_incomplete {
             return Err(Verdict::Pass(PassReason::KernelRoute));
         }
-        let v6 = meta.version == IpVersion::V6;
-        let (nh, mac) = if !self.policy.is_plain(v6) {
-            (self.policy_route(meta, ingress), None)
+        // The batch's hint is a main-table lookup: good only while the rules reduce to main.
+        let hinted = self.policy.is_plain(meta.version == IpVersion::V6)
+            && match (meta.version, hint.dst) {
+                (IpVersion::V4, HintDst::V4(a)) => a == meta.dst_v4(),
+                (IpVersion::V6, HintDst::V6(a)) => a == meta.dst_v6(),
+                _ => false,
+            };
+        let (nh, mac) = if hinted {
+            (hint.next_hop, hint.next_mac)
         } else {
-            match (meta.version, hint.dst) {
-                (IpVersion::V4, HintDst::V4(a)) if a == meta.dst_v4() => {
-                    (hint.next_hop, hint.next_mac)
-                }
-                (IpVersion::V6, HintDst::V6(a)) if a == meta.dst_v6() => {
-                    (hint.next_hop, hint.next_mac)
-                }
-                (IpVersion::V4, _) => (self.routes.lookup_v4(meta.dst_v4()), None),
-                (IpVersion::V6, _) => (self.routes.lookup_v6(meta.dst_v6()), None),
-            }
+            (self.lookup(meta, ingress), None)
         };
         let Some(mut nh) = nh else {
             return Err(Self::answer(
@@ -700,12 +697,8 @@ impl Forwarder {
             ));
         };
         let mut mac = mac;
-        if let Some(g) = nh.group_id() {
-            let hash = self.flow_hash(frame, meta, false);
-            nh = self
-                .routes
-                .pick(g, hash)
-                .unwrap_or(NextHop::special(RouteKind::Kernel));
+        if nh.group_id().is_some() {
+            nh = (self.member(nh, frame, meta)).unwrap_or(NextHop::special(RouteKind::Kernel));
             mac = None;
         }
         match nh.kind() {
@@ -771,15 +764,7 @@ impl Forwarder {
     pub fn next_hop_for(&self, frame: &[u8], ingress_ifindex: u32) -> Option<(u32, IpAddr)> {
         let meta = wire::parse_frame(frame).ok()?;
         let ingress = self.interfaces.get(ingress_ifindex)?;
-        let v6 = meta.version == IpVersion::V6;
-        let mut nh = if self.policy.is_plain(v6) {
-            self.routes.lookup(meta.dst_ip())?
-        } else {
-            self.policy_route(&meta, ingress)?
-        };
-        if let Some(g) = nh.group_id() {
-            nh = self.routes.pick(g, self.flow_hash(frame, &meta, false))?;
-        }
+        let nh = self.member(self.lookup(&meta, ingress)?, frame, &meta)?;
         (nh.kind() == RouteKind::Unicast).then(|| (nh.ifindex, nh.gateway.unwrap_or(meta.dst_ip())))
     }
 
@@ -787,7 +772,30 @@ impl Forwarder {
     /// forwarder picks the same in [`process`](Self::process)).
     pub fn pick(&self, frame: &[u8], id: u32) -> Option<NextHop> {
         let meta = wire::parse_frame(frame).ok()?;
-        self.routes.pick(id, self.flow_hash(frame, &meta, false))
+        self.member(NextHop::group(id), frame, &meta)
+    }
+
+    /// The route of `meta`'s destination, before multipath: by table main alone while the
+    /// rules reduce to it, else through the rules.
+    #[inline]
+    fn lookup(&self, meta: &PacketMeta, ingress: &Interface) -> Option<NextHop> {
+        match meta.version {
+            _ if !self.policy.is_plain(meta.version == IpVersion::V6) => {
+                self.policy_route(meta, ingress)
+            }
+            IpVersion::V4 => self.routes.lookup_v4(meta.dst_v4()),
+            IpVersion::V6 => self.routes.lookup_v6(meta.dst_v6()),
+        }
+    }
+
+    /// The member of a multipath next hop that `meta`'s flow takes; any other next hop as it
+    /// is (`None`: a group the table does not know).
+    #[inline]
+    fn member(&self, nh: NextHop, frame: &[u8], meta: &PacketMeta) -> Option<NextHop> {
+        match nh.group_id() {
+            Some(g) => self.routes.pick(g, self.flow_hash(frame, meta, false)),
+            None => Some(nh),
+        }
     }
 
     /// The route of a forwarded packet through the policy rules.
