@@ -81,6 +81,8 @@
 /* The drop tables of the family have prefixes (llr_drop_*): look them up. */
 #define CFG_DROP_V4 (1u << 4)
 #define CFG_DROP_V6 (1u << 5)
+/* tagged-frames = "forward": 802.1Q-tagged frames are classified and routed, not passed */
+#define CFG_TAGGED_FORWARD (1u << 6)
 
 /* Counter slots of llr_stats after the per-class ones. */
 #define ST_PASS_NONIP (LLR_MAX_CLASSES + 0)
@@ -92,7 +94,8 @@
 #define ST_RULE_HIT (LLR_MAX_CLASSES + 6)
 #define ST_DROP_FIREWALL (LLR_MAX_CLASSES + 7)
 /* then one counter per XSKMAP key (ring), for tests and per-ring accounting */
-#define ST_KEY_BASE (LLR_MAX_CLASSES + 8)
+#define ST_PASS_VLAN (LLR_MAX_CLASSES + 8)
+#define ST_KEY_BASE (LLR_MAX_CLASSES + 9)
 #define ST_SLOTS (ST_KEY_BASE + LLR_MAX_CLASSES)
 
 struct llr_rule {
@@ -464,6 +467,13 @@ static __always_inline int classify(struct xdp_md *ctx)
 	}
 	if (malformed)
 		goto rules;
+	if (p.has_vlan && !(cfg->flags & CFG_TAGGED_FORWARD)) {
+		/* The kernel's VLAN devices own tagged frames: one on this link for the VID routes
+		 * it as the kernel's configuration says; with none the kernel drops it. llrouter
+		 * serves untagged links only. */
+		count(ST_PASS_VLAN);
+		return XDP_PASS;
+	}
 
 	if (etype == ETH_P_IP) {
 		__u8 *ip = (__u8 *)data + l3off;

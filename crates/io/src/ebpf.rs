@@ -29,6 +29,9 @@ pub const MAX_CLASSES: usize = 64;
 pub const MAX_QUEUES: usize = 64;
 /// `llr_config.flags`: write a `bpf_ktime_get_ns()` timestamp into 8 bytes of XDP metadata.
 pub const FLAG_TIMESTAMP: u32 = 1;
+/// `llr_config.flags`: 802.1Q-tagged frames are classified and routed like any, not handed to
+/// the kernel (`CFG_TAGGED_FORWARD`; llr-core's `TaggedFrames::Forward`).
+pub const FLAG_TAGGED_FORWARD: u32 = 64;
 /// `llr_config.flags`: the class is the rx queue modulo `queue_classes`; rules are not used
 /// (set through [`Classifier::set_queue_steering`]).
 const FLAG_BY_QUEUE: u32 = 2;
@@ -52,7 +55,8 @@ pub const XDP_REDIRECT: u32 = 4;
 
 const ST_PASS_NONIP: u32 = MAX_CLASSES as u32;
 const ST_DROP_FIREWALL: u32 = MAX_CLASSES as u32 + 7;
-const ST_KEY_BASE: u32 = MAX_CLASSES as u32 + 8;
+const ST_PASS_VLAN: u32 = MAX_CLASSES as u32 + 8;
+const ST_KEY_BASE: u32 = MAX_CLASSES as u32 + 9;
 const ST_SLOTS: u32 = ST_KEY_BASE + MAX_CLASSES as u32;
 
 /// A cause from the kernel or aya, kept as the source of an [`EbpfError`].
@@ -144,6 +148,8 @@ pub struct ClassifierStats {
     /// Passed to the kernel: its family is the kernel's while the host's firewall has rules
     /// llrouter cannot evaluate ([`Classifier::set_kernel_families`]).
     pub pass_firewall: u64,
+    /// Passed to the kernel: an 802.1Q tag (the kernel's VLAN devices route or drop it).
+    pub pass_vlan: u64,
     /// Malformed L2/L3 headers (steered to the lowest class; user space drops them).
     pub malformed: u64,
     /// No socket bound for the class's ring: the frame went to the kernel instead.
@@ -615,6 +621,7 @@ impl Classifier {
             no_socket: s(5),
             rule_hits: s(6),
             drop_firewall: v[ST_DROP_FIREWALL as usize],
+            pass_vlan: v[ST_PASS_VLAN as usize],
             per_ring: v[ST_KEY_BASE as usize..].to_vec(),
         })
     }

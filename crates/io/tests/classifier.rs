@@ -257,7 +257,10 @@ fn first_match_wins_and_each_field_matches() {
         },
     ];
     let imgs: Vec<_> = rules.iter().map(R::bytes).collect();
-    c.set_rules(&imgs, BE, 0).unwrap();
+    // Tagged frames are classified only where they are routed (`tagged-frames = "forward"`);
+    // by default they are the kernel's VLAN devices' (checked at the end).
+    c.set_rules(&imgs, BE, llr_io::ebpf::FLAG_TAGGED_FORWARD)
+        .unwrap();
     let d = F::default();
     assert_eq!(class_of(&c, &d), Some(BE));
     assert_eq!(
@@ -398,6 +401,18 @@ fn first_match_wins_and_each_field_matches() {
         ),
         Some(BE)
     );
+    let before = c.stats().unwrap().pass_vlan;
+    c.set_rules(&imgs, BE, 0).unwrap();
+    let tagged = F {
+        vlan: Some((7, 5)),
+        ..d.clone()
+    };
+    assert_eq!(
+        class_of(&c, &tagged),
+        None,
+        "a tagged frame goes to the kernel"
+    );
+    assert_eq!(c.stats().unwrap().pass_vlan, before + 1);
 }
 
 #[test]

@@ -282,6 +282,14 @@ fn reference(rs: &RuleSet, class_to_ring: &[usize], f: &[u8], ingress: u32) -> V
     if f.len() >= 14 && f[0] & 1 == 1 {
         return Verdict::Kernel;
     }
+    // One 802.1Q tag, the frame not oversize: the kernel's VLAN devices', whatever follows.
+    let tag = |at: usize| f.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+    if tag(12) == Some(0x8100)
+        && !matches!(tag(16), None | Some(0x8100 | 0x88a8 | 0x9100))
+        && f.len() <= llr_core::wire::DEFAULT_MAX_FRAME
+    {
+        return Verdict::Kernel;
+    }
     match parse_frame(f) {
         Err(ParseError::NonIp) => return Verdict::Kernel,
         Ok(m) => {

@@ -12,7 +12,14 @@ use llr_ops::metrics::{
 };
 
 /// What the classifier hands to the kernel stack, by reason: delivered there, not dropped.
-const TO_KERNEL: [&str; 5] = ["non_ip", "multicast", "local", "no_socket", "firewall"];
+const TO_KERNEL: [&str; 6] = [
+    "non_ip",
+    "multicast",
+    "local",
+    "no_socket",
+    "firewall",
+    "vlan",
+];
 
 /// One worker's part of the metrics: its index, its core and its snapshot.
 #[derive(Debug, Clone, Copy)]
@@ -230,6 +237,7 @@ fn per_interface(
             s.pass_local,
             s.no_socket,
             s.pass_firewall,
+            s.pass_vlan,
         ];
         for (t, v) in kernel_pass.iter_mut().zip(passed) {
             *t += v;

@@ -1,7 +1,7 @@
 //! Starting and stopping the router: [`Router::start`] → [`Running`] → [`Running::stop`].
 
 use std::collections::BTreeSet;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
@@ -663,14 +663,27 @@ fn set_up(
     let (filter, firewall) =
         crate::firewall::at_start(&r.cfg.firewall, &served).map_err(RouterError::Firewall)?;
     fwd0.filter = Arc::new(filter);
-    let local: Vec<IpAddr> = (fwd0.interfaces.iter())
-        .flat_map(|i| i.addrs.iter().map(|a| a.addr))
-        .collect();
+    fwd0.tagged = r.cfg.tagged_frames;
+    if r.cfg.tagged_frames == llr_core::fwd::TaggedFrames::Kernel {
+        for (i, rule) in r.cfg.rules.iter().enumerate() {
+            if rule.vlan.is_some() || rule.pcp.is_some() {
+                tracing::warn!(
+                    "rules[{i}] matches on vlan/pcp, but tagged frames go to the kernel's VLAN \
+                     devices (tagged-frames = \"kernel\", the default): it matches nothing \
+                     llrouter forwards; set tagged-frames = \"forward\" to route them, tag kept"
+                );
+            }
+        }
+    }
+    let local = fwd0.interfaces.local_addrs();
     let fwd = Arc::new(SharedForwarder::new(fwd0));
     let flags = if r.cfg.timestamp_meta {
         FLAG_TIMESTAMP
     } else {
         0
+    } | match r.cfg.tagged_frames {
+        llr_core::fwd::TaggedFrames::Forward => llr_io::ebpf::FLAG_TAGGED_FORWARD,
+        llr_core::fwd::TaggedFrames::Kernel => 0,
     };
     let links = (0..queues.workers)
         .map(|_| WorkerLink::new())

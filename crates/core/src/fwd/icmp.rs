@@ -261,8 +261,10 @@ pub fn build_error(
         IpVersion::V4 => {
             let total = (ip_hdr + icmp_len) as u16;
             let h = &mut buf[l3..l3 + 20];
-            // TOS 0xc0 (internetwork control), as Linux sends its errors; no DF.
-            h[..12].copy_from_slice(&[0x45, 0xc0, 0, 0, 0, 0, 0, 0, 64, proto::ICMP, 0, 0]);
+            // Precedence 0xc0 (internetwork control) and the packet's own TOS bits (0x1e):
+            // what Linux's icmp_send() sets on its errors; no DF.
+            let tos = 0xc0 | (((meta.dscp << 2) | meta.ecn) & 0x1e);
+            h[..12].copy_from_slice(&[0x45, tos, 0, 0, 0, 0, 0, 0, 64, proto::ICMP, 0, 0]);
             h[2..4].copy_from_slice(&total.to_be_bytes());
             h[4..6].copy_from_slice(&id.to_be_bytes());
             h[12..16].copy_from_slice(&src[..4]);
@@ -286,6 +288,37 @@ pub fn build_error(
         }
     }
     Some(icmp_at + icmp_len)
+}
+
+/// Turns the packet of `frame` (parsed into `meta`, as received) into the packet as it would
+/// have left: TTL or hop limit one lower (the IPv4 checksum patched). An error raised after
+/// the router has forwarded, such as a failed neighbour resolution, quotes the packet so:
+/// Linux's neighbour layer answers from the packet it was about to send. False if the TTL is
+/// already 1 or less, or the header is not where `meta` says.
+pub fn as_forwarded(frame: &mut [u8], meta: &PacketMeta) -> bool {
+    let l3 = usize::from(meta.l3_offset);
+    if meta.ttl <= 1 {
+        return false;
+    }
+    match meta.version {
+        IpVersion::V4 => match frame
+            .get_mut(l3..)
+            .map(crate::wire::ipv4::Ipv4Packet::new_checked)
+        {
+            Some(Ok(mut p)) => {
+                p.decrement_ttl();
+                true
+            }
+            _ => false,
+        },
+        IpVersion::V6 => match frame.get_mut(l3 + 7) {
+            Some(h) => {
+                *h -= 1;
+                true
+            }
+            None => false,
+        },
+    }
 }
 
 /// How many fragments [`fragment_v4`] makes of the IPv4 packet in `frame` for an egress MTU of

@@ -60,11 +60,13 @@ pub enum PassReason {
     KernelRoute,
     /// An IPv6 hop-by-hop header: the kernel processes it.
     HopByHop,
+    /// An 802.1Q tag: the kernel's VLAN devices route it (or drop it, without one).
+    Vlan,
 }
 
 impl PassReason {
     /// Every variant, in index order.
-    pub const ALL: [PassReason; 10] = [
+    pub const ALL: [PassReason; 11] = [
         PassReason::NonIp,
         PassReason::UnknownIngress,
         PassReason::L2Multicast,
@@ -75,6 +77,7 @@ impl PassReason {
         PassReason::Fragment,
         PassReason::KernelRoute,
         PassReason::HopByHop,
+        PassReason::Vlan,
     ];
 
     /// Stable index into [`PassReason::ALL`].
@@ -95,6 +98,7 @@ impl PassReason {
             PassReason::Fragment => "fragment",
             PassReason::KernelRoute => "kernel_route",
             PassReason::HopByHop => "hop_by_hop",
+            PassReason::Vlan => "vlan",
         }
     }
 }
@@ -259,6 +263,19 @@ pub enum FragmentPolicy {
     Drop,
 }
 
+/// What the router does with frames that carry an 802.1Q tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TaggedFrames {
+    /// Hand them to the kernel ([`PassReason::Vlan`]): its VLAN device for the tag routes
+    /// them as the host is configured, and with none drops them, as without llrouter.
+    #[default]
+    Kernel,
+    /// Route them with the tag kept: between 802.1Q trunks that carry the same VLANs, where
+    /// the VLAN is a class, not a link of its own. The kernel has no such mode.
+    Forward,
+}
+
 /// Frames [`Forwarder::route_many`] looks up at a time at most (a grant's batch).
 pub const ROUTE_BATCH: usize = 64;
 
@@ -333,6 +350,8 @@ pub struct Forwarder {
     pub interfaces: Interfaces,
     /// Fragment handling.
     pub fragments: FragmentPolicy,
+    /// Tagged frames: the kernel's, or routed with the tag kept.
+    pub tagged: TaggedFrames,
     /// The route table does not hold every route it should (more than the router's route limit):
     /// every packet that would be routed goes to the kernel, which has them all, rather than
     /// follow a shorter prefix of an incomplete table.
@@ -579,9 +598,11 @@ impl Forwarder {
                 mtu: egress.mtu,
             };
         }
+        // Bytes past the IP packet's length (padding, trailers) stay behind, as the kernel
+        // trims them on receive.
         Verdict::Tx {
             ifindex: nh.ifindex,
-            len: frame.len(),
+            len: (l3 + usize::from(meta.total_len)).min(frame.len()),
         }
     }
 
@@ -602,6 +623,9 @@ impl Forwarder {
         }
         if dst_mac != ingress_mac {
             return Some(Verdict::Drop(D::OtherHost));
+        }
+        if meta.vlan.is_some() && self.tagged == TaggedFrames::Kernel {
+            return Some(Verdict::Pass(P::Vlan));
         }
         let l3 = usize::from(meta.l3_offset);
         let hdr_len = usize::from(meta.l4_offset) - l3;
@@ -1018,7 +1042,8 @@ impl Forwarder {
         if self.interfaces.is_local_v6(d) {
             return Some(Verdict::Pass(PassReason::Local));
         }
-        if d <= 1 || s <= 1 || s >> 120 == 0xff {
+        // To `::` the kernel looks a route up as for any other address (no route: 1/0).
+        if d == 1 || s <= 1 || s >> 120 == 0xff {
             return Some(Verdict::Drop(DropReason::Martian));
         }
         if d >> 118 == 0x3fa || s >> 118 == 0x3fa {

@@ -714,6 +714,12 @@ impl Interface {
     }
 }
 
+/// The subnet-router anycast address of `addr`/`len`: the prefix with the rest zero; none for
+/// /127 and /128, as Linux's addrconf_join_anycast().
+fn subnet_router_anycast(addr: core::net::Ipv6Addr, len: u8) -> Option<u128> {
+    (len < 127).then(|| u128::from(addr) & !(u128::MAX.checked_shr(u32::from(len)).unwrap_or(0)))
+}
+
 /// The router's interfaces, with the local and broadcast addresses precomputed for the fast path.
 #[derive(Debug, Clone, Default)]
 pub struct Interfaces {
@@ -770,9 +776,25 @@ impl Interfaces {
                         self.bcast4.push(v | !crate::classify::mask32(a.len));
                     }
                 }
-                IpAddr::V6(v) => self.local6.push(u128::from(v)),
+                IpAddr::V6(v) => {
+                    self.local6.push(u128::from(v));
+                    if let Some(a) = subnet_router_anycast(v, a.len) {
+                        self.local6.push(a);
+                    }
+                }
             }
         }
+        self.local6.sort_unstable();
+        self.local6.dedup();
+    }
+
+    /// The router's own addresses: each interface's, and for IPv6 the subnet-router anycast
+    /// address of each prefix (RFC 4291 section 2.6.1), which Linux joins on a forwarding
+    /// interface: packets to them are the host's, not to be forwarded.
+    pub fn local_addrs(&self) -> Vec<IpAddr> {
+        let v4 = self.local4.iter().map(|&a| IpAddr::V4(a.into()));
+        let v6 = self.local6.iter().map(|&a| IpAddr::V6(a.into()));
+        v4.chain(v6).collect()
     }
 
     /// The interface with this index.

@@ -88,10 +88,7 @@ fn run(f: &Forwarder, s: &FrameSpec) -> (Verdict, Vec<u8>) {
 #[test]
 fn forwards_via_gateway_with_valid_checksum() {
     let f = forwarder();
-    let s = FrameSpec {
-        vlan: Some(Vlan { id: 7, pcp: 3 }),
-        ..spec("10.2.3.4")
-    };
+    let s = spec("10.2.3.4");
     let before = frame(&s);
     let (v, after) = run(&f, &s);
     assert_eq!(
@@ -103,8 +100,7 @@ fn forwards_via_gateway_with_valid_checksum() {
     );
     assert_eq!(&after[..6], &GW_MAC);
     assert_eq!(&after[6..12], &OUT_MAC);
-    assert_eq!(&after[12..18], &before[12..18], "VLAN tag unchanged");
-    let ip4 = &after[18..38];
+    let ip4 = &after[14..34];
     assert_eq!(ip4[8], 63);
     assert!(checksum::verify(ip4));
     let mut recomputed = ip4.to_vec();
@@ -115,9 +111,35 @@ fn forwards_via_gateway_with_valid_checksum() {
     );
     // Only TTL, checksum and MACs changed.
     for (i, (a, b)) in before.iter().zip(&after).enumerate() {
-        if !(i < 12 || i == 26 || i == 28 || i == 29) {
+        if !(i < 12 || i == 22 || i == 24 || i == 25) {
             assert_eq!(a, b, "byte {i}");
         }
+    }
+}
+
+#[test]
+fn a_tagged_frame_is_the_kernels_vlan_devices() {
+    let f = forwarder();
+    let s = FrameSpec {
+        vlan: Some(Vlan { id: 7, pcp: 3 }),
+        ..spec("10.2.3.4")
+    };
+    assert_eq!(run(&f, &s).0, Verdict::Pass(PassReason::Vlan));
+}
+
+#[test]
+fn bytes_past_the_ip_length_stay_behind() {
+    let f = forwarder();
+    for s in [spec("10.2.3.4"), spec6("2001:db8:5::1")] {
+        let mut b = frame(&s);
+        let n = b.len();
+        b.extend_from_slice(&[0xaa; 6]);
+        assert_eq!(
+            f.process(&mut b, 1),
+            Verdict::Tx { ifindex: 2, len: n },
+            "{:?}",
+            s.dst
+        );
     }
 }
 
@@ -491,7 +513,7 @@ fn route_table_replace_and_remove() {
 }
 
 #[test]
-fn ethernet_padding_on_a_short_frame_is_carried_not_counted() {
+fn ethernet_padding_on_a_short_frame_is_forwarded_not_counted() {
     // A 42-byte UDP/IPv4 frame (no payload) as a NIC delivers it: padded to the 60-byte
     // Ethernet minimum with zeros after the IP datagram.
     let f = forwarder();
@@ -510,9 +532,9 @@ fn ethernet_padding_on_a_short_frame_is_carried_not_counted() {
         v,
         Verdict::Tx {
             ifindex: 2,
-            len: 60
+            len: 42
         },
-        "forwarded whole, padding included"
+        "forwarded without the padding, as the kernel trims it (the egress NIC pads again)"
     );
     assert_eq!(padded[22], 63, "TTL decremented");
     assert!(

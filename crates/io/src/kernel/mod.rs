@@ -851,6 +851,7 @@ pub fn run_mirror(
                             st.updates += mirror.sync_all(&mut fresh, v) as u64;
                             let cur = fwd.load_full();
                             fresh.fragments = cur.fragments;
+                            fresh.tagged = cur.tagged;
                             fresh.max_frame = cur.max_frame;
                             fresh.filter = cur.filter.clone();
                             drop(cur);

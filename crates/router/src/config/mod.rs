@@ -455,6 +455,10 @@ pub struct RouterConfig {
     /// Write an XDP-metadata timestamp per frame (ring-latency metrics; on by default).
     #[serde(default = "default_true")]
     pub timestamp_meta: bool,
+    /// 802.1Q-tagged frames: the kernel's VLAN devices' (the default), or routed with the tag
+    /// kept, between trunks that carry the same VLANs (`"forward"`).
+    #[serde(default)]
+    pub tagged_frames: llr_core::fwd::TaggedFrames,
     #[serde(default)]
     pub rings: XskOptions,
     #[serde(default)]
@@ -524,6 +528,7 @@ impl Default for RouterConfig {
             attach: AttachMode::default(),
             steering: Steering::default(),
             timestamp_meta: true,
+            tagged_frames: Default::default(),
             rings: XskOptions::default(),
             control: ControlConfig::default(),
             metrics: None,

@@ -403,6 +403,9 @@ impl RouterCtl {
         {
             let cur = self.fwd.load_full();
             f.fragments = cur.fragments;
+            f.tagged = cur.tagged;
+            // The host's firewall does not change with the static routes.
+            f.filter = cur.filter.clone();
             f.max_frame = cur.max_frame;
             drop(cur);
             self.fwd.replace(f);

@@ -413,11 +413,19 @@ impl<'a> Worker<'a> {
             }
             // Resolution failed: the kernel answers each packet it held with host unreachable
             // (IPv6: address unreachable); so does llrouter, through the same rate limit.
+            // The kernel's neighbour layer answers from the packet it was about to send: the
+            // error quotes it with the TTL already decremented.
             let v = match v {
-                Verdict::Drop(DropReason::NoNeighbor) => Verdict::Icmp {
-                    drop: DropReason::NoNeighbor,
-                    error: IcmpKind::HostUnreachable,
-                },
+                Verdict::Drop(DropReason::NoNeighbor) => {
+                    let f = &mut self.xsk.held_frame(&mut h)[..len];
+                    if let Ok(m) = llr_core::wire::parse_frame(f) {
+                        llr_core::fwd::icmp::as_forwarded(f, &m);
+                    }
+                    Verdict::Icmp {
+                        drop: DropReason::NoNeighbor,
+                        error: IcmpKind::HostUnreachable,
+                    }
+                }
                 v => v,
             };
             let slow = &mut self.slow;
