@@ -228,13 +228,22 @@ pub struct Member {
 /// them is published in a route, never changed, never moved (as [`NextHops`]).
 struct Groups {
     chunks: Box<[OnceLock<GroupChunk>]>,
-    ids: Mutex<HashMap<Vec<(NextHop, u16)>, u32>>,
+    ids: Mutex<HashMap<GroupKey, u32>>,
 }
+
+/// A group as interned: its members (next hop, weight) in a fixed order, and resilient or not.
+type GroupKey = (Vec<(NextHop, u16)>, bool);
 
 const GROUP_CHUNK_LOG: u32 = 8;
 
+/// A group's members, and whether it is resilient ([`RouteTable::resilient_group_of`]).
+struct Group {
+    members: Box<[Member]>,
+    resilient: bool,
+}
+
 /// 2^GROUP_CHUNK_LOG groups, each set once.
-type GroupChunk = Box<[OnceLock<Box<[Member]>>]>;
+type GroupChunk = Box<[OnceLock<Group>]>;
 
 impl Default for Groups {
     fn default() -> Self {
@@ -248,9 +257,10 @@ impl Default for Groups {
 }
 
 impl Groups {
-    fn intern(&self, members: &[(NextHop, u16)]) -> Result<NextHop, RouteError> {
+    fn intern(&self, members: &[(NextHop, u16)], resilient: bool) -> Result<NextHop, RouteError> {
         let mut key: Vec<(NextHop, u16)> = members.iter().map(|&(n, w)| (n, w.max(1))).collect();
         key.sort_by_key(|(n, _)| (n.ifindex, n.gateway));
+        let key = (key, resilient);
         let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(&id) = ids.get(&key) {
             return Ok(NextHop::group(id));
@@ -259,11 +269,11 @@ impl Groups {
             .ok()
             .filter(|&i| i < NextHop::MAX_GROUPS)
             .ok_or(RouteError::TooManyNextHops)?;
-        let total: u64 = key.iter().map(|m| u64::from(m.1)).sum();
+        let total: u64 = key.0.iter().map(|m| u64::from(m.1)).sum();
         let mut sum = 0u64;
         // Linux's fib_rebalance: each member's bound is its cumulative weight's share of 2^31,
         // less one.
-        let group: Box<[Member]> = (key.iter())
+        let group: Box<[Member]> = (key.0.iter())
             .map(|&(next_hop, weight)| {
                 sum += u64::from(weight);
                 let upper = ((sum << 31).div_ceil(total.max(1))) as u32 - 1;
@@ -276,19 +286,55 @@ impl Groups {
             .collect();
         let chunk = self.chunks[(id >> GROUP_CHUNK_LOG) as usize]
             .get_or_init(|| (0..1 << GROUP_CHUNK_LOG).map(|_| OnceLock::new()).collect());
+        let group = Group {
+            members: group,
+            resilient,
+        };
         let _ = chunk[(id & ((1 << GROUP_CHUNK_LOG) - 1)) as usize].set(group);
         ids.insert(key, id);
         Ok(NextHop::group(id))
     }
 
     #[inline]
-    fn get(&self, id: u32) -> Option<&[Member]> {
+    fn get(&self, id: u32) -> Option<&Group> {
         let chunk = self.chunks.get((id >> GROUP_CHUNK_LOG) as usize)?.get()?;
         chunk
             .get((id & ((1 << GROUP_CHUNK_LOG) - 1)) as usize)?
             .get()
-            .map(|g| &g[..])
     }
+}
+
+/// The member of a resilient group a flow of hash `hash` takes: weighted rendezvous hashing
+/// (highest random weight). Each member scores the flow by a hash of the flow and the member's
+/// own identity, scaled by its weight; the lowest `-ln(u) / weight` wins. A member's score
+/// does not depend on the others, so removing one moves only the flows it carried and adding
+/// one takes flows only onto it: what Linux's resilient groups (`ip nexthop … type
+/// resilient`) promise with their bucket table, without one to keep.
+fn rendezvous(members: &[Member], hash: u32) -> Option<&Member> {
+    members
+        .iter()
+        .map(|m| {
+            let gw = match m.next_hop.gateway {
+                Some(IpAddr::V4(a)) => u128::from(u32::from(a)),
+                Some(IpAddr::V6(a)) => u128::from(a),
+                None => 0,
+            };
+            let id = (gw as u64) ^ ((gw >> 64) as u64) ^ (u64::from(m.next_hop.ifindex) << 40);
+            let h = splitmix(id ^ u64::from(hash).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            // u in (0, 1]: 53 random bits, never 0.
+            let u = ((h >> 11) + 1) as f64 / (1u64 << 53) as f64;
+            (-u.ln() / f64::from(m.weight.max(1)), m)
+        })
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, m)| m)
+}
+
+/// SplitMix64's finaliser: a well-mixed 64-bit value of `x`.
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 /// How a multipath route spreads flows: which fields of a packet its hash covers (the kernel's
@@ -458,22 +504,38 @@ impl RouteTable {
     /// interned once: routes installed with it spread flows over the members by weight. The
     /// group stays for the table's life (bounded by the distinct groups ever seen).
     pub fn group_of(&self, members: &[(NextHop, u16)]) -> Result<NextHop, RouteError> {
-        self.groups.intern(members)
+        self.groups.intern(members, false)
+    }
+
+    /// [`group_of`](Self::group_of) for a resilient group (the kernel's `type resilient`
+    /// nexthop groups): a flow keeps its member while that member stays, whatever else comes
+    /// or goes ([`rendezvous`]), where hash-threshold moves flows between the members that
+    /// stay.
+    pub fn resilient_group_of(&self, members: &[(NextHop, u16)]) -> Result<NextHop, RouteError> {
+        self.groups.intern(members, true)
     }
 
     /// The members of multipath group `id` ([`NextHop::group_id`]).
     #[inline]
     pub fn group(&self, id: u32) -> Option<&[Member]> {
-        self.groups.get(id)
+        self.groups.get(id).map(|g| &g.members[..])
+    }
+
+    /// Whether group `id` is resilient.
+    pub fn is_resilient(&self, id: u32) -> bool {
+        self.groups.get(id).is_some_and(|g| g.resilient)
     }
 
     /// The member of group `id` a flow of 31-bit hash `hash` takes.
     #[inline]
     pub fn pick(&self, id: u32, hash: u32) -> Option<NextHop> {
         let g = self.groups.get(id)?;
-        g.iter()
+        if g.resilient {
+            return rendezvous(&g.members, hash).map(|m| m.next_hop);
+        }
+        (g.members.iter())
             .find(|m| hash <= m.upper)
-            .or(g.last())
+            .or(g.members.last())
             .map(|m| m.next_hop)
     }
 

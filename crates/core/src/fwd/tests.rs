@@ -883,3 +883,79 @@ fn multipath_spreads_flows_by_weight_and_keeps_each_flow_on_one_path() {
     // 150 expected; 5 standard deviations (6.1) either way.
     assert!((120..=180).contains(&on_b), "{on_b} of 200 sources on b");
 }
+
+#[test]
+fn a_resilient_group_moves_only_the_flows_of_a_member_that_goes() {
+    let t = RouteTable::new();
+    let hop = |i: u8| NextHop {
+        ifindex: 2,
+        gateway: Some(IpAddr::from([10, 1, 0, i])),
+    };
+    let four: Vec<(NextHop, u16)> = (1..=4).map(|i| (hop(i), 1)).collect();
+    let g4 = t.resilient_group_of(&four).unwrap().group_id().unwrap();
+    assert!(t.is_resilient(g4));
+    let h4 = t.group_of(&four).unwrap().group_id().unwrap();
+    assert!(
+        !t.is_resilient(h4),
+        "the same members, hash-threshold: another group"
+    );
+    let g3 = t
+        .resilient_group_of(&four[..3])
+        .unwrap()
+        .group_id()
+        .unwrap();
+    let h3 = t.group_of(&four[..3]).unwrap().group_id().unwrap();
+    // Flow hashes as the forwarder makes them: well mixed, 31 bits.
+    let mix = |mut x: u64| {
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^ (x >> 33)
+    };
+    let hashes: Vec<u32> = (0..4000u64)
+        .map(|i| mix(i + 1) as u32 & 0x7fff_ffff)
+        .collect();
+    let (mut per, mut moved, mut moved_threshold) = ([0usize; 5], 0, 0);
+    for &h in &hashes {
+        let before = t.pick(g4, h).unwrap();
+        let after = t.pick(g3, h).unwrap();
+        per[usize::from(match before.gateway {
+            Some(IpAddr::V4(a)) => a.octets()[3],
+            _ => 0,
+        })] += 1;
+        if before != hop(4) {
+            assert_eq!(
+                before, after,
+                "hash {h}: its member stayed, so must the flow"
+            );
+        } else {
+            moved += 1;
+        }
+        moved_threshold += usize::from(t.pick(h4, h) != t.pick(h3, h));
+    }
+    // Equal weights: 1000 each expected, 5 standard deviations (27) either way.
+    for (i, n) in per.iter().enumerate().skip(1) {
+        assert!((863..=1137).contains(n), "member {i}: {n} of 4000");
+    }
+    assert_eq!(moved, per[4]);
+    // Hash-threshold, for contrast, moves flows between members that stay (the kernel's
+    // multipath routes and plain groups do too).
+    assert!(
+        moved_threshold > 2 * moved,
+        "{moved_threshold} against {moved}"
+    );
+    // Weights count: 1:3.
+    let w = t
+        .resilient_group_of(&[(hop(1), 1), (hop(2), 3)])
+        .unwrap()
+        .group_id()
+        .unwrap();
+    let on2 = hashes
+        .iter()
+        .filter(|&&h| t.pick(w, h) == Some(hop(2)))
+        .count();
+    // 3000 expected of 4000, 5 standard deviations (137) either way.
+    assert!(
+        (2863..=3137).contains(&on2),
+        "{on2} of 4000 on the weight-3 member"
+    );
+}

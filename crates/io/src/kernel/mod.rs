@@ -247,6 +247,17 @@ fn multipath_policies() -> (u8, u8) {
     )
 }
 
+/// The kernel's `fib_multipath_hash_seed` (Linux 6.11; both families), if the operator set
+/// one: then llrouter's hash takes it too, so that a run is repeatable as the kernel's is. 0
+/// (the default: a random seed) and an older kernel leave llrouter's own random seed.
+fn multipath_seed_set() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/net/ipv4/fib_multipath_hash_seed")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|&s| s != 0)
+        .map(u64::from)
+}
+
 /// A seed of this router's own for the multipath hash.
 fn multipath_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
@@ -420,7 +431,7 @@ impl KernelMirror {
         let now = Multipath {
             policy_v4,
             policy_v6,
-            seed: self.multipath_seed,
+            seed: multipath_seed_set().unwrap_or(self.multipath_seed),
         };
         (self.multipath != Some(now)).then(|| {
             self.multipath = Some(now);
@@ -877,7 +888,8 @@ pub fn run_mirror(
                 continue;
             }
             // Drain what is queued (bounded per turn so a storm cannot starve the stop check).
-            let groups = fwd.routes();
+            let table = fwd.routes();
+            let mut resilient = mirror.kernel.resilient.clone();
             for _ in 0..256 {
                 match events.sock.recv(&mut &mut events.buf[..], 0) {
                     Ok(n) => {
@@ -885,7 +897,24 @@ pub fn run_mirror(
                             match fr {
                                 Frame::Msg(m) => {
                                     st.events += 1;
+                                    let groups = netlink::Groups {
+                                        table: &table,
+                                        resilient: &resilient,
+                                    };
                                     batch.push(classify_event(&m, spec, &groups));
+                                }
+                                // A nexthop object changed: which groups are resilient is
+                                // read again before the route events that follow it (the
+                                // kernel announces a group's routes after the group).
+                                Frame::NextHop if spec.kernel_routes => {
+                                    st.events += 1;
+                                    match dumper.resilient_groups() {
+                                        Ok(s) => resilient = s,
+                                        Err(e) => {
+                                            tracing::warn!("route mirror: {e:#}");
+                                            need_resync = true;
+                                        }
+                                    }
                                 }
                                 // An IPv4 device setting changed (rp_filter, forwarding):
                                 // the interfaces are read again with their sysctls.
@@ -920,6 +949,7 @@ pub fn run_mirror(
                     }
                 }
             }
+            mirror.kernel.resilient = resilient;
             if batch.contains(&KernelEvent::Resync) {
                 need_resync = true;
             } else if batch.contains(&KernelEvent::Interfaces)

@@ -1,7 +1,7 @@
 //! rtnetlink: the route socket, dumps and the decoding of link, address, route and neighbour
 //! messages into what the mirror applies.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -42,6 +42,13 @@ pub(super) const RTMGRP_IPV4_NETCONF: u32 = 1 << (24 - 1);
 const RTM_NEWNETCONF: u16 = 80;
 /// RTNLGRP_IPV6_RULE (19) as a bind() bit.
 pub(super) const RTMGRP_IPV6_RULE: u32 = 1 << (19 - 1);
+/// RTNLGRP_NEXTHOP (32): beyond the bind() bitmask, joined with NETLINK_ADD_MEMBERSHIP.
+const RTNLGRP_NEXTHOP: u32 = 32;
+/// RTM_NEWNEXTHOP, RTM_DELNEXTHOP, RTM_GETNEXTHOP (linux/rtnetlink.h; the parser has no
+/// nexthop messages, so they are read here).
+const RTM_NEWNEXTHOP: u16 = 104;
+const RTM_DELNEXTHOP: u16 = 105;
+const RTM_GETNEXTHOP: u16 = 106;
 pub(super) const RT_TABLE_MAIN: u32 = 254;
 pub(super) const RT_TABLE_LOCAL: u32 = 255;
 
@@ -74,6 +81,12 @@ impl NlSocket {
                 None => tracing::warn!("route mirror: netlink receive buffer not set"),
             }
             sock.set_non_blocking(true).map_err(nl("non-blocking"))?;
+            // Nexthop objects: whether a group is resilient (a kernel before 5.3 has none).
+            if groups & RTMGRP_IPV4_ROUTE != 0 {
+                if let Err(e) = sock.add_membership(RTNLGRP_NEXTHOP) {
+                    tracing::debug!("route mirror: no nexthop events: {e}");
+                }
+            }
         }
         Ok(NlSocket {
             sock,
@@ -149,17 +162,114 @@ impl NlSocket {
                         )))
                     }
                     Frame::Msg(m) => f(m),
-                    Frame::Other | Frame::NetConf => {}
+                    Frame::Other | Frame::NetConf | Frame::NextHop => {}
                 }
             }
         }
     }
+
+    /// The ids of the kernel's resilient nexthop groups (`ip nexthop … type resilient`):
+    /// routes through them carry the id (RTA_NH_ID) beside their members. A kernel without
+    /// nexthop objects has none.
+    pub(super) fn resilient_groups(&mut self) -> Result<HashSet<u32>> {
+        self.seq = self.seq.wrapping_add(1);
+        let seq = self.seq;
+        // nlmsghdr, then struct nhmsg (family, scope, protocol, reserved, flags): all zero.
+        let mut req = Vec::with_capacity(24);
+        req.extend_from_slice(&24u32.to_ne_bytes());
+        req.extend_from_slice(&RTM_GETNEXTHOP.to_ne_bytes());
+        req.extend_from_slice(&(NLM_F_DUMP | NLM_F_REQUEST).to_ne_bytes());
+        req.extend_from_slice(&seq.to_ne_bytes());
+        req.extend_from_slice(&0u32.to_ne_bytes());
+        req.extend_from_slice(&[0; 8]);
+        let nl = |op| move |cause| KernelError::Netlink { op, cause };
+        self.sock
+            .send_to(&req, &SocketAddr::new(0, 0), 0)
+            .map_err(nl("send nexthop dump request"))?;
+        let mut out = HashSet::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if Instant::now() > deadline {
+                return Err(KernelError::Dump(
+                    "nexthop dump did not finish within 60 s".into(),
+                ));
+            }
+            let n = (self.sock.recv(&mut &mut self.buf[..], 0)).map_err(nl("recv nexthop dump"))?;
+            let mut b = &self.buf[..n];
+            while b.len() >= 16 {
+                let len = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize;
+                if len < 16 || len > b.len() {
+                    break;
+                }
+                let kind = u16::from_ne_bytes([b[4], b[5]]);
+                let mseq = u32::from_ne_bytes([b[8], b[9], b[10], b[11]]);
+                if mseq == seq {
+                    match kind {
+                        // NLMSG_DONE
+                        3 => return Ok(out),
+                        // NLMSG_ERROR: an error code (a kernel without nexthops: none) or an ACK
+                        2 => {
+                            let code = b
+                                .get(16..20)
+                                .map_or(0, |c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]));
+                            if code == 0 || code == -libc::EOPNOTSUPP || code == -libc::EINVAL {
+                                return Ok(out);
+                            }
+                            return Err(KernelError::Dump(format!(
+                                "nexthop dump failed: {}",
+                                std::io::Error::from_raw_os_error(-code)
+                            )));
+                        }
+                        RTM_NEWNEXTHOP => {
+                            if let Some(id) = resilient_group(&b[16..len]) {
+                                out.insert(id);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                let adv = (len + 3) & !3;
+                if adv >= b.len() {
+                    break;
+                }
+                b = &b[adv..];
+            }
+        }
+    }
+}
+
+/// The id of the group an RTM_NEWNEXTHOP body (struct nhmsg, then attributes) describes, if
+/// it is resilient: NHA_ID (1) and NHA_GROUP_TYPE (3) = NEXTHOP_GRP_TYPE_RES (1).
+fn resilient_group(body: &[u8]) -> Option<u32> {
+    let mut a = body.get(8..)?;
+    let (mut id, mut resilient) = (None, false);
+    while a.len() >= 4 {
+        let len = usize::from(u16::from_ne_bytes([a[0], a[1]]));
+        let kind = u16::from_ne_bytes([a[2], a[3]]) & 0x3fff;
+        if len < 4 || len > a.len() {
+            break;
+        }
+        let v = &a[4..len];
+        match kind {
+            1 if v.len() >= 4 => id = Some(u32::from_ne_bytes([v[0], v[1], v[2], v[3]])),
+            3 if v.len() >= 2 => resilient = u16::from_ne_bytes([v[0], v[1]]) == 1,
+            _ => {}
+        }
+        let adv = (len + 3) & !3;
+        if adv >= a.len() {
+            break;
+        }
+        a = &a[adv..];
+    }
+    id.filter(|_| resilient)
 }
 
 pub(super) enum Frame {
     Msg(RouteNetlinkMessage),
     /// RTM_NEWNETCONF (which the parser does not decode).
     NetConf,
+    /// RTM_NEWNEXTHOP or RTM_DELNEXTHOP (neither does it decode these).
+    NextHop,
     Done,
     Error(i32),
     Other,
@@ -179,6 +289,7 @@ pub(super) fn frames(mut b: &[u8]) -> Vec<(u16, u32, Frame)> {
         let kind = u16::from_ne_bytes([b[4], b[5]]);
         let f = match NetlinkMessage::<RouteNetlinkMessage>::deserialize(&b[..len]) {
             _ if kind == RTM_NEWNETCONF => Frame::NetConf,
+            _ if kind == RTM_NEWNEXTHOP || kind == RTM_DELNEXTHOP => Frame::NextHop,
             Ok(m) => match m.payload {
                 NetlinkPayload::InnerMessage(x) => Frame::Msg(x),
                 NetlinkPayload::Done(_) => Frame::Done,
@@ -226,6 +337,8 @@ pub(super) struct KernelView {
     pub(super) rules: (Vec<Rule>, Vec<Rule>),
     /// The router's interfaces enslaved to a VRF: ifindex → the VRF's table.
     pub(super) vrf: BTreeMap<u32, u32>,
+    /// The ids of the kernel's resilient nexthop groups.
+    pub(super) resilient: HashSet<u32>,
 }
 
 /// Routing tables besides main: table → prefix → (metric, next hop).
@@ -280,16 +393,18 @@ pub(super) fn route_addr(a: &RouteAddress) -> Option<IpAddr> {
 /// the kernel.
 pub(super) fn decode_route(
     m: &RouteMessage,
-    groups: &RouteTable,
+    groups: &Groups<'_>,
 ) -> Option<(u32, IpPrefix, u32, NextHop)> {
     use netlink_packet_route::route::RouteNextHopFlags;
     let h: &RouteHeader = &m.header;
     let mut table = u32::from(h.table);
     let (mut dst, mut oif, mut gw, mut metric) = (None, None, None, 0u32);
     let mut hops: Vec<(NextHop, u16)> = Vec::new();
+    let mut nhid = None;
     for a in &m.attributes {
         match a {
             RouteAttribute::Table(t) => table = *t,
+            RouteAttribute::NhId(id) => nhid = Some(*id),
             RouteAttribute::Destination(d) => dst = route_addr(d),
             RouteAttribute::Oif(i) => oif = Some(*i),
             RouteAttribute::Gateway(g) => gw = route_addr(g),
@@ -327,9 +442,15 @@ pub(super) fn decode_route(
     };
     let prefix = IpPrefix::new(dst, h.destination_prefix_length).ok()?;
     let nh = match h.kind {
-        RouteType::Unicast if hops.len() > 1 => groups
-            .group_of(&hops)
-            .unwrap_or(NextHop::special(RouteKind::Kernel)),
+        RouteType::Unicast if hops.len() > 1 => {
+            let interned = match nhid {
+                Some(id) if groups.resilient.contains(&id) => {
+                    groups.table.resilient_group_of(&hops)
+                }
+                _ => groups.table.group_of(&hops),
+            };
+            interned.unwrap_or(NextHop::special(RouteKind::Kernel))
+        }
         RouteType::Unicast => {
             if let Some(&(one, _)) = hops.first() {
                 oif = Some(one.ifindex);
@@ -347,6 +468,13 @@ pub(super) fn decode_route(
         _ => NextHop::special(RouteKind::Kernel),
     };
     Some((table, prefix, metric, nh))
+}
+
+/// Where route decoding interns multipath groups (the forwarder's main table), and which of
+/// the kernel's nexthop groups are resilient.
+pub(super) struct Groups<'a> {
+    pub(super) table: &'a RouteTable,
+    pub(super) resilient: &'a HashSet<u32>,
 }
 
 pub(super) fn decode_neigh(m: &NeighbourMessage) -> Option<(u32, IpAddr, Option<[u8; 6]>)> {
@@ -406,7 +534,7 @@ pub(super) fn decode_addr(m: &AddressMessage) -> Option<(u32, IpAddr, u8)> {
 pub(super) fn classify_event(
     m: &RouteNetlinkMessage,
     spec: &MirrorSpec,
-    groups: &RouteTable,
+    groups: &Groups<'_>,
 ) -> KernelEvent {
     use RouteNetlinkMessage as M;
     match m {
@@ -480,6 +608,9 @@ pub(super) fn dump_view(
 ) -> Result<KernelView> {
     let mut v = KernelView::default();
     dump_interfaces(sock, spec, &mut v)?;
+    if spec.kernel_routes {
+        v.resilient = sock.resilient_groups()?;
+    }
     dump_tables(sock, spec, &mut v, groups)?;
     Ok(v)
 }
@@ -524,6 +655,11 @@ fn dump_tables(
     groups: &RouteTable,
 ) -> Result<()> {
     if spec.kernel_routes {
+        let resilient = v.resilient.clone();
+        let groups = &Groups {
+            table: groups,
+            resilient: &resilient,
+        };
         // Decoded as they arrive; an interrupted dump starts the routes over.
         let mut consistent = false;
         for _attempt in 0..5 {
