@@ -361,20 +361,23 @@ fi
 # Rings of 2048 give RT half a second of slack when the emulated CPU is taken from the worker.
 sed -e 's/^strategy = .*/strategy = "ll-wfq"\ncost-ns = 50000/' -e 's/^\[rings\]/[rings]\nrx-size = 2048/' \
   "$work/router.toml" >"$work/router-rt.toml"
-start_router "$work/router-rt.toml" "$work/router-rt" 60
-ip netns exec "$S" "$LLR" sink --backend xdp --iface "$sink_if" --duration 10 --idle 2 --json \
-  >"$work/sink.json" 2>"$work/sink.err" &
-sk=$!
-sleep 1
-ip netns exec "$G" "$LLR" gen --backend bpf-live --dst 10.81.2.2 --rate 40000 --duration 3 \
-  --rt-share 0.1 --json >"$work/gen.json" 2>"$work/gen.err"
-sleep 1
-ip netns exec "$R" "$LLR" ctl -s "$ctl" -j counters >"$work/counters.json" 2>&1
-wait $sk
-kill -INT "$router_pid" 2>/dev/null
-wait "$router_pid" 2>/dev/null
-router_pid=""
-rt=$(python3 - "$work/counters.json" "$work/sink.json" <<'EOF'
+# rt_run RATE: one measurement; prints "STATE|detail", STATE 0 (held), 1 (RT lost frames, or
+# no counts) or 2 (the router was not overloaded: the precondition, not the property, failed).
+rt_run() {
+  start_router "$work/router-rt.toml" "$work/router-rt" 60
+  ip netns exec "$S" "$LLR" sink --backend xdp --iface "$sink_if" --duration 10 --idle 2 --json \
+    >"$work/sink.json" 2>"$work/sink.err" &
+  local sk=$!
+  sleep 1
+  ip netns exec "$G" "$LLR" gen --backend bpf-live --dst 10.81.2.2 --rate "$1" --duration 3 \
+    --rt-share 0.1 --json >"$work/gen.json" 2>"$work/gen.err"
+  sleep 1
+  ip netns exec "$R" "$LLR" ctl -s "$ctl" -j counters >"$work/counters.json" 2>&1
+  wait $sk
+  kill -INT "$router_pid" 2>/dev/null
+  wait "$router_pid" 2>/dev/null
+  router_pid=""
+  python3 - "$work/counters.json" "$work/sink.json" <<'EOF'
 import json, sys
 try:
     rings = json.load(open(sys.argv[1]))["rings"]
@@ -384,7 +387,7 @@ try:
         per[r["class"]] = (p + r["packets"], d + r["drops"])
     (rp, rd), (bp, bd) = per["rt"], per["be"]
 except Exception as e:
-    print(f"1|no router counts: {e}"); sys.exit()
+    print(f"1|no router counts: {e}: {open(sys.argv[1]).read()[:300]!r}"); sys.exit()
 sink = ""
 try:
     for c in json.load(open(sys.argv[2]))["classes"]:
@@ -392,10 +395,22 @@ try:
         sink += f"; sink class {c['class']}: {got} of {got + lost}"
 except Exception:
     pass
-ok = rp > 0 and rd == 0 and bd > 0.2 * (bp + bd)
-print(f"{0 if ok else 1}|router RT ring: {rp} in, {rd} dropped; BE ring: {bp} in, {bd} dropped{sink}")
+state = 0 if rp > 0 and rd == 0 else 1
+if state == 0 and not bd > 0.2 * (bp + bd):
+    state = 2
+print(f"{state}|router RT ring: {rp} in, {rd} dropped; BE ring: {bp} in, {bd} dropped{sink}")
 EOF
-)
+}
+rt_run 40000 >"$work/rt.txt"
+rt=$(cat "$work/rt.txt")
+# Not overloaded (the generator, on the same two emulated CPUs, sent too little): measured once
+# more at 1.5 times the rate. RT losing frames is never measured again.
+if [ "${rt%%|*}" = 2 ]; then
+  echo "  rt: the router was not overloaded (${rt#*|}); once more at 60 kpps"
+  rt_run 60000 >"$work/rt.txt"
+  rt=$(cat "$work/rt.txt")
+fi
+[ "${rt%%|*}" = 0 ] || rt="1|${rt#*|}"
 check rt "${rt%%|*}" "${rt#*|}"
 [ "${rt%%|*}" = 0 ] || { echo "  gen: $(tail -c 400 "$work/gen.err")"; echo "  router: $(tail -c 400 "$work/router-rt.err")"; }
 
