@@ -1671,3 +1671,195 @@ route add 10.87.0.0/16 nhid 11
         }
     }
 }
+
+/// What [`stream`] saw: per datagram (source index, sequence number), the destination MAC it
+/// reached the sink's link with, if it did; and the ICMP errors that came back, per source.
+struct Streamed {
+    sent: Vec<(usize, u32, Instant)>,
+    at_sink: std::collections::HashMap<(usize, u32), [u8; 6]>,
+    icmp: Vec<Vec<(u8, u8)>>,
+}
+
+/// Sends UDP datagrams to `dst` from each of `sources` in turn, 1 ms apart, for `secs`,
+/// calling `during` (from this thread) `at` seconds in; returns what arrived and came back.
+fn stream(
+    t: &Topology,
+    sources: &[IpAddr],
+    dst: &str,
+    secs: f64,
+    at: f64,
+    during: &dyn Fn(),
+) -> (Streamed, (Instant, Instant)) {
+    let frames: Vec<(usize, u32, Vec<u8>)> = (0..(secs * 1000.0) as u32)
+        .map(|seq| {
+            let s = seq as usize % sources.len();
+            let mut f = frame(&FrameSpec {
+                src: sources[s],
+                src_port: 30_000 + s as u16,
+                ..v4(addr::GEN_V4, dst, 64)
+            });
+            f[42..46].copy_from_slice(&seq.to_be_bytes());
+            (s, seq, f)
+        })
+        .collect();
+    let until = Instant::now() + Duration::from_secs_f64(secs + 2.5);
+    let sink = t
+        .sink
+        .spawn(move || Raw::open(addr::SINK_IF).collect(until));
+    std::thread::sleep(Duration::from_millis(200));
+    let sender = t.gen.spawn(move || {
+        let raw = Raw::open(addr::GEN_IF);
+        let mut sent = Vec::new();
+        for (s, seq, f) in &frames {
+            raw.send(f);
+            sent.push((*s, *seq, Instant::now()));
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        (sent, raw.collect(until))
+    });
+    std::thread::sleep(Duration::from_secs_f64(at));
+    let t0 = Instant::now();
+    during();
+    let change = (t0, Instant::now());
+    let (sent, back) = sender.join().unwrap().unwrap();
+    let got = sink.join().unwrap().unwrap();
+    let mut at_sink = std::collections::HashMap::new();
+    for f in &got {
+        let Some(sport) = udp_sport(f, 14) else {
+            continue;
+        };
+        let s = usize::from(sport.wrapping_sub(30_000));
+        if s < sources.len() && f.len() >= 46 {
+            let seq = u32::from_be_bytes([f[42], f[43], f[44], f[45]]);
+            at_sink.insert((s, seq), <[u8; 6]>::try_from(&f[..6]).unwrap());
+        }
+    }
+    let mut icmp = vec![Vec::new(); sources.len()];
+    for f in &back {
+        let Some(l3) = l3_of(f) else { continue };
+        if let Some((port, Some(e))) = answer_key_udp(&f[l3..]) {
+            let s = usize::from(port.wrapping_sub(30_000));
+            if s < sources.len() {
+                icmp[s].push(e);
+            }
+        }
+    }
+    (
+        Streamed {
+            sent,
+            at_sink,
+            icmp,
+        },
+        change,
+    )
+}
+
+/// For an ICMP error: the UDP source port of the datagram it quotes, and (type, code).
+fn answer_key_udp(p: &[u8]) -> Option<(u16, Option<(u8, u8)>)> {
+    if p.first()? >> 4 != 4 || *p.get(9)? != 1 {
+        return None;
+    }
+    let l4 = usize::from(p[0] & 0xf) * 4;
+    let q = p.get(l4 + 8..)?;
+    let ql4 = usize::from(q.first()? & 0xf) * 4;
+    let port = u16::from_be_bytes([*q.get(ql4)?, *q.get(ql4 + 1)?]);
+    Some((port, Some((p[l4], p[l4 + 1]))))
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn source_routing_to_two_uplinks_changed_while_traffic_runs() {
+    llr_io::sys::require_root();
+    let t = Topology::new("llr-srcrt").expect("topology");
+    gen_sources(&t);
+    let out = addr::RTR_OUT_IF;
+    // Two uplinks on the sink's link: 10.71.2.1 (main) and 10.71.2.2 (table 201).
+    ip_batch(
+        &t,
+        &format!(
+            "neigh replace 10.71.2.2 lladdr {HOP2_MAC} dev {out} nud permanent
+route add 10.85.0.0/16 via 10.71.2.1 dev {out}
+route add 10.85.0.0/16 via 10.71.2.2 dev {out} table 201
+route add blackhole 10.85.0.0/16 table 202
+rule add from 10.71.1.128/25 lookup 201 prio 100
+"
+        ),
+    );
+    // A: main, then uplink 2; B: uplink 2, then main; C: then a prohibit rule; D: then a
+    // blackhole table.
+    let sources: Vec<IpAddr> = [10, 40, 41, 42]
+        .iter()
+        .map(|&i| own_source(false, i))
+        .collect();
+    let change = "rule del prio 100
+rule add from 10.71.1.96/27 lookup 201 prio 100
+rule add from 10.71.1.141 prohibit prio 90
+rule add from 10.71.1.142 lookup 202 prio 91
+";
+    let undo = "rule del prio 100
+rule del prio 90
+rule del prio 91
+rule add from 10.71.1.128/25 lookup 201 prio 100
+";
+    let (hop1, hop2) = (mac(addr::SINK_MAC), mac(HOP2_MAC));
+    let check = |who: &str, (s, (c0, c1)): &(Streamed, (Instant, Instant))| {
+        let mut late = [0usize; 4];
+        for &(src, seq, when) in &s.sent {
+            let got = s.at_sink.get(&(src, seq));
+            // Before the change, and a second after it: as the rules said then.
+            let (before, after) = (when < *c0, when > *c1 + Duration::from_secs(1));
+            // A: main, then uplink 2; B: uplink 2, then main; C and D: uplink 2, then
+            // prohibited and blackholed. In between: either, but A and B lose nothing.
+            let want = if before {
+                Some(Some(if src == 0 { hop1 } else { hop2 }))
+            } else if after {
+                Some(match src {
+                    0 => Some(hop2),
+                    1 => Some(hop1),
+                    _ => None,
+                })
+            } else {
+                assert!(
+                    src >= 2 || got.is_some(),
+                    "{who}: source {src} datagram {seq} lost during the change"
+                );
+                None
+            };
+            if let Some(w) = want {
+                assert_eq!(got.copied(), w, "{who}: source {src}, datagram {seq}");
+                if after {
+                    late[src] += 1;
+                }
+            }
+        }
+        assert!(
+            late.iter().all(|&n| n > 100),
+            "{who}: too few after the change: {late:?}"
+        );
+        // C was prohibited: answered 3/13 (rate-limited by the kernel: one at least); D
+        // blackholed: nothing.
+        assert!(
+            s.icmp[2].contains(&(3, 13)),
+            "{who}: C's answers {:?}",
+            s.icmp[2]
+        );
+        assert!(s.icmp[3].is_empty(), "{who}: D's answers {:?}", s.icmp[3]);
+        assert!(
+            s.icmp[0].is_empty() && s.icmp[1].is_empty(),
+            "{who}: {:?}",
+            s.icmp
+        );
+    };
+    let kernel = stream(&t, &sources, "10.85.1.1", 3.0, 1.5, &|| {
+        ip_batch(&t, change)
+    });
+    check("kernel", &kernel);
+    ip_batch(&t, undo);
+    let dir = TempDir::new("srcrt");
+    let router = RouterThread::start(&t, dir.router_config(CONFIG));
+    let ours = stream(&t, &sources, "10.85.1.1", 3.0, 1.5, &|| {
+        ip_batch(&t, change)
+    });
+    router.finish().unwrap();
+    check("llrouter", &ours);
+}
