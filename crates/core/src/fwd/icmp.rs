@@ -34,6 +34,12 @@ pub enum IcmpKind {
     /// A firewall's `reject with tcp reset`: not ICMP but a TCP RST ([`build_tcp_reset`]),
     /// limited and counted with the unreachable errors.
     TcpReset,
+    /// IPv4 host redirect (5/1) to `gateway` (the next hop, as a big-endian address), for a
+    /// packet forwarded back out of the link it came in on: the packet is forwarded too.
+    Redirect {
+        /// The better next hop.
+        gateway: u32,
+    },
 }
 
 impl IcmpKind {
@@ -47,11 +53,13 @@ impl IcmpKind {
             | IcmpKind::PortUnreachable
             | IcmpKind::TcpReset => 1,
             IcmpKind::TooBig { .. } => 2,
+            IcmpKind::Redirect { .. } => 3,
         }
     }
 
     /// Names of the classes of [`IcmpKind::class`], for counters.
-    pub const CLASS_NAMES: [&'static str; 3] = ["time_exceeded", "unreachable", "too_big"];
+    pub const CLASS_NAMES: [&'static str; 4] =
+        ["time_exceeded", "unreachable", "too_big", "redirect"];
 
     /// (type, code, the 32-bit field after the checksum) for `version`.
     fn wire(self, version: IpVersion) -> (u8, u8, u32) {
@@ -69,6 +77,9 @@ impl IcmpKind {
             (IpVersion::V6, IcmpKind::HostUnreachable) => (1, 3, 0),
             (IpVersion::V6, IcmpKind::Prohibited) => (1, 1, 0),
             (IpVersion::V6, IcmpKind::TooBig { mtu }) => (2, 0, mtu),
+            (IpVersion::V4, IcmpKind::Redirect { gateway }) => (5, 1, gateway),
+            // Not sent: an IPv6 redirect is a Neighbor Discovery message of its own.
+            (IpVersion::V6, IcmpKind::Redirect { .. }) => (137, 0, 0),
             // Built by `build_tcp_reset`, never as an ICMP message.
             (_, IcmpKind::TcpReset) => (0, 0, 0),
         }
@@ -452,7 +463,7 @@ const DEST_SLOTS: usize = 1024;
 #[derive(Debug, Clone)]
 pub struct IcmpLimiter {
     limits: IcmpLimits,
-    classes: [Bucket; 3],
+    classes: [Bucket; 4],
     dests: Vec<(u128, Bucket)>,
 }
 
@@ -461,7 +472,7 @@ impl IcmpLimiter {
     pub fn new(limits: IcmpLimits, now: u64) -> Self {
         let mut l = IcmpLimiter {
             limits,
-            classes: [Bucket::default(); 3],
+            classes: [Bucket::default(); 4],
             dests: Vec::new(),
         };
         l.reset(limits, now);

@@ -245,6 +245,18 @@ pub enum Verdict {
         /// The error to answer with.
         error: IcmpKind,
     },
+    /// As `Tx` (the frame rewritten, to be sent on `ifindex`, which is the ingress), and the
+    /// sender, a host on that link, is owed an ICMP redirect to `gateway` (IPv4, big-endian),
+    /// as Linux sends with `send_redirects` on: [`Forwarder::icmp_error`] with
+    /// [`IcmpKind::Redirect`] over a copy of the forwarded frame.
+    Redirect {
+        /// Egress (and ingress) interface index.
+        ifindex: u32,
+        /// Frame length to transmit.
+        len: u32,
+        /// The next hop the sender should use.
+        gateway: u32,
+    },
     /// Hand the (unmodified) frame to the kernel.
     Pass(PassReason),
     /// Drop and count.
@@ -600,9 +612,45 @@ impl Forwarder {
         }
         // Bytes past the IP packet's length (padding, trailers) stay behind, as the kernel
         // trims them on receive.
+        let len = (l3 + usize::from(meta.total_len)).min(frame.len());
+        if nh.ifindex == ingress_ifindex && ingress.send_redirects {
+            if let Some(gateway) = self.redirect_to(meta, ingress, nh) {
+                return Verdict::Redirect {
+                    ifindex: nh.ifindex,
+                    len: len as u32,
+                    gateway,
+                };
+            }
+        }
         Verdict::Tx {
             ifindex: nh.ifindex,
-            len: (l3 + usize::from(meta.total_len)).min(frame.len()),
+            len,
+        }
+    }
+
+    /// The next hop an IPv4 sender on `ingress`'s link is redirected to, when its packet leaves
+    /// by that link again: as Linux's __mkroute_input (the source on a subnet of the link)
+    /// and ip_rt_send_redirect (the route's gateway, or the destination itself on-link).
+    #[cold]
+    fn redirect_to(&self, meta: &PacketMeta, ingress: &Interface, nh: NextHop) -> Option<u32> {
+        if meta.version != IpVersion::V4 {
+            return None;
+        }
+        let src = u32::from_be_bytes([meta.src[0], meta.src[1], meta.src[2], meta.src[3]]);
+        let on_link = ingress.addrs.iter().any(|a| match a.addr {
+            core::net::IpAddr::V4(x) => {
+                let m = crate::classify::mask32(a.len);
+                a.len < 32 && (u32::from(x) & m) == (src & m)
+            }
+            core::net::IpAddr::V6(_) => false,
+        });
+        if !on_link {
+            return None;
+        }
+        match nh.gateway {
+            Some(core::net::IpAddr::V4(g)) => Some(u32::from(g)),
+            Some(core::net::IpAddr::V6(_)) => None,
+            None => Some(meta.dst_v4()),
         }
     }
 

@@ -751,6 +751,10 @@ pub struct Interface {
     /// The routing table of the VRF (l3mdev) the interface is enslaved to, if any: policy
     /// routing's `l3mdev` rule looks up packets arriving on it there.
     pub vrf_table: Option<u32>,
+    /// The kernel's `send_redirects` for IPv4 (`all` or the interface's): a packet routed back
+    /// out of the interface it came in on, from a host on that link, earns its sender an ICMP
+    /// redirect to the better next hop.
+    pub send_redirects: bool,
 }
 
 /// An interface address with its subnet length (`10.0.0.1/24`: host bits kept).
@@ -772,6 +776,7 @@ impl Interface {
             addrs: Vec::new(),
             rp_filter: 0,
             vrf_table: None,
+            send_redirects: false,
         }
     }
 }

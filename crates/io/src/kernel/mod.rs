@@ -167,7 +167,7 @@ pub fn active_rx_queues(name: &str, ifindex: u32) -> Result<u32> {
 
 /// What the interface table is built from: links, addresses, the VRF table and the
 /// `rp_filter` mode of each.
-type IfaceState = (Links, Addrs, BTreeMap<u32, u32>, BTreeMap<u32, u8>);
+type IfaceState = (Links, Addrs, BTreeMap<u32, u32>, BTreeMap<u32, (u8, bool)>);
 
 /// The kernel's routes for one prefix: (metric, next hop), in no particular order.
 type KernelRoutes = Vec<(u32, NextHop)>;
@@ -212,24 +212,30 @@ struct KernelMirror {
 
 /// The kernel's reverse-path filter mode for IPv4 arriving on `ifindex`: the larger of
 /// `conf/all/rp_filter` and `conf/<interface>/rp_filter` (0 when they cannot be read). Read
-/// when the interfaces are (re)built: at start and on a link or address change; the kernel
-/// sends no event for a sysctl.
+/// when the interfaces are (re)built: at start, on a link or address change, and on
+/// RTM_NEWNETCONF (which the kernel sends for `rp_filter`).
+///
+/// With it, `send_redirects`: on if `all` or the interface's is (Linux's IN_DEV_ORCONF). The
+/// kernel announces no change of it: a new value counts from the next link or address event.
 #[cfg(not(test))]
-fn rp_filter_of(ifindex: u32) -> u8 {
-    let read = |name: &str| {
-        std::fs::read_to_string(format!("/proc/sys/net/ipv4/conf/{name}/rp_filter"))
+fn ipv4_conf_of(ifindex: u32) -> (u8, bool) {
+    let read = |name: &str, key: &str| {
+        std::fs::read_to_string(format!("/proc/sys/net/ipv4/conf/{name}/{key}"))
             .ok()
             .and_then(|v| v.trim().parse::<u8>().ok())
             .unwrap_or(0)
     };
-    let dev = crate::ebpf::ifname(ifindex).map(|n| read(&n)).unwrap_or(0);
-    read("all").max(dev).min(2)
+    let name = crate::ebpf::ifname(ifindex);
+    let dev = |key| name.as_deref().map(|n| read(n, key)).unwrap_or(0);
+    let rp_filter = read("all", "rp_filter").max(dev("rp_filter")).min(2);
+    let redirects = read("all", "send_redirects") != 0 || dev("send_redirects") != 0;
+    (rp_filter, redirects)
 }
 
 /// Unit tests build interfaces of made-up indices: no host sysctl leaks into them.
 #[cfg(test)]
-fn rp_filter_of(_ifindex: u32) -> u8 {
-    0
+fn ipv4_conf_of(_ifindex: u32) -> (u8, bool) {
+    (0, false)
 }
 
 /// The kernel's `fib_multipath_hash_policy` of IPv4 and IPv6 (0 when unreadable). Read with
@@ -452,8 +458,8 @@ impl KernelMirror {
             self.kernel.addrs.clone(),
             self.kernel.vrf.clone(),
             (self.kernel.links.keys())
-                .map(|&i| (i, rp_filter_of(i)))
-                .collect::<BTreeMap<u32, u8>>(),
+                .map(|&i| (i, ipv4_conf_of(i)))
+                .collect::<BTreeMap<u32, (u8, bool)>>(),
         );
         if self.applied_ifaces.as_ref() == Some(&now) {
             return None;
@@ -461,7 +467,9 @@ impl KernelMirror {
         let mut ifs = Interfaces::new();
         for (&i, &(mac, mtu)) in &now.0 {
             let mut iface = Interface::new(i, mac, mtu);
-            iface.rp_filter = now.3.get(&i).copied().unwrap_or(0);
+            let (rp_filter, send_redirects) = now.3.get(&i).copied().unwrap_or((0, false));
+            iface.rp_filter = rp_filter;
+            iface.send_redirects = send_redirects;
             iface.vrf_table = now.2.get(&i).copied();
             ifs.upsert(iface);
             for &(ip, len) in now.1.get(&i).into_iter().flatten() {

@@ -204,6 +204,10 @@ impl Worker<'_> {
                         forwarded = true;
                         Action::Tx { ifindex, len }
                     }
+                    v @ Verdict::Redirect { .. } => {
+                        forwarded = true;
+                        slow.handle(v, frame, len as usize, ingress, fwd, spare)
+                    }
                     v => slow.handle(v, frame, len as usize, ingress, fwd, spare),
                 }
             });

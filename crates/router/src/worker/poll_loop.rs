@@ -258,6 +258,10 @@ impl<'a> Worker<'a> {
                         *fwd_n += 1;
                         Action::Tx { ifindex, len }
                     }
+                    v @ Verdict::Redirect { .. } => {
+                        *fwd_n += 1;
+                        slow.handle(v, frame, len as usize, ingress, fwd, spare)
+                    }
                     v => slow.handle(v, frame, len as usize, ingress, fwd, spare),
                 }
             },

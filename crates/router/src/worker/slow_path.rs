@@ -28,8 +28,8 @@ pub(super) struct SlowPath {
     icmp: IcmpLimiter,
     punt: Option<Punt>,
     /// Per [`IcmpKind::class`]: errors sent, errors held back by the rate limit.
-    icmp_sent: [u64; 3],
-    icmp_limited: [u64; 3],
+    icmp_sent: [u64; 4],
+    icmp_limited: [u64; 4],
     /// Errors that could not be sent (no route back, no address, no room).
     icmp_unsendable: u64,
     fragments: u64,
@@ -72,8 +72,8 @@ impl SlowPath {
         SlowPath {
             icmp: IcmpLimiter::new(opts.icmp, mono_ns()),
             punt,
-            icmp_sent: [0; 3],
-            icmp_limited: [0; 3],
+            icmp_sent: [0; 4],
+            icmp_limited: [0; 4],
             icmp_unsendable: 0,
             fragments: 0,
             fragment_failed: 0,
@@ -106,6 +106,15 @@ impl SlowPath {
     ) -> Action {
         match verdict {
             Verdict::Tx { ifindex, len } => Action::Tx { ifindex, len },
+            Verdict::Redirect {
+                ifindex,
+                len,
+                gateway,
+            } => {
+                let len = len as usize;
+                self.redirect(&buf[..len], ingress, gateway, table, spare);
+                Action::Tx { ifindex, len }
+            }
             Verdict::Icmp { drop, error } => {
                 count_drop(&mut self.drops, drop);
                 self.icmp_error(buf, len, ingress, error, table)
@@ -192,6 +201,50 @@ impl SlowPath {
                 self.icmp_unsendable += 1;
                 Action::Drop
             }
+        }
+    }
+
+    /// Sends the sender of `frame` (forwarded back out of `ingress`, already rewritten) an ICMP
+    /// redirect to `gateway`, built in a spare chunk from a copy of the frame: the kernel too
+    /// quotes the packet as forwarded (TTL decremented).
+    fn redirect(
+        &mut self,
+        frame: &[u8],
+        ingress: u32,
+        gateway: u32,
+        table: &Forwarder,
+        spare: &mut Spare<'_>,
+    ) {
+        let Ok(m) = llr_core::wire::parse_frame(frame) else {
+            return;
+        };
+        if !icmp::may_answer(frame, &m) {
+            return;
+        }
+        let kind = IcmpKind::Redirect { gateway };
+        let class = kind.class();
+        if !self.icmp.allow(kind, &m.src, mono_ns()) {
+            self.icmp_limited[class] += 1;
+            return;
+        }
+        self.ip_id = self.ip_id.wrapping_add(1);
+        let id = self.ip_id;
+        let mut built = false;
+        spare.tx(ingress, |out| {
+            let n = frame.len().min(out.len());
+            out[..n].copy_from_slice(&frame[..n]);
+            match table.icmp_error(out, &m, ingress, kind, id) {
+                Verdict::Tx { len, .. } => {
+                    built = true;
+                    len
+                }
+                _ => 0,
+            }
+        });
+        if built {
+            self.icmp_sent[class] += 1;
+        } else {
+            self.icmp_unsendable += 1;
         }
     }
 
