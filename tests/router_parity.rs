@@ -786,12 +786,12 @@ fn normalised(mut f: Vec<u8>) -> Vec<u8> {
 /// An answer that came back: its case's key, the error's (type, code), the frame as compared.
 type Answer = (u16, Option<(u8, u8)>, Vec<u8>);
 
-/// Sends every case from the generator, 100 ms apart, and collects what arrives at the sink and
+/// Sends every case from the generator, 50 ms apart, and collects what arrives at the sink and
 /// what comes back, until 4 s after the last: the kernel gives up on a neighbour after 3 s.
 fn probe(t: &Topology, cases: &[Case]) -> Vec<Outcome> {
     let frames: Vec<Vec<u8>> = cases.iter().map(built).collect();
     let n = frames.len();
-    let until = Instant::now() + Duration::from_millis(300 + 100 * n as u64 + 4000);
+    let until = Instant::now() + Duration::from_millis(300 + 50 * n as u64 + 4000);
     let sink = t
         .sink
         .spawn(move || Raw::open(addr::SINK_IF).collect(until));
@@ -802,7 +802,7 @@ fn probe(t: &Topology, cases: &[Case]) -> Vec<Outcome> {
             let raw = Raw::open(addr::GEN_IF);
             for f in &frames {
                 raw.send(f);
-                std::thread::sleep(Duration::from_millis(100));
+                std::thread::sleep(Duration::from_millis(50));
             }
             raw.collect(until)
         })

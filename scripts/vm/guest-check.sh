@@ -454,8 +454,10 @@ fi
 
 # vrf: both router interfaces enslaved to a VRF (table 10): their connected routes move to
 # table 10 and the kernel adds its `l3mdev` rule; main gets a blackhole for the sink's subnet.
-# Kernel forwarding is off, so the pings cross only if llrouter looks them up in the VRF's
-# table. (The host's kernel has no `vrf` module: this is where VRFs are tested.)
+# A second VRF (table 20) overlaps it: a dummy link in it holds the router's own sink-side
+# address and subnet again, and a blackhole for the sink itself. Kernel forwarding is off, so
+# the pings cross only if llrouter looks them up in the first VRF's table, not in main's nor in
+# the other VRF's. (The host's kernel has no `vrf` module: this is where VRFs are tested.)
 if ip -n "$R" link add llrvrf type vrf table 10 2>"$work/vrf.err"; then
   ip -n "$R" link set llrvrf up
   ip -n "$R" link set "$rin_if" master llrvrf
@@ -465,6 +467,15 @@ if ip -n "$R" link add llrvrf type vrf table 10 2>"$work/vrf.err"; then
   ip -n "$R" addr replace fd81:2::1/64 dev "$rout_if" nodad
   ip -n "$R" route add blackhole 10.81.2.0/24
   ip -n "$R" -6 route add blackhole fd81:2::/64
+  ip -n "$R" link add llrvrf2 type vrf table 20
+  ip -n "$R" link add llrdum2 type dummy
+  ip -n "$R" link set llrvrf2 up
+  ip -n "$R" link set llrdum2 master llrvrf2
+  ip -n "$R" link set llrdum2 up
+  ip -n "$R" addr add 10.81.2.1/24 dev llrdum2
+  ip -n "$R" addr add fd81:2::1/64 dev llrdum2 nodad
+  ip -n "$R" route add blackhole 10.81.2.2/32 table 20
+  ip -n "$R" -6 route add blackhole fd81:2::2/128 table 20
   start_router "$work/router.toml" "$work/router-vrf" 120
   up=$?
   ip netns exec "$G" ping -c 4 -i 0.3 -W 2 10.81.2.2 >"$work/vrf4.out" 2>&1
@@ -473,7 +484,7 @@ if ip -n "$R" link add llrvrf type vrf table 10 2>"$work/vrf.err"; then
   v6=$?
   fib=$(ip netns exec "$R" "$LLR" ctl -s "$ctl" show fib 10.81.2.2 --iif "$rin_if" 2>&1)
   [ "$up" = 0 ] && [ "$v4" = 0 ] && [ "$v6" = 0 ] && echo "$fib" | grep -q "table 10"
-  check vrf $? "ping rc $v4, ping6 rc $v6; $(echo "$fib" | grep -m1 rule)"
+  check vrf $? "ping rc $v4, ping6 rc $v6 (a second VRF overlapping); $(echo "$fib" | grep -m1 rule)"
   kill -INT "$router_pid" 2>/dev/null
   wait "$router_pid" 2>/dev/null
   router_pid=""
