@@ -1563,7 +1563,6 @@ route add 10.89.0.0/16 nhid 10
         got.contains("multipath, this flow's path of 2: via 10.71.2.1 dev veth-rout weight 1, via 10.71.2.2 dev veth-rout weight 3"),
         "{got}"
     );
-    router.finish().unwrap();
     eprintln!("flows on the second next hop of {flows}: kernel {kernel:?}, llrouter {ours:?}");
     for (i, (d, share)) in dests.iter().enumerate() {
         // Each flow picks a path at random by its hash: binomial, and 5 standard deviations
@@ -1583,24 +1582,25 @@ route add 10.89.0.0/16 nhid 10
         );
     }
     // With the L3 policy (Linux's default) one source and destination is one path, whatever
-    // the ports; read at start, as the kernel's other sysctls.
+    // the ports. Changed while llrouter runs: the kernel announces no sysctl change, and the
+    // mirror reads this one again every second.
     for fam in ["ipv4", "ipv6"] {
         let key = format!("net.{fam}.fib_multipath_hash_policy");
         t.router.sysctl(&key, "0").unwrap();
     }
+    std::thread::sleep(Duration::from_millis(1500));
     let all_one = |k: usize| k == 0 || k == usize::from(flows);
-    let kernel = on_second_hop(
-        "kernel, L3",
-        per_flow,
-        &spread(&t, "10.90.1.1", flows, per_flow),
-    );
-    let router = RouterThread::start(&t, dir.router_config(CONFIG));
     let ours = on_second_hop(
         "llrouter, L3",
         per_flow,
         &spread(&t, "10.90.1.1", flows, per_flow),
     );
     router.finish().unwrap();
+    let kernel = on_second_hop(
+        "kernel, L3",
+        per_flow,
+        &spread(&t, "10.90.1.1", flows, per_flow),
+    );
     assert!(
         all_one(kernel) && all_one(ours),
         "L3: kernel {kernel}, llrouter {ours}"

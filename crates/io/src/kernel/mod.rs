@@ -216,7 +216,7 @@ struct KernelMirror {
 /// RTM_NEWNETCONF (which the kernel sends for `rp_filter`).
 ///
 /// With it, `send_redirects`: on if `all` or the interface's is (Linux's IN_DEV_ORCONF). The
-/// kernel announces no change of it: a new value counts from the next link or address event.
+/// kernel announces no change of it: the mirror reads it again every [`SYSCTL_PERIOD`].
 #[cfg(not(test))]
 fn ipv4_conf_of(ifindex: u32) -> (u8, bool) {
     let read = |name: &str, key: &str| {
@@ -263,6 +263,9 @@ fn multipath_seed_set() -> Option<u64> {
         .filter(|&s| s != 0)
         .map(u64::from)
 }
+
+/// How often the mirror reads the sysctls the kernel sends no event for.
+const SYSCTL_PERIOD: Duration = Duration::from_secs(1);
 
 /// A seed of this router's own for the multipath hash.
 fn multipath_seed() -> u64 {
@@ -851,6 +854,7 @@ pub fn run_mirror(
         let mut fresh_start = !from_seed;
         let mut need_resync = !from_seed;
         let mut last_resync = Instant::now();
+        let mut last_sysctls = Instant::now();
         let mut batch: Vec<KernelEvent> = Vec::new();
         while !stop.load(Ordering::Relaxed) {
             if need_resync || last_resync.elapsed() >= period {
@@ -890,6 +894,15 @@ pub fn run_mirror(
                     *p.lock().unwrap_or_else(|e| e.into_inner()) = st;
                 }
                 crate::sys::release_free_memory();
+            }
+            // The sysctls the kernel announces no change of (fib_multipath_hash_policy and
+            // _seed, send_redirects): read again every second, published only if they moved.
+            if last_sysctls.elapsed() >= SYSCTL_PERIOD {
+                last_sysctls = Instant::now();
+                st.updates += mirror.apply_live(fwd, |m, _, small| {
+                    small.extend(m.ifaces_update());
+                    0
+                }) as u64;
             }
             // Wait for events (bounded, so `stop` and the period are checked).
             if crate::sys::poll(&mut [crate::sys::poll_in(events.sock.as_raw_fd())], 50) == 0 {
