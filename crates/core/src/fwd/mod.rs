@@ -493,6 +493,16 @@ impl Forwarder {
         }
     }
 
+    /// Takes over what a forwarder rebuilt from the kernel's tables does not know from them:
+    /// the router's own settings (fragments, tagged frames, frame size) and the host
+    /// firewall's filter. Every rebuild goes through here, so none forgets one.
+    pub fn keep_settings_of(&mut self, cur: &Forwarder) {
+        self.fragments = cur.fragments;
+        self.tagged = cur.tagged;
+        self.max_frame = cur.max_frame;
+        self.filter = cur.filter.clone();
+    }
+
     /// Parses `frame` and decides; on `Tx` the frame has been rewritten in place.
     #[inline]
     pub fn process(&self, frame: &mut [u8], ingress_ifindex: u32) -> Verdict {

@@ -872,12 +872,7 @@ pub fn run_mirror(
                             fresh_start = false;
                             // Built aside and published: workers move to it at their next grant.
                             st.updates += mirror.sync_all(&mut fresh, v) as u64;
-                            let cur = fwd.load_full();
-                            fresh.fragments = cur.fragments;
-                            fresh.tagged = cur.tagged;
-                            fresh.max_frame = cur.max_frame;
-                            fresh.filter = cur.filter.clone();
-                            drop(cur);
+                            fresh.keep_settings_of(&fwd.load_full());
                             fwd.replace(fresh);
                         } else {
                             let n = mirror.apply_live(fwd, |m, t, small| m.resync(t, v, small));

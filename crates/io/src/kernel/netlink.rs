@@ -195,44 +195,32 @@ impl NlSocket {
                 ));
             }
             let n = (self.sock.recv(&mut &mut self.buf[..], 0)).map_err(nl("recv nexthop dump"))?;
-            let mut b = &self.buf[..n];
-            while b.len() >= 16 {
-                let len = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize;
-                if len < 16 || len > b.len() {
-                    break;
+            for m in messages(&self.buf[..n]) {
+                if m.seq != seq {
+                    continue;
                 }
-                let kind = u16::from_ne_bytes([b[4], b[5]]);
-                let mseq = u32::from_ne_bytes([b[8], b[9], b[10], b[11]]);
-                if mseq == seq {
-                    match kind {
-                        // NLMSG_DONE
-                        3 => return Ok(out),
-                        // NLMSG_ERROR: an error code (a kernel without nexthops: none) or an ACK
-                        2 => {
-                            let code = b
-                                .get(16..20)
-                                .map_or(0, |c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]));
-                            if code == 0 || code == -libc::EOPNOTSUPP || code == -libc::EINVAL {
-                                return Ok(out);
-                            }
-                            return Err(KernelError::Dump(format!(
-                                "nexthop dump failed: {}",
-                                std::io::Error::from_raw_os_error(-code)
-                            )));
+                match m.kind {
+                    // NLMSG_DONE
+                    3 => return Ok(out),
+                    // NLMSG_ERROR: an error code (a kernel without nexthops: none) or an ACK
+                    2 => {
+                        let code = (m.bytes.get(16..20))
+                            .map_or(0, |c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]));
+                        if code == 0 || code == -libc::EOPNOTSUPP || code == -libc::EINVAL {
+                            return Ok(out);
                         }
-                        RTM_NEWNEXTHOP => {
-                            if let Some(id) = resilient_group(&b[16..len]) {
-                                out.insert(id);
-                            }
-                        }
-                        _ => {}
+                        return Err(KernelError::Dump(format!(
+                            "nexthop dump failed: {}",
+                            std::io::Error::from_raw_os_error(-code)
+                        )));
                     }
+                    RTM_NEWNEXTHOP => {
+                        if let Some(id) = resilient_group(&m.bytes[16..]) {
+                            out.insert(id);
+                        }
+                    }
+                    _ => {}
                 }
-                let adv = (len + 3) & !3;
-                if adv >= b.len() {
-                    break;
-                }
-                b = &b[adv..];
             }
         }
     }
@@ -277,42 +265,60 @@ pub(super) enum Frame {
 
 /// Splits a netlink datagram into messages: (header flags, sequence number, payload). A message
 /// the parser cannot decode (a newer kernel's attribute layout, say) is skipped, not fatal.
-pub(super) fn frames(mut b: &[u8]) -> Vec<(u16, u32, Frame)> {
-    let mut out = Vec::new();
-    while b.len() >= 16 {
+pub(super) fn frames(b: &[u8]) -> Vec<(u16, u32, Frame)> {
+    messages(b)
+        .map(|m| {
+            let f = match NetlinkMessage::<RouteNetlinkMessage>::deserialize(m.bytes) {
+                _ if m.kind == RTM_NEWNETCONF => Frame::NetConf,
+                _ if m.kind == RTM_NEWNEXTHOP || m.kind == RTM_DELNEXTHOP => Frame::NextHop,
+                Ok(x) => match x.payload {
+                    NetlinkPayload::InnerMessage(x) => Frame::Msg(x),
+                    NetlinkPayload::Done(_) => Frame::Done,
+                    NetlinkPayload::Error(e) => match e.code {
+                        Some(c) => Frame::Error(c.get()),
+                        None => Frame::Other, // an ACK
+                    },
+                    _ => Frame::Other,
+                },
+                Err(e) => {
+                    tracing::debug!("netlink: skipping undecodable message: {e}");
+                    Frame::Other
+                }
+            };
+            (m.flags, m.seq, f)
+        })
+        .collect()
+}
+
+/// One netlink message of a datagram, undecoded: its type, flags, sequence number and bytes
+/// (header included).
+struct RawMessage<'a> {
+    kind: u16,
+    flags: u16,
+    seq: u32,
+    bytes: &'a [u8],
+}
+
+/// The messages of a netlink datagram, as far as their lengths hold (4-byte aligned,
+/// NLMSG_ALIGN).
+fn messages(mut b: &[u8]) -> impl Iterator<Item = RawMessage<'_>> {
+    std::iter::from_fn(move || {
+        if b.len() < 16 {
+            return None;
+        }
         let len = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize;
         if len < 16 || len > b.len() {
-            break;
+            return None;
         }
-        let flags = u16::from_ne_bytes([b[6], b[7]]);
-        let seq = u32::from_ne_bytes([b[8], b[9], b[10], b[11]]);
-        let kind = u16::from_ne_bytes([b[4], b[5]]);
-        let f = match NetlinkMessage::<RouteNetlinkMessage>::deserialize(&b[..len]) {
-            _ if kind == RTM_NEWNETCONF => Frame::NetConf,
-            _ if kind == RTM_NEWNEXTHOP || kind == RTM_DELNEXTHOP => Frame::NextHop,
-            Ok(m) => match m.payload {
-                NetlinkPayload::InnerMessage(x) => Frame::Msg(x),
-                NetlinkPayload::Done(_) => Frame::Done,
-                NetlinkPayload::Error(e) => match e.code {
-                    Some(c) => Frame::Error(c.get()),
-                    None => Frame::Other, // an ACK
-                },
-                _ => Frame::Other,
-            },
-            Err(e) => {
-                tracing::debug!("netlink: skipping undecodable message: {e}");
-                Frame::Other
-            }
+        let m = RawMessage {
+            kind: u16::from_ne_bytes([b[4], b[5]]),
+            flags: u16::from_ne_bytes([b[6], b[7]]),
+            seq: u32::from_ne_bytes([b[8], b[9], b[10], b[11]]),
+            bytes: &b[..len],
         };
-        out.push((flags, seq, f));
-        // Messages are 4-byte aligned (NLMSG_ALIGN).
-        let adv = (len + 3) & !3;
-        if adv >= b.len() {
-            break;
-        }
-        b = &b[adv..];
-    }
-    out
+        b = b.get((len + 3) & !3..).unwrap_or(&[]);
+        Some(m)
+    })
 }
 
 /// ifindex → (MAC, MTU).

@@ -401,13 +401,7 @@ impl RouterCtl {
             kernel::build_seeded(&spec).map_err(|e| err("route", format!("{e:#}")))?;
         drop(st.mirror.take()); // the old mirror must not overwrite the new table
         {
-            let cur = self.fwd.load_full();
-            f.fragments = cur.fragments;
-            f.tagged = cur.tagged;
-            // The host's firewall does not change with the static routes.
-            f.filter = cur.filter.clone();
-            f.max_frame = cur.max_frame;
-            drop(cur);
+            f.keep_settings_of(&self.fwd.load_full());
             self.fwd.replace(f);
         }
         let period = Duration::from_millis(st.cfg.route_refresh_ms);
