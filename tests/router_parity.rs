@@ -563,6 +563,22 @@ fn cases() -> Vec<Case> {
             "ipv6 to a silent host on the sink's link",
             v4(g6, "fd71:2::77", 64),
         ),
+        plain(
+            "ipv6 back out of its own link, via a link-local gateway there",
+            v4(g6, "fd86::1", 64),
+        ),
+        plain(
+            "ipv6 to a host on the sender's own link",
+            v4(g6, "fd71:1::3", 64),
+        ),
+        plain(
+            "ipv6 back out of its own link, via a global gateway there",
+            v4(g6, "fd87::1", 64),
+        ),
+        plain(
+            "ipv6 back out of its own link, from off-link",
+            v4("2001:db8:77::1", "fd86::1", 64),
+        ),
     ];
     numbered(cases, 0)
 }
@@ -734,6 +750,20 @@ fn answer_key(p: &[u8]) -> Option<(u16, Option<(u8, u8)>)> {
     match proto {
         1 if matches!(t, 3 | 4 | 5 | 11 | 12) => Some((key_of(p.get(l4 + 8..)?)?, Some((t, c)))),
         58 if t < 128 => Some((key_of(p.get(l4 + 8..)?)?, Some((t, c)))),
+        // A redirect quotes the packet in its redirected header option (RFC 4861 §4.6.3).
+        58 if t == 137 => {
+            let mut at = l4 + 40;
+            loop {
+                let (kind, units) = (*p.get(at)?, usize::from(*p.get(at + 1)?));
+                if kind == 4 {
+                    break Some((key_of(p.get(at + 8..)?)?, Some((t, c))));
+                }
+                if units == 0 {
+                    break None;
+                }
+                at += units * 8;
+            }
+        }
         6 | 17 => Some((u16::from_be_bytes([*p.get(l4 + 2)?, *p.get(l4 + 3)?]), None)),
         _ => None,
     }
@@ -816,7 +846,10 @@ fn probe(t: &Topology, cases: &[Case]) -> Vec<Outcome> {
                 f[6..12] == rtr_in
                     && l3_of(f).is_some_and(|l3| {
                         let p = &f[l3..];
-                        p[0] >> 4 == 4 && p.get(9) == Some(&17)
+                        match p[0] >> 4 {
+                            4 => p.get(9) == Some(&17),
+                            _ => p.get(6) == Some(&17),
+                        }
                     })
             })
             .cloned(),
@@ -1019,6 +1052,11 @@ fn each_frame_ends_as_the_kernel_ends_it() {
             "neigh replace 10.71.1.2 lladdr {GW_IN_MAC} dev {inn} nud permanent
 neigh replace 10.71.1.3 lladdr {HOST_IN_MAC} dev {inn} nud permanent
 route add 10.86.0.0/16 via 10.71.1.2 dev {inn}
+-6 neigh replace fe80::2 lladdr {GW_IN_MAC} dev {inn} nud permanent
+-6 neigh replace fd71:1::2 lladdr {GW_IN_MAC} dev {inn} nud permanent
+-6 neigh replace fd71:1::3 lladdr {HOST_IN_MAC} dev {inn} nud permanent
+-6 route add fd86::/64 via fe80::2 dev {inn}
+-6 route add fd87::/64 via fd71:1::2 dev {inn}
 "
         ),
     );

@@ -2,13 +2,14 @@
 //! its Rust twin (`RuleSet::classify` plus the program's pass-to-kernel checks), on rule sets
 //! and frames the fuzzer chooses. Needs root (loading BPF programs).
 //!
-//! Input: two header bytes (classes, strategy, number of rules), [`RULE_BYTES`] per rule,
+//! Input: two header bytes (classes, strategy, number of rules; `tagged-frames`), [`RULE_BYTES`] per rule,
 //! then the frame (14..=2048 bytes; others are skipped: XDP never sees them). A rule's fields
 //! take the frame's own values (addresses, ports, VLAN, the flex word) when its "from frame"
 //! bit is set, so rules match often; the fuzzer's bytes pick which fields, prefix lengths, range
 //! widths and masks. Property: the program's verdict — to the kernel, or class c on ring
 //! `class_to_ring[c]` — is the reference's, as in `crates/io/tests/classifier_agree.rs`:
-//! - to the kernel if the destination MAC is multicast/broadcast, if `parse_frame` says
+//! - to the kernel if the destination MAC is multicast/broadcast, if the frame carries one
+//!   802.1Q tag and `tagged-frames = "kernel"` (the second header byte's low bit clear), if `parse_frame` says
 //!   non-IP, or if the frame parses and its destination is IPv6 multicast or link-local, or one
 //!   of the router's addresses;
 //! - otherwise class = `RuleSet::classify(frame, None, ingress)` (malformed frames included).
@@ -19,7 +20,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use llr_core::classify::{Flex, IpPrefix, PortRange, Rule, RuleSet};
 use llr_core::sched::{SchedConfig, StrategyKind};
 use llr_core::wire::{parse_frame, IpVersion, PacketMeta, ParseError};
-use llr_io::ebpf::{Classifier, XDP_PASS};
+use llr_io::ebpf::{Classifier, FLAG_TAGGED_FORWARD, XDP_PASS};
 
 /// Bytes that describe one rule.
 pub const RULE_BYTES: usize = 16;
@@ -83,7 +84,7 @@ impl BpfDiff {
     }
 
     pub fn run(&mut self, data: &[u8]) {
-        let [h0, _h1, rest @ ..] = data else {
+        let [h0, h1, rest @ ..] = data else {
             return;
         };
         let nclasses = 2 + usize::from(h0 & 3);
@@ -106,17 +107,23 @@ impl BpfDiff {
             .layout()
             .expect("layout of 2..5 classes");
         let default = nclasses - 1;
+        let tagged_forward = h1 & 1 != 0;
+        let flags = if tagged_forward {
+            FLAG_TAGGED_FORWARD
+        } else {
+            0
+        };
         let rs = RuleSet::with_rules(rules, default);
         let images = rs
             .to_bpf_map()
             .expect("at most 8 rules of at most 5 classes");
         self.c
-            .set_rules(&images, default as u32, 0)
+            .set_rules(&images, default as u32, flags)
             .expect("set rules");
         self.c
             .set_class_rings(&layout.class_to_ring)
             .expect("set class rings");
-        let want = reference(&rs, &layout.class_to_ring, frame, INGRESS);
+        let want = reference(&rs, &layout.class_to_ring, frame, INGRESS, tagged_forward);
         let o = self
             .c
             .test_run(frame, Some(INGRESS))
@@ -143,8 +150,23 @@ impl BpfDiff {
 }
 
 /// The Rust twin's verdict (see the module doc).
-pub fn reference(rs: &RuleSet, class_to_ring: &[usize], f: &[u8], ingress: u32) -> Verdict {
+pub fn reference(
+    rs: &RuleSet,
+    class_to_ring: &[usize],
+    f: &[u8],
+    ingress: u32,
+    tagged_forward: bool,
+) -> Verdict {
     if f.len() >= 14 && f[0] & 1 == 1 {
+        return Verdict::Kernel;
+    }
+    // One 802.1Q tag, the frame not oversize: the kernel's VLAN devices', whatever follows.
+    let tag = |at: usize| f.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+    if !tagged_forward
+        && tag(12) == Some(0x8100)
+        && !matches!(tag(16), None | Some(0x8100 | 0x88a8 | 0x9100))
+        && f.len() <= llr_core::wire::DEFAULT_MAX_FRAME
+    {
         return Verdict::Kernel;
     }
     match parse_frame(f) {

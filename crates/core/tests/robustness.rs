@@ -207,7 +207,8 @@ fn check_everything(f: &[u8], ingress: u32) -> Result<(), TestCaseError> {
             }
             prop_assert!(k >= 2);
         }
-        // The test's forwarder sends no redirects (no interface has send_redirects on).
+        // The test's forwarder sends no redirects: no interface has send_redirects on (IPv4)
+        // or a link-local address to send one from (IPv6).
         Verdict::Redirect { .. } => prop_assert!(false, "a redirect without send_redirects"),
     }
     Ok(())

@@ -34,10 +34,12 @@ pub enum IcmpKind {
     /// A firewall's `reject with tcp reset`: not ICMP but a TCP RST ([`build_tcp_reset`]),
     /// limited and counted with the unreachable errors.
     TcpReset,
-    /// IPv4 host redirect (5/1) to `gateway` (the next hop, as a big-endian address), for a
-    /// packet forwarded back out of the link it came in on: the packet is forwarded too.
+    /// A redirect for a packet forwarded back out of the link it came in on (the packet is
+    /// forwarded too): IPv4 host redirect (5/1) to `gateway` (the next hop, as a big-endian
+    /// address); IPv6 a Neighbor Discovery redirect ([`build_redirect_v6`]), whose target
+    /// [`Forwarder::icmp_error`](super::Forwarder::icmp_error) looks up again (`gateway` 0).
     Redirect {
-        /// The better next hop.
+        /// The better next hop (IPv4).
         gateway: u32,
     },
 }
@@ -78,7 +80,7 @@ impl IcmpKind {
             (IpVersion::V6, IcmpKind::Prohibited) => (1, 1, 0),
             (IpVersion::V6, IcmpKind::TooBig { mtu }) => (2, 0, mtu),
             (IpVersion::V4, IcmpKind::Redirect { gateway }) => (5, 1, gateway),
-            // Not sent: an IPv6 redirect is a Neighbor Discovery message of its own.
+            // Built by `build_redirect_v6`: a Neighbor Discovery message of its own.
             (IpVersion::V6, IcmpKind::Redirect { .. }) => (137, 0, 0),
             // Built by `build_tcp_reset`, never as an ICMP message.
             (_, IcmpKind::TcpReset) => (0, 0, 0),
@@ -150,6 +152,59 @@ pub(crate) fn first_v6_fragment(frame: &[u8], meta: &PacketMeta) -> bool {
         }
     }
     false
+}
+
+/// Writes the IPv6 redirect (RFC 4861 §4.5, §8.2) for the packet of `buf` (parsed into `meta`:
+/// forwarded, its hop limit already one lower) into `buf` itself, as Linux's
+/// `ndisc_send_redirect` builds it: from `src` (the router's link-local address) to the
+/// packet's source, hop limit 255, traffic class and flow label 0; `target` the better first
+/// hop, the destination the packet's own; a target link-layer address option when the target's
+/// link-layer address `target_mac` is known; a redirected header option quoting as much of the
+/// packet as keeps the message within 1280 bytes, in whole 8-byte units. The L2 header stays
+/// where it is (the caller sets the MACs). Returns the frame's new length; `None` if `buf`
+/// cannot hold the message.
+pub fn build_redirect_v6(
+    buf: &mut [u8],
+    meta: &PacketMeta,
+    src: &[u8; 16],
+    target: &[u8; 16],
+    target_mac: Option<[u8; 6]>,
+) -> Option<usize> {
+    let l3 = usize::from(meta.l3_offset);
+    let pkt_len = usize::from(meta.total_len);
+    let optlen = if target_mac.is_some() { 8 } else { 0 };
+    let rd_len = (1280 - 40 - 40 - optlen).min(pkt_len + 8) & !7;
+    let quote = rd_len - 8;
+    let msg_at = l3 + 40;
+    let rd_at = msg_at + 40 + optlen;
+    let end = rd_at + rd_len;
+    if buf.len() < end || buf.len() < l3 + quote {
+        return None;
+    }
+    // The quote first: it moves the packet over the room the headers take.
+    buf.copy_within(l3..l3 + quote, rd_at + 8);
+    // Linux sends the redirect before it decrements the hop limit: the quote carries the
+    // packet as it arrived.
+    buf[rd_at + 8 + 7] = buf[rd_at + 8 + 7].wrapping_add(1);
+    buf[rd_at..rd_at + 8].copy_from_slice(&[4, (rd_len / 8) as u8, 0, 0, 0, 0, 0, 0]);
+    if let Some(mac) = target_mac {
+        buf[msg_at + 40..msg_at + 42].copy_from_slice(&[2, 1]);
+        buf[msg_at + 42..msg_at + 48].copy_from_slice(&mac);
+    }
+    buf[msg_at..msg_at + 8].copy_from_slice(&[137, 0, 0, 0, 0, 0, 0, 0]);
+    buf[msg_at + 8..msg_at + 24].copy_from_slice(target);
+    buf[msg_at + 24..msg_at + 40].copy_from_slice(&meta.dst);
+    let icmp_len = end - msg_at;
+    let dst = meta.src;
+    let h = &mut buf[l3..l3 + 40];
+    h[..8].copy_from_slice(&[0x60, 0, 0, 0, 0, 0, proto::ICMPV6, 255]);
+    h[4..6].copy_from_slice(&(icmp_len as u16).to_be_bytes());
+    h[8..24].copy_from_slice(src);
+    h[24..40].copy_from_slice(&dst);
+    let pseudo = checksum::pseudo_header_sum(true, src, &dst, proto::ICMPV6, icmp_len as u32);
+    let c = !checksum::fold64(pseudo + checksum::sum_words(&buf[msg_at..end]));
+    buf[msg_at + 2..msg_at + 4].copy_from_slice(&c.to_be_bytes());
+    Some(end)
 }
 
 /// Rewrites the TCP segment of `meta` in `buf` into the RST the kernel's `reject with tcp

@@ -246,8 +246,9 @@ pub enum Verdict {
         error: IcmpKind,
     },
     /// As `Tx` (the frame rewritten, to be sent on `ifindex`, which is the ingress), and the
-    /// sender, a host on that link, is owed an ICMP redirect to `gateway` (IPv4, big-endian),
-    /// as Linux sends with `send_redirects` on: [`Forwarder::icmp_error`] with
+    /// sender, a host on that link, is owed a redirect as Linux sends it (IPv4 with
+    /// `send_redirects` on, to `gateway`, big-endian; IPv6 always, `gateway` 0: the verdict
+    /// stays small, the slow path looks the target up again): [`Forwarder::icmp_error`] with
     /// [`IcmpKind::Redirect`] over a copy of the forwarded frame.
     Redirect {
         /// Egress (and ingress) interface index.
@@ -623,7 +624,10 @@ impl Forwarder {
         // Bytes past the IP packet's length (padding, trailers) stay behind, as the kernel
         // trims them on receive.
         let len = (l3 + usize::from(meta.total_len)).min(frame.len());
-        if nh.ifindex == ingress_ifindex && ingress.send_redirects {
+        // IPv6 has no send_redirects: Linux's ip6_forward always redirects.
+        if nh.ifindex == ingress_ifindex
+            && (ingress.send_redirects || meta.version == IpVersion::V6)
+        {
             if let Some(gateway) = self.redirect_to(meta, ingress, nh) {
                 return Verdict::Redirect {
                     ifindex: nh.ifindex,
@@ -643,25 +647,63 @@ impl Forwarder {
     /// and ip_rt_send_redirect (the route's gateway, or the destination itself on-link).
     #[cold]
     fn redirect_to(&self, meta: &PacketMeta, ingress: &Interface, nh: NextHop) -> Option<u32> {
-        if meta.version != IpVersion::V4 {
-            return None;
+        use core::net::IpAddr as A;
+        if meta.version == IpVersion::V6 {
+            return self.redirect_target_v6(meta, ingress, nh).map(|_| 0);
         }
         let src = u32::from_be_bytes([meta.src[0], meta.src[1], meta.src[2], meta.src[3]]);
         let on_link = ingress.addrs.iter().any(|a| match a.addr {
-            core::net::IpAddr::V4(x) => {
+            A::V4(x) => {
                 let m = crate::classify::mask32(a.len);
                 a.len < 32 && (u32::from(x) & m) == (src & m)
             }
-            core::net::IpAddr::V6(_) => false,
+            A::V6(_) => false,
         });
         if !on_link {
             return None;
         }
         match nh.gateway {
-            Some(core::net::IpAddr::V4(g)) => Some(u32::from(g)),
-            Some(core::net::IpAddr::V6(_)) => None,
+            Some(A::V4(g)) => Some(u32::from(g)),
+            Some(A::V6(_)) => None,
             None => Some(meta.dst_v4()),
         }
+    }
+
+    /// The target of the IPv6 redirect owed for `meta`'s packet, routed to `nh` back out of
+    /// `ingress`, and the router's link-local address there to send it from; as Linux's
+    /// `ndisc_send_redirect`: the target is the gateway if it is link-local or the destination
+    /// itself (on-link), the source is a neighbour (link-local or in one of the link's
+    /// prefixes), and the router has a link-local address on the link.
+    fn redirect_target_v6(
+        &self,
+        meta: &PacketMeta,
+        ingress: &Interface,
+        nh: NextHop,
+    ) -> Option<([u8; 16], [u8; 16])> {
+        use core::net::IpAddr as A;
+        let link_local = |a: u128| a >> 118 == 0xfe80 >> 6;
+        let ll = ingress.addrs.iter().find_map(|a| match a.addr {
+            A::V6(x) if link_local(u128::from(x)) => Some(x.octets()),
+            _ => None,
+        })?;
+        let src = u128::from_be_bytes(meta.src);
+        let on_link = link_local(src)
+            || ingress.addrs.iter().any(|a| match a.addr {
+                A::V6(x) => {
+                    let m = crate::classify::mask128(a.len);
+                    a.len < 128 && (u128::from(x) & m) == (src & m)
+                }
+                A::V4(_) => false,
+            });
+        if !on_link {
+            return None;
+        }
+        let target = match nh.gateway {
+            Some(A::V6(g)) if link_local(u128::from(g)) => g.octets(),
+            Some(_) => return None,
+            None => meta.dst,
+        };
+        Some((target, ll))
     }
 
     /// Whether a frame that arrived on an interface with `ingress_mac` is one this router
@@ -987,7 +1029,28 @@ impl Forwarder {
     ) -> Verdict {
         use DropReason as D;
         let v6 = meta.version == IpVersion::V6;
-        let src = match self.interfaces.source_addr(ingress_ifindex, v6) {
+        // An IPv6 redirect: its target and link-local source, looked up again (see
+        // `Verdict::Redirect`).
+        let redirect6 = match error {
+            IcmpKind::Redirect { .. } if v6 => {
+                let found = self.interfaces.get(ingress_ifindex).and_then(|ingress| {
+                    let nh = self.member(self.lookup(meta, ingress)?, buf, meta)?;
+                    (nh.ifindex == ingress_ifindex)
+                        .then(|| self.redirect_target_v6(meta, ingress, nh))
+                        .flatten()
+                });
+                match found {
+                    Some(t) => Some(t),
+                    None => return Verdict::Drop(D::NoRoute),
+                }
+            }
+            _ => None,
+        };
+        let src = match redirect6.map(|(_, ll)| core::net::IpAddr::from(ll)) {
+            Some(ll) => Some(ll),
+            None => self.interfaces.source_addr(ingress_ifindex, v6),
+        };
+        let src = match src {
             Some(core::net::IpAddr::V4(a)) => {
                 let mut b = [0u8; 16];
                 b[..4].copy_from_slice(&a.octets());
@@ -1021,12 +1084,19 @@ impl Forwarder {
             Some(gw) => self.neighbors.get(nh.ifindex, gw),
             None => self.neighbors.get(nh.ifindex, meta.src_ip()),
         }
-        .or(prev_hop.filter(|_| nh.ifindex == ingress_ifindex));
+        // A redirect quotes a forwarded frame, whose source MAC is already the router's.
+        .or(prev_hop.filter(|_| {
+            nh.ifindex == ingress_ifindex && !matches!(error, IcmpKind::Redirect { .. })
+        }));
         let Some(next_mac) = next else {
             return Verdict::Drop(D::NoNeighbor);
         };
-        let built = match error {
-            IcmpKind::TcpReset => icmp::build_tcp_reset(buf, meta),
+        let built = match (error, redirect6) {
+            (IcmpKind::TcpReset, _) => icmp::build_tcp_reset(buf, meta),
+            (_, Some((target, _))) => {
+                let mac = self.neighbors.get(ingress_ifindex, IpAddr::from(target));
+                icmp::build_redirect_v6(buf, meta, &src, &target, mac)
+            }
             _ => icmp::build_error(buf, meta, error, &src, id),
         };
         let Some(len) = built else {

@@ -959,3 +959,132 @@ fn a_resilient_group_moves_only_the_flows_of_a_member_that_goes() {
         "{on2} of 4000 on the weight-3 member"
     );
 }
+
+#[test]
+fn an_ipv6_packet_routed_back_out_of_its_link_is_redirected_as_linux_does() {
+    let mut f = forwarder();
+    f.interfaces.add_addr(1, ip("fe80::fe"), 64);
+    let back = |gw: &str| NextHop {
+        ifindex: 1,
+        gateway: Some(ip(gw)),
+    };
+    f.routes
+        .insert(p("2001:db8:5::/48"), back("fe80::1"))
+        .unwrap();
+    f.routes
+        .insert(p("2001:db8:6::/48"), back("2001:db8::2"))
+        .unwrap();
+    let on1 = NextHop {
+        ifindex: 1,
+        gateway: None,
+    };
+    f.routes.insert(p("2001:db8::/64"), on1).unwrap();
+    f.neighbors.insert(1, ip("fe80::1"), GW_MAC);
+    f.neighbors.insert(1, ip("2001:db8::1"), HOST_MAC);
+    fn redirect(f: &Forwarder, dst: &str, from: &str) -> (Vec<u8>, Vec<u8>, Verdict) {
+        let s = FrameSpec {
+            src: ip(from),
+            ttl: 9,
+            payload_len: 31,
+            ..spec(dst)
+        };
+        let orig = frame(&s);
+        let mut b = orig.clone();
+        let v = f.process(&mut b, 1);
+        (orig, b, v)
+    }
+    // Via a link-local gateway on the sender's link: forwarded, and the sender redirected.
+    let (orig, fwd, v) = redirect(&f, "2001:db8:5::9", "2001:db8::1");
+    let Verdict::Redirect {
+        ifindex: 1, len, ..
+    } = v
+    else {
+        panic!("{v:?}");
+    };
+    assert_eq!(&fwd[..6], &GW_MAC, "the packet goes on");
+    let m = parse_frame(&fwd[..len as usize]).unwrap();
+    let mut buf = vec![0u8; 2048];
+    buf[..fwd.len()].copy_from_slice(&fwd);
+    let v = f.icmp_error(&mut buf, &m, 1, IcmpKind::Redirect { gateway: 0 }, 1);
+    let Verdict::Tx { ifindex: 1, len } = v else {
+        panic!("{v:?}");
+    };
+    let out = &buf[..len];
+    assert_eq!((&out[..6], &out[6..12]), (&HOST_MAC[..], &IN_MAC[..]));
+    let r = parse_frame(out).unwrap();
+    assert_eq!(
+        (r.src_ip(), r.dst_ip()),
+        (ip("fe80::fe"), ip("2001:db8::1"))
+    );
+    assert_eq!(
+        &out[14..18],
+        &[0x60, 0, 0, 0],
+        "traffic class and flow label 0"
+    );
+    assert_eq!((out[20], out[21]), (58, 255), "ICMPv6, hop limit 255");
+    let msg = &out[54..];
+    assert_eq!(&msg[..2], &[137, 0]);
+    assert_eq!(&msg[8..24], &ip6("fe80::1"), "the target: the gateway");
+    assert_eq!(&msg[24..40], &ip6("2001:db8:5::9"), "the destination");
+    assert_eq!(
+        &msg[40..48],
+        &[2, 1, GW_MAC[0], GW_MAC[1], GW_MAC[2], GW_MAC[3], GW_MAC[4], GW_MAC[5]]
+    );
+    // The packet is 40 + 8 + 31 = 79 bytes: the option holds (79 + 8) & !7 = 80 bytes, the
+    // packet's first 72 as it arrived (hop limit 9).
+    assert_eq!(&msg[48..56], &[4, 10, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(&msg[56..], &orig[14..14 + 72]);
+    assert_eq!(msg.len(), 56 + 72);
+    let pseudo = crate::wire::checksum::pseudo_header_sum(
+        true,
+        &ip6("fe80::fe"),
+        &ip6("2001:db8::1"),
+        58,
+        msg.len() as u32,
+    );
+    assert_eq!(
+        crate::wire::checksum::fold64(pseudo + crate::wire::checksum::sum_words(msg)),
+        0xffff,
+        "checksum"
+    );
+    // To a host on the link itself: the target is the destination; its MAC unknown, no option.
+    let (_, fwd, v) = redirect(&f, "2001:db8::77", "2001:db8::1");
+    assert!(matches!(v, Verdict::Drop(DropReason::NoNeighbor)), "{v:?}");
+    f.neighbors.insert(1, ip("2001:db8::77"), OUT_MAC);
+    let (orig, fwd2, v) = redirect(&f, "2001:db8::77", "2001:db8::1");
+    let Verdict::Redirect { len, .. } = v else {
+        panic!("{v:?}");
+    };
+    drop(fwd);
+    let m = parse_frame(&fwd2[..len as usize]).unwrap();
+    let mut buf = vec![0u8; 2048];
+    buf[..fwd2.len()].copy_from_slice(&fwd2);
+    let Verdict::Tx { len, .. } =
+        f.icmp_error(&mut buf, &m, 1, IcmpKind::Redirect { gateway: 0 }, 1)
+    else {
+        panic!()
+    };
+    let msg = &buf[54..len];
+    assert_eq!(
+        &msg[8..24],
+        &ip6("2001:db8::77"),
+        "the target: the destination"
+    );
+    assert_eq!(&msg[24..40], &ip6("2001:db8::77"));
+    assert_eq!(msg[40], 2, "its MAC is known now: the option");
+    assert_eq!(&msg[56..], &orig[14..14 + 72]);
+    // No redirect: via a global gateway (RFC 4861 §8.2: the target must be link-local), from
+    // a source off the link, or with no link-local address to send from.
+    let (_, _, v) = redirect(&f, "2001:db8:6::9", "2001:db8::1");
+    assert!(matches!(v, Verdict::Tx { .. } | Verdict::Drop(_)), "{v:?}");
+    assert!(!matches!(v, Verdict::Redirect { .. }));
+    f.neighbors.insert(1, ip("2001:db8::2"), OUT_MAC);
+    let (_, _, v) = redirect(&f, "2001:db8:6::9", "2001:db8::1");
+    assert!(matches!(v, Verdict::Tx { ifindex: 1, .. }), "{v:?}");
+    let (_, _, v) = redirect(&f, "2001:db8:5::9", "2001:db8:99::1");
+    assert!(matches!(v, Verdict::Tx { ifindex: 1, .. }), "{v:?}");
+}
+
+fn ip6(s: &str) -> [u8; 16] {
+    s.parse::<core::net::Ipv6Addr>().unwrap().octets()
+}
