@@ -163,6 +163,12 @@ fn ipv4_tos(f: &mut [u8], tos: u8) {
     ipv4_checksum(f);
 }
 
+/// The IPv6 traffic class set to `tc`.
+fn ipv6_tc(f: &mut [u8], tc: u8) {
+    f[14] = 0x60 | (tc >> 4);
+    f[15] = (tc << 4) | (f[15] & 0xf);
+}
+
 /// The IPv4 flags and fragment offset field set to `v`.
 fn ipv4_frag(f: &mut [u8], v: u16) {
     f[20..22].copy_from_slice(&v.to_be_bytes());
@@ -1268,6 +1274,11 @@ rule add fwmark 0x1 to 10.92.0.0/16 blackhole prio 190
 route add 10.92.0.0/16 via {s4} dev {out}
 rule add not fwmark 51820 table 103 prio 191
 rule add to 10.93.0.0/16 uidrange 0-0 prohibit prio 195
+rule add to 10.93.0.0/16 uidrange 1000-2000 blackhole prio 196
+rule add to 10.94.0.0/16 tos 0x10 blackhole prio 180
+rule add to 10.90.0.0/16 table 100 suppress_ifgroup 5 prio 197
+route add 10.90.0.0/16 via {s4} dev {out} table 100
+route add 10.94.0.0/16 via {s4} dev {out}
 route add 10.91.0.0/16 via {s4} dev {out} table 103
 -6 rule add to fd98::/16 table 100 prio 100
 -6 route add blackhole fd98:1::/48 table 100
@@ -1279,6 +1290,10 @@ route add 10.91.0.0/16 via {s4} dev {out} table 103
 -6 rule add from {bh6} blackhole prio 110
 -6 rule add iif {inn} ipproto udp dport 7001 prohibit prio 120
 -6 rule add to fd95::/32 unreachable prio 160
+-6 rule add to fd94::/16 tos 0xb8 blackhole prio 180
+-6 route add fd94::/16 via {s6} dev {out}
+-6 rule add to fd93::/16 uidrange 1000-2000 blackhole prio 196
+-6 route add fd93::/16 via {s6} dev {out}
 "
     )
 }
@@ -1321,7 +1336,39 @@ fn policy_cases() -> Vec<Case> {
         plain("ipv4 fwmark 1 never matches", v4(g4, "10.92.0.1", 64)),
         plain("ipv4 not fwmark 51820 table 103", v4(g4, "10.91.0.1", 64)),
         plain("ipv4 ttl 1 in table 100", v4(g4, "10.98.2.1", 1)),
-        plain("ipv4 uidrange rule, the kernel's", v4(g4, "10.93.0.1", 64)),
+        plain(
+            "ipv4 uidrange 0-0 prohibit (forwarded: uid 0)",
+            v4(g4, "10.93.0.1", 64),
+        ),
+        edited(
+            "ipv4 tos 0x10 rule, tos 0x10",
+            v4(g4, "10.94.0.1", 64),
+            |f| ipv4_tos(f, 0x10),
+        ),
+        edited(
+            "ipv4 tos 0x10 rule, tos 0x12 (ecn)",
+            v4(g4, "10.94.0.1", 64),
+            |f| ipv4_tos(f, 0x12),
+        ),
+        edited(
+            "ipv4 tos 0x10 rule, tos 0xb0",
+            v4(g4, "10.94.0.1", 64),
+            |f| ipv4_tos(f, 0xb0),
+        ),
+        edited(
+            "ipv4 tos 0x10 rule, tos 0x08",
+            v4(g4, "10.94.0.1", 64),
+            |f| ipv4_tos(f, 0x08),
+        ),
+        edited(
+            "ipv4 tos 0x10 rule, tos 0x04",
+            v4(g4, "10.94.0.1", 64),
+            |f| ipv4_tos(f, 0x04),
+        ),
+        plain(
+            "ipv4 suppress_ifgroup rule, the kernel's",
+            v4(g4, "10.90.0.1", 64),
+        ),
         plain("ipv6 main still", v4(g6, s6, 64)),
         plain("ipv6 table 100 blackhole", v4(g6, "fd98:1::1", 64)),
         plain("ipv6 table 100 route", v4(g6, "fd98:2::1", 64)),
@@ -1341,6 +1388,27 @@ fn policy_cases() -> Vec<Case> {
         ),
         plain("ipv6 udp dport 7001 prohibited", dport(v4(g6, s6, 64))),
         plain("ipv6 rule unreachable", v4(g6, "fd95::1", 64)),
+        edited(
+            "ipv6 tos 0xb8 rule, tclass 0xb8",
+            v4(g6, "fd94::1", 64),
+            |f| ipv6_tc(f, 0xb8),
+        ),
+        edited(
+            "ipv6 tos 0xb8 rule, tclass 0xb9 (ecn)",
+            v4(g6, "fd94::1", 64),
+            |f| ipv6_tc(f, 0xb9),
+        ),
+        edited(
+            "ipv6 tos 0xb8 rule, tclass 0xb0",
+            v4(g6, "fd94::1", 64),
+            |f| ipv6_tc(f, 0xb0),
+        ),
+        edited(
+            "ipv6 tos 0xb8 rule, tclass 0x18",
+            v4(g6, "fd94::1", 64),
+            |f| ipv6_tc(f, 0x18),
+        ),
+        plain("ipv6 uidrange 1000-2000: not uid 0", v4(g6, "fd93::1", 64)),
     ];
     numbered(cases, 0)
 }
@@ -1425,7 +1493,8 @@ fn policy_routing_as_ip_rule_says() {
         ),
         "  150: from all to 10.96.0.0/16 lookup 102 suppress_prefixlength 16\n",
         "  191: not from all fwmark 0xca6c lookup 103\n",
-        "  195: from all to 10.93.0.0/16 (to the kernel: uidrange)\n",
+        "  180: from all to 10.94.0.0/16 tos 0x10 blackhole\n",
+        "  197: from all to 10.90.0.0/16 (to the kernel: suppress_ifgroup)\n",
         "  table 102: 2 routes\n",
     ] {
         assert!(rules.contains(want), "{want:?} in:\n{rules}");

@@ -810,7 +810,7 @@ impl Forwarder {
         let (nh, mac) = if hinted {
             (hint.next_hop, hint.next_mac)
         } else {
-            (self.lookup(meta, ingress), None)
+            (self.lookup(frame, meta, ingress), None)
         };
         let Some(mut nh) = nh else {
             return Err(Self::answer(
@@ -888,7 +888,7 @@ impl Forwarder {
     pub fn next_hop_for(&self, frame: &[u8], ingress_ifindex: u32) -> Option<(u32, IpAddr)> {
         let meta = wire::parse_frame(frame).ok()?;
         let ingress = self.interfaces.get(ingress_ifindex)?;
-        let nh = self.member(self.lookup(&meta, ingress)?, frame, &meta)?;
+        let nh = self.member(self.lookup(frame, &meta, ingress)?, frame, &meta)?;
         (nh.kind() == RouteKind::Unicast).then(|| (nh.ifindex, nh.gateway.unwrap_or(meta.dst_ip())))
     }
 
@@ -902,10 +902,10 @@ impl Forwarder {
     /// The route of `meta`'s destination, before multipath: by table main alone while the
     /// rules reduce to it, else through the rules.
     #[inline]
-    fn lookup(&self, meta: &PacketMeta, ingress: &Interface) -> Option<NextHop> {
+    fn lookup(&self, frame: &[u8], meta: &PacketMeta, ingress: &Interface) -> Option<NextHop> {
         match meta.version {
             _ if !self.policy.is_plain(meta.version == IpVersion::V6) => {
-                self.policy_route(meta, ingress)
+                self.policy_route(frame, meta, ingress)
             }
             IpVersion::V4 => self.routes.lookup_v4(meta.dst_v4()),
             IpVersion::V6 => self.routes.lookup_v6(meta.dst_v6()),
@@ -924,16 +924,13 @@ impl Forwarder {
 
     /// The route of a forwarded packet through the policy rules.
     #[inline(never)]
-    fn policy_route(&self, meta: &PacketMeta, ingress: &Interface) -> Option<NextHop> {
-        let flow = Flow {
-            v6: meta.version == IpVersion::V6,
-            src: addr_bits(meta.version, &meta.src),
-            dst: addr_bits(meta.version, &meta.dst),
-            iif: ingress.ifindex,
-            proto: meta.protocol,
-            sport: meta.src_port,
-            dport: meta.dst_port,
-        };
+    fn policy_route(
+        &self,
+        frame: &[u8],
+        meta: &PacketMeta,
+        ingress: &Interface,
+    ) -> Option<NextHop> {
+        let flow = Flow::of(frame, meta, ingress.ifindex);
         self.policy.route(&self.routes, &flow, ingress.vrf_table)
     }
 
@@ -957,6 +954,13 @@ impl Forwarder {
                 self.routes.lookup_v4(src as u32)
             };
         }
+        // Linux routes its ICMP errors with their own TOS (0xc0 and the packet's TOS bits),
+        // ICMPv6 errors with traffic class and flow label 0.
+        let dsfield = if v6 {
+            0
+        } else {
+            0xc0 | (((meta.dscp << 2) | meta.ecn) & 0x1e)
+        };
         let flow = Flow {
             v6,
             src: from,
@@ -965,6 +969,8 @@ impl Forwarder {
             proto,
             sport: ports.0,
             dport: ports.1,
+            dsfield,
+            flowlabel: 0,
         };
         self.policy.route(&self.routes, &flow, vrf)
     }
@@ -1034,7 +1040,7 @@ impl Forwarder {
         let redirect6 = match error {
             IcmpKind::Redirect { .. } if v6 => {
                 let found = self.interfaces.get(ingress_ifindex).and_then(|ingress| {
-                    let nh = self.member(self.lookup(meta, ingress)?, buf, meta)?;
+                    let nh = self.member(self.lookup(buf, meta, ingress)?, buf, meta)?;
                     (nh.ifindex == ingress_ifindex)
                         .then(|| self.redirect_target_v6(meta, ingress, nh))
                         .flatten()

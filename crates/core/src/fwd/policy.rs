@@ -15,9 +15,9 @@
 //!
 //! The local table (255) is not consulted here: the forwarder hands packets for the router's
 //! own addresses to the kernel before it routes ([`super::PassReason::Local`]).
-//! A rule with a selector llrouter cannot evaluate for a forwarded packet (`uidrange`, `tos`
-//! and `dsfield`, `suppress_ifgroup`) hands the packets that reach it, and match its other
-//! selectors, to the kernel ([`RuleAction::Kernel`]), which evaluates it exactly.
+//! A rule with a selector llrouter cannot evaluate for a forwarded packet (`suppress_ifgroup`,
+//! port masks) hands the packets that reach it, and match its other selectors, to the kernel
+//! ([`RuleAction::Kernel`]), which evaluates it exactly.
 
 use core::net::IpAddr;
 use std::collections::HashMap;
@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use super::hash::FxBuild;
 use super::{NextHop, RouteKind, RouteTable};
 use crate::classify::IpPrefix;
+use crate::wire::{IpVersion, PacketMeta};
 
 /// The kernel's `default` table.
 pub const TABLE_DEFAULT: u32 = 253;
@@ -82,6 +83,13 @@ pub struct Rule {
     pub sport: Option<(u16, u16)>,
     /// `dport` range (inclusive).
     pub dport: Option<(u16, u16)>,
+    /// `tos`, `dsfield` or `dscp` as (value, mask) over the packet's DS field (the whole TOS
+    /// byte): matches when `dsfield & mask == value`. Linux compares an IPv4 rule's `tos` with
+    /// the packet's RFC 1349 TOS bits only (mask 0x1c), an IPv6 rule's with the DSCP (0xfc),
+    /// and `dscp N[/M]` with the DSCP (under `M`, 0x3f by default), each shifted into place.
+    pub dsfield: Option<(u8, u8)>,
+    /// `flowlabel` (value, mask), IPv6: matches when `flowlabel & mask == value`.
+    pub flowlabel: Option<(u32, u32)>,
     /// `l3mdev`: the table is the VRF's of the input interface; matches only packets that
     /// arrive on an interface enslaved to a VRF.
     pub l3mdev: bool,
@@ -105,6 +113,8 @@ impl Rule {
             ipproto: None,
             sport: None,
             dport: None,
+            dsfield: None,
+            flowlabel: None,
             l3mdev: false,
             suppress_prefixlen: None,
             action,
@@ -157,6 +167,14 @@ impl Rule {
         if let Some(r) = self.dport {
             s += &format!(" dport {}", range(r));
         }
+        match self.dsfield {
+            Some((v, 0x1c | 0xfc)) => s += &format!(" tos {v:#04x}"),
+            Some((v, m)) => s += &format!(" dscp {}/{:#x}", v >> 2, m >> 2),
+            None => {}
+        }
+        if let Some((v, m)) = self.flowlabel {
+            s += &format!(" flowlabel {v:#x}/{m:#x}");
+        }
         if self.l3mdev {
             s += " lookup [l3mdev-table]";
         }
@@ -198,6 +216,8 @@ impl Rule {
             && self.ipproto.is_none_or(|p| p == f.proto)
             && self.sport.is_none_or(|(a, b)| (a..=b).contains(&f.sport))
             && self.dport.is_none_or(|(a, b)| (a..=b).contains(&f.dport))
+            && self.dsfield.is_none_or(|(v, m)| f.dsfield & m == v)
+            && self.flowlabel.is_none_or(|(v, m)| f.flowlabel & m == v)
             && (!self.l3mdev || vrf.is_some());
         ok != self.invert
     }
@@ -218,7 +238,8 @@ fn prefix_holds(p: &IpPrefix, v6: bool, a: u128) -> bool {
 }
 
 /// What the rules see of a packet: addresses (IPv4 in the low 32 bits), input interface,
-/// protocol and ports (0 when the packet has none, or is a fragment).
+/// protocol and ports (0 when the packet has none, or is a fragment), DS field and flow label
+/// (IPv6; 0 for IPv4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Flow {
     /// IPv6 (else IPv4).
@@ -235,6 +256,33 @@ pub struct Flow {
     pub sport: u16,
     /// Destination port.
     pub dport: u16,
+    /// The DS field (IPv4 TOS byte, IPv6 traffic class), ECN bits included.
+    pub dsfield: u8,
+    /// The IPv6 flow label (20 bits).
+    pub flowlabel: u32,
+}
+
+impl Flow {
+    /// The flow of the packet of `frame` (parsed into `meta`) arriving on `iif`.
+    pub fn of(frame: &[u8], meta: &PacketMeta, iif: u32) -> Flow {
+        let v6 = meta.version == IpVersion::V6;
+        let l3 = usize::from(meta.l3_offset);
+        let flowlabel = match frame.get(l3 + 1..l3 + 4) {
+            Some(b) if v6 => u32::from_be_bytes([0, b[0], b[1], b[2]]) & 0xf_ffff,
+            _ => 0,
+        };
+        Flow {
+            v6,
+            src: super::addr_bits(meta.version, &meta.src),
+            dst: super::addr_bits(meta.version, &meta.dst),
+            iif,
+            proto: meta.protocol,
+            sport: meta.src_port,
+            dport: meta.dst_port,
+            dsfield: (meta.dscp << 2) | meta.ecn,
+            flowlabel,
+        }
+    }
 }
 
 /// A routing table other than main: a hash map per prefix length, longest first. Lookups

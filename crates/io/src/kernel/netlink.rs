@@ -807,7 +807,14 @@ pub(super) fn decode_rule(m: &RuleMessage, names: &HashMap<String, u32>) -> Rule
     let mut table = u32::from(h.table);
     let (mut src, mut dst) = (None, None);
     let (mut goto, mut mark, mut mask) = (None, None, None);
-    let mut kernel: Option<&'static str> = (h.tos != 0).then_some("tos");
+    let v6 = h.family == AddressFamily::Inet6;
+    let mut kernel: Option<&'static str> = None;
+    // `tos`: Linux matches an IPv4 rule's against the packet's RFC 1349 TOS bits only
+    // (fib4_rule_match, IPTOS_RT_MASK), an IPv6 rule's against the DSCP (fib6_rule_match).
+    if h.tos != 0 {
+        r.dsfield = Some((h.tos, if v6 { 0xfc } else { 0x1c }));
+    }
+    let (mut dscp, mut dscp_mask, mut label, mut label_mask) = (None, None, None, None);
     let idx = |n: &str| Some(names.get(n).copied().unwrap_or(u32::MAX));
     for a in &m.attributes {
         match a {
@@ -831,17 +838,23 @@ pub(super) fn decode_rule(m: &RuleMessage, names: &HashMap<String, u32>) -> Rule
             }
             RuleAttribute::SuppressPrefixLen(_) | RuleAttribute::SuppressIfGroup(_) => {}
             RuleAttribute::L3MDev(on) => r.l3mdev = *on,
-            RuleAttribute::UidRange(_) => kernel = Some("uidrange"),
+            // A forwarded packet, and an error the kernel sends about one, is uid 0 (the
+            // netns's root: ip_route_input_slow's sock_net_uid(net, NULL)).
+            RuleAttribute::UidRange(u) if u.start == 0 => {}
+            RuleAttribute::UidRange(_) => r.iif = Some(u32::MAX),
             RuleAttribute::IpProtocol(p) => r.ipproto = Some(u8::from(*p)),
             RuleAttribute::SourcePortRange(p) => r.sport = Some((p.start, p.end)),
             RuleAttribute::DestinationPortRange(p) => r.dport = Some((p.start, p.end)),
             // Who installed the rule, and the realm it tags routes with: no selectors.
             RuleAttribute::Protocol(_) | RuleAttribute::Realm(_) => {}
-            RuleAttribute::Other(nla) => {
-                if let Some(why) = unknown_rule_attribute(nla) {
-                    kernel = Some(why);
-                }
-            }
+            RuleAttribute::Other(nla) => match unknown_rule_attribute(nla) {
+                Fra::Dscp(d) => dscp = Some(d),
+                Fra::DscpMask(m) => dscp_mask = Some(m),
+                Fra::FlowLabel(l) => label = Some(l),
+                Fra::FlowLabelMask(m) => label_mask = Some(m),
+                Fra::Nothing => {}
+                Fra::Kernel(why) => kernel = Some(why),
+            },
             _ => kernel = Some("an attribute llrouter does not know"),
         }
     }
@@ -854,6 +867,12 @@ pub(super) fn decode_rule(m: &RuleMessage, names: &HashMap<String, u32>) -> Rule
     }
     if let Some(v) = mark {
         r.fwmark = Some((v, mask.unwrap_or(u32::MAX)));
+    }
+    if let Some(d) = dscp {
+        r.dsfield = Some((d << 2, dscp_mask.unwrap_or(0x3f) << 2));
+    }
+    if let Some(l) = label {
+        r.flowlabel = Some((l, label_mask.unwrap_or(0xf_ffff)));
     }
     r.action = match (kernel, h.action) {
         (Some(why), _) => RuleAction::Kernel(why),
@@ -868,10 +887,21 @@ pub(super) fn decode_rule(m: &RuleMessage, names: &HashMap<String, u32>) -> Rule
     r
 }
 
-/// Why a rule attribute this crate does not decode keeps llrouter from evaluating the rule,
-/// or `None` when it changes nothing: the port masks of Linux 6.15 are sent as 0xffff (the
-/// whole port) with every port range, and padding is padding.
-fn unknown_rule_attribute(nla: &netlink_packet_core::DefaultNla) -> Option<&'static str> {
+/// A rule attribute the netlink crate does not decode (Linux 6.13's `dscp`, 6.15's flow label
+/// and masks).
+enum Fra {
+    Dscp(u8),
+    DscpMask(u8),
+    FlowLabel(u32),
+    FlowLabelMask(u32),
+    /// Changes nothing: the port masks of Linux 6.15 sent as 0xffff (the whole port) with every
+    /// port range, and padding.
+    Nothing,
+    /// Keeps llrouter from evaluating the rule, and why.
+    Kernel(&'static str),
+}
+
+fn unknown_rule_attribute(nla: &netlink_packet_core::DefaultNla) -> Fra {
     use netlink_packet_core::Nla;
     const FRA_PAD: u16 = 18;
     const FRA_DSCP: u16 = 25;
@@ -882,13 +912,19 @@ fn unknown_rule_attribute(nla: &netlink_packet_core::DefaultNla) -> Option<&'sta
     const FRA_DSCP_MASK: u16 = 30;
     let mut v = vec![0u8; nla.value_len()];
     nla.emit_value(&mut v);
-    match nla.kind() {
-        FRA_PAD => None,
-        FRA_SPORT_MASK | FRA_DPORT_MASK if v == [0xff, 0xff] => None,
-        FRA_SPORT_MASK | FRA_DPORT_MASK => Some("a port mask"),
-        FRA_DSCP | FRA_DSCP_MASK => Some("dscp"),
-        FRA_FLOWLABEL | FRA_FLOWLABEL_MASK => Some("flowlabel"),
-        _ => Some("an attribute llrouter does not know"),
+    let be32 = |v: &[u8]| <[u8; 4]>::try_from(v).ok().map(u32::from_be_bytes);
+    match (nla.kind(), v.as_slice()) {
+        (FRA_PAD, _) => Fra::Nothing,
+        (FRA_SPORT_MASK | FRA_DPORT_MASK, [0xff, 0xff]) => Fra::Nothing,
+        (FRA_SPORT_MASK | FRA_DPORT_MASK, _) => Fra::Kernel("a port mask"),
+        (FRA_DSCP, &[d]) => Fra::Dscp(d & 0x3f),
+        (FRA_DSCP_MASK, &[m]) => Fra::DscpMask(m & 0x3f),
+        (FRA_FLOWLABEL, v) if be32(v).is_some() => Fra::FlowLabel(be32(v).unwrap_or(0)),
+        (FRA_FLOWLABEL_MASK, v) if be32(v).is_some() => Fra::FlowLabelMask(be32(v).unwrap_or(0)),
+        (FRA_DSCP | FRA_DSCP_MASK | FRA_FLOWLABEL | FRA_FLOWLABEL_MASK, _) => {
+            Fra::Kernel("a malformed dscp or flowlabel attribute")
+        }
+        _ => Fra::Kernel("an attribute llrouter does not know"),
     }
 }
 
@@ -1090,5 +1126,77 @@ mod routes_tests {
         assert_eq!((r.best(&p), r.len()), (None, 1));
         assert!(r.many.is_empty());
         assert_eq!(r.hops.len(), 4, "next hops interned once each");
+    }
+}
+
+#[cfg(test)]
+mod rule_tests {
+    use super::*;
+    use netlink_packet_core::DefaultNla;
+    use netlink_packet_route::rule::RuleUidRange;
+
+    fn rule(family: AddressFamily, tos: u8, attrs: Vec<RuleAttribute>) -> Rule {
+        let mut m = RuleMessage::default();
+        m.header.family = family;
+        m.header.tos = tos;
+        m.header.action = NlAction::Blackhole;
+        m.attributes = attrs;
+        decode_rule(&m, &HashMap::new())
+    }
+
+    #[test]
+    fn tos_dscp_flowlabel_and_uidrange_are_evaluated_as_linux_does() {
+        let r = rule(AddressFamily::Inet, 0x10, vec![]);
+        assert_eq!(
+            (r.dsfield, r.action),
+            (Some((0x10, 0x1c)), RuleAction::Blackhole)
+        );
+        assert_eq!(
+            r.describe(|i| i.to_string()),
+            "0: from all tos 0x10 blackhole"
+        );
+        let r = rule(AddressFamily::Inet6, 0xb8, vec![]);
+        assert_eq!(r.dsfield, Some((0xb8, 0xfc)));
+        // Linux 6.13's dscp (the value in DSCP units) and 6.15's mask.
+        let dscp = |d: u8| RuleAttribute::Other(DefaultNla::new(25, vec![d]));
+        let r = rule(AddressFamily::Inet, 0, vec![dscp(46)]);
+        assert_eq!(r.dsfield, Some((0xb8, 0xfc)));
+        let mask = RuleAttribute::Other(DefaultNla::new(30, vec![0x38]));
+        let r = rule(AddressFamily::Inet, 0, vec![dscp(8), mask]);
+        assert_eq!(r.dsfield, Some((0x20, 0xe0)));
+        assert_eq!(
+            r.describe(|i| i.to_string()),
+            "0: from all dscp 8/0x38 blackhole"
+        );
+        let label =
+            |k: u16, v: u32| RuleAttribute::Other(DefaultNla::new(k, v.to_be_bytes().to_vec()));
+        let r = rule(AddressFamily::Inet6, 0, vec![label(26, 0x12345)]);
+        assert_eq!(r.flowlabel, Some((0x12345, 0xf_ffff)));
+        let r = rule(
+            AddressFamily::Inet6,
+            0,
+            vec![label(26, 0x100), label(27, 0xf00)],
+        );
+        assert_eq!(
+            (r.flowlabel, r.action),
+            (Some((0x100, 0xf00)), RuleAction::Blackhole)
+        );
+        let bad = RuleAttribute::Other(DefaultNla::new(26, vec![1, 2]));
+        assert!(matches!(
+            rule(AddressFamily::Inet6, 0, vec![bad]).action,
+            RuleAction::Kernel(_)
+        ));
+        // A forwarded packet is uid 0: a range with 0 selects it, any other none.
+        let uid = |start, end| RuleAttribute::UidRange(RuleUidRange { start, end });
+        let r = rule(AddressFamily::Inet, 0, vec![uid(0, 0)]);
+        assert_eq!((r.iif, r.action), (None, RuleAction::Blackhole));
+        let r = rule(AddressFamily::Inet, 0, vec![uid(1000, 2000)]);
+        assert_eq!((r.iif, r.action), (Some(u32::MAX), RuleAction::Blackhole));
+        // Port masks other than the whole port stay the kernel's.
+        let pm = RuleAttribute::Other(DefaultNla::new(28, vec![0xff, 0x00]));
+        assert_eq!(
+            rule(AddressFamily::Inet, 0, vec![pm]).action,
+            RuleAction::Kernel("a port mask")
+        );
     }
 }

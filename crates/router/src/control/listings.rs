@@ -89,14 +89,6 @@ fn any_name(names: &[(u32, String)]) -> impl Fn(u32) -> String + '_ {
     }
 }
 
-/// An address as policy routing compares it (IPv4 in the low 32 bits).
-fn bits(a: IpAddr) -> u128 {
-    match a {
-        IpAddr::V4(a) => u128::from(u32::from(a)),
-        IpAddr::V6(a) => u128::from(a),
-    }
-}
-
 fn check_limit(limit: Option<usize>) -> Result<usize, CtlError> {
     match limit {
         Some(0) => Err(err("limit", "must be at least 1 (leave it out for all)")),
@@ -266,15 +258,7 @@ impl RouterCtl {
         } else {
             let meta =
                 llr_core::wire::parse_frame(&frame).map_err(|e| err("packet", e.to_string()))?;
-            let flow = llr_core::fwd::Flow {
-                v6,
-                src: bits(meta.src_ip()),
-                dst: bits(dst),
-                iif: ifindex,
-                proto: meta.protocol,
-                sport: meta.src_port,
-                dport: meta.dst_port,
-            };
+            let flow = llr_core::fwd::Flow::of(&frame, &meta, ifindex);
             let vrf = fwd.interfaces.get(ifindex).and_then(|i| i.vrf_table);
             let hit = {
                 let _reader = routes.reader();

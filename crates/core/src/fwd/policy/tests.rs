@@ -32,6 +32,8 @@ fn flow(src: &str, dst: &str, iif: u32) -> Flow {
         proto: 17,
         sport: 1000,
         dport: 2000,
+        dsfield: 0,
+        flowlabel: 0,
     }
 }
 
@@ -287,6 +289,55 @@ fn selectors_source_interface_protocol_ports_mark_and_not() {
             false,
         ),
     ];
+    // The DS field and the flow label, as (value, mask) the mirror decodes `tos`, `dscp` and
+    // `flowlabel` into: an IPv4 `tos 0x10` looks at the RFC 1349 bits only.
+    let ds = |v4: bool, sel: (u8, u8), dsfield: u8| {
+        let (src, dst) = if v4 {
+            ("1.1.1.1", "10.0.0.1")
+        } else {
+            ("2001:db8::1", "2001:db8:5::1")
+        };
+        let r = Rule {
+            dsfield: Some(sel),
+            dst: Some(p(if v4 { "10.0.0.0/8" } else { "2001:db8::/32" })),
+            ..base.clone()
+        };
+        (
+            r,
+            Flow {
+                dsfield,
+                ..flow(src, dst, 5)
+            },
+        )
+    };
+    let mut cases = cases;
+    for (v4, sel, dsfield, selected) in [
+        (true, (0x10, 0x1c), 0x10, true),
+        (true, (0x10, 0x1c), 0xb3, true),
+        (true, (0x10, 0x1c), 0x08, false),
+        (true, (0xb8, 0xfc), 0xb9, true),
+        (true, (0xb8, 0xfc), 0xb0, false),
+        (false, (0xb8, 0xfc), 0xba, true),
+        (false, (0xb8, 0xfc), 0x18, false),
+        // dscp 8/0x38 (0x20/0xe0 in place): the class selector bits only.
+        (false, (0x20, 0xe0), 0x28, true),
+        (false, (0x20, 0xe0), 0x48, false),
+    ] {
+        let (r, f) = ds(v4, sel, dsfield);
+        cases.push((r, f, selected));
+    }
+    for (label, selected) in [(0x12345, true), (0x12344, false), (0x92345, false)] {
+        let r = Rule {
+            flowlabel: Some((0x12345, 0xf_ffff)),
+            dst: Some(p("2001:db8::/32")),
+            ..base.clone()
+        };
+        let f = Flow {
+            flowlabel: label,
+            ..flow("2001:db8::1", "2001:db8:5::1", 5)
+        };
+        cases.push((r, f, selected));
+    }
     for (i, (r, f, selected)) in cases.into_iter().enumerate() {
         let want = if selected { nh(9) } else { nh(2) };
         assert_eq!(
