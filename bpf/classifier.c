@@ -96,7 +96,9 @@
 /* then one counter per XSKMAP key (ring), for tests and per-ring accounting */
 #define ST_PASS_VLAN (LLR_MAX_CLASSES + 8)
 #define ST_KEY_BASE (LLR_MAX_CLASSES + 9)
-#define ST_SLOTS (ST_KEY_BASE + LLR_MAX_CLASSES)
+/* then one `no socket` counter per rx queue, so that the warning names the unserved queue */
+#define ST_NOSOCK_QUEUE_BASE (ST_KEY_BASE + LLR_MAX_CLASSES)
+#define ST_SLOTS (ST_NOSOCK_QUEUE_BASE + LLR_MAX_QUEUES)
 
 struct llr_rule {
 	__u32 fields;
@@ -652,8 +654,10 @@ redirect:;
 		}
 	}
 	long ret = bpf_redirect_map(&llr_xsks, key, XDP_PASS);
-	if (ret != XDP_REDIRECT)
+	if (ret != XDP_REDIRECT) {
 		count(ST_NO_SOCKET);
+		count(ST_NOSOCK_QUEUE_BASE + (ctx->rx_queue_index & (LLR_MAX_QUEUES - 1)));
+	}
 	return ret;
 }
 

@@ -9,14 +9,15 @@
 # `zero-copy = ZC` (auto | off; default auto) and checks what a user would:
 #   start      the router starts; its mode line (XDP mode, zero-copy or copy, queues) is read back
 #   ttl1       a TTL-1 ping is answered with time exceeded by the router
-#   udp        plain UDP (IPv4, 16 source ports, 1000-byte datagrams) arrives whole, none lost
+#   udp        plain UDP (IPv4, 64 source ports, 1000-byte datagrams) arrives whole, none lost
 #   tcp        a 1 MB TCP upload (IPv4) arrives intact
 #   ipv6       ping6 and a 1 MB TCP upload over IPv6 arrive intact
 #   big        DF pings at the largest size the MTU allows cross both ways
 #   rt         the RT class keeps its priority under a BE flood that overloads the router's
 #              CPU: the RT ring drops nothing while the BE ring drops over 20 % (the router's
 #              counts, not timing)
-#   queues     no forwardable frame went to the kernel for want of a socket
+#   queues     no forwardable frame went to the kernel for want of a socket, and every rx queue
+#              of the upstream NIC received traffic (the driver's per-queue counts)
 #   malformed  frames with a bad IPv4 total length are counted as malformed and not forwarded
 #   reload     `ctl reload` applies the configuration file
 #   clean      after the router stops, no XDP program is left on its interfaces
@@ -160,7 +161,8 @@ out=$(ip netns exec "$G" ping -c 3 -t 1 -W 2 10.81.2.2 2>&1)
 echo "$out" | grep -q "From 10.81.1.1.*[Tt]ime to live exceeded"
 check ttl1 $? "$(echo "$out" | grep -m1 -i "exceeded\|packet loss")"
 
-# udp: 16 flows x 40 datagrams of 1000 bytes, paced; every one must arrive.
+# udp: 64 flows x 10 datagrams of 1000 bytes, paced; every one must arrive. 64 flows, so that
+# RSS (or a multi-queue tap's hash) puts some on every rx queue: the queues check counts them.
 cat >"$work/udp_rx.py" <<'EOF'
 import socket, sys
 fam = socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET
@@ -203,7 +205,7 @@ irq0=$(irqs "$rin_if")
 ip netns exec "$S" python3 "$work/udp_rx.py" 0.0.0.0 9300 1000 "$work/udp.ready" >"$work/udp.n" &
 rx=$!
 ready_file "$work/udp.ready"
-ip netns exec "$G" python3 "$work/udp_tx.py" 10.81.2.2 9300 1000 16 40
+ip netns exec "$G" python3 "$work/udp_tx.py" 10.81.2.2 9300 1000 64 10
 wait $rx
 got=$(cat "$work/udp.n")
 irq1=$(irqs "$rin_if")
@@ -284,10 +286,26 @@ b6=$?
 [ "$b4" = 0 ] && [ "$b6" = 0 ]
 check big $? "MTU $mtu_in: IPv4 $s4 B rc $b4, IPv6 $s6 B rc $b6"
 
-# queues: no forwardable frame went to the kernel for want of a socket (a queue unserved).
+# queues: no forwardable frame went to the kernel for want of a socket (a queue unserved), and
+# every queue the router serves on its upstream NIC received some of the traffic so far (the
+# driver's own per-queue counts, `ethtool -S`).
 nosock=$(counter no_socket)
-[ "$nosock" = 0 ]
-check queues $? "$nosock frames found no socket ($m_queues)"
+served=$(echo "$m_queues" | tr ' ' '\n' | sed -n "s/^$rin_if://p")
+# Per-queue receive counts as the driver names them: igb `rx_queue_N_packets`; virtio-net
+# `rxN_packets`, or on kernels that moved packet counts to the netdev queue stats,
+# `rxN_xdp_packets` (every frame the router takes runs through XDP).
+stats=$(ip netns exec "$R" ethtool -S "$rin_if" 2>/dev/null)
+per_q=$(echo "$stats" | sed -n 's/^ *rx_queue_\([0-9]*\)_packets: *\([0-9]*\)$/\1=\2/p; s/^ *rx\([0-9][0-9]*\)_packets: *\([0-9]*\)$/\1=\2/p' | tr '\n' ' ')
+[ -n "$per_q" ] || per_q=$(echo "$stats" | sed -n 's/^ *rx\([0-9][0-9]*\)_xdp_packets: *\([0-9]*\)$/\1=\2/p' | tr '\n' ' ')
+idle=""
+for q in $(seq 0 $((${served:-1} - 1))); do
+  n=$(echo " $per_q" | grep -o " $q=[0-9]*" | head -n1 | cut -d= -f2)
+  [ "${n:-0}" -gt 0 ] || idle+=" $q"
+done
+[ "$nosock" = 0 ] && [ -n "$per_q" ] && [ -z "$idle" ]
+qok=$?
+[ -n "$per_q" ] || per_q="none in ethtool -S ($(echo "$stats" | grep -m4 -i rx | tr -s ' \n' ' '))"
+check queues "$qok" "$nosock frames found no socket ($m_queues); $rin_if rx packets per queue: $per_q${idle:+; idle:$idle}"
 
 # malformed: IPv4 frames whose total length exceeds the frame, through a packet socket.
 gmac=$(ip netns exec "$G" cat "/sys/class/net/$gen_if/address")

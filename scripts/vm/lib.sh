@@ -8,6 +8,9 @@
 # Main entry points:
 #   vm_kernel SHORT                 -> path of the vmlinuz for 6.1 | 6.12 | 6.12-rt | bpo
 #   vm_nic_opts virtio|igb HUB0 HUB1 -> QEMU options for two back-to-back NIC pairs
+#   vm_nic_opts virtio-mq             -> the same with multi-queue virtio-net on taps (queues
+#         VM_MQ_QUEUES, default 4): run vm_mq_up first (VM_NETNS, the taps and bridges), and
+#         vm_mq_down after. virtio-mqmax: the same NICs (the guest enables every queue)
 #   vm_run VMLINUZ GUEST_CMD [QEMU_OPT...]
 #         boots VMLINUZ under TCG (2 vCPUs, 2G by default), runs GUEST_CMD (a shell string)
 #         as root inside, prints its stdout/stderr, returns its exit code (124: timeout).
@@ -20,7 +23,10 @@
 #   virtio  1    b    52:54:00:00:01:0b   sink
 #   igb     0/1  a/b  52:54:00:01:PP:0S   same roles
 # Each pair is two NICs on one QEMU hub (-netdev hubport), i.e. a wire between them; the
-# hubs are private to the VM, no frame reaches the host's network.
+# hubs are private to the VM, no frame reaches the host's network. A hubport has one queue, so
+# virtio-mq puts each NIC on a multi-queue tap instead, the two taps of a pair on one bridge, in
+# a network namespace of the run's own (VM_NETNS) where QEMU runs: frames stay in it.
+# virtio-mq NICs have the virtio MACs.
 # In the guest, `vm_guest_prelude` (prepended to GUEST_CMD by vm_run) defines
 #   nic_by_mac MAC     -> interface name,   and   nic MODEL PAIR SIDE -> interface name.
 
@@ -55,7 +61,7 @@ vm_kernel() { # SHORT -> /lib/modules/<ver>/vmlinuz (from kernels.sh, without do
 
 vm_mac() { # MODEL PAIR SIDE -> MAC
   local m
-  case "$1" in virtio) m=00 ;; igb) m=01 ;; *) echo "vm: unknown NIC model $1" >&2; return 1 ;; esac
+  case "$1" in virtio | virtio-mq*) m=00 ;; igb) m=01 ;; *) echo "vm: unknown NIC model $1" >&2; return 1 ;; esac
   printf '52:54:00:%s:%02x:0%s\n' "$m" "$2" "$3"
 }
 
@@ -67,7 +73,7 @@ vm_mac() { # MODEL PAIR SIDE -> MAC
 vm_nic_opts() {
   local model="$1" h0="${2:-0}" h1="${3:-1}" pair side hub id out=()
   case "$model" in
-    virtio) out+=(-global virtio-net-pci.disable-legacy=on -global virtio-net-pci.iommu_platform=on) ;;
+    virtio | virtio-mq*) out+=(-global virtio-net-pci.disable-legacy=on -global virtio-net-pci.iommu_platform=on) ;;
     igb)
       if [ "${VM_IGB_BUS:-root-port}" = pci-bridge ]; then
         out+=(-device "pci-bridge,id=igbbr,chassis_nr=1")
@@ -77,9 +83,16 @@ vm_nic_opts() {
   for pair in 0 1; do
     [ "$pair" = 0 ] && hub="$h0" || hub="$h1"
     for side in a b; do
-      id="${model}${pair}${side}"
-      out+=(-netdev "hubport,id=$id,hubid=$hub")
+      id="${model%-mq*}${pair}${side}"
       case "$model" in
+        virtio-mq*)
+          # vhost off (TCG); vectors: one per queue, both directions, plus config and control.
+          out+=(-netdev "tap,id=$id,ifname=$(vm_mq_tap "$pair" "$side"),script=no,downscript=no,vhost=off,queues=${VM_MQ_QUEUES:-4}")
+          out+=(-device "virtio-net-pci,netdev=$id,mq=on,vectors=$((2 * ${VM_MQ_QUEUES:-4} + 2)),mac=$(vm_mac virtio "$pair" "$side")") ;;
+        *) out+=(-netdev "hubport,id=$id,hubid=$hub") ;;
+      esac
+      case "$model" in
+        virtio-mq*) ;;
         virtio) out+=(-device "virtio-net-pci,netdev=$id,mac=$(vm_mac virtio "$pair" "$side")") ;;
         igb)
           if [ "${VM_IGB_BUS:-root-port}" = pci-bridge ]; then
@@ -98,11 +111,44 @@ vm_nic_opts() {
   printf '%s\n' "${out[@]}"
 }
 
+vm_mq_tap() { echo "llt$$-$1$2"; } # PAIR SIDE -> the tap's name (unique per run)
+
+# vm_mq_up: the network namespace VM_NETNS (created, unique per run) with a multi-queue tap
+# per NIC (VM_MQ_QUEUES queues) and a bridge per pair, all up: the wires of virtio-mq.
+vm_mq_up() {
+  VM_NETNS="llrvm$$"
+  export VM_NETNS
+  ip netns add "$VM_NETNS" || return 1
+  # Plain wires: where br_netfilter is loaded, bridged IPv4/IPv6 would go through the host's
+  # netfilter, which drops what the malformed check sends on purpose.
+  local k
+  for k in iptables ip6tables arptables; do
+    ip netns exec "$VM_NETNS" sysctl -qw "net.bridge.bridge-nf-call-$k=0" 2>/dev/null
+  done
+  local pair side br
+  for pair in 0 1; do
+    br="llrbr$pair"
+    ip -n "$VM_NETNS" link add "$br" mtu 9000 type bridge || return 1
+    ip -n "$VM_NETNS" link set "$br" up
+    for side in a b; do
+      # MTU 9000, as a hub (which has none): the jumbo check sends 9000-byte frames.
+      ip -n "$VM_NETNS" tuntap add dev "$(vm_mq_tap "$pair" "$side")" mode tap multi_queue || return 1
+      ip -n "$VM_NETNS" link set "$(vm_mq_tap "$pair" "$side")" mtu 9000 master "$br" up || return 1
+    done
+  done
+}
+
+vm_mq_down() { # removes VM_NETNS (its taps and bridges go with it)
+  [ -n "${VM_NETNS:-}" ] && ip netns del "$VM_NETNS" 2>/dev/null
+  VM_NETNS=""
+  return 0
+}
+
 # Shell code run in the guest before the caller's command.
 vm_guest_prelude() {
   cat <<'EOF'
 nic_by_mac() { for _d in /sys/class/net/*; do [ "$(cat "$_d/address" 2>/dev/null)" = "$1" ] && { echo "${_d##*/}"; return 0; }; done; return 1; }
-nic() { case "$1" in virtio) _m=00 ;; igb) _m=01 ;; *) return 1 ;; esac; nic_by_mac "$(printf '52:54:00:%s:%02x:0%s' "$_m" "$2" "$3")"; }
+nic() { case "$1" in virtio | virtio-mq*) _m=00 ;; igb) _m=01 ;; *) return 1 ;; esac; nic_by_mac "$(printf '52:54:00:%s:%02x:0%s' "$_m" "$2" "$3")"; }
 # virtme-ng's udev coldplug does not load NIC drivers: load them (and wait for the netdevs).
 vm_load_nics() { for _mod in "$@"; do [ -d "/sys/module/$_mod" ] || modprobe "$_mod" || echo "modprobe $_mod failed" >&2; done; udevadm settle -t 10 2>/dev/null || sleep 1; }
 EOF
@@ -132,7 +178,9 @@ vm_run() {
   script=$(mktemp "${VM_TMPDIR:-/tmp}/llrouter-vm.XXXXXX.sh") || return 1
   { vm_guest_prelude; printf '%s\n' "$cmd"; } > "$script"
   chmod 644 "$script"
-  ( timeout -k 15 "$VM_TIMEOUT" "$VM_VNG" --run "$kernel" --disable-kvm --disable-microvm \
+  local in_ns=()
+  [ -n "${VM_NETNS:-}" ] && in_ns=(ip netns exec "$VM_NETNS")
+  ( "${in_ns[@]}" timeout -k 15 "$VM_TIMEOUT" "$VM_VNG" --run "$kernel" --disable-kvm --disable-microvm \
       --name "$name" -m "$VM_MEMORY" -p "$VM_CPUS" \
       ${qopts:+--qemu-opts="$qopts"} "${VM_VNG_EXTRA[@]}" ${VM_VERBOSE:+-v} \
       --exec "bash $script" </dev/null \

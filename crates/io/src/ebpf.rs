@@ -57,7 +57,8 @@ const ST_PASS_NONIP: u32 = MAX_CLASSES as u32;
 const ST_DROP_FIREWALL: u32 = MAX_CLASSES as u32 + 7;
 const ST_PASS_VLAN: u32 = MAX_CLASSES as u32 + 8;
 const ST_KEY_BASE: u32 = MAX_CLASSES as u32 + 9;
-const ST_SLOTS: u32 = ST_KEY_BASE + MAX_CLASSES as u32;
+const ST_NOSOCK_QUEUE_BASE: u32 = ST_KEY_BASE + MAX_CLASSES as u32;
+const ST_SLOTS: u32 = ST_NOSOCK_QUEUE_BASE + MAX_QUEUES as u32;
 
 /// A cause from the kernel or aya, kept as the source of an [`EbpfError`].
 pub type Cause = Box<dyn std::error::Error + Send + Sync>;
@@ -154,6 +155,8 @@ pub struct ClassifierStats {
     pub malformed: u64,
     /// No socket bound for the class's ring: the frame went to the kernel instead.
     pub no_socket: u64,
+    /// `no_socket` by the rx queue the frame arrived on (index = queue).
+    pub no_socket_queues: Vec<u64>,
     /// Frames that matched a rule.
     pub rule_hits: u64,
     /// Dropped here by the host firewall's rules ([`Classifier::set_drops`]).
@@ -622,7 +625,8 @@ impl Classifier {
             rule_hits: s(6),
             drop_firewall: v[ST_DROP_FIREWALL as usize],
             pass_vlan: v[ST_PASS_VLAN as usize],
-            per_ring: v[ST_KEY_BASE as usize..].to_vec(),
+            per_ring: v[ST_KEY_BASE as usize..ST_NOSOCK_QUEUE_BASE as usize].to_vec(),
+            no_socket_queues: v[ST_NOSOCK_QUEUE_BASE as usize..].to_vec(),
         })
     }
 

@@ -314,6 +314,13 @@ fn supervise(
         Ok(o) => o,
         Err(e) => return fail(e),
     };
+    let modes = match attach_and_replan(&mut plant) {
+        Ok(m) => m,
+        Err(e) => {
+            drop(plant);
+            return fail(e);
+        }
+    };
     let (opened_tx, opened_rx) = channel::<Opened>();
     let (done_tx, done_rx) = channel::<(usize, WorkerStats)>();
     let mut workers = Vec::new();
@@ -327,7 +334,7 @@ fn supervise(
         }
     }
     drop((opened_tx, done_tx));
-    let attached = match attach(&plant, &opened_rx) {
+    let attached = match register(&plant, &opened_rx, modes) {
         Ok(a) => a,
         Err(e) => {
             stop_workers(workers);
@@ -517,9 +524,45 @@ fn stop_workers(workers: Vec<WorkerThread>) {
     }
 }
 
-/// Registers every worker's sockets in the classifiers and attaches them. Returns each port's
-/// `(ifindex, queue, zero-copy)` and each interface's XDP mode.
-fn attach(plant: &Plant, opened: &Receiver<Opened>) -> Result<Attached, RouterError> {
+/// Attaches the classifiers, then plans the queues as the drivers show them now: virtio-net
+/// enables a queue pair per CPU for XDP transmit when an XDP program is attached (if the device
+/// has that many) and then receives on those queues too; a socket can bind only to a queue that
+/// exists. Until the sockets are registered the classifiers hand frames to the kernel (counted
+/// as `no_socket`). Returns each interface's XDP mode.
+fn attach_and_replan(plant: &mut Plant) -> Result<Vec<(u32, XdpMode)>, RouterError> {
+    let modes =
+        (plant.classifiers.lock().unwrap_or_else(|e| e.into_inner())).attach(plant.r.cfg.attach)?;
+    let after = QueueLayout::active_queues(&plant.r);
+    if after != plant.queues.rx {
+        for ((name, was), now) in plant
+            .r
+            .cfg
+            .interfaces
+            .iter()
+            .zip(&plant.queues.rx)
+            .zip(&after)
+        {
+            if was != now {
+                tracing::info!(
+                    "{name}: {now} active rx queues once the XDP program is attached ({was} \
+                     before: the driver enables queues of its own for XDP, and receives on them); \
+                     llrouter serves all {now}"
+                );
+            }
+        }
+        plant.queues.rx = after;
+        plant.queues.check(&plant.r.cfg.interfaces)?;
+    }
+    Ok(modes)
+}
+
+/// Registers every worker's sockets in the (attached) classifiers. Returns each port's
+/// `(ifindex, queue, zero-copy)` and each interface's XDP mode (`modes`).
+fn register(
+    plant: &Plant,
+    opened: &Receiver<Opened>,
+    modes: Vec<(u32, XdpMode)>,
+) -> Result<Attached, RouterError> {
     let mut zerocopy = Vec::new();
     let mut cls = plant.classifiers.lock().unwrap_or_else(|e| e.into_inner());
     for _ in 0..plant.queues.workers {
@@ -532,7 +575,6 @@ fn attach(plant: &Plant, opened: &Receiver<Opened>) -> Result<Attached, RouterEr
             Err(_) => return Err(RouterError::WorkerPanicked),
         }
     }
-    let modes = cls.attach(plant.r.cfg.attach)?;
     Ok((zerocopy, modes))
 }
 
@@ -557,6 +599,13 @@ fn datapath(plant: &Plant, attached: &Attached) -> DatapathView {
                 .to_string(),
                 rx_queues: ports.iter().filter(|p| p.0 == i).count() as u32,
                 zerocopy_queues: ports.iter().filter(|p| p.0 == i && p.2).count() as u32,
+                queues: {
+                    let mut q: Vec<u32> =
+                        (ports.iter().filter(|p| p.0 == i)).map(|p| p.1).collect();
+                    q.sort_unstable();
+                    q.dedup();
+                    q
+                },
                 mtu: kernel::link_facts(i).map_or(0, |f| f.mtu),
                 multi_buffer: plant.queues.multi_buffer,
             })
@@ -799,28 +848,81 @@ fn worker_options(r: &Resolved, duration: Option<Duration>) -> Result<WorkerOpti
     })
 }
 
-/// Warns (at most once a minute per interface, with the count) when frames found no socket.
-#[derive(Default)]
-struct NoSocketWatch {
-    seen: std::collections::BTreeMap<u32, (u64, Option<Instant>)>,
+/// Watches the queues once a second: warns (at most once a minute per interface, with the
+/// count and the queues) when frames found no socket, and once per change when an interface's
+/// active rx queues are no longer the ones llrouter serves (`ethtool -L` while running).
+struct QueueWatch {
+    /// Per ifindex: `no_socket` counts (total, per queue) last said, and when.
+    seen: std::collections::BTreeMap<u32, (u64, Vec<u64>, Option<Instant>)>,
+    /// Per interface (the configuration's order): the queues served, the count last seen.
+    queues: Vec<(u32, u32)>,
 }
 
-impl NoSocketWatch {
+impl QueueWatch {
+    /// Counts from `start` on (the frames that reached the classifiers before the sockets
+    /// were registered went to the kernel, by design); `served`: active queues per interface.
+    fn new(start: &[(u32, ClassifierStats)], served: &[u32]) -> QueueWatch {
+        QueueWatch {
+            seen: (start.iter())
+                .map(|(i, st)| (*i, (st.no_socket, st.no_socket_queues.clone(), None)))
+                .collect(),
+            queues: served.iter().map(|&n| (n, n)).collect(),
+        }
+    }
+
     fn check(&mut self, now: &[(u32, ClassifierStats)], r: &Resolved) {
+        let name_of = |ifindex: u32| {
+            (r.ifindexes.iter().position(|&i| i == ifindex)).map_or_else(
+                || format!("ifindex {ifindex}"),
+                |k| r.cfg.interfaces[k].clone(),
+            )
+        };
         for (ifindex, st) in now {
-            let (seen, warned) = self.seen.entry(*ifindex).or_insert((0, None));
+            let (seen, by_queue, warned) = self.seen.entry(*ifindex).or_default();
             if st.no_socket > *seen && warned.is_none_or(|t| t.elapsed() >= Duration::from_secs(60))
             {
-                let name = (r.ifindexes.iter().position(|i| i == ifindex)).map_or_else(
-                    || format!("ifindex {ifindex}"),
-                    |k| r.cfg.interfaces[k].clone(),
-                );
+                let name = name_of(*ifindex);
+                let queues: Vec<String> = (st.no_socket_queues.iter().enumerate())
+                    .filter(|(q, &n)| n > by_queue.get(*q).copied().unwrap_or(0))
+                    .map(|(q, _)| q.to_string())
+                    .collect();
                 tracing::warn!(
-                    "{name}: {} frames found no socket and went to the kernel instead (counter                      no_socket); they arrived on an rx queue llrouter does not serve. Check                      `ethtool -l {name}` against the start line's queues",
-                    st.no_socket - *seen
+                    "{name}: {} frames found no socket and went to the kernel instead (counter \
+                     no_socket): they arrived on rx queue {}, which llrouter does not serve; \
+                     compare `ethtool -l {name}` with the queues of `llrouter ctl status`",
+                    st.no_socket - *seen,
+                    queues.join(", ")
                 );
                 *seen = st.no_socket;
+                by_queue.clone_from(&st.no_socket_queues);
                 *warned = Some(Instant::now());
+            }
+        }
+        for ((name, &ifindex), (served, last)) in
+            (r.cfg.interfaces.iter().zip(&r.ifindexes)).zip(&mut self.queues)
+        {
+            let Ok(n) = llr_io::kernel::active_rx_queues(name, ifindex) else {
+                continue;
+            };
+            if n == *last {
+                continue;
+            }
+            *last = n;
+            if n > *served {
+                tracing::warn!(
+                    "{name}: {n} active rx queues now; llrouter serves {served} (queues {}..{}): \
+                     frames RSS puts on the others go to the kernel (counted as no_socket) until \
+                     llrouter is restarted, or the queues set back (`ethtool -L {name} combined \
+                     {served}`)",
+                    0,
+                    *served - 1
+                );
+            } else if n < *served {
+                tracing::info!(
+                    "{name}: {n} active rx queues now; llrouter keeps the sockets of all {served}"
+                );
+            } else {
+                tracing::info!("{name}: {n} active rx queues again, all served");
             }
         }
     }
@@ -838,7 +940,8 @@ fn tear_down(
     // Meanwhile, once a second, the classifiers' `no_socket` counters: a frame that found no
     // socket went to the kernel instead of the router, which is a defect (an unserved queue),
     // not traffic to take silently.
-    let mut watch = NoSocketWatch::default();
+    let start = (plant.classifiers.lock().unwrap_or_else(|e| e.into_inner())).stats();
+    let mut watch = QueueWatch::new(&start, &plant.queues.rx);
     loop {
         match done.recv_timeout(Duration::from_secs(1)) {
             Ok((w, s)) => stats[w] = Some(s),

@@ -39,7 +39,7 @@ pub struct QueueLayout {
 
 /// Rx queues per interface the classifier can redirect from (its XSKMAP holds 64 rings for
 /// each of 64 queues: bpf/classifier.c's LLR_MAX_QUEUES).
-pub const MAX_QUEUES: u32 = 64;
+pub const MAX_QUEUES: u32 = llr_io::ebpf::MAX_QUEUES as u32;
 
 impl QueueLayout {
     /// The layout of `r` under `steering` (one worker per listed core, at least one), with
@@ -289,8 +289,9 @@ impl Classifiers {
         Ok(())
     }
 
-    /// Attaches every classifier (after all sockets are registered); returns how each one was
-    /// attached (native XDP in the driver, or generic).
+    /// Attaches every classifier; returns how each one was attached (native XDP in the
+    /// driver, or generic). Frames for a queue whose sockets are not registered yet go to the
+    /// kernel.
     pub fn attach(&mut self, mode: AttachMode) -> Result<Vec<(u32, XdpMode)>, RouterError> {
         let mut out = Vec::new();
         for (ifindex, c) in &mut self.list {

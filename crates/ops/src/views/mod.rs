@@ -48,6 +48,9 @@ pub struct PortModeView {
     pub rx_queues: u32,
     /// Of those, the queues whose sockets bound in zero-copy mode.
     pub zerocopy_queues: u32,
+    /// The rx queues served (a socket per ring on each), by number.
+    #[serde(default)]
+    pub queues: Vec<u32>,
     /// The interface's MTU at start.
     #[serde(default)]
     pub mtu: u32,
@@ -77,6 +80,12 @@ impl PortModeView {
             },
             self.mtu
         )
+    }
+
+    /// `queues 0, 1, 2, 3 served` (`ctl status`): which rx queues have sockets.
+    pub fn served(&self) -> String {
+        let q: Vec<String> = self.queues.iter().map(u32::to_string).collect();
+        format!("{}: rx queues {} served", self.interface, q.join(", "))
     }
 }
 

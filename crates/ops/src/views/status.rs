@@ -224,6 +224,9 @@ pub fn status_text(v: &StatusView) -> String {
     kv("interfaces", v.interfaces.join(", "));
     for p in &v.datapath.ports {
         kv("datapath", p.describe());
+        if !p.queues.is_empty() {
+            kv("sockets", p.served());
+        }
     }
     if !v.datapath.kernel.is_empty() {
         kv("kernel", v.datapath.kernel.clone());
