@@ -158,3 +158,76 @@ fn refusals_name_the_cause_and_exit_2() {
     assert!(err.contains("veth-rout is up"), "{err}");
     assert!(err.contains("the forwarding table is empty"), "{err}");
 }
+
+/// Runs `ethtool ARGS` in the router's namespace; it must succeed.
+fn ethtool(topo: &llr_traffic::netns::Topology, args: &[&str]) {
+    let o = topo.router.command("ethtool").args(args).output().unwrap();
+    assert!(
+        o.status.success(),
+        "ethtool {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, multi-queue veth, XDP (scripts/test.sh runs it as root)"]
+fn queues_added_while_running_are_named_at_once_and_their_frames_too() {
+    llr_io::sys::require_root();
+    use llr_traffic::netns::addr;
+    use std::io::BufReader;
+    use std::net::UdpSocket;
+    let topo = llr_traffic::netns::Topology::with_queues("llrqch", 4).expect("topology");
+    // Two of veth-rin's four queues active at start, as `ethtool -L` leaves a NIC.
+    ethtool(&topo, &["-L", "veth-rin", "rx", "2", "tx", "2"]);
+    let ns = topo.router.name().to_string();
+    let dir = TempDir::new("qchange");
+    let c = config(&dir, "q.toml", "kernel-routes = true");
+    let mut child = Running(
+        run_in(&ns, &["--config", &c, "--duration", "20"], false)
+            .spawn()
+            .unwrap(),
+    );
+    let mut err = BufReader::new(child.0.stderr.take().unwrap());
+    common::wait_for_line(&mut err, "routing between");
+    let sock = dir.join("q.toml.sock");
+    let (code, status, e) = common::ctl_bin(&sock, &["status"]);
+    assert_eq!(code, 0, "{e}");
+    assert!(
+        status.contains("veth-rin: rx queues 0, 1 served"),
+        "{status}"
+    );
+    // Two more queues while it runs: said at once, with what to do.
+    ethtool(&topo, &["-L", "veth-rin", "rx", "4", "tx", "4"]);
+    common::wait_for_line(
+        &mut err,
+        "veth-rin: 4 active rx queues now; llrouter serves 2 (queues 0..1)",
+    );
+    // Their frames go to the kernel, and the warning names the queues they came on.
+    let socks: Vec<UdpSocket> = (0..64)
+        .map(|_| {
+            topo.gen
+                .run(|| UdpSocket::bind("0.0.0.0:0"))
+                .unwrap()
+                .unwrap()
+        })
+        .collect();
+    for _ in 0..5 {
+        for s in &socks {
+            s.send_to(&[7u8; 64], (addr::SINK_V4, 9000)).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let said = common::wait_for_line(&mut err, "found no socket");
+    let line = said
+        .lines()
+        .find(|l| l.contains("found no socket"))
+        .unwrap();
+    assert!(
+        line.contains("they arrived on rx queue 2") || line.contains("they arrived on rx queue 3"),
+        "{line}"
+    );
+    assert!(
+        !line.contains("queue 0") && !line.contains("queue 1,"),
+        "{line}"
+    );
+}
