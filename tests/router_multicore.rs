@@ -344,7 +344,11 @@ fn one_worker_serves_every_queue_of_a_four_queue_veth() {
     let queues: Vec<u32> = dp.ports.iter().map(|p| p.rx_queues).collect();
     assert_eq!(queues, [4, 4], "every active queue has sockets: {dp:?}");
     let served: Vec<&[u32]> = dp.ports.iter().map(|p| p.queues.as_slice()).collect();
-    assert_eq!(served, [[0, 1, 2, 3], [0, 1, 2, 3]], "and says which: {dp:?}");
+    assert_eq!(
+        served,
+        [[0, 1, 2, 3], [0, 1, 2, 3]],
+        "and says which: {dp:?}"
+    );
     assert!(
         running.summary().contains("veth-rin: ") && running.summary().contains("4 rx queues"),
         "the start line names the queues: {}",

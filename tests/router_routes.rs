@@ -318,3 +318,62 @@ fn beyond_max_routes_routed_packets_go_to_the_kernel() {
         "once complete, llrouter forwarded every probe"
     );
 }
+
+/// `ctl -j counters`' kernel-pass count for `reason`.
+fn kernel_pass(sock: &std::path::Path, reason: &str) -> u64 {
+    let (code, out, err) = common::ctl_bin(sock, &["-j", "counters"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    (v["kernel_pass"].as_array().unwrap().iter())
+        .find(|p| p[0] == reason)
+        .map_or(0, |p| p[1].as_u64().unwrap())
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn an_address_added_while_running_is_the_kernels_from_xdp_on() {
+    llr_io::sys::require_root();
+    let topo = topology("llrla");
+    let tmp = TempDir::new("localaddr");
+    let cfg = tmp.router_config(&config(""));
+    let router = RouterThread::start(&topo, cfg);
+    let sock = tmp.join("ctl.sock");
+    let (v4, v6) = ("10.71.2.200", "fd71:2::200");
+    for (fam, a) in [("-4", format!("{v4}/24")), ("-6", format!("{v6}/64"))] {
+        let o = topo
+            .router
+            .command("ip")
+            .args([fam, "addr", "add", &a, "dev", addr::RTR_OUT_IF, "nodad"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    // The mirror sees the address at once; the classifiers within the second after.
+    std::thread::sleep(Duration::from_millis(2500));
+    let (x0, w0) = (
+        kernel_pass(&sock, "local"),
+        kernel_pass(&sock, "worker_local"),
+    );
+    let s4 = topo
+        .gen
+        .run(|| UdpSocket::bind("0.0.0.0:0"))
+        .unwrap()
+        .unwrap();
+    let s6 = topo.gen.run(|| UdpSocket::bind("[::]:0")).unwrap().unwrap();
+    for _ in 0..10 {
+        s4.send_to(b"to the router", (v4, 9)).unwrap();
+        s6.send_to(b"to the router", (v6, 9)).unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let (x1, w1) = (
+        kernel_pass(&sock, "local"),
+        kernel_pass(&sock, "worker_local"),
+    );
+    router.finish().unwrap();
+    assert!(
+        x1 - x0 >= 20,
+        "the classifier handed them to the kernel: {x0} -> {x1}"
+    );
+    assert_eq!(w1, w0, "none went through a worker and the punt device");
+}

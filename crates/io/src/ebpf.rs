@@ -376,6 +376,28 @@ impl Classifier {
         Ok(())
     }
 
+    /// Removes `addrs` from the router's own addresses (an address not there is no error).
+    pub fn remove_local_addrs(&mut self, addrs: &[IpAddr]) -> Result<()> {
+        use aya::maps::MapError;
+        let gone = |r: std::result::Result<(), MapError>, name: &str| match r {
+            Ok(()) | Err(MapError::KeyNotFound) => Ok(()),
+            Err(e) => Err(EbpfError::map(name, e)),
+        };
+        for a in addrs {
+            match a {
+                IpAddr::V4(v4) => {
+                    let mut m: HashMap<_, u32, u8> = self.map_mut("llr_local4")?;
+                    gone(m.remove(&u32::from_ne_bytes(v4.octets())), "llr_local4")?;
+                }
+                IpAddr::V6(v6) => {
+                    let mut m: HashMap<_, [u8; 16], u8> = self.map_mut("llr_local6")?;
+                    gone(m.remove(&v6.octets()), "llr_local6")?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Registers the AF_XDP socket `fd`, bound to rx queue `queue`, as ring `ring` of that
     /// queue (XSKMAP key `queue * MAX_CLASSES + ring`).
     pub fn set_socket(&mut self, queue: u32, ring: u32, fd: RawFd) -> Result<()> {

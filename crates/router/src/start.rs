@@ -942,15 +942,29 @@ fn tear_down(
     // not traffic to take silently.
     let start = (plant.classifiers.lock().unwrap_or_else(|e| e.into_inner())).stats();
     let mut watch = QueueWatch::new(&start, &plant.queues.rx);
+    let mut local_failed = false;
     loop {
         match done.recv_timeout(Duration::from_secs(1)) {
             Ok((w, s)) => stats[w] = Some(s),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                let now = plant
-                    .classifiers
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .stats();
+                let mut cls = plant.classifiers.lock().unwrap_or_else(|e| e.into_inner());
+                let now = cls.stats();
+                // Addresses the router gains or loses while running: their frames go to the
+                // kernel from XDP, not through a worker and the punt device.
+                let local = plant.fwd.load().interfaces.local_addrs();
+                match cls.sync_local_addrs(local) {
+                    Ok(_) => local_failed = false,
+                    Err(e) if !local_failed => {
+                        local_failed = true;
+                        tracing::warn!(
+                            "the router's addresses: cannot update the classifiers ({e}): \
+                             frames to an address added since go through a worker and the punt \
+                             device to the kernel"
+                        );
+                    }
+                    Err(_) => {}
+                }
+                drop(cls);
                 watch.check(&now, &plant.r);
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,

@@ -209,6 +209,8 @@ impl QueueLayout {
 pub struct Classifiers {
     list: Vec<(u32, Classifier)>,
     installed: RuleImages,
+    /// The router's own addresses as the classifiers have them (sorted).
+    local: Vec<std::net::IpAddr>,
 }
 
 impl std::fmt::Debug for Classifiers {
@@ -265,6 +267,8 @@ impl Classifiers {
             }
             list.push((ifindex, c));
         }
+        let mut local = local.to_vec();
+        local.sort_unstable();
         Ok(Classifiers {
             list,
             installed: RuleImages {
@@ -272,7 +276,38 @@ impl Classifiers {
                 default_class: r.default_class,
                 flags,
             },
+            local,
         })
+    }
+
+    /// Makes the router's own addresses (handed to the kernel in XDP) `now`: the addresses
+    /// added since, and those removed, as the kernel mirror sees them. Returns whether anything
+    /// changed.
+    pub fn sync_local_addrs(
+        &mut self,
+        mut now: Vec<std::net::IpAddr>,
+    ) -> Result<bool, llr_io::ebpf::EbpfError> {
+        now.sort_unstable();
+        if now == self.local {
+            return Ok(false);
+        }
+        let added: Vec<_> = now
+            .iter()
+            .filter(|a| !self.local.contains(a))
+            .copied()
+            .collect();
+        let gone: Vec<_> = self
+            .local
+            .iter()
+            .filter(|a| !now.contains(a))
+            .copied()
+            .collect();
+        for (_, c) in &mut self.list {
+            c.set_local_addrs(&added)?;
+            c.remove_local_addrs(&gone)?;
+        }
+        self.local = now;
+        Ok(true)
     }
 
     /// Registers a worker's sockets.
