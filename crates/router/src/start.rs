@@ -355,6 +355,7 @@ fn supervise(
     for t in &workers {
         let _ = t.go.send(true);
     }
+    let zerocopy = attached.0.iter().any(|p| p.2);
     let dp = datapath(&plant, &attached);
     let summary = summary(&plant, &dp);
     plant.ctl.set_datapath(dp);
@@ -362,7 +363,7 @@ fn supervise(
     warn_shared_cores(&plant.r.cfg.cores);
     if let Err(e) = plant.ctl.start_mirror(plant.seed.take()) {
         stop.store(true, Ordering::Relaxed);
-        let _ = tear_down(plant, workers, done_rx);
+        let _ = tear_down(plant, workers, done_rx, zerocopy);
         return fail(e);
     }
     warn_kernel_forwarding_off();
@@ -387,7 +388,7 @@ fn supervise(
         metrics_addr: plant.metrics_server.as_ref().map(|m| m.local_addr()),
         summary,
     }));
-    let rep = tear_down(plant, workers, done_rx);
+    let rep = tear_down(plant, workers, done_rx, zerocopy);
     for w in [watch, fw_watch].into_iter().flatten() {
         let _ = w.join();
     }
@@ -934,6 +935,7 @@ fn tear_down(
     plant: Plant,
     workers: Vec<WorkerThread>,
     done: Receiver<(usize, WorkerStats)>,
+    zerocopy: bool,
 ) -> Result<RunReport, RouterError> {
     let mut stats: Vec<Option<WorkerStats>> = vec![None; workers.len()];
     // Ends when every worker has reported or died (each drops its sender after reporting).
@@ -982,14 +984,18 @@ fn tear_down(
     drop(ctl_server);
     drop(metrics_server);
     ctl.shutdown();
-    let cls_stats = {
-        let mut c = classifiers.lock().unwrap_or_else(|e| e.into_inner());
-        let s = c.stats();
-        c.detach();
-        s
-    };
+    let cls_stats = (classifiers.lock().unwrap_or_else(|e| e.into_inner())).stats();
     drop(ntuple);
+    // The sockets go before the programs, the reverse of the start: virtio-net takes back the
+    // queue pairs it enabled for XDP when the program goes, and a zero-copy pool still bound to
+    // one of them can then not be unbound ("Failed to disable zero-copy!"), which leaves the
+    // queue broken for the next user. The kernel unbinds a closed socket's pool from a work
+    // queue, after the close returns: zero-copy sockets get a moment for it.
     stop_workers(workers);
+    if zerocopy {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    (classifiers.lock().unwrap_or_else(|e| e.into_inner())).detach();
     let workers: Vec<WorkerStats> = stats
         .into_iter()
         .collect::<Option<Vec<_>>>()
