@@ -88,11 +88,14 @@ fn refusals_name_the_cause_and_exit_2() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains(
-            "veth-rin rx queue 0 is held by another AF_XDP socket: another llrouter runs on it"
-        ),
+        err.contains("veth-rin is in use: another llrouter runs on it"),
         "{err}"
     );
+    assert!(
+        !err.contains("replacing a stale"),
+        "a running router's program is not stale: {err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
     assert!(!err.contains("os error 16"), "{err}");
     drop(first);
     let t0 = Instant::now();

@@ -787,7 +787,6 @@ fn detach_stale(ifname: &str) -> Result<()> {
             ),
         }));
     }
-    tracing::warn!("{ifname}: replacing a stale llrouter XDP program");
     let mut ok = false;
     for flavour in ["xdp", "xdpgeneric", "xdpdrv"] {
         let st = std::process::Command::new("ip")
@@ -797,14 +796,28 @@ fn detach_stale(ifname: &str) -> Result<()> {
             .map_err(|e| EbpfError::op("run ip link set xdp off", e))?;
         ok |= st.success();
     }
-    if !ok {
-        // Only a live process holds a bpf_link: a crashed router's program would have gone.
+    // `xdp off` succeeds for a mode with nothing attached, so what counts is whether the
+    // program is still there: only a live process holds a bpf_link (a crashed router's program
+    // would have gone with its last fd), so another llrouter runs on the interface.
+    let after = std::process::Command::new("ip")
+        .args(["-d", "link", "show", "dev", ifname])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains(&format!("name {PROGRAM_NAME}")))
+        .unwrap_or(true);
+    if !ok || after {
+        let id = prog
+            .map(|(id, _)| format!(" (id {id})"))
+            .unwrap_or_default();
         return Err(EbpfError::Held(XdpHeld {
             interface: ifname.to_string(),
-            holder: describe_holder(prog.as_ref()),
+            holder: format!(
+                "another llrouter runs on it (its XDP program `{PROGRAM_NAME}`{id} is attached \
+                 through a bpf link, which only a running process holds)"
+            ),
             fix: "stop that router first".into(),
         }));
     }
+    tracing::warn!("{ifname}: removed a stale llrouter XDP program (left by a run that ended without detaching it)");
     Ok(())
 }
 
