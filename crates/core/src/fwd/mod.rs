@@ -651,15 +651,7 @@ impl Forwarder {
         if meta.version == IpVersion::V6 {
             return self.redirect_target_v6(meta, ingress, nh).map(|_| 0);
         }
-        let src = u32::from_be_bytes([meta.src[0], meta.src[1], meta.src[2], meta.src[3]]);
-        let on_link = ingress.addrs.iter().any(|a| match a.addr {
-            A::V4(x) => {
-                let m = crate::classify::mask32(a.len);
-                a.len < 32 && (u32::from(x) & m) == (src & m)
-            }
-            A::V6(_) => false,
-        });
-        if !on_link {
+        if !ingress.on_link(IpVersion::V4, &meta.src) {
             return None;
         }
         match nh.gateway {
@@ -686,16 +678,8 @@ impl Forwarder {
             A::V6(x) if link_local(u128::from(x)) => Some(x.octets()),
             _ => None,
         })?;
-        let src = u128::from_be_bytes(meta.src);
-        let on_link = link_local(src)
-            || ingress.addrs.iter().any(|a| match a.addr {
-                A::V6(x) => {
-                    let m = crate::classify::mask128(a.len);
-                    a.len < 128 && (u128::from(x) & m) == (src & m)
-                }
-                A::V4(_) => false,
-            });
-        if !on_link {
+        if !link_local(u128::from_be_bytes(meta.src)) && !ingress.on_link(IpVersion::V6, &meta.src)
+        {
             return None;
         }
         let target = match nh.gateway {

@@ -10,7 +10,7 @@ use super::hash::FxBuild;
 use super::lpm::{Lpm4, LpmError, LpmMemory, Reader, Readers, MAX_VALUE, V4_STRIDES};
 use super::poptrie::Poptrie as Lpm6;
 use crate::classify::IpPrefix;
-use crate::wire::Mac;
+use crate::wire::{IpVersion, Mac};
 
 mod listing;
 pub use listing::{RouteFilter, RouteKey, RouteSummary};
@@ -767,6 +767,15 @@ pub struct IpPrefixAddr {
 }
 
 impl Interface {
+    /// True if `a` (of version `v`, laid out as [`PacketMeta::src`](crate::wire::PacketMeta))
+    /// lies in one of this interface's subnets (host routes, /32 and /128, are no subnet).
+    pub fn on_link(&self, v: IpVersion, a: &[u8; 16]) -> bool {
+        self.addrs.iter().any(|p| {
+            p.len < if p.addr.is_ipv4() { 32 } else { 128 }
+                && IpPrefix::containing(p.addr, p.len).contains_bytes(v, a)
+        })
+    }
+
     /// An interface without addresses.
     pub fn new(ifindex: u32, mac: Mac, mtu: u32) -> Self {
         Interface {
