@@ -13,6 +13,10 @@
  *     where the user-space forwarder counts and drops it by reason;
  *   - a valid IP frame the host firewall's prerouting hook would drop, by a rule llr-core's
  *     `filter::xdp` found exact here, is dropped (XDP_DROP) and counted against that rule;
+ *   - in a family whose host firewall reads connection state (CFG_CT_V4/6), a frame goes to
+ *     the kernel unless it belongs to an established TCP or UDP connection user space put in
+ *     `llr_ct` (from the kernel's conntrack table) and, for TCP, carries none of SYN, FIN, RST:
+ *     the kernel sees every state change, as with an nftables flowtable;
  *   - of the valid frames, those not for us to forward go to the kernel (XDP_PASS): non-IP,
  *     multicast/broadcast MAC (checked first, for any frame), IPv6 multicast or link-local
  *     destination, an address of the router itself -- so ARP, ND and ping keep working. TTL /
@@ -83,6 +87,9 @@
 #define CFG_DROP_V6 (1u << 5)
 /* tagged-frames = "forward": 802.1Q-tagged frames are classified and routed, not passed */
 #define CFG_TAGGED_FORWARD (1u << 6)
+/* The family's firewall reads connection state: only frames of connections in llr_ct stay. */
+#define CFG_CT_V4 (1u << 7)
+#define CFG_CT_V6 (1u << 8)
 
 /* Counter slots of llr_stats after the per-class ones. */
 #define ST_PASS_NONIP (LLR_MAX_CLASSES + 0)
@@ -98,7 +105,9 @@
 #define ST_KEY_BASE (LLR_MAX_CLASSES + 9)
 /* then one `no socket` counter per rx queue, so that the warning names the unserved queue */
 #define ST_NOSOCK_QUEUE_BASE (ST_KEY_BASE + LLR_MAX_CLASSES)
-#define ST_SLOTS (ST_NOSOCK_QUEUE_BASE + LLR_MAX_QUEUES)
+/* passed to the kernel: not a connection llrouter carries (CFG_CT_V4/6) */
+#define ST_PASS_CT (ST_NOSOCK_QUEUE_BASE + LLR_MAX_QUEUES)
+#define ST_SLOTS (ST_PASS_CT + 1)
 
 struct llr_rule {
 	__u32 fields;
@@ -246,6 +255,35 @@ struct {
 	__type(value, struct llr_drop_count);
 } llr_drop_stats SEC(".maps");
 
+/*
+ * The established connections llrouter carries, both directions of each, as user space
+ * (llr-io's `conntrack`) learns them from the kernel's conntrack table. The value is when a
+ * frame last took the entry (bpf_ktime_get_ns, refreshed at most every LLR_CT_TOUCH_NS): user
+ * space extends the kernel entry's timeout for connections in use, since the kernel no longer
+ * sees their packets.
+ */
+#define LLR_MAX_CT 262144
+#define LLR_CT_TOUCH_NS 100000000ull
+
+struct llr_ct_key {
+	__u8 src[16]; /* IPv4: the first 4 bytes, the rest 0 */
+	__u8 dst[16];
+	__u16 sport; /* host order */
+	__u16 dport;
+	__u8 proto;
+	__u8 ipver;
+	__u8 pad[2];
+};
+_Static_assert(sizeof(struct llr_ct_key) == 40, "struct llr_ct_key must be 40 bytes");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LLR_MAX_CT);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct llr_ct_key);
+	__type(value, __u64);
+} llr_ct SEC(".maps");
+
 /* What the rules can look at. */
 struct pkt {
 	__u8 src[16];
@@ -259,6 +297,7 @@ struct pkt {
 	__u8 proto;
 	__u8 dscp;
 	__u8 has_ports;
+	__u8 tcpflags; /* TCP: byte 13 of the header; 0xff when not read */
 	__u32 ifindex; /* ctx->ingress_ifindex */
 	__u32 flen;    /* frame length */
 	__u8 head[64]; /* the first min(flen, 64) bytes, for flex matches */
@@ -395,6 +434,38 @@ static __always_inline int fw_drop6(const struct pkt *p, __u32 gen, __u32 iplen)
 	return fw_dropped(gen, lower_slot(s, d), iplen);
 }
 
+#define TCP_FIN 0x01
+#define TCP_SYN 0x02
+#define TCP_RST 0x04
+#define TCP_ACK 0x10
+
+/* Whether the frame belongs to a connection llrouter carries (see llr_ct). */
+static __always_inline int ct_carried(const struct pkt *p)
+{
+	if (!p->has_ports || (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP))
+		return 0;
+	/* conntrack's state machine sees these; ACK-less segments are ones it may call invalid */
+	if (p->proto == IPPROTO_TCP &&
+	    ((p->tcpflags & (TCP_SYN | TCP_FIN | TCP_RST)) || !(p->tcpflags & TCP_ACK)))
+		return 0;
+	struct llr_ct_key k = {};
+	__builtin_memcpy(k.src, p->src, 16);
+	__builtin_memcpy(k.dst, p->dst, 16);
+	k.sport = p->sport;
+	k.dport = p->dport;
+	k.proto = p->proto;
+	k.ipver = p->ipver;
+	__u64 *seen = bpf_map_lookup_elem(&llr_ct, &k);
+	if (!seen)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	/* racy on purpose: any recent time will do, and one write per interval keeps the line
+	 * shared between the CPUs that read it */
+	if (now - *seen > LLR_CT_TOUCH_NS)
+		*seen = now;
+	return 1;
+}
+
 /* Fixed-header validation and the port fields, exactly as llr-core's `parse_frame`: on any
  * error the frame is "malformed" (no L3 field matches a rule) and goes through the rules with
  * its L2 fields only. The kernel gets only fully valid frames (see llr_classify). */
@@ -508,6 +579,9 @@ static __always_inline int classify(struct xdp_md *ctx)
 			p.has_ports = 1;
 			p.sport = ((__u16)l4[0] << 8) | l4[1];
 			p.dport = ((__u16)l4[2] << 8) | l4[3];
+			p.tcpflags = 0xff;
+			if (p.proto == IPPROTO_TCP && (void *)(l4 + 20) <= data_end)
+				p.tcpflags = l4[13];
 		}
 		p.ipver = 4;
 		/* The kernel's prerouting hook drops these whatever follows: before the local,
@@ -520,6 +594,10 @@ static __always_inline int classify(struct xdp_md *ctx)
 		}
 		if (cfg->flags & CFG_KERNEL_V4) {
 			count(ST_PASS_FIREWALL);
+			return XDP_PASS;
+		}
+		if ((cfg->flags & CFG_CT_V4) && !ct_carried(&p)) {
+			count(ST_PASS_CT);
 			return XDP_PASS;
 		}
 	} else if (etype == ETH_P_IPV6) {
@@ -585,6 +663,9 @@ static __always_inline int classify(struct xdp_md *ctx)
 			p.has_ports = 1;
 			p.sport = ((__u16)l4[0] << 8) | l4[1];
 			p.dport = ((__u16)l4[2] << 8) | l4[3];
+			p.tcpflags = 0xff;
+			if (p.proto == IPPROTO_TCP && (void *)(l4 + 20) <= data_end)
+				p.tcpflags = l4[13];
 		}
 		p.ipver = 6;
 		if ((cfg->flags & CFG_DROP_V6) && fw_drop6(&p, cfg->drop_gen & 1, 40 + plen))
@@ -599,6 +680,10 @@ static __always_inline int classify(struct xdp_md *ctx)
 		}
 		if (cfg->flags & CFG_KERNEL_V6) {
 			count(ST_PASS_FIREWALL);
+			return XDP_PASS;
+		}
+		if ((cfg->flags & CFG_CT_V6) && !ct_carried(&p)) {
+			count(ST_PASS_CT);
 			return XDP_PASS;
 		}
 	} else {

@@ -205,12 +205,13 @@ fn print_text(rep: &RunReport) {
             .map(|(k, c)| format!("{c}={}", s.per_class[k]))
             .collect();
         println!(
-            "  xdp {n}: classes {}; to kernel: non-ip {} multicast {} local {} firewall {} vlan {}; dropped: firewall {} malformed {} no-socket {}",
+            "  xdp {n}: classes {}; to kernel: non-ip {} multicast {} local {} firewall {} conntrack {} vlan {}; dropped: firewall {} malformed {} no-socket {}",
             per.join(" "),
             s.pass_non_ip,
             s.pass_multicast,
             s.pass_local,
             s.pass_firewall,
+            s.pass_conntrack,
             s.pass_vlan,
             s.drop_firewall,
             s.malformed,

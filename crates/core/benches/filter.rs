@@ -79,6 +79,7 @@ fn packet(src: u32, dst: u32, dport: u16) -> FilterPacket {
         l4: Some(l4),
         iif: 2,
         oif: 3,
+        ct_state: llr_core::filter::CT_ESTABLISHED,
     }
 }
 

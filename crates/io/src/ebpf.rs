@@ -15,6 +15,7 @@ pub use aya::programs::XdpMode;
 use aya::programs::{ProgramError, TestRun, TestRunOptions, Xdp};
 use aya::Ebpf;
 use llr_core::filter::xdp::XdpDrops;
+use llr_core::filter::FamilyMode;
 
 /// Name of the XDP program in `bpf/classifier.c`; also how a stale one is recognised.
 pub const PROGRAM_NAME: &str = "llr_classify";
@@ -43,6 +44,12 @@ const FLAG_KERNEL_V6: u32 = 8;
 const FLAG_DROP_V4: u32 = 16;
 /// `llr_config.flags`: the IPv6 drop tables have prefixes (`CFG_DROP_V6`).
 const FLAG_DROP_V6: u32 = 32;
+/// `llr_config.flags`: IPv4 frames of connections not in `llr_ct` to the kernel (`CFG_CT_V4`).
+const FLAG_CT_V4: u32 = 128;
+/// The same for IPv6 (`CFG_CT_V6`).
+const FLAG_CT_V6: u32 = 256;
+/// Entries of `llr_ct` (`LLR_MAX_CT`): two per connection.
+pub const MAX_CT: usize = 262_144;
 /// Rules (slots) of the drop tables (`LLR_MAX_DROPS`).
 pub const MAX_DROPS: usize = 256;
 
@@ -58,7 +65,8 @@ const ST_DROP_FIREWALL: u32 = MAX_CLASSES as u32 + 7;
 const ST_PASS_VLAN: u32 = MAX_CLASSES as u32 + 8;
 const ST_KEY_BASE: u32 = MAX_CLASSES as u32 + 9;
 const ST_NOSOCK_QUEUE_BASE: u32 = ST_KEY_BASE + MAX_CLASSES as u32;
-const ST_SLOTS: u32 = ST_NOSOCK_QUEUE_BASE + MAX_QUEUES as u32;
+const ST_PASS_CT: u32 = ST_NOSOCK_QUEUE_BASE + MAX_QUEUES as u32;
+const ST_SLOTS: u32 = ST_PASS_CT + 1;
 
 /// A cause from the kernel or aya, kept as the source of an [`EbpfError`].
 pub type Cause = Box<dyn std::error::Error + Send + Sync>;
@@ -149,6 +157,9 @@ pub struct ClassifierStats {
     /// Passed to the kernel: its family is the kernel's while the host's firewall has rules
     /// llrouter cannot evaluate ([`Classifier::set_kernel_families`]).
     pub pass_firewall: u64,
+    /// Passed to the kernel: its family's firewall reads connection state, and the frame is
+    /// not of an established connection llrouter carries ([`Classifier::ct_insert`]).
+    pub pass_conntrack: u64,
     /// Passed to the kernel: an 802.1Q tag (the kernel's VLAN devices route or drop it).
     pub pass_vlan: u64,
     /// Malformed L2/L3 headers (steered to the lowest class; user space drops them).
@@ -446,9 +457,82 @@ impl Classifier {
     /// Hands every valid IPv4 (`v4`) or IPv6 (`v6`) frame to the kernel on its own interface
     /// (XDP_PASS), or stops doing so. Takes effect at once; the rules stay as they are.
     pub fn set_kernel_families(&mut self, v4: bool, v6: bool) -> Result<()> {
-        self.kernel_flags =
-            if v4 { FLAG_KERNEL_V4 } else { 0 } | if v6 { FLAG_KERNEL_V6 } else { 0 };
+        let m = |k| {
+            if k {
+                FamilyMode::Kernel
+            } else {
+                FamilyMode::Llrouter
+            }
+        };
+        self.set_family_modes([m(v4), m(v6)])
+    }
+
+    /// Who forwards each family, `[IPv4, IPv6]`: llrouter; llrouter for the connections in
+    /// `llr_ct` only, the kernel for the rest ([`Classifier::ct_insert`]); or the kernel.
+    /// Takes effect at once; the rules stay as they are.
+    pub fn set_family_modes(&mut self, modes: [FamilyMode; 2]) -> Result<()> {
+        let mut f = 0;
+        for (m, kernel, ct) in [
+            (modes[0], FLAG_KERNEL_V4, FLAG_CT_V4),
+            (modes[1], FLAG_KERNEL_V6, FLAG_CT_V6),
+        ] {
+            f |= match m {
+                FamilyMode::Llrouter => 0,
+                FamilyMode::Conntrack => ct,
+                FamilyMode::Kernel => kernel,
+            };
+        }
+        self.kernel_flags = f;
         self.write_config()
+    }
+
+    /// Adds a direction of an established connection llrouter carries (a
+    /// [`Tuple::bpf_key`](crate::conntrack::Tuple::bpf_key)); an entry already there keeps
+    /// its last-seen time. False when the table is full (its frames stay with the kernel).
+    pub fn ct_insert(&mut self, key: [u8; 40]) -> Result<bool> {
+        use aya::maps::MapError;
+        const BPF_NOEXIST: u64 = 1;
+        let mut m: HashMap<_, [u8; 40], u64> = self.map_mut("llr_ct")?;
+        match m.insert(key, 0, BPF_NOEXIST) {
+            Ok(()) => Ok(true),
+            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::EEXIST) => {
+                Ok(true)
+            }
+            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::E2BIG) => {
+                Ok(false)
+            }
+            Err(e) => Err(EbpfError::map("llr_ct", e)),
+        }
+    }
+
+    /// Removes a direction (one not there is no error).
+    pub fn ct_remove(&mut self, key: &[u8; 40]) -> Result<()> {
+        use aya::maps::MapError;
+        let mut m: HashMap<_, [u8; 40], u64> = self.map_mut("llr_ct")?;
+        match m.remove(key) {
+            Ok(()) | Err(MapError::KeyNotFound) => Ok(()),
+            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => {
+                Ok(())
+            }
+            Err(e) => Err(EbpfError::map("llr_ct", e)),
+        }
+    }
+
+    /// When a frame last took the direction (`bpf_ktime_get_ns`; 0: never), if it is there.
+    pub fn ct_seen(&self, key: &[u8; 40]) -> Result<Option<u64>> {
+        use aya::maps::MapError;
+        let m = (self.ebpf.map("llr_ct"))
+            .ok_or_else(|| EbpfError::map("llr_ct", "missing in the object"))?;
+        let m: HashMap<_, [u8; 40], u64> =
+            HashMap::try_from(m).map_err(|e| EbpfError::map("llr_ct", e))?;
+        match m.get(key, 0) {
+            Ok(v) => Ok(Some(v)),
+            Err(MapError::KeyNotFound) => Ok(None),
+            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => {
+                Ok(None)
+            }
+            Err(e) => Err(EbpfError::map("llr_ct", e)),
+        }
     }
 
     /// Installs the host firewall's drops this classifier takes (llr-core's
@@ -647,8 +731,9 @@ impl Classifier {
             rule_hits: s(6),
             drop_firewall: v[ST_DROP_FIREWALL as usize],
             pass_vlan: v[ST_PASS_VLAN as usize],
+            pass_conntrack: v[ST_PASS_CT as usize],
             per_ring: v[ST_KEY_BASE as usize..ST_NOSOCK_QUEUE_BASE as usize].to_vec(),
-            no_socket_queues: v[ST_NOSOCK_QUEUE_BASE as usize..].to_vec(),
+            no_socket_queues: v[ST_NOSOCK_QUEUE_BASE as usize..ST_PASS_CT as usize].to_vec(),
         })
     }
 

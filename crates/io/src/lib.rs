@@ -8,8 +8,10 @@
 //! - [`punt`]: the TAP that hands frames to the kernel; [`ntuple`]: NIC flow-steering rules;
 //! - [`kernel`]: interfaces, routes and neighbours mirrored from the kernel;
 //! - [`netfilter`]: the host's nftables and iptables rulesets, read and watched;
+//! - [`conntrack`]: the kernel's connection tracking table (ctnetlink);
 //! - [`sys`]: the raw Linux calls (signals, affinity, clock, eventfd, poll, socket options).
 
+pub mod conntrack;
 pub mod bpf_objects {
     //! The eBPF objects compiled from `bpf/*.c` by `build.rs` (one constant per file, named
     //! after it in upper case).

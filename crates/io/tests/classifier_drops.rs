@@ -50,6 +50,7 @@ fn rand_filter(r: &mut Rng) -> Filter {
             handle: origins.len() as u64 + 1,
             text: String::new(),
             kernel_because: kernel.then(|| "test".into()),
+            conntrack: false,
         });
         (origins.len() - 1) as u32
     };
@@ -104,6 +105,7 @@ fn rand_filter(r: &mut Rng) -> Filter {
                 families: Families::Both,
                 policy_drop: false,
                 policy_id,
+                nat: false,
             }),
         });
     }

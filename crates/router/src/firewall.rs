@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use llr_core::filter::nft::compile;
 use llr_core::filter::xdp::XdpDrops;
-use llr_core::filter::{Action, BaseChain, Chain, Families, Filter, Hook, RuleOrigin, RuleReport};
+use llr_core::filter::{
+    Action, BaseChain, Chain, Families, FamilyMode, Filter, Hook, RuleOrigin, RuleReport,
+};
 use llr_core::fwd::SharedForwarder;
 use llr_io::netfilter::{self, NftWatch};
 pub use llr_ops::views::FilterView;
@@ -33,6 +35,8 @@ pub struct FirewallState {
     xdp: Mutex<XdpAccount>,
     /// The classifiers whose drop counters are read (set at the first publication).
     classifiers: OnceLock<Arc<Mutex<Classifiers>>>,
+    /// The connections llrouter carries for the kernel's conntrack ([`crate::conntrack`]).
+    pub conntrack: Arc<crate::conntrack::CtCounters>,
 }
 
 /// A rule across reloads: family, table, chain, handle.
@@ -65,8 +69,19 @@ struct StateInner {
 impl FirewallState {
     /// The view of the filter `fwd` runs now.
     pub fn view(&self, fwd: &SharedForwarder) -> FilterView {
-        let rules = self.report(&fwd.load().filter);
+        let filter = fwd.load().filter.clone();
+        let rules = self.report(&filter);
         let s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let families = (filter.family_modes().iter())
+            .map(|m| {
+                match m {
+                    FamilyMode::Llrouter => "llrouter",
+                    FamilyMode::Conntrack => "conntrack",
+                    FamilyMode::Kernel => "kernel",
+                }
+                .to_string()
+            })
+            .collect();
         FilterView {
             mode: mode_name(self.cfg.mode).into(),
             unsupported: unsupported_name(self.cfg.unsupported).into(),
@@ -74,6 +89,9 @@ impl FirewallState {
             error: s.error.clone(),
             loads: s.loads,
             rules,
+            families,
+            carried_connections: self.conntrack.carried.load(Ordering::Relaxed),
+            taken_connections: self.conntrack.taken.load(Ordering::Relaxed),
         }
     }
 
@@ -229,6 +247,7 @@ pub fn load(ifaces: &[(String, u32)]) -> Result<Loaded, String> {
                      Debian's default)"
                         .into(),
                 ),
+                conntrack: false,
             })
             .collect::<Vec<_>>();
         let kernel_rules = origins.iter().map(|o| o.text.clone()).collect();
@@ -264,9 +283,22 @@ pub fn load(ifaces: &[(String, u32)]) -> Result<Loaded, String> {
             .filter(|&&h| f.has(h))
             .map(|h| h.name())
             .collect();
+        let ct: Vec<&str> = (f.family_modes().iter().zip(["IPv4", "IPv6"]))
+            .filter(|(m, _)| **m == FamilyMode::Conntrack)
+            .map(|(_, n)| n)
+            .collect();
         format!(
-            "{rules} rule(s) in {base} base chain(s) on {} enforced by llrouter{}",
+            "{rules} rule(s) in {base} base chain(s) on {} enforced by llrouter{}{}",
             hooks.join(", "),
+            if ct.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; the ruleset reads connection state: the kernel forwards each {} \
+                     connection until it is established, llrouter the rest of it",
+                    ct.join(" and ")
+                )
+            },
             if kernel_rules.is_empty() {
                 String::new()
             } else {
@@ -295,6 +327,7 @@ fn everything_to_kernel(mut origins: Vec<RuleOrigin>) -> Filter {
             handle: 0,
             text: "the host's ruleset could not be read".into(),
             kernel_because: Some("unknown ruleset".into()),
+            conntrack: false,
         });
     }
     let policy_id = origins.len() as u32;
@@ -305,6 +338,7 @@ fn everything_to_kernel(mut origins: Vec<RuleOrigin>) -> Filter {
         handle: 0,
         text: "everything to the kernel".into(),
         kernel_because: None,
+        conntrack: false,
     });
     let chain = Chain {
         rules: vec![llr_core::filter::Rule {
@@ -318,6 +352,7 @@ fn everything_to_kernel(mut origins: Vec<RuleOrigin>) -> Filter {
             families: Families::Both,
             policy_drop: false,
             policy_id,
+            nat: false,
         }),
     };
     Filter::new(vec![chain], origins)
@@ -364,10 +399,55 @@ pub fn at_start(
     for k in &l.kernel_rules {
         tracing::warn!("firewall: packets reaching {k} go to the kernel");
     }
+    if let Some(off) = conntrack_without_forwarding(&l.filter) {
+        if cfg.unsupported == Unsupported::Refuse {
+            return Err(off);
+        }
+        tracing::warn!("{off}");
+    }
     warn_forwarding_off(&l);
     tracing::info!("firewall: {}", l.summary);
     state.set(l.summary, None);
     Ok((l.filter, state))
+}
+
+/// A family whose connections the kernel must forward until they are established, with the
+/// kernel's forwarding off: no connection through llrouter would ever be established.
+fn conntrack_without_forwarding(f: &Filter) -> Option<String> {
+    let modes = f.family_modes();
+    for (i, (path, fam, sysctl)) in [
+        (
+            "/proc/sys/net/ipv4/ip_forward",
+            "IPv4",
+            "net.ipv4.ip_forward",
+        ),
+        (
+            "/proc/sys/net/ipv6/conf/all/forwarding",
+            "IPv6",
+            "net.ipv6.conf.all.forwarding",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if modes[i] != FamilyMode::Conntrack
+            || !std::fs::read_to_string(path).is_ok_and(|v| v.trim() == "0")
+        {
+            continue;
+        }
+        let rule = (f.origins.iter())
+            .find(|o| o.conntrack && o.handle != 0)
+            .map(|o| o.to_string())
+            .unwrap_or_default();
+        return Some(format!(
+            "the host's firewall reads connection state ({rule}): the kernel forwards each \
+             {fam} connection until it is established, and {fam} forwarding is off in the \
+             kernel ({sysctl} = 0), so no {fam} connection could be established through \
+             llrouter; set {sysctl}=1, or set [firewall] unsupported = \"kernel\" to start \
+             anyway"
+        ));
+    }
+    None
 }
 
 /// The kernel forwards the packets handed to it only with forwarding on.
@@ -495,27 +575,27 @@ fn reload(
             (everything_to_kernel(Vec::new()), false)
         }
     };
-    // A family that becomes the kernel's goes to it before the filter that says so is
-    // published, and stays until the filter that no longer says so is.
-    let (old4, old6) = fwd.load().filter.kernel_families();
-    let (new4, new6) = filter.kernel_families();
-    set_kernel_families(classifiers, old4 || new4, old6 || new6);
+    // A family whose frames the kernel gets more of (conntrack: those of connections llrouter
+    // was not told of; kernel: all) goes to it before the filter that says so is published,
+    // and stays until the filter that no longer says so is.
+    let old = fwd.load().filter.family_modes();
+    let new = filter.family_modes();
+    set_family_modes(classifiers, [old[0].max(new[0]), old[1].max(new[1])]);
     let filter = Arc::new(filter);
     fwd.update(|f| {
         filter.carry_counters(&f.filter);
         f.filter = filter.clone();
     });
-    set_kernel_families(classifiers, new4, new6);
+    set_family_modes(classifiers, new);
     state.publish_drops(&filter, classifiers);
     ok
 }
 
-/// Hands the families whose packets can meet a rule llrouter cannot evaluate to the kernel,
-/// in the classifiers (before the rings), and says so when that changes.
-pub fn set_kernel_families(classifiers: &Mutex<Classifiers>, v4: bool, v6: bool) {
+/// Tells the classifiers (before the rings) who forwards each family.
+pub fn set_family_modes(classifiers: &Mutex<Classifiers>, modes: [FamilyMode; 2]) {
     let mut c = classifiers.lock().unwrap_or_else(|e| e.into_inner());
-    if let Err(e) = c.set_kernel_families(v4, v6) {
-        tracing::error!("firewall: cannot hand IPv4={v4} IPv6={v6} to the kernel: {e}");
+    if let Err(e) = c.set_family_modes(modes) {
+        tracing::error!("firewall: cannot set IPv4, IPv6 to {modes:?} in the classifiers: {e}");
     }
 }
 
@@ -548,13 +628,26 @@ pub fn describe(cfg: &FirewallConfig, served: &[(String, u32)]) -> (Vec<String>,
                 };
                 lines.push(format!("firewall: llrouter {what} {k}"));
             }
-            let refusal = refuse.then(|| {
+            for o in l.filter.origins.iter().filter(|o| o.conntrack) {
+                lines.push(format!(
+                    "firewall: {o}: evaluated for established connections (the kernel judges \
+                     a connection's first packets)"
+                ));
+            }
+            let mut refusal = refuse.then(|| {
                 format!(
                     "the host's firewall has {} rule(s) llrouter cannot honour (listed above); \
                      {KERNEL_HINT}",
                     l.kernel_rules.len()
                 )
             });
+            if let Some(off) = conntrack_without_forwarding(&l.filter) {
+                if cfg.unsupported == Unsupported::Refuse {
+                    refusal.get_or_insert(off);
+                } else {
+                    lines.push(format!("firewall: {off}"));
+                }
+            }
             (lines, refusal)
         }
     }

@@ -26,6 +26,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod conntrack;
 pub mod control;
 pub mod diff;
 mod error;

@@ -12,13 +12,14 @@ use llr_ops::metrics::{
 };
 
 /// What the classifier hands to the kernel stack, by reason: delivered there, not dropped.
-const TO_KERNEL: [&str; 6] = [
+const TO_KERNEL: [&str; 7] = [
     "non_ip",
     "multicast",
     "local",
     "no_socket",
     "firewall",
     "vlan",
+    "conntrack",
 ];
 
 /// One worker's part of the metrics: its index, its core and its snapshot.
@@ -238,6 +239,7 @@ fn per_interface(
             s.no_socket,
             s.pass_firewall,
             s.pass_vlan,
+            s.pass_conntrack,
         ];
         for (t, v) in kernel_pass.iter_mut().zip(passed) {
             *t += v;

@@ -382,6 +382,12 @@ fn supervise(
         plant.served.clone(),
         stop.clone(),
     );
+    let ct_watch = crate::conntrack::watch(
+        plant.firewall.conntrack.clone(),
+        plant.fwd.clone(),
+        plant.classifiers.clone(),
+        stop.clone(),
+    );
     let _ = started.send(Ok(Started {
         ctl: plant.ctl.clone(),
         links: plant.links.clone(),
@@ -389,7 +395,7 @@ fn supervise(
         summary,
     }));
     let rep = tear_down(plant, workers, done_rx, zerocopy);
-    for w in [watch, fw_watch].into_iter().flatten() {
+    for w in [watch, fw_watch, ct_watch].into_iter().flatten() {
         let _ = w.join();
     }
     rep
@@ -741,11 +747,12 @@ fn set_up(
         .step("control: eventfd")?;
     let classifiers = Arc::new(Mutex::new(Classifiers::load(&r, &queues, flags, &local)?));
     firewall.publish_drops(&fwd.load().filter, &classifiers);
+    let modes = fwd.load().filter.family_modes();
+    (classifiers.lock().unwrap_or_else(|e| e.into_inner()))
+        .set_family_modes(modes)
+        .map_err(RouterError::io)?;
     let (v4, v6) = fwd.load().filter.kernel_families();
     if v4 || v6 {
-        (classifiers.lock().unwrap_or_else(|e| e.into_inner()))
-            .set_kernel_families(v4, v6)
-            .map_err(RouterError::io)?;
         tracing::warn!(
             "firewall: the kernel carries every{}{} packet: the ruleset has rules llrouter cannot \
              evaluate (`llrouter ctl show filter`)",

@@ -232,16 +232,42 @@ pub struct RuleImages {
 }
 
 impl Classifiers {
-    /// Hands every valid IPv4 / IPv6 frame to the kernel (or stops), on every interface.
-    pub fn set_kernel_families(
+    /// Who forwards each family, `[IPv4, IPv6]`, on every interface
+    /// ([`Classifier::set_family_modes`](llr_io::ebpf::Classifier::set_family_modes)).
+    pub fn set_family_modes(
         &mut self,
-        v4: bool,
-        v6: bool,
+        modes: [llr_core::filter::FamilyMode; 2],
     ) -> Result<(), llr_io::ebpf::EbpfError> {
         for (_, c) in &mut self.list {
-            c.set_kernel_families(v4, v6)?;
+            c.set_family_modes(modes)?;
         }
         Ok(())
+    }
+
+    /// Puts a direction of a carried connection in every interface's table (a frame of it can
+    /// arrive on any); false if a table was full.
+    pub fn ct_insert(&mut self, key: [u8; 40]) -> Result<bool, llr_io::ebpf::EbpfError> {
+        let mut all = true;
+        for (_, c) in &mut self.list {
+            all &= c.ct_insert(key)?;
+        }
+        Ok(all)
+    }
+
+    /// Takes a direction out of every interface's table.
+    pub fn ct_remove(&mut self, key: &[u8; 40]) -> Result<(), llr_io::ebpf::EbpfError> {
+        for (_, c) in &mut self.list {
+            c.ct_remove(key)?;
+        }
+        Ok(())
+    }
+
+    /// The latest time any interface's classifier took the direction (0: never).
+    pub fn ct_seen(&self, key: &[u8; 40]) -> u64 {
+        (self.list.iter())
+            .filter_map(|(_, c)| c.ct_seen(key).ok().flatten())
+            .max()
+            .unwrap_or(0)
     }
 
     /// Loads one classifier per interface with the rules, the class→ring map and the router's

@@ -12,10 +12,17 @@
 //! - `jump` returns to the next rule at the end of the called chain or on `return`, `goto`
 //!   does not; the end of a base chain applies its policy.
 //!
-//! What llrouter cannot evaluate itself (conntrack state, NAT, logging, marks, …) is compiled
-//! to [`Action::Kernel`] at the place of the rule: a packet that reaches that rule is handed to
+//! What llrouter cannot evaluate itself (NAT statements, logging, marks, …) is compiled to
+//! [`Action::Kernel`] at the place of the rule: a packet that reaches that rule is handed to
 //! the kernel, which runs the whole ruleset itself. Every earlier decision llrouter takes is one
 //! the kernel would take too, so the split never lets through what the ruleset forbids.
+//!
+//! Connection state (`ct state`) and NAT chains make their family a [`FamilyMode::Conntrack`]
+//! one: the kernel forwards every packet of a connection until its conntrack entry is
+//! established, and llrouter carries only the packets of established connections (as an
+//! nftables flowtable does). For those, `ct state` is `established` ([`CT_ESTABLISHED`]), and
+//! NAT chains do not run: the kernel runs them for a connection's first packet only, and
+//! connections it translated stay with the kernel.
 
 pub mod nft;
 pub mod xdp;
@@ -99,7 +106,20 @@ pub struct FilterPacket {
     pub iif: u32,
     /// Egress interface index, 0 before the route lookup.
     pub oif: u32,
+    /// `ct state`, one of the `CT_*` bits.
+    pub ct_state: u8,
 }
+
+/// `ct state invalid` (nftables' bit for each state).
+pub const CT_INVALID: u8 = 1;
+/// `ct state established`.
+pub const CT_ESTABLISHED: u8 = 2;
+/// `ct state related`.
+pub const CT_RELATED: u8 = 4;
+/// `ct state new`.
+pub const CT_NEW: u8 = 8;
+/// `ct state untracked`.
+pub const CT_UNTRACKED: u8 = 64;
 
 impl FilterPacket {
     /// The view of a parsed frame that arrived on `iif`.
@@ -135,6 +155,11 @@ impl FilterPacket {
             l4,
             iif,
             oif: 0,
+            // The filter runs for the packets llrouter carries: in a family whose ruleset reads
+            // `ct state`, the classifier hands every packet to the kernel but those of the
+            // established connections it was told of (`FamilyMode::Conntrack`); in any other
+            // family nothing reads it.
+            ct_state: CT_ESTABLISHED,
         }
     }
 }
@@ -191,6 +216,8 @@ pub enum Key {
     Iif,
     /// Egress interface index (`oif`, `oifname` resolved).
     Oif,
+    /// `ct state`.
+    CtState,
 }
 
 impl Key {
@@ -220,6 +247,7 @@ impl Key {
             Key::L4Byte1 => p.l4.map(|b| u128::from(b[1]))?,
             Key::Iif => u128::from(p.iif),
             Key::Oif if p.oif != 0 => u128::from(p.oif),
+            Key::CtState => u128::from(p.ct_state),
             _ => return None,
         };
         Some(v)
@@ -412,6 +440,10 @@ pub struct RuleOrigin {
     pub text: String,
     /// Why llrouter hands packets reaching it to the kernel, if it does.
     pub kernel_because: Option<String>,
+    /// It reads connection state or belongs to a NAT chain: its family is a
+    /// [`FamilyMode::Conntrack`] one.
+    #[serde(default)]
+    pub conntrack: bool,
 }
 
 /// A compiled rule.
@@ -447,6 +479,9 @@ pub struct BaseChain {
     pub policy_drop: bool,
     /// Counter index of the policy.
     pub policy_id: u32,
+    /// A NAT chain: the kernel runs it for a connection's first packet only, so it never runs
+    /// for the established connections llrouter carries.
+    pub nat: bool,
 }
 
 /// The outcome of one hook.
@@ -586,7 +621,7 @@ impl Filter {
         for &c in &self.hooks[hook as usize] {
             let chain = &self.chains[usize::from(c)];
             let Some(base) = chain.base else { continue };
-            if !base.families.sees(p.v6) {
+            if !base.families.sees(p.v6) || base.nat {
                 continue;
             }
             match self.run_base(c, p) {
@@ -686,24 +721,56 @@ impl Filter {
             .collect()
     }
 
-    /// The families (IPv4, IPv6) whose packets can meet a rule llrouter cannot evaluate: the
-    /// router hands all of their frames to the kernel before its rings.
-    pub fn kernel_families(&self) -> (bool, bool) {
-        let (mut v4, mut v6) = (false, false);
-        for o in self.kernel_rules() {
-            match o.family.as_str() {
-                "ip" => v4 = true,
-                "ip6" => v6 = true,
-                _ => (v4, v6) = (true, true),
+    /// Who forwards each family's packets, `[IPv4, IPv6]`: the kernel where a packet can meet
+    /// a rule llrouter cannot evaluate; llrouter for established connections only where the
+    /// ruleset reads connection state; llrouter otherwise.
+    pub fn family_modes(&self) -> [FamilyMode; 2] {
+        let mut m = [FamilyMode::Llrouter; 2];
+        let mut raise = |family: &str, to: FamilyMode| {
+            let (v4, v6) = match family {
+                "ip" => (true, false),
+                "ip6" => (false, true),
+                _ => (true, true),
+            };
+            for (i, on) in [v4, v6].into_iter().enumerate() {
+                if on && m[i] < to {
+                    m[i] = to;
+                }
+            }
+        };
+        for o in &self.origins {
+            if o.kernel_because.is_some() {
+                raise(&o.family, FamilyMode::Kernel);
+            } else if o.conntrack {
+                raise(&o.family, FamilyMode::Conntrack);
             }
         }
-        (v4, v6)
+        m
+    }
+
+    /// The families (IPv4, IPv6) whose packets all go to the kernel before the rings.
+    pub fn kernel_families(&self) -> (bool, bool) {
+        let [v4, v6] = self.family_modes();
+        (v4 == FamilyMode::Kernel, v6 == FamilyMode::Kernel)
     }
 
     /// The rules whose packets go to the kernel.
     pub fn kernel_rules(&self) -> impl Iterator<Item = &RuleOrigin> {
         self.origins.iter().filter(|o| o.kernel_because.is_some())
     }
+}
+
+/// Who forwards a family's packets ([`Filter::family_modes`]); ordered from llrouter to the
+/// kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FamilyMode {
+    /// llrouter, judging every packet by the compiled filter.
+    Llrouter,
+    /// The kernel until a connection is established in its conntrack table, then llrouter.
+    Conntrack,
+    /// The kernel, every packet.
+    Kernel,
 }
 
 /// One line of [`Filter::report`].

@@ -10,9 +10,13 @@
 //! `counter`; the verdicts `accept`, `drop`, `continue`, `return`, `jump`, `goto` and `reject`
 //! with an ICMP port/net/host unreachable or administratively prohibited, or a TCP reset.
 //!
+//! `ct state` matches and NAT chains are compiled too, for established connections only: they
+//! make their family a [`FamilyMode::Conntrack`](super::FamilyMode) one (the module doc of
+//! [`super`]).
+//!
 //! Anything else becomes [`Action::Kernel`] at the first expression llrouter cannot evaluate,
-//! with the reason: conntrack (`ct`), NAT chains (their rules apply once per connection), `log`,
-//! `limit`, marks, raw payload offsets, iptables extensions (`xt`), ….
+//! with the reason: other `ct` keys, NAT statements outside NAT chains, `log`, `limit`, marks,
+//! raw payload offsets, iptables extensions (`xt`), ….
 //! Tables of the `netdev` family with a base chain on an interface llrouter serves run before
 //! nothing llrouter does (XDP comes first): their rules send that interface's packets to the
 //! kernel. `bridge` and `arp` tables see no routed packet and are left out.
@@ -198,6 +202,7 @@ impl Builder<'_> {
             handle: 0,
             text: format!("policy {policy}"),
             kernel_because: None,
+            conntrack: chain_kind(c) == ChainKind::Nat,
         });
         Ok(Some(BaseChain {
             hook,
@@ -205,6 +210,7 @@ impl Builder<'_> {
             families,
             policy_drop,
             policy_id,
+            nat: chain_kind(c) == ChainKind::Nat,
         }))
     }
 
@@ -233,16 +239,15 @@ impl Builder<'_> {
         let mut matches = Vec::new();
         let mut action = Action::Continue;
         let mut because = None;
+        // A NAT chain runs for a connection's first packet only, which the kernel forwards; its
+        // rules are not compiled (and never run: `BaseChain::nat`).
+        let nat = kind == ChainKind::Nat && family != "netdev";
         if family == "netdev" {
             because = Some("a netdev chain: llrouter's XDP program sees the frame first".into());
-        } else if kind == ChainKind::Nat {
-            because = Some(
-                "a nat chain: its rules apply once per connection (connection tracking)".into(),
-            );
         } else if kind == ChainKind::Other {
             because = Some("a chain of a type other than filter".into());
         }
-        if because.is_none() {
+        if because.is_none() && !nat {
             for (i, e) in exprs.iter().enumerate() {
                 let step = self.expr(e, &family, &table, &mut matches);
                 match step {
@@ -262,9 +267,10 @@ impl Builder<'_> {
                 }
             }
         }
-        if because.is_some() {
+        if because.is_some() || nat {
             action = Action::Kernel;
         }
+        let conntrack = nat || matches.iter().any(|m| m.key == Key::CtState);
         let id = self.origin(RuleOrigin {
             family,
             table,
@@ -272,6 +278,7 @@ impl Builder<'_> {
             handle,
             text,
             kernel_because: because,
+            conntrack,
         });
         Ok(Rule {
             matches,
@@ -498,6 +505,7 @@ enum Ty {
     EtherType,
     IfName,
     IfIndex,
+    CtState,
 }
 
 /// The key a left-hand side reads, the type of its values and the transport protocol it
@@ -553,6 +561,9 @@ fn field(left: &Value) -> Result<(Key, Ty, Option<u8>), Unsupported> {
     }
     if let Some(c) = left.get("ct") {
         let k = c.get("key").and_then(Value::as_str).unwrap_or("");
+        if k == "state" && c.get("dir").is_none() {
+            return Ok((Key::CtState, Ty::CtState, None));
+        }
         return Err(Unsupported(format!("`ct {k}` (connection tracking)")));
     }
     Err(Unsupported(format!("the match on {left}")))
@@ -563,7 +574,8 @@ fn scalar(v: &Value, ty: Ty) -> Result<u128, Unsupported> {
     let bad = || Unsupported(format!("the value {v}"));
     if let Some(n) = v.as_u64() {
         return match ty {
-            Ty::Addr4 | Ty::Addr6 | Ty::IfName => Err(bad()),
+            // A number for `ct state` would be a bit mask: nft prints names.
+            Ty::Addr4 | Ty::Addr6 | Ty::IfName | Ty::CtState => Err(bad()),
             _ => Ok(u128::from(n)),
         };
     }
@@ -592,6 +604,17 @@ fn scalar(v: &Value, ty: Ty) -> Result<u128, Unsupported> {
             "ip6" => Some(6),
             _ => Some(0),
         },
+        // One bit per state: a packet is in exactly one, so nft's bit test (`in`) of a list
+        // of names is membership.
+        Ty::CtState => match t {
+            "invalid" => Some(super::CT_INVALID),
+            "established" => Some(super::CT_ESTABLISHED),
+            "related" => Some(super::CT_RELATED),
+            "new" => Some(super::CT_NEW),
+            "untracked" => Some(super::CT_UNTRACKED),
+            _ => None,
+        }
+        .map(u128::from),
         Ty::IfName | Ty::IfIndex => None,
     };
     n.ok_or_else(bad)

@@ -45,6 +45,7 @@ fn v4(src: [u8; 4], dst: [u8; 4], proto: u8, sport: u16, dport: u16) -> FilterPa
         l4: Some(l4),
         iif: LAN,
         oif: WAN,
+        ct_state: crate::filter::CT_ESTABLISHED,
     }
 }
 
@@ -296,7 +297,7 @@ fn what_llrouter_cannot_evaluate_goes_to_the_kernel_at_its_place() {
             "f",
             "fw",
             3,
-            r#"{"match": {"op": "==", "left": {"payload": {"protocol": "tcp", "field": "dport"}}, "right": 22}}, {"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": "new"}}, {"accept": null}"#,
+            r#"{"match": {"op": "==", "left": {"payload": {"protocol": "tcp", "field": "dport"}}, "right": 22}}, {"match": {"op": "==", "left": {"ct": {"key": "mark"}}, "right": 1}}, {"accept": null}"#,
         ),
         &rule(
             "inet",
@@ -304,14 +305,6 @@ fn what_llrouter_cannot_evaluate_goes_to_the_kernel_at_its_place() {
             "fw",
             4,
             r#"{"match": {"op": "==", "left": {"meta": {"key": "l4proto"}}, "right": "tcp"}}, {"log": null}, {"drop": null}"#,
-        ),
-        r#"{"chain": {"family": "ip", "table": "nat", "name": "post", "handle": 1, "type": "nat", "hook": "postrouting", "prio": 100, "policy": "accept"}}"#,
-        &rule(
-            "ip",
-            "nat",
-            "post",
-            2,
-            r#"{"match": {"op": "==", "left": {"meta": {"key": "oifname"}}, "right": "wan"}}, {"masquerade": null}"#,
         ),
     ]);
     let c = compile(&js, &ifaces()).unwrap();
@@ -321,10 +314,10 @@ fn what_llrouter_cannot_evaluate_goes_to_the_kernel_at_its_place() {
         .iter()
         .map(|o| (o.handle, o.kernel_because.clone().unwrap()))
         .collect();
-    assert_eq!(why.len(), 3, "{why:?}");
-    assert!(why[0].1.contains("ct state"), "{why:?}");
+    assert_eq!(why.len(), 2, "{why:?}");
+    assert!(why[0].1.contains("ct mark"), "{why:?}");
     assert!(why[1].1.contains("`log`"), "{why:?}");
-    assert!(why[2].1.contains("nat chain"), "{why:?}");
+    assert_eq!(f.family_modes(), [FamilyMode::Kernel; 2]);
     // Dropped before the unknown rule: llrouter drops it, as the kernel would.
     assert!(matches!(
         forward(f, &v4([1, 1, 1, 1], [10, 0, 0, 1], 17, 1, 7777)),
@@ -339,15 +332,139 @@ fn what_llrouter_cannot_evaluate_goes_to_the_kernel_at_its_place() {
     // UDP passes neither, and the policy drops it.
     let udp = v4([1, 1, 1, 1], [10, 0, 0, 2], 17, 1, 80);
     assert!(matches!(forward(f, &udp), Decision::Drop(0)));
-    // The NAT chain takes every IPv4 packet reaching it, whatever its rule matches.
-    assert!(matches!(
-        f.eval(Hook::Postrouting, &web),
-        Decision::Kernel(_)
-    ));
+}
+
+/// A typical router's firewall, with NAT for the uplink, as `nft -j` prints it.
+fn typical_router() -> String {
+    ruleset(&[
+        &chain("inet", "fw", "fwd", "forward", 0, "drop"),
+        &rule(
+            "inet",
+            "fw",
+            "fwd",
+            2,
+            r#"{"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": ["established", "related"]}}, {"accept": null}"#,
+        ),
+        &rule(
+            "inet",
+            "fw",
+            "fwd",
+            3,
+            r#"{"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": "invalid"}}, {"drop": null}"#,
+        ),
+        &rule(
+            "inet",
+            "fw",
+            "fwd",
+            4,
+            r#"{"match": {"op": "==", "left": {"meta": {"key": "iifname"}}, "right": "lan0"}}, {"accept": null}"#,
+        ),
+        &rule(
+            "inet",
+            "fw",
+            "fwd",
+            5,
+            r#"{"match": {"op": "!=", "left": {"ct": {"key": "state"}}, "right": "new"}}, {"match": {"op": "==", "left": {"payload": {"protocol": "udp", "field": "dport"}}, "right": 9}}, {"drop": null}"#,
+        ),
+        r#"{"chain": {"family": "ip", "table": "nat", "name": "post", "handle": 1, "type": "nat", "hook": "postrouting", "prio": 100, "policy": "accept"}}"#,
+        &rule(
+            "ip",
+            "nat",
+            "post",
+            2,
+            r#"{"match": {"op": "==", "left": {"meta": {"key": "oifname"}}, "right": "wan"}}, {"masquerade": null}"#,
+        ),
+    ])
+}
+
+#[test]
+fn connection_state_and_nat_chains_make_the_family_conntracks() {
+    let c = compile(&typical_router(), &ifaces()).unwrap();
+    let f = &c.filter;
+    assert!(c.kernel_rules().is_empty(), "{:?}", c.kernel_rules());
+    assert_eq!(f.family_modes(), [FamilyMode::Conntrack; 2]);
+    assert_eq!(f.kernel_families(), (false, false));
+    let conntrack: Vec<u64> = (f.origins.iter())
+        .filter(|o| o.conntrack)
+        .map(|o| o.handle)
+        .collect();
+    // The NAT chain's policy (handle 0; chains are read before rules), the three `ct state`
+    // rules and the NAT chain's rule.
+    assert_eq!(conntrack, [0, 2, 3, 5, 2]);
+    // A packet of an established connection from the WAN side is accepted by the first rule;
+    // an invalid one would be dropped, a new one from the WAN side too (the policy): the
+    // kernel judges those, llrouter never sees them.
+    let mut p = v4([1, 1, 1, 1], [10, 0, 0, 2], 17, 1, 9);
+    p.iif = WAN;
+    p.oif = LAN;
+    assert_eq!(forward(f, &p), Decision::Accept);
+    p.ct_state = CT_INVALID;
+    assert!(matches!(forward(f, &p), Decision::Drop(id) if f.origins[id as usize].handle == 3));
+    p.ct_state = CT_NEW;
+    assert!(matches!(forward(f, &p), Decision::Drop(id) if f.origins[id as usize].handle == 0));
+    p.ct_state = CT_UNTRACKED;
+    assert!(matches!(forward(f, &p), Decision::Drop(id) if f.origins[id as usize].handle == 5));
+    // The NAT chain does not run for established connections (nor is anything counted).
+    p.ct_state = CT_ESTABLISHED;
+    assert_eq!(f.eval(Hook::Postrouting, &p), Decision::Accept);
+    assert!(f
+        .report()
+        .iter()
+        .all(|r| r.origin.table != "nat" || r.packets == 0));
+}
+
+#[test]
+fn a_family_is_the_kernels_when_it_also_has_a_rule_llrouter_cannot_evaluate() {
+    let js = ruleset(&[
+        &chain("ip", "f", "fwd", "forward", 0, "accept"),
+        &rule(
+            "ip",
+            "f",
+            "fwd",
+            2,
+            r#"{"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": "invalid"}}, {"drop": null}"#,
+        ),
+        &chain("ip6", "g", "fwd", "forward", 0, "accept"),
+        &rule(
+            "ip6",
+            "g",
+            "fwd",
+            2,
+            r#"{"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": "invalid"}}, {"drop": null}"#,
+        ),
+        &rule(
+            "ip6",
+            "g",
+            "fwd",
+            3,
+            r#"{"match": {"op": "==", "left": {"ct": {"key": "direction"}}, "right": "original"}}, {"accept": null}"#,
+        ),
+    ]);
+    let f = compile(&js, &ifaces()).unwrap().filter;
     assert_eq!(
-        f.eval(Hook::Postrouting, &v6("2001:db8::1", "2001:db8::2", 6, 80)),
-        Decision::Accept
+        f.family_modes(),
+        [FamilyMode::Conntrack, FamilyMode::Kernel]
     );
+    // Only IPv4 tables: IPv6 stays llrouter's.
+    let js = ruleset(&[
+        &chain("ip", "f", "fwd", "forward", 0, "accept"),
+        &rule(
+            "ip",
+            "f",
+            "fwd",
+            2,
+            r#"{"match": {"op": "==", "left": {"ct": {"key": "state"}}, "right": {"set": ["new", "untracked"]}}}, {"drop": null}"#,
+        ),
+    ]);
+    let f = compile(&js, &ifaces()).unwrap().filter;
+    assert_eq!(
+        f.family_modes(),
+        [FamilyMode::Conntrack, FamilyMode::Llrouter]
+    );
+    let mut p = v4([1, 1, 1, 1], [10, 0, 0, 2], 17, 1, 9);
+    assert_eq!(forward(&f, &p), Decision::Accept);
+    p.ct_state = CT_UNTRACKED;
+    assert!(matches!(forward(&f, &p), Decision::Drop(_)));
 }
 
 #[test]

@@ -186,6 +186,16 @@ pub struct FilterView {
     pub loads: u64,
     /// Every rule and policy on the forwarding path, with its counts.
     pub rules: Vec<llr_core::filter::RuleReport>,
+    /// Who forwards IPv4 and IPv6: `llrouter`, `conntrack` (the kernel until a connection is
+    /// established, then llrouter) or `kernel`.
+    #[serde(default)]
+    pub families: Vec<String>,
+    /// Established connections llrouter carries now (conntrack families).
+    #[serde(default)]
+    pub carried_connections: u64,
+    /// Connections llrouter took from the kernel since start.
+    #[serde(default)]
+    pub taken_connections: u64,
 }
 
 /// `show filter`: the summary, then one row per rule and policy, in the ruleset's own names,
@@ -198,6 +208,16 @@ pub fn filter_text(f: &FilterView) -> String {
     );
     if let Some(e) = &f.error {
         out += &format!("error: {e}\n");
+    }
+    if let [v4, v6] = f.families.as_slice() {
+        out += &format!("IPv4: {v4}, IPv6: {v6}");
+        if f.families.iter().any(|m| m == "conntrack") {
+            out += &format!(
+                "; connections carried now {}, taken from the kernel since start {}",
+                f.carried_connections, f.taken_connections
+            );
+        }
+        out += "\n";
     }
     if f.rules.is_empty() {
         return out;
@@ -218,6 +238,7 @@ pub fn filter_text(f: &FilterView) -> String {
                 r.xdp_packets.to_string(),
                 match &o.kernel_because {
                     Some(why) => format!("{} [to the kernel: {why}]", o.text),
+                    None if o.conntrack => format!("{} [established connections]", o.text),
                     None => o.text.clone(),
                 },
             ]

@@ -72,6 +72,7 @@ fn v4(src: [u8; 4], dst: [u8; 4]) -> FilterPacket {
         l4: Some([0, 1, 0, 53]),
         iif: LAN,
         oif: 0,
+        ct_state: crate::filter::CT_ESTABLISHED,
     }
 }
 
@@ -373,6 +374,7 @@ fn arb_filter() -> impl Strategy<Value = Filter> {
                     handle: 0,
                     text: String::new(),
                     kernel_because: kernel.then(|| "test".into()),
+                    conntrack: false,
                 });
                 (origins.len() - 1) as u32
             };
@@ -403,6 +405,7 @@ fn arb_filter() -> impl Strategy<Value = Filter> {
                         families,
                         policy_drop,
                         policy_id,
+                        nat: false,
                     }),
                 });
             }
@@ -432,6 +435,7 @@ fn arb_packet() -> impl Strategy<Value = FilterPacket> {
             l4: Some([0, 1, 0, dport]),
             iif,
             oif: 0,
+            ct_state: crate::filter::CT_ESTABLISHED,
         }
     })
 }
