@@ -845,3 +845,65 @@ fn a_blocked_flood_is_dropped_before_the_rings_and_counted_against_its_rule() {
         rep.worker
     );
 }
+
+/// `ctl show filter -j`: who forwards IPv4 and IPv6, and the packets of the rule `text`.
+fn families_and_count(sock: &std::path::Path, text: &str) -> (serde_json::Value, u64) {
+    let (code, out, err) = ctl_bin(sock, &["-j", "show", "filter"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let n = (v["rules"].as_array().unwrap().iter())
+        .filter(|r| r["text"] == text)
+        .map(|r| r["packets"].as_u64().unwrap())
+        .sum();
+    (v["families"].clone(), n)
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn a_stateful_ruleset_added_while_running_and_translated_connections_left_to_the_kernel() {
+    llr_io::sys::require_root();
+    let t = Topology::new("llr-fwnat").expect("topology");
+    nft(&t.router, "");
+    let (g4, s4) = (ip(addr::GEN_V4), ip(addr::SINK_V4));
+    let dir = TempDir::new("fw-nat");
+    let sock = dir.join("ctl.sock");
+    let router = RouterThread::start(&t, dir.router_config(CONFIG));
+    const EST: &str = "ct state established,related accept";
+    let (fam0, _) = families_and_count(&sock, EST);
+    nft(
+        &t.router,
+        ROUTER_FIREWALL.split("table ip llrnat").next().unwrap(),
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let (fam1, _) = families_and_count(&sock, EST);
+    let wan_in = tcp_connects(&t.sink, &t.gen, g4, 7140);
+    let lan_out = tcp_connects(&t.gen, &t.sink, s4, 7141);
+    const BULK: usize = 2 << 20;
+    let (_, c0) = families_and_count(&sock, EST);
+    let plain = tcp_bulk(&t.gen, &t.sink, s4, 7142, BULK);
+    let (_, c1) = families_and_count(&sock, EST);
+    // The masquerade: the sink sees the router's address, and the kernel keeps the
+    // connection (llrouter does not translate).
+    nft(&t.router, ROUTER_FIREWALL);
+    std::thread::sleep(Duration::from_secs(1));
+    let (fam2, c2) = families_and_count(&sock, EST);
+    let natted = tcp_bulk(&t.gen, &t.sink, s4, 7143, BULK);
+    let (_, c3) = families_and_count(&sock, EST);
+    router.finish().unwrap().unwrap();
+    let both = |m: &str| serde_json::json!([m, m]);
+    assert_eq!(fam0, both("llrouter"));
+    assert_eq!(fam1, both("conntrack"), "a ct rule added while running");
+    assert!(
+        !wan_in && lan_out,
+        "WAN → LAN {wan_in}, LAN → WAN {lan_out}"
+    );
+    assert_eq!((plain, natted), (BULK, BULK));
+    // ~1 450 full segments and their ACKs, less what the kernel saw first.
+    assert!(c1 - c0 >= 1_500, "llrouter carried {} frames", c1 - c0);
+    assert_eq!(fam2, both("conntrack"));
+    assert!(
+        c3 - c2 < 20,
+        "llrouter carried {} frames of a translated connection",
+        c3 - c2
+    );
+}
