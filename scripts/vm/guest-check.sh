@@ -28,6 +28,10 @@
 #              both families and 4 MB of TCP cross; before 6.6 the router refuses to start
 #              (exit 2) naming rings.frame-size and Linux 6.6. A driver that refuses MTU 9000
 #              itself is reported as such (not llrouter's limit)
+#   stateful   a typical router firewall (ct state, policy drop; nftables) with kernel forwarding
+#              on: a 1 MB TCP upload from the LAN side arrives intact and llrouter carried the
+#              established connection (its `ct state established` rule counted the segments),
+#              while a ping from the WAN side gets no answer
 #   vrf        both router interfaces in a VRF, main blackholing the sink: pings in both
 #              families cross (kernel forwarding off) and `show fib` names the VRF's table
 # Each check prints `CHECK name ok|FAIL …`; the last line is
@@ -468,6 +472,42 @@ else
   fi
   router_pid=""
   set_mtu 1500
+fi
+
+# stateful: see the header. The kernel forwards each connection's first packets (forwarding on
+# for this check only), llrouter the rest once conntrack has established it.
+if command -v nft >/dev/null; then
+  ip netns exec "$R" sysctl -qw net.ipv4.ip_forward=1
+  ip netns exec "$R" nft -f - <<EOF
+table inet llrfw {
+  chain fw {
+    type filter hook forward priority 0; policy drop;
+    ct state established,related accept
+    ct state invalid drop
+    iifname "$rin_if" accept
+  }
+}
+EOF
+  start_router "$work/router.toml" "$work/router-fw" 120
+  up=$?
+  tcp 0.0.0.0 10.81.2.2 9311
+  ft=$?
+  ip netns exec "$S" ping -c 2 -W 1 10.81.1.2 >/dev/null 2>&1
+  wan=$?
+  carried=$(ip netns exec "$R" "$LLR" ctl -s "$ctl" -j show filter 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+print(sum(r["packets"] for r in d["rules"] if r["text"] == "ct state established,related accept"), ",".join(d.get("families", [])))
+' 2>/dev/null)
+  [ "$up" = 0 ] && [ "$ft" = 0 ] && [ "$wan" != 0 ] && [ "${carried%% *}" -ge 300 ] 2>/dev/null
+  check stateful $? "tcp rc $ft (rx: $(cat "$work/tcp.rx")), WAN ping rc $wan, carried/families: $carried; $(grep -m1 -o 'firewall: llrouter carries.*' "$work/router-fw.err")"
+  kill -INT "$router_pid" 2>/dev/null
+  wait "$router_pid" 2>/dev/null
+  router_pid=""
+  ip netns exec "$R" nft flush ruleset
+  ip netns exec "$R" sysctl -qw net.ipv4.ip_forward=0
+else
+  check stateful 1 "nft is not installed in the guest"
 fi
 
 # vrf: both router interfaces enslaved to a VRF (table 10): their connected routes move to
