@@ -477,7 +477,8 @@ fi
 # stateful: see the header. The kernel forwards each connection's first packets (forwarding on
 # for this check only), llrouter the rest once conntrack has established it.
 if command -v nft >/dev/null; then
-  ip netns exec "$R" sysctl -qw net.ipv4.ip_forward=1
+  # Both families: the inet table makes both conntrack families, which need it.
+  ip netns exec "$R" sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
   ip netns exec "$R" nft -f - <<EOF
 table inet llrfw {
   chain fw {
@@ -500,12 +501,12 @@ d = json.load(sys.stdin)
 print(sum(r["packets"] for r in d["rules"] if r["text"] == "ct state established,related accept"), ",".join(d.get("families", [])))
 ' 2>/dev/null)
   [ "$up" = 0 ] && [ "$ft" = 0 ] && [ "$wan" != 0 ] && [ "${carried%% *}" -ge 300 ] 2>/dev/null
-  check stateful $? "tcp rc $ft (rx: $(cat "$work/tcp.rx")), WAN ping rc $wan, carried/families: $carried; $(grep -m1 -o 'firewall: llrouter carries.*' "$work/router-fw.err")"
+  check stateful $? "start rc $up, tcp rc $ft (rx: $(cat "$work/tcp.rx")), WAN ping rc $wan, carried/families: $carried; $(grep -m1 -o 'firewall: llrouter carries.*\|error.*' "$work/router-fw.err" | head -c 300)"
   kill -INT "$router_pid" 2>/dev/null
   wait "$router_pid" 2>/dev/null
   router_pid=""
   ip netns exec "$R" nft flush ruleset
-  ip netns exec "$R" sysctl -qw net.ipv4.ip_forward=0
+  ip netns exec "$R" sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
 else
   check stateful 1 "nft is not installed in the guest"
 fi
