@@ -3,7 +3,7 @@
 # the git revisions OLD and NEW, brings up one testbed, and measures each point with each build
 # in turn, the two builds alternating within every round, ROUNDS rounds:
 #   flat      ll-wfq offered 2 Mpps, 30 % RT (above what it forwards): forwarded pps, and the
-#             router's CPU per forwarded packet
+#             workers' CPU time per packet (`worker_ns_per_pkt`, schedstat: steal left out)
 #   overload  ll-wfq at OVERLOAD pps, 30 % RT: RT loss and RT p99
 # Prints, per figure, each build's median [min-max] and the ratio new/old: median [min-max] of
 # the ratios of the rounds' pairs. The same generator and sink (NEW's) serve both builds; only
@@ -68,7 +68,7 @@ for round in $(seq 1 "$ROUNDS"); do
                 { echo "ab: $side $point round $round failed: $dir.log" >&2; exit 1; }
             awk -F, -v side="$side" -v point="$point" -v round="$round" '
                 NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
-                { print side, point, round, $h["throughput_pps"], $h["router_ns_per_pkt"],
+                { print side, point, round, $h["throughput_pps"], $h["worker_ns_per_pkt"],
                         $h["loss_rt"], $h["rt_p99_us"] }' "$dir/results.csv" >>"$OUT/rows"
         done
         echo "ab: round $round $side done" >&2
@@ -80,9 +80,9 @@ rows = [l.split() for l in open(sys.argv[1])]
 old, new = sys.argv[2], sys.argv[3]
 val = {}
 for side, point, rnd, pps, ns, loss, p99 in rows:
-    for fig, v in (("forwarded pps", pps), ("router ns per packet", ns), ("RT loss %", loss), ("RT p99 µs", p99)):
+    for fig, v in (("forwarded pps", pps), ("worker ns per packet", ns), ("RT loss %", loss), ("RT p99 µs", p99)):
         val[(side, point, fig, rnd)] = float(v) * (100 if fig == "RT loss %" else 1)
-figures = [("flat", "forwarded pps"), ("flat", "router ns per packet"), ("overload", "RT loss %"), ("overload", "RT p99 µs")]
+figures = [("flat", "forwarded pps"), ("flat", "worker ns per packet"), ("overload", "RT loss %"), ("overload", "RT p99 µs")]
 rounds = sorted({r[2] for r in rows}, key=int)
 def mr(v):
     return f"{statistics.median(v):.4g} [{min(v):.4g}–{max(v):.4g}]" if v else "–"
