@@ -359,6 +359,20 @@ table ip llrnat {
 }
 "#;
 
+/// Starts the router with [`CONFIG`] in the topology's router namespace and returns the
+/// refusal's message (the start must be refused, as a refusal).
+fn refused_start(t: &Topology, tag: &str) -> String {
+    let dir = TempDir::new(tag);
+    let cfg = llr_router::RouterConfig::load(&dir.router_config(CONFIG)).unwrap();
+    let err = t
+        .router
+        .run(move || llr_router::Router::start(cfg, Default::default()).err())
+        .unwrap()
+        .expect("the start is refused");
+    assert!(err.is_refusal(), "{err}");
+    err.to_string()
+}
+
 /// A stateful firewall with a rule llrouter cannot evaluate (`log`).
 const REFUSED_FIREWALL: &str = r#"
 table inet llrtest {
@@ -407,15 +421,7 @@ fn a_ruleset_llrouter_cannot_honour_is_refused_naming_the_rule() {
         );
     }
     // And the start itself, before any XDP program is attached.
-    let dir = TempDir::new("fw-refuse2");
-    let cfg = llr_router::RouterConfig::load(&dir.router_config(CONFIG)).unwrap();
-    let err = t
-        .router
-        .run(move || llr_router::Router::start(cfg, Default::default()).err())
-        .unwrap()
-        .expect("the start is refused");
-    assert!(err.is_refusal(), "{err}");
-    let msg = err.to_string();
+    let msg = refused_start(&t, "fw-refuse2");
     assert!(
         msg.contains("rule handle") && msg.contains("tcp dport 22 log"),
         "{msg}"
@@ -433,15 +439,7 @@ fn a_stateful_ruleset_needs_the_kernels_forwarding_for_the_first_packets() {
         ROUTER_FIREWALL.split("table ip llrnat").next().unwrap(),
     );
     t.router.sysctl("net.ipv4.ip_forward", "0").unwrap();
-    let dir = TempDir::new("fw-fwoff");
-    let cfg = llr_router::RouterConfig::load(&dir.router_config(CONFIG)).unwrap();
-    let err = t
-        .router
-        .run(move || llr_router::Router::start(cfg, Default::default()).err())
-        .unwrap()
-        .expect("the start is refused");
-    assert!(err.is_refusal(), "{err}");
-    let msg = err.to_string();
+    let msg = refused_start(&t, "fw-fwoff");
     for needle in [
         "net.ipv4.ip_forward = 0",
         "ct state",

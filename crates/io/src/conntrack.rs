@@ -251,7 +251,7 @@ impl Conntrack {
         loop {
             let n = self.sock.recv(&mut &mut self.buf[..], 0)?;
             let mut done = false;
-            for (ty, _flags, body) in messages(&self.buf[..n]) {
+            for (ty, body) in messages(&self.buf[..n]) {
                 match ty {
                     NLMSG_DONE => done = true,
                     NLMSG_ERROR => {
@@ -291,7 +291,7 @@ impl Conntrack {
         loop {
             match s.recv(&mut &mut self.buf[..], 0) {
                 Ok(n) => {
-                    for (ty, _flags, body) in messages(&self.buf[..n]) {
+                    for (ty, body) in messages(&self.buf[..n]) {
                         let (sub, msg) = (ty >> 8, ty & 0xff);
                         if sub != NFNL_SUBSYS_CTNETLINK {
                             continue;
@@ -349,7 +349,7 @@ impl Conntrack {
         self.sock.send(&msg, 0)?;
         loop {
             let n = self.sock.recv(&mut &mut self.buf[..], 0)?;
-            for (ty, _flags, body) in messages(&self.buf[..n]) {
+            for (ty, body) in messages(&self.buf[..n]) {
                 // An error or acknowledgement quotes the request's header: its seq at 12.
                 if ty == NLMSG_ERROR && body.len() >= 16 {
                     let code = error_code(body);
@@ -420,22 +420,9 @@ fn put_tuple(out: &mut Vec<u8>, ty: u16, t: &Tuple) {
     put(out, ty | NLA_F_NESTED, &tuple);
 }
 
-/// The netlink messages in a datagram: (type, flags, payload after the header).
-fn messages(mut b: &[u8]) -> impl Iterator<Item = (u16, u16, &[u8])> {
-    std::iter::from_fn(move || {
-        if b.len() < 16 {
-            return None;
-        }
-        let len = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize;
-        if len < 16 || len > b.len() {
-            return None;
-        }
-        let ty = u16::from_ne_bytes([b[4], b[5]]);
-        let flags = u16::from_ne_bytes([b[6], b[7]]);
-        let body = &b[16..len];
-        b = &b[len.next_multiple_of(4).min(b.len())..];
-        Some((ty, flags, body))
-    })
+/// The netlink messages in a datagram: (type, payload after the header).
+fn messages(b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    crate::kernel::netlink::messages(b).map(|m| (m.kind, &m.bytes[16..]))
 }
 
 /// An `NLMSG_ERROR`'s code (0: an acknowledgement).

@@ -154,10 +154,17 @@ impl Mirror {
         let now = llr_io::sys::mono_ns();
         let mut gone = Vec::new();
         let mut due: Vec<(Tuple, u32)> = Vec::new();
+        // Read once a pass, not once a connection: the sysctls are files.
+        let timeouts = [6, 17].map(conntrack::established_timeout);
         {
             let cl = self.lock();
             for (t, c) in &self.carried {
-                let Some(secs) = conntrack::established_timeout(t.proto) else {
+                let timeout = if t.proto == 6 {
+                    timeouts[0]
+                } else {
+                    timeouts[1]
+                };
+                let Some(secs) = timeout else {
                     continue;
                 };
                 let third = u64::from(secs) * 1_000_000_000 / 3;

@@ -134,7 +134,7 @@ pub fn parse_prefix(s: &str) -> Option<IpPrefix> {
     IpPrefix::new(a.parse().ok()?, l.parse().ok()?).ok()
 }
 
-mod netlink;
+pub(crate) mod netlink;
 use netlink::*;
 
 /// What the router checks of an interface before it starts.

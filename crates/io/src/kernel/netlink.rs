@@ -292,16 +292,17 @@ pub(super) fn frames(b: &[u8]) -> Vec<(u16, u32, Frame)> {
 
 /// One netlink message of a datagram, undecoded: its type, flags, sequence number and bytes
 /// (header included).
-struct RawMessage<'a> {
-    kind: u16,
-    flags: u16,
-    seq: u32,
-    bytes: &'a [u8],
+pub(crate) struct RawMessage<'a> {
+    pub(crate) kind: u16,
+    pub(crate) flags: u16,
+    pub(crate) seq: u32,
+    /// The whole message, header included.
+    pub(crate) bytes: &'a [u8],
 }
 
 /// The messages of a netlink datagram, as far as their lengths hold (4-byte aligned,
 /// NLMSG_ALIGN).
-fn messages(mut b: &[u8]) -> impl Iterator<Item = RawMessage<'_>> {
+pub(crate) fn messages(mut b: &[u8]) -> impl Iterator<Item = RawMessage<'_>> {
     std::iter::from_fn(move || {
         if b.len() < 16 {
             return None;
