@@ -114,20 +114,13 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The live comparison's rows as a table under a line saying what was measured, and a note
-/// per overload point where paper 000's bound cannot protect RT (ρRT ≥ 0.5).
+/// The live comparison's rows as a table under a line saying what was measured, and the notes
+/// of [`llr_lab::demo::notes`]: the cause under every row beyond paper 000's regime or behind
+/// sq's RT p99.
 fn live_table(rows: &[llr_lab::Row], secs: f64) -> String {
-    use llr_lab::demo::{point_secs, LIGHT_PPS, OVERLOAD, RT_SHARE};
+    use llr_lab::demo::{point_secs, Point, LIGHT_PPS, OVERLOAD, RT_SHARE};
     let pct = |x: f64| format!("{:.2}", 100.0 * x);
-    let load = |r: &llr_lab::Row| {
-        if r.offered_pps == 0.0 {
-            "flat out".to_string()
-        } else if r.offered_pps == LIGHT_PPS {
-            "light".to_string()
-        } else {
-            format!("{OVERLOAD}× fwd")
-        }
-    };
+    let load = |r: &llr_lab::Row| Point::of(r).name();
     let num = |x: f64, d: usize| {
         if x.is_nan() {
             "-".to_string()
@@ -168,25 +161,10 @@ fn live_table(rows: &[llr_lab::Row], secs: f64) -> String {
             ]
         })
         .collect();
-    let mut notes = String::new();
-    for r in rows
+    let notes: String = llr_lab::demo::notes(rows, llr_lab::Options::DEFAULT_RX_SIZE)
         .iter()
-        .filter(|r| r.rho_rt >= 0.5 && r.offered_pps != LIGHT_PPS)
-    {
-        notes.push_str(&format!(
-            "  {} {}: ρRT = {:.2} — RT alone needs {:.0} % of the router, so Tmax = b·x/(1−ρRT) is {} \
-             and the RT ring's own queue grows with RT's burstiness; RT is protected while ρRT stays below ~0.5 (paper 000, Eq. 1), as at {OVERLOAD}× fwd.\n",
-            r.target,
-            load(r),
-            r.rho_rt,
-            r.rho_rt * 100.0,
-            if r.tmax_us.is_nan() {
-                "unbounded".to_string()
-            } else {
-                format!("{:.1} µs", r.tmax_us)
-            }
-        ));
-    }
+        .map(|n| format!("  {n}\n"))
+        .collect();
     format!(
         "live testbed: gen ns → router ns → sink ns (veth), 64 B UDP, {} % RT (DSCP EF), bpf-live generator, XDP sink; \
          light = {:.0} kpps, flat out = generator as fast as it goes, {OVERLOAD}× fwd = {OVERLOAD}× what the target forwarded flat out; \

@@ -41,6 +41,101 @@ pub fn next_load(done: &[Row]) -> Option<f64> {
     }
 }
 
+/// ρRT from which paper 000's bound protects RT little: `Tmax = b·x/(1 − ρRT)` doubles by 0.5
+/// (Eq. 1), and the RT ring's own queue, which no BE budget shortens, takes over.
+pub const REGIME_RHO_RT: f64 = 0.5;
+
+/// Which of the comparison's points a row is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Point {
+    Light,
+    FlatOut,
+    Overload,
+}
+
+impl Point {
+    pub fn of(row: &Row) -> Point {
+        if row.offered_pps == 0.0 {
+            Point::FlatOut
+        } else if row.offered_pps == LIGHT_PPS {
+            Point::Light
+        } else {
+            Point::Overload
+        }
+    }
+
+    pub fn name(self) -> String {
+        match self {
+            Point::Light => "light".into(),
+            Point::FlatOut => "flat out".into(),
+            Point::Overload => format!("{OVERLOAD}× fwd"),
+        }
+    }
+}
+
+/// The notes printed under the comparison's table: for every overloaded llrouter row beyond
+/// [`REGIME_RHO_RT`], what its RT ring measured against the burst bound; for every row whose RT
+/// p99 exceeds sq's at the same point, why sq's can be shorter. `ring` is the class rings'
+/// size in frames.
+pub fn notes(rows: &[Row], ring: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    let sq = StrategyKind::Sq.name();
+    let is_sq = |r: &Row| r.target.strip_prefix("llrouter:") == Some(sq);
+    for r in rows {
+        let point = Point::of(r);
+        if point == Point::Light || !r.target.starts_with("llrouter:") || is_sq(r) {
+            continue;
+        }
+        let head = format!("{} {}", r.target, point.name());
+        if r.rho_rt >= REGIME_RHO_RT {
+            let ring_vs_bound = if r.within_tmax_burst == "no" && r.tmax_burst_us > 0.0 {
+                format!(
+                    "its RT ring's p99 ({:.0}–{:.0} µs) is {:.1}× Tmax B: RT frames wait behind \
+                     RT frames (the generator's bursts, the times the worker loses its CPU), a \
+                     queue no BE budget shortens",
+                    r.rt_ring_p99_lo_us,
+                    r.rt_ring_p99_us,
+                    r.rt_ring_p99_lo_us / r.tmax_burst_us
+                )
+            } else {
+                format!(
+                    "its RT ring's p99 ({:.0}–{:.0} µs) is still within Tmax B",
+                    r.rt_ring_p99_lo_us, r.rt_ring_p99_us
+                )
+            };
+            out.push(format!(
+                "{head}: ρRT = {:.2}, beyond paper 000's regime (ρRT < {REGIME_RHO_RT}): RT alone \
+                 keeps the worker {:.0} % busy, and {ring_vs_bound}. ρRT flat out is the \
+                 generator's rate against the router's, which move by ±30 % between runs on a \
+                 shared VM: docs/results.md, \"How far ll-wfq protects RT\", has it measured \
+                 against ρRT.",
+                r.rho_rt,
+                100.0 * r.rho_rt,
+            ));
+        }
+        let Some(s) = rows.iter().find(|s| is_sq(s) && Point::of(s) == point) else {
+            continue;
+        };
+        if r.rt_p99_us > s.rt_p99_us && s.throughput_pps > 0.0 && r.throughput_pps > 0.0 {
+            out.push(format!(
+                "{head}: RT p99 {:.0} µs against sq's {:.0} µs. sq's RT wait is capped by its one \
+                 full ring, {ring} frames served at the whole forwarding rate ({ring} / {:.0} kpps \
+                 = {:.0} µs), and paid for with {:.2} % of RT lost; a full RT ring is served no \
+                 faster ({ring} / {:.0} kpps = {:.0} µs at best), and it fills once RT alone \
+                 outruns the worker for a while.",
+                r.rt_p99_us,
+                s.rt_p99_us,
+                s.throughput_pps / 1e3,
+                1e6 * f64::from(ring) / s.throughput_pps,
+                100.0 * s.loss_rt,
+                r.throughput_pps / 1e3,
+                1e6 * f64::from(ring) / r.throughput_pps,
+            ));
+        }
+    }
+    out
+}
+
 /// The seconds per point the comparison uses for `secs` (clamped to 0.5..=3).
 pub fn point_secs(secs: f64) -> f64 {
     if secs.is_finite() {
@@ -89,6 +184,52 @@ pub fn live(secs: f64, stop: &AtomicBool) -> Result<Vec<Row>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn row(target: &str, offered: f64, fwd: f64, rt_p99: f64, rho: f64) -> Row {
+        Row {
+            target: target.into(),
+            offered_pps: offered,
+            throughput_pps: fwd,
+            rt_p99_us: rt_p99,
+            rho_rt: rho,
+            loss_rt: 0.4,
+            rt_ring_p99_lo_us: 700.0,
+            rt_ring_p99_us: 1000.0,
+            tmax_burst_us: 200.0,
+            within_tmax_burst: "no".into(),
+            ..Row::default()
+        }
+    }
+
+    #[test]
+    fn rows_beyond_the_regime_and_rows_losing_to_sq_carry_their_cause() {
+        let rows = [
+            row("llrouter:sq", LIGHT_PPS, LIGHT_PPS, 50.0, f64::NAN),
+            row("llrouter:sq", 0.0, 800_000.0, 700.0, f64::NAN),
+            row("llrouter:sq", 1_200_000.0, 800_000.0, 650.0, f64::NAN),
+            row("llrouter:ll-wfq", LIGHT_PPS, LIGHT_PPS, 60.0, 0.02),
+            row("llrouter:ll-wfq", 0.0, 790_000.0, 1024.0, 0.78),
+            row("llrouter:ll-wfq", 1_185_000.0, 790_000.0, 60.0, 0.45),
+            row("kernel", 0.0, 500_000.0, 2000.0, f64::NAN),
+        ];
+        let n = notes(&rows, 512);
+        assert_eq!(n.len(), 2, "{n:#?}");
+        assert!(
+            n[0].starts_with("llrouter:ll-wfq flat out: ρRT = 0.78"),
+            "{}",
+            n[0]
+        );
+        assert!(n[0].contains("(700–1000 µs) is 3.5× Tmax B"), "{}", n[0]);
+        assert!(
+            n[1].contains("RT p99 1024 µs against sq's 700 µs"),
+            "{}",
+            n[1]
+        );
+        assert!(n[1].contains("512 / 800 kpps = 640 µs"), "{}", n[1]);
+        assert!(n[1].contains("40.00 % of RT lost"), "{}", n[1]);
+        // Within the regime and ahead of sq: nothing to explain.
+        assert!(notes(&[rows[2].clone(), rows[5].clone()], 512).is_empty());
+    }
 
     #[test]
     fn the_third_point_is_one_and_a_half_times_the_flat_out_rate() {
