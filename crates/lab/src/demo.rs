@@ -105,10 +105,10 @@ pub fn notes(rows: &[Row], ring: u32) -> Vec<String> {
             };
             out.push(format!(
                 "{head}: ρRT = {:.2}, beyond paper 000's regime (ρRT < {REGIME_RHO_RT}): RT alone \
-                 keeps the worker {:.0} % busy, and {ring_vs_bound}. ρRT flat out is the \
-                 generator's rate against the router's, which move by ±30 % between runs on a \
-                 shared VM: docs/results.md, \"How far ll-wfq protects RT\", has it measured \
-                 against ρRT.",
+                 keeps the worker {:.0} % busy, and {ring_vs_bound}. ρRT here follows the \
+                 generator's rate and the router's, which move by ±30 % between runs on a shared \
+                 VM: docs/results.md, \"How far ll-wfq protects RT\", has it measured against \
+                 ρRT.",
                 r.rho_rt,
                 100.0 * r.rho_rt,
             ));

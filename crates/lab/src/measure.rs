@@ -333,6 +333,7 @@ pub fn measure_once(
     let (gen, sink_rep) = std::thread::scope(|sc| -> Result<(GenReport, SinkReport)> {
         // The router's budgets while the traffic runs: one snapshot at 90 % of the point.
         let sampler = sc.spawn(|| {
+            c.keep_off_router_cpus();
             let at = Instant::now() + Duration::from_secs_f64(c.point_secs * 0.9);
             while Instant::now() < at {
                 if gen_done.load(Ordering::Relaxed) {
@@ -345,6 +346,7 @@ pub fn measure_once(
             snap.filter(|_| !gen_done.load(Ordering::Relaxed))
         });
         let h = sc.spawn(|| {
+            c.keep_off_router_cpus();
             // The UDP sink receives on this thread (the XDP sink only reads maps).
             if matches!(sink, OpenSink::Udp(_)) {
                 let _ = llr_traffic::gen::pin_to_cpu(gen_cpu);

@@ -356,6 +356,25 @@ impl Options {
         }
     }
 
+    /// Keeps the calling thread off the router's CPUs (on the others online; the generator's
+    /// CPU if that leaves none). The testbed's own helper threads (the sink's map reader, the
+    /// counter sampler) wake up hundreds of times a second: on the router's CPU each wake-up
+    /// preempts the busy-polling worker, and the CPU shield does not move them, as it leaves
+    /// the testbed's own process where it is. Best effort: a thread that cannot move stays.
+    pub fn keep_off_router_cpus(&self) {
+        let router: std::collections::BTreeSet<usize> = self.router_cpus().into_iter().collect();
+        let mut others: std::collections::BTreeSet<usize> = llr_ops::cpus::online()
+            .difference(&router)
+            .copied()
+            .collect();
+        if others.is_empty() {
+            others.insert(self.gen_cpu);
+        }
+        if let Err(e) = llr_io::sys::set_affinity(&others) {
+            tracing::debug!("keeping a testbed thread off the router's CPUs: {e}");
+        }
+    }
+
     /// The router's CPUs: `workers` CPUs from `router_cpu` on, wrapping around the online
     /// ones (on a 2-core VM, 2 workers from CPU 1 are on CPUs 1 and 0).
     pub fn router_cpus(&self) -> Vec<usize> {
@@ -535,6 +554,28 @@ mod tests {
             "then the others, wrapping around, each once"
         );
         assert_eq!(c.veth_queues(), online.len() as u32);
+    }
+
+    #[test]
+    fn the_testbeds_threads_keep_off_the_routers_cpus() {
+        let online: Vec<usize> = llr_ops::cpus::online().into_iter().collect();
+        let mut c = Options::new(&[Target::Kernel], PathBuf::from("/nonexistent"));
+        c.router_cpu = *online.last().unwrap();
+        c.gen_cpu = online[0];
+        // A thread of its own: the test harness's thread keeps its affinity.
+        let got = std::thread::spawn(move || {
+            c.keep_off_router_cpus();
+            llr_io::sys::affinity().unwrap()
+        })
+        .join()
+        .unwrap();
+        if online.len() > 1 {
+            let want: std::collections::BTreeSet<usize> =
+                online[..online.len() - 1].iter().copied().collect();
+            assert_eq!(got, want, "every online CPU but the router's");
+        } else {
+            assert!(got.contains(&online[0]), "one CPU: the thread stays on it");
+        }
     }
 
     #[test]
