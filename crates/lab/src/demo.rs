@@ -103,9 +103,17 @@ pub fn notes(rows: &[Row], ring: u32) -> Vec<String> {
                     r.rt_ring_p99_lo_us, r.rt_ring_p99_us
                 )
             };
+            let taken = match r.worker_preemptions {
+                Some(n) if n > 0 => format!(
+                    " Other tasks took the worker's CPU {n} times during the point ({:.0} µs \
+                     in all).",
+                    r.worker_wait_us
+                ),
+                _ => String::new(),
+            };
             out.push(format!(
                 "{head}: ρRT = {:.2}, beyond paper 000's regime (ρRT < {REGIME_RHO_RT}): RT alone \
-                 keeps the worker {:.0} % busy, and {ring_vs_bound}. ρRT here follows the \
+                 keeps the worker {:.0} % busy, and {ring_vs_bound}.{taken} ρRT here follows the \
                  generator's rate and the router's, which move by ±30 % between runs on a shared \
                  VM: docs/results.md, \"How far ll-wfq protects RT\", has it measured against \
                  ρRT.",
@@ -197,6 +205,8 @@ mod tests {
             rt_ring_p99_us: 1000.0,
             tmax_burst_us: 200.0,
             within_tmax_burst: "no".into(),
+            worker_preemptions: Some(12),
+            worker_wait_us: 850.0,
             ..Row::default()
         }
     }
@@ -220,6 +230,11 @@ mod tests {
             n[0]
         );
         assert!(n[0].contains("(700–1000 µs) is 3.5× Tmax B"), "{}", n[0]);
+        assert!(
+            n[0].contains("took the worker's CPU 12 times during the point (850 µs"),
+            "{}",
+            n[0]
+        );
         assert!(
             n[1].contains("RT p99 1024 µs against sq's 700 µs"),
             "{}",

@@ -32,6 +32,65 @@ pub fn threads_cpu_ns(pid: u32, prefix: &str) -> u64 {
         .sum()
 }
 
+/// What the scheduler did to a set of threads: how long they waited for a CPU while runnable
+/// (`schedstat`'s second field) and how often they were switched out against their will
+/// (`nonvoluntary_ctxt_switches`). For a busy-polling worker both are the times another task
+/// took its CPU: a per-point measure of the stalls `stall_max_us` only gives the longest of.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Preemption {
+    pub wait_ns: u64,
+    pub switches: u64,
+}
+
+impl Preemption {
+    /// `self − earlier`, field by field (0 where a thread went away meanwhile).
+    pub fn since(self, earlier: Preemption) -> Preemption {
+        Preemption {
+            wait_ns: self.wait_ns.saturating_sub(earlier.wait_ns),
+            switches: self.switches.saturating_sub(earlier.switches),
+        }
+    }
+}
+
+/// [`Preemption`] summed over the threads of `pid` whose name starts with `prefix`; `None`
+/// when no such thread could be read.
+pub fn threads_preemption(pid: u32, prefix: &str) -> Option<Preemption> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut sum: Option<Preemption> = None;
+    for t in dir.flatten() {
+        if !std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(prefix)) {
+            continue;
+        }
+        let wait = std::fs::read_to_string(t.path().join("schedstat"))
+            .ok()
+            .and_then(|s| schedstat_wait_ns(&s));
+        let switches = std::fs::read_to_string(t.path().join("status"))
+            .ok()
+            .and_then(|s| nonvoluntary_switches(&s));
+        if let (Some(wait_ns), Some(switches)) = (wait, switches) {
+            let s = sum.get_or_insert_with(Preemption::default);
+            s.wait_ns += wait_ns;
+            s.switches += switches;
+        }
+    }
+    sum
+}
+
+/// The second field of `/proc/…/schedstat`: time spent runnable, waiting for a CPU, ns.
+fn schedstat_wait_ns(text: &str) -> Option<u64> {
+    text.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// `nonvoluntary_ctxt_switches` of `/proc/…/status`.
+fn nonvoluntary_switches(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("nonvoluntary_ctxt_switches:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// The first field of `/proc/…/schedstat`: time on the CPU, ns.
 fn schedstat_ns(text: &str) -> Option<u64> {
     text.split_whitespace().next()?.parse().ok()
@@ -158,6 +217,35 @@ mod tests {
         let me = std::process::id();
         assert!(threads_cpu_ns(me, "") > 0);
         assert_eq!(threads_cpu_ns(me, "no-such-thread-name"), 0);
+    }
+
+    #[test]
+    fn preemption_reads_the_wait_and_the_involuntary_switches() {
+        assert_eq!(schedstat_wait_ns("123456789 5000 42\n"), Some(5000));
+        assert_eq!(schedstat_wait_ns("123"), None);
+        let status = "Name:\tx\nvoluntary_ctxt_switches:\t7\nnonvoluntary_ctxt_switches:\t3\n";
+        assert_eq!(nonvoluntary_switches(status), Some(3));
+        assert_eq!(nonvoluntary_switches("Name:\tx\n"), None);
+        let me = std::process::id();
+        assert!(threads_preemption(me, "").is_some());
+        assert_eq!(threads_preemption(me, "no-such-thread-name"), None);
+        let (a, b) = (
+            Preemption {
+                wait_ns: 10,
+                switches: 5,
+            },
+            Preemption {
+                wait_ns: 4,
+                switches: 7,
+            },
+        );
+        assert_eq!(
+            a.since(b),
+            Preemption {
+                wait_ns: 6,
+                switches: 0
+            }
+        );
     }
 
     #[test]

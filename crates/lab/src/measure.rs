@@ -133,6 +133,13 @@ pub struct Row {
     /// stall: a route update, the CPU taken away, …).
     #[serde(default = "nan")]
     pub stall_max_us: f64,
+    /// llrouter targets: during the point, how long the workers waited for their CPU while
+    /// runnable, µs, and how many times another task took it from them ([`host::Preemption`];
+    /// NaN and empty for the kernel).
+    #[serde(default = "nan")]
+    pub worker_wait_us: f64,
+    #[serde(default)]
+    pub worker_preemptions: Option<u64>,
     /// CPU time of the forwarding threads per forwarded packet, ns: llrouter's workers (the
     /// scheduler's count, so steal and the other threads are left out), or the router CPU's
     /// softirq for the kernel. At a load the router keeps up with, this is the price of its
@@ -160,6 +167,8 @@ pub struct PointExtra {
     pub router_cpu_ns: u64,
     /// The forwarding threads' CPU time during the point, ns.
     pub worker_cpu_ns: u64,
+    /// llrouter's workers: the CPU taken from them during the point.
+    pub worker_preemption: Option<host::Preemption>,
     /// Wake-ups during the point, if they could be read.
     pub wakeups: Option<u64>,
     /// Highest steal of any CPU and the router CPU's softirq share, % (NaN: unreadable).
@@ -199,6 +208,7 @@ struct Before {
     sink_drops: u64,
     cpu_ns: u64,
     worker_ns: u64,
+    worker_pre: Option<host::Preemption>,
     wakeups: Option<u64>,
     stat: Option<StatSnapshot>,
     counters: Option<MetricsSnapshot>,
@@ -230,6 +240,7 @@ impl Before {
             sink_drops: act.sink_udp_errors(),
             cpu_ns: act.router_cpu_ns(),
             worker_ns: act.worker_cpu_ns(),
+            worker_pre: act.worker_preemption(),
             wakeups: act.wakeups(),
             stat: read_stat(),
             counters: act.counters(),
@@ -242,6 +253,10 @@ impl Before {
             sink_drops: act.sink_udp_errors().saturating_sub(self.sink_drops),
             router_cpu_ns: act.router_cpu_ns().saturating_sub(self.cpu_ns),
             worker_cpu_ns: act.worker_cpu_ns().saturating_sub(self.worker_ns),
+            worker_preemption: act
+                .worker_preemption()
+                .zip(self.worker_pre)
+                .map(|(b, a)| b.since(a)),
             wakeups: self
                 .wakeups
                 .zip(act.wakeups())
@@ -518,6 +533,10 @@ pub fn row(target: &Target, rt_share: f64, g: &GenReport, s: &SinkReport, x: &Po
                 .map(|w| w.stall_max_seconds * 1e6)
                 .fold(0.0, f64::max)
         }),
+        worker_wait_us: x
+            .worker_preemption
+            .map_or(f64::NAN, |p| p.wait_ns as f64 / 1e3),
+        worker_preemptions: x.worker_preemption.map(|p| p.switches),
         worker_ns_per_pkt: if received > 0 && x.worker_cpu_ns > 0 {
             x.worker_cpu_ns as f64 / received as f64
         } else {

@@ -91,6 +91,8 @@ pub struct CsvRow<'a> {
     tmax_burst_us: Fixed<2>,
     within_tmax_burst: &'a str,
     sink_drops: u64,
+    worker_wait_us: Fixed<1>,
+    worker_preemptions: Option<u64>,
 }
 
 impl<'a> From<&'a Row> for CsvRow<'a> {
@@ -151,6 +153,8 @@ impl<'a> From<&'a Row> for CsvRow<'a> {
             tmax_burst_us: Fixed(r.tmax_burst_us),
             within_tmax_burst: &r.within_tmax_burst,
             sink_drops: r.sink_drops,
+            worker_wait_us: Fixed(r.worker_wait_us),
+            worker_preemptions: r.worker_preemptions,
         }
     }
 }
@@ -205,7 +209,7 @@ pub fn write_csv<T: Serialize>(path: &Path, rows: &[T], empty_header: &str) -> R
 }
 
 /// The header of `results.csv`.
-pub const RESULTS_HEADER: &str = "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt,round,wakeups_per_s,steal_pct,router_softirq_pct,attempts,x_ns,rho_rt,be_budget,tmax_us,rt_ring_p99_lo_us,rt_ring_p99_us,within_tmax,hi_frames_per_grant,hi_ns_per_grant,lo_frames_per_grant,lo_ns_per_grant,hi_flushes_per_grant,lo_flushes_per_grant,frames_per_grant,flushes_per_grant,ns_per_grant,tx_hold_us,flush_ns_per_grant,flushed_per_grant,hi_ring_drops,router_drops,stall_max_us,worker_ns_per_pkt,arrival_burst,tmax_burst_us,within_tmax_burst,sink_drops";
+pub const RESULTS_HEADER: &str = "target,rt_share,offered_pps,sent_pps,sent_rt,sent_be,recv_rt,recv_be,loss_rt,loss_be,reordered,throughput_pps,rt_mean_us,rt_p50_us,rt_p99_us,rt_p999_us,be_mean_us,be_p50_us,be_p99_us,be_p999_us,backlog_drops,router_cpu_s,router_ns_per_pkt,round,wakeups_per_s,steal_pct,router_softirq_pct,attempts,x_ns,rho_rt,be_budget,tmax_us,rt_ring_p99_lo_us,rt_ring_p99_us,within_tmax,hi_frames_per_grant,hi_ns_per_grant,lo_frames_per_grant,lo_ns_per_grant,hi_flushes_per_grant,lo_flushes_per_grant,frames_per_grant,flushes_per_grant,ns_per_grant,tx_hold_us,flush_ns_per_grant,flushed_per_grant,hi_ring_drops,router_drops,stall_max_us,worker_ns_per_pkt,arrival_burst,tmax_burst_us,within_tmax_burst,sink_drops,worker_wait_us,worker_preemptions";
 
 /// The header of `mlffr.csv`.
 pub const MLFFR_HEADER: &str = "target,round,mlffr_pps,loss_tolerance,generator_limited";
@@ -1402,6 +1406,8 @@ mod tests {
             tmax_burst_us: 40.127,
             within_tmax_burst: "yes".into(),
             sink_drops: 17,
+            worker_wait_us: 1234.56,
+            worker_preemptions: Some(9),
             ..Default::default()
         };
         let text = csv_text(&[CsvRow::from(&r)], "").unwrap();
@@ -1410,7 +1416,7 @@ mod tests {
         assert_eq!(lines.next(), Some(RESULTS_HEADER));
         assert_eq!(
             lines.next(),
-            Some("llrouter:ll-wfq,0.3,20000,0,0,0,0,0,0.500000,0.000000,0,0,0.00,0.00,12.35,0.00,0.00,0.00,0.00,0.00,0,0.123,812.3,2,NaN,7.2,41.0,2,0.0,0.0000,0,0.00,0,0,,0.00,0,0.00,0,0.000,0.000,0.00,0.000,0,,0,0.000,3,0,812.2,640.1,32,40.13,yes,17")
+            Some("llrouter:ll-wfq,0.3,20000,0,0,0,0,0,0.500000,0.000000,0,0,0.00,0.00,12.35,0.00,0.00,0.00,0.00,0.00,0,0.123,812.3,2,NaN,7.2,41.0,2,0.0,0.0000,0,0.00,0,0,,0.00,0,0.00,0,0.000,0.000,0.00,0.000,0,,0,0.000,3,0,812.2,640.1,32,40.13,yes,17,1234.6,9")
         );
         assert_eq!(
             csv_text::<CsvRow<'_>>(&[], RESULTS_HEADER).unwrap(),

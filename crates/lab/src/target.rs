@@ -155,6 +155,14 @@ impl<'a> Active<'a> {
         }
     }
 
+    /// llrouter's workers' [`host::Preemption`] so far (`None` for the kernel, which forwards
+    /// in softirq).
+    pub fn worker_preemption(&self) -> Option<host::Preemption> {
+        self.router
+            .as_ref()
+            .and_then(|r| host::threads_preemption(r.pid(), "llr-worker-"))
+    }
+
     /// Stops an llrouter target and keeps its counters.
     pub fn finish(&mut self) -> Result<()> {
         if let Some(r) = self.router.take() {
