@@ -90,6 +90,10 @@
 /* The family's firewall reads connection state: only frames of connections in llr_ct stay. */
 #define CFG_CT_V4 (1u << 7)
 #define CFG_CT_V6 (1u << 8)
+/* The family's drop rules include ports (llr_drop_port*): look them up for frames with ports,
+ * and leave fragments, whose later pieces carry none, to the workers. */
+#define CFG_DROP_PORTS_V4 (1u << 9)
+#define CFG_DROP_PORTS_V6 (1u << 10)
 
 /* Counter slots of llr_stats after the per-class ones. */
 #define ST_PASS_NONIP (LLR_MAX_CLASSES + 0)
@@ -242,6 +246,45 @@ struct llr_drop_count {
 		__type(key, key_t);                                                              \
 		__type(value, __u32);                                                            \
 	} name SEC(".maps")
+
+/* The port table (llr-core's `filter::xdp::PortPrefix`): protocol, port direction (0 source,
+ * 1 destination), port, address direction, then the address prefix; a rule without an address
+ * has an entry in each address direction with prefix length 0. prefixlen counts from `gen`. */
+struct llr_drop_port4_key {
+	__u32 prefixlen;
+	__u8 gen;
+	__u8 proto;
+	__u8 pdir;
+	__u8 port[2]; /* network order */
+	__u8 adir;
+	__u8 addr[4];
+	__u8 pad[2];
+};
+
+struct llr_drop_port6_key {
+	__u32 prefixlen;
+	__u8 gen;
+	__u8 proto;
+	__u8 pdir;
+	__u8 port[2];
+	__u8 adir;
+	__u8 addr[16];
+	__u8 pad[2];
+};
+
+#define LLR_MAX_DROP_PORTS (2 * 65536)
+
+#define PORT_TABLE(name, key_t)                                                                  \
+	struct {                                                                                 \
+		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                                             \
+		__uint(max_entries, LLR_MAX_DROP_PORTS);                                         \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                                            \
+		__type(key, key_t);                                                              \
+		__type(value, __u32);                                                            \
+	} name SEC(".maps")
+
+PORT_TABLE(llr_drop_port4, struct llr_drop_port4_key);
+PORT_TABLE(llr_drop_port6, struct llr_drop_port6_key);
 
 DROP_TABLE(llr_drop_src4, struct llr_drop4_key);
 DROP_TABLE(llr_drop_dst4, struct llr_drop4_key);
@@ -414,24 +457,55 @@ static __always_inline int fw_dropped(__u32 gen, __u32 slot, __u32 iplen)
 	return 1;
 }
 
-static __always_inline int fw_drop4(const struct pkt *p, __u32 gen, __u32 iplen)
+/* The earliest rule of the port table dropping `p`, looking up each port against each address
+ * (~0: none). `key` is the family's key with `gen` set and `addr` sized `alen`. */
+#define PORT_LOOKUP(map, key, p, alen, best)                                                    \
+	do {                                                                                     \
+		key.proto = (p)->proto;                                                          \
+		_Pragma("unroll") for (int pd = 0; pd < 2; pd++)                                 \
+		{                                                                                \
+			__u16 port = pd ? (p)->dport : (p)->sport;                               \
+			key.pdir = pd;                                                           \
+			key.port[0] = port >> 8;                                                 \
+			key.port[1] = port & 0xff;                                               \
+			_Pragma("unroll") for (int ad = 0; ad < 2; ad++)                         \
+			{                                                                        \
+				key.adir = ad;                                                   \
+				__builtin_memcpy(key.addr, ad ? (p)->dst : (p)->src, alen);      \
+				__u32 *v = bpf_map_lookup_elem(&map, &key);                      \
+				best = lower_slot(v, &best);                                     \
+			}                                                                        \
+		}                                                                                \
+	} while (0)
+
+static __always_inline int fw_drop4(const struct pkt *p, __u32 gen, __u32 iplen, int ports)
 {
 	struct llr_drop4_key k = {.prefixlen = 8 + 32, .gen = (__u8)gen};
 	__builtin_memcpy(k.addr, p->src, 4);
 	__u32 *s = bpf_map_lookup_elem(&llr_drop_src4, &k);
 	__builtin_memcpy(k.addr, p->dst, 4);
 	__u32 *d = bpf_map_lookup_elem(&llr_drop_dst4, &k);
-	return fw_dropped(gen, lower_slot(s, d), iplen);
+	__u32 best = lower_slot(s, d);
+	if (ports) {
+		struct llr_drop_port4_key pk = {.prefixlen = 48 + 32, .gen = (__u8)gen};
+		PORT_LOOKUP(llr_drop_port4, pk, p, 4, best);
+	}
+	return fw_dropped(gen, best, iplen);
 }
 
-static __always_inline int fw_drop6(const struct pkt *p, __u32 gen, __u32 iplen)
+static __always_inline int fw_drop6(const struct pkt *p, __u32 gen, __u32 iplen, int ports)
 {
 	struct llr_drop6_key k = {.prefixlen = 8 + 128, .gen = (__u8)gen};
 	__builtin_memcpy(k.addr, p->src, 16);
 	__u32 *s = bpf_map_lookup_elem(&llr_drop_src6, &k);
 	__builtin_memcpy(k.addr, p->dst, 16);
 	__u32 *d = bpf_map_lookup_elem(&llr_drop_dst6, &k);
-	return fw_dropped(gen, lower_slot(s, d), iplen);
+	__u32 best = lower_slot(s, d);
+	if (ports) {
+		struct llr_drop_port6_key pk = {.prefixlen = 48 + 128, .gen = (__u8)gen};
+		PORT_LOOKUP(llr_drop_port6, pk, p, 16, best);
+	}
+	return fw_dropped(gen, best, iplen);
 }
 
 #define TCP_FIN 0x01
@@ -586,7 +660,11 @@ static __always_inline int classify(struct xdp_md *ctx)
 		p.ipver = 4;
 		/* The kernel's prerouting hook drops these whatever follows: before the local,
 		 * multicast and forwarding decisions. */
-		if ((cfg->flags & CFG_DROP_V4) && fw_drop4(&p, cfg->drop_gen & 1, tot))
+		/* With port drops, a fragment is left to the workers: its later pieces carry no
+		 * ports, and the first must not be judged apart from them. */
+		if ((cfg->flags & CFG_DROP_V4) && !(frag && (cfg->flags & CFG_DROP_PORTS_V4)) &&
+		    fw_drop4(&p, cfg->drop_gen & 1, tot,
+			     p.has_ports && (cfg->flags & CFG_DROP_PORTS_V4)))
 			return XDP_DROP;
 		if (bpf_map_lookup_elem(&llr_local4, ip + 16)) {
 			count(ST_PASS_LOCAL);
@@ -668,7 +746,9 @@ static __always_inline int classify(struct xdp_md *ctx)
 				p.tcpflags = l4[13];
 		}
 		p.ipver = 6;
-		if ((cfg->flags & CFG_DROP_V6) && fw_drop6(&p, cfg->drop_gen & 1, 40 + plen))
+		if ((cfg->flags & CFG_DROP_V6) && !(frag && (cfg->flags & CFG_DROP_PORTS_V6)) &&
+		    fw_drop6(&p, cfg->drop_gen & 1, 40 + plen,
+			     p.has_ports && (cfg->flags & CFG_DROP_PORTS_V6)))
 			return XDP_DROP;
 		if (p.dst[0] == 0xff || (p.dst[0] == 0xfe && (p.dst[1] & 0xc0) == 0x80)) {
 			count(ST_PASS_MCAST);

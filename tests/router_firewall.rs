@@ -753,6 +753,8 @@ table inet llrtest {
     type filter hook prerouting priority -150; policy accept;
     ip daddr @block4 drop
     ip6 daddr fd71:2::2 drop
+    ip daddr 10.71.2.1 udp dport 7777 drop
+    meta l4proto udp th dport { 7777, 7779 } drop
   }
 }
 "#;
@@ -798,22 +800,31 @@ fn a_blocked_flood_is_dropped_before_the_rings_and_counted_against_its_rule() {
     }
     nft(&t.router, BLOCKLIST);
     let (b4, b6, open4) = (ip("10.71.2.2"), ip("fd71:2::2"), ip(addr::SINK_V4));
+    let open6 = ip(addr::SINK_V6);
     let n = 3000;
+    // The blocked addresses, then the blocked ports of the open ones (by address and port,
+    // and by port alone in IPv6), then what stays open.
     let probe = || {
         [
             udp_through(&t, b4, 7000, n),
             udp_through(&t, b6, 7000, n),
+            udp_through(&t, open4, 7777, n),
+            udp_through(&t, open6, 7779, n),
             udp_through(&t, open4, 7000, 200),
+            udp_through(&t, open6, 7778, 200),
         ]
     };
     let kernel = probe();
-    assert_eq!(kernel, [0, 0, 200], "the kernel's answer");
+    assert_eq!(kernel, [0, 0, 0, 0, 200, 200], "the kernel's answer");
     let dir = TempDir::new("fw-xdp");
     let sock = dir.join("ctl.sock");
     let router = RouterThread::start(&t, dir.router_config(CONFIG));
     let ours = probe();
     let (v4_all, v4_xdp) = rule_counts(&sock, "@block4");
     let (v6_all, v6_xdp) = rule_counts(&sock, "fd71:2::2");
+    let (p4_all, p4_xdp) = rule_counts(&sock, "udp dport 7777");
+    // nft lists `meta l4proto udp th dport {…}` as `udp dport {…}`.
+    let (p_all, p_xdp) = rule_counts(&sock, "udp dport { 7777");
     let (code, counters, err) = ctl_bin(&sock, &["-j", "counters"]);
     assert_eq!(code, 0, "{err}");
     let m: serde_json::Value = serde_json::from_str(&counters).unwrap();
@@ -833,9 +844,12 @@ fn a_blocked_flood_is_dropped_before_the_rings_and_counted_against_its_rule() {
     // Every blocked datagram was dropped in XDP: the workers never saw one.
     assert_eq!((v4_all, v4_xdp), (u64::from(n), u64::from(n)));
     assert_eq!((v6_all, v6_xdp), (u64::from(n), u64::from(n)));
-    assert_eq!(xdp_metric, 2 * u64::from(n), "{counters}");
+    // Port drops too: no worker saw the datagrams to the blocked ports.
+    assert_eq!((p4_all, p4_xdp), (u64::from(n), u64::from(n)));
+    assert_eq!((p_all, p_xdp), (u64::from(n), u64::from(n)));
+    assert_eq!(xdp_metric, 4 * u64::from(n), "{counters}");
     let in_xdp: u64 = rep.classifier.iter().map(|(_, s)| s.drop_firewall).sum();
-    assert_eq!(in_xdp, 2 * u64::from(n));
+    assert_eq!(in_xdp, 4 * u64::from(n));
     assert_eq!(count(&rep.worker.drop, "filtered"), 0, "{}", rep.worker);
     assert!(
         rep.worker.forwarded.iter().sum::<u64>() >= 300,

@@ -44,6 +44,10 @@ const FLAG_KERNEL_V6: u32 = 8;
 const FLAG_DROP_V4: u32 = 16;
 /// `llr_config.flags`: the IPv6 drop tables have prefixes (`CFG_DROP_V6`).
 const FLAG_DROP_V6: u32 = 32;
+/// `llr_config.flags`: the IPv4 drops include ports (`CFG_DROP_PORTS_V4`).
+const FLAG_DROP_PORTS_V4: u32 = 512;
+/// The same for IPv6 (`CFG_DROP_PORTS_V6`).
+const FLAG_DROP_PORTS_V6: u32 = 1024;
 /// `llr_config.flags`: IPv4 frames of connections not in `llr_ct` to the kernel (`CFG_CT_V4`).
 const FLAG_CT_V4: u32 = 128;
 /// The same for IPv6 (`CFG_CT_V6`).
@@ -221,7 +225,12 @@ pub struct Classifier {
 enum DropKey {
     V4 { dst: bool, key: LpmKey<[u8; 8]> },
     V6 { dst: bool, key: LpmKey<[u8; 20]> },
+    Port4(LpmKey<[u8; 12]>),
+    Port6(LpmKey<[u8; 24]>),
 }
+
+/// The port tables (`llr_drop_port4`, `llr_drop_port6`).
+const PORT_TABLES: [&str; 2] = ["llr_drop_port4", "llr_drop_port6"];
 
 const DROP_TABLES: [[&str; 2]; 2] = [
     ["llr_drop_src4", "llr_drop_dst4"],
@@ -568,6 +577,14 @@ impl Classifier {
                     let mut t: LpmTrie<_, [u8; 20], u32> = self.map_mut(name)?;
                     t.remove(&key)
                 }
+                DropKey::Port4(key) => {
+                    let mut t: LpmTrie<_, [u8; 12], u32> = self.map_mut(PORT_TABLES[0])?;
+                    t.remove(&key)
+                }
+                DropKey::Port6(key) => {
+                    let mut t: LpmTrie<_, [u8; 24], u32> = self.map_mut(PORT_TABLES[1])?;
+                    t.remove(&key)
+                }
             };
             if let Err(e) = r {
                 if !matches!(&e, aya::maps::MapError::KeyNotFound) {
@@ -613,10 +630,51 @@ impl Classifier {
                 }
             }
         }
+        for (fam, list) in d.ports.iter().enumerate() {
+            for e in list {
+                // Key bytes after `gen` (struct llr_drop_port*_key): proto, port direction,
+                // port (network order), address direction, address.
+                let mut head = [0u8; 6];
+                head[0] = next as u8;
+                head[1] = e.proto;
+                head[2] = e.port_dir;
+                head[3..5].copy_from_slice(&e.port.to_be_bytes());
+                head[5] = e.addr_dir;
+                let plen = 48 + u32::from(e.len);
+                let slot = u32::from(e.slot);
+                let (key, r) = if fam == 0 {
+                    let mut data = [0u8; 12];
+                    data[..6].copy_from_slice(&head);
+                    data[6..10].copy_from_slice(&(e.addr as u32).to_be_bytes());
+                    let key = LpmKey::new(plen, data);
+                    let mut t: LpmTrie<_, [u8; 12], u32> = self.map_mut(PORT_TABLES[0])?;
+                    (DropKey::Port4(key), t.insert(&key, slot, 0))
+                } else {
+                    let mut data = [0u8; 24];
+                    data[..6].copy_from_slice(&head);
+                    data[6..22].copy_from_slice(&e.addr.to_be_bytes());
+                    let key = LpmKey::new(plen, data);
+                    let mut t: LpmTrie<_, [u8; 24], u32> = self.map_mut(PORT_TABLES[1])?;
+                    (DropKey::Port6(key), t.insert(&key, slot, 0))
+                };
+                self.drop_keys[next as usize].push(key);
+                r.map_err(|e| EbpfError::map(PORT_TABLES[fam], e))?;
+            }
+        }
         let (old_gen, old_flags) = (self.drop_gen, self.drop_flags);
         self.drop_gen = next;
         self.drop_flags = if d.has_family(false) { FLAG_DROP_V4 } else { 0 }
-            | if d.has_family(true) { FLAG_DROP_V6 } else { 0 };
+            | if d.has_family(true) { FLAG_DROP_V6 } else { 0 }
+            | if d.has_ports(false) {
+                FLAG_DROP_PORTS_V4
+            } else {
+                0
+            }
+            | if d.has_ports(true) {
+                FLAG_DROP_PORTS_V6
+            } else {
+                0
+            };
         if let Err(e) = self.write_config() {
             (self.drop_gen, self.drop_flags) = (old_gen, old_flags);
             return Err(e);

@@ -15,6 +15,9 @@ use llr_core::fixture::Rng;
 use llr_core::wire::build::{frame, FrameSpec};
 use llr_io::ebpf::{Classifier, XDP_DROP};
 
+/// The ports of the frames and of the rules: few, so that they meet.
+const PORTS: [u16; 4] = [53, 54, 7000, 7001];
+
 /// The loopback's index: what `BPF_PROG_TEST_RUN` presents as the ingress interface here.
 const IIF: u32 = 1;
 
@@ -67,11 +70,38 @@ fn rand_filter(r: &mut Rng) -> Filter {
                 (true, 0) => Key::Saddr6,
                 (true, _) => Key::Daddr6,
             };
-            matches.push(Match {
-                key,
-                negate: r.below(6) == 0,
-                set: addr_set(r, v6),
-            });
+            // One rule in four matches no address, one in three a port of TCP or UDP (as
+            // nft writes `udp dport`, its protocol with it): the port table.
+            if r.below(4) != 0 {
+                matches.push(Match {
+                    key,
+                    negate: r.below(6) == 0,
+                    set: addr_set(r, v6),
+                });
+            } else if v6 {
+                matches.push(Match {
+                    key: Key::NfProto,
+                    negate: false,
+                    set: ValueSet::single(6),
+                });
+            }
+            if r.below(3) == 0 {
+                matches.push(Match {
+                    key: Key::L4Proto,
+                    negate: false,
+                    set: ValueSet::single(if r.below(2) == 0 { 17 } else { 6 }),
+                });
+                let lo = u128::from(PORTS[r.below(PORTS.len() as u64) as usize]);
+                matches.push(Match {
+                    key: if r.below(2) == 0 {
+                        Key::L4Word0
+                    } else {
+                        Key::L4Word1
+                    },
+                    negate: false,
+                    set: ValueSet::from_ranges(vec![(lo, lo + r.below(2) as u128)]),
+                });
+            }
             if r.below(5) == 0 {
                 matches.push(Match {
                     key: Key::Iif,
@@ -126,11 +156,14 @@ fn rand_frame(r: &mut Rng) -> (Vec<u8>, FilterPacket) {
         )
     };
     let payload_len = r.below(200) as usize;
-    let dst_port = if r.below(3) == 0 { 53 } else { 7000 };
+    let mut port = || PORTS[r.below(PORTS.len() as u64) as usize];
+    let (src_port, dst_port) = (port(), port());
+    let protocol = if r.below(3) == 0 { 6 } else { 17 };
     let f = frame(&FrameSpec {
         src,
         dst,
-        protocol: 17,
+        protocol,
+        src_port,
         dst_port,
         payload_len,
         ..FrameSpec::default()
@@ -150,13 +183,14 @@ fn the_classifier_drops_what_its_model_drops_and_counts_it_per_rule() {
     llr_io::sys::require_root();
     let mut c = Classifier::load(0).expect("load the classifier");
     c.assume_live(true);
-    let (mut dropped, mut checked, mut with_slots) = (0u64, 0u64, 0u64);
+    let (mut dropped, mut checked, mut with_slots, mut with_ports) = (0u64, 0u64, 0u64, 0u64);
     let mut previous: Option<(XdpDrops, Vec<(u64, u64)>)> = None;
     for seed in 0..120u64 {
         let mut r = Rng::new(0xd80b_0000 + seed);
         let f = rand_filter(&mut r);
         let d = f.xdp_drops(IIF);
         with_slots += u64::from(!d.is_empty());
+        with_ports += u64::from(d.has_ports(false) || d.has_ports(true));
         let (gen, retired) = c.set_drops(&d).expect("set the drops");
         // The generation replaced now is the one set two updates ago; its counts came back
         // final. One update ago's are still readable until the next call.
@@ -211,6 +245,10 @@ fn the_classifier_drops_what_its_model_drops_and_counts_it_per_rule() {
     assert!(
         with_slots >= 40,
         "{with_slots} of 120 rule sets had XDP drops"
+    );
+    assert!(
+        with_ports >= 20,
+        "{with_ports} of 120 rule sets had port drops"
     );
     assert!(
         dropped >= checked / 10 && dropped <= checked * 9 / 10,

@@ -8,16 +8,23 @@
 //!   drops these packets whether they would be forwarded, delivered to the host or answered
 //!   with an ICMP error;
 //! - it matches on one address (source or destination, a value, a prefix, a set, or `!=` one),
-//!   on the input interface and on the family only, which the classifier reads;
+//!   on the input interface, on the family, and on one port (source or destination: values
+//!   or a small set) of TCP, UDP or SCTP named by its protocol match, which the classifier
+//!   reads;
 //! - no rule before it (earlier in its chain, or in a base chain of lower priority) can match a
 //!   packet it covers, unless that rule is itself such a drop: such a rule would be counted, or
 //!   end the chain, or answer the packet. A chain before it with a `drop` policy ends the search
 //!   (its rules decide which packets go on).
 //!
-//! Per interface and family, the qualifying rules become two longest-prefix tables (source and
-//! destination) of disjoint prefixes, each prefix naming the first rule that covers it; a frame
-//! found in both takes the earlier rule. [`XdpDrops::lookup`] is that program's model, which the
-//! tests hold to [`Filter::eval`].
+//! Per interface and family, the qualifying rules without a port become two longest-prefix
+//! tables (source and destination) of disjoint prefixes, each prefix naming the first rule that
+//! covers it. Those with a port become one more table, keyed by protocol, port direction, port
+//! and address direction before the address prefix (a rule without an address covers both
+//! address directions), disjoint the same way within each protocol, port and direction; a
+//! frame looks it up four times (each port against each address). A frame found in several
+//! takes the earliest rule. Fragments do not carry ports in every piece: where a family has
+//! port drops, the classifier leaves fragments to the workers. [`XdpDrops::lookup`] is that
+//! program's model, which the tests hold to [`Filter::eval`].
 
 use super::{Action, Filter, FilterPacket, Hook, Key, Rule, ValueSet};
 
@@ -25,6 +32,10 @@ use super::{Action, Filter, FilterPacket, Hook, Key, Rule, ValueSet};
 pub const MAX_SLOTS: usize = 256;
 /// Prefixes per table (family and direction) and interface.
 pub const MAX_PREFIXES: usize = 65_536;
+/// Entries of the port table per family and interface.
+pub const MAX_PORT_ENTRIES: usize = 65_536;
+/// The protocols whose ports the classifier reads (its `l4_min`): TCP, UDP, SCTP.
+pub const PORT_PROTOS: [u8; 3] = [6, 17, 132];
 
 /// One prefix of a drop table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +43,24 @@ pub struct DropPrefix {
     /// The address; IPv4 in the low 32 bits.
     pub addr: u128,
     /// The prefix length.
+    pub len: u8,
+    /// The rule: an index into [`XdpDrops::slots`].
+    pub slot: u16,
+}
+
+/// One entry of the port table: a protocol, one of its ports in one direction, and an address
+/// prefix in one direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortPrefix {
+    pub proto: u8,
+    /// 0: the source port, 1: the destination port.
+    pub port_dir: u8,
+    pub port: u16,
+    /// 0: the source address, 1: the destination address.
+    pub addr_dir: u8,
+    /// The address; IPv4 in the low 32 bits.
+    pub addr: u128,
+    /// The address prefix's length.
     pub len: u8,
     /// The rule: an index into [`XdpDrops::slots`].
     pub slot: u16,
@@ -54,6 +83,8 @@ pub struct XdpDrops {
     pub slots: Vec<DropSlot>,
     /// `[IPv4, IPv6][source, destination]`: disjoint prefixes.
     pub prefixes: [[Vec<DropPrefix>; 2]; 2],
+    /// `[IPv4, IPv6]`: the port table.
+    pub ports: [Vec<PortPrefix>; 2],
     /// Rules that qualify but did not fit ([`MAX_SLOTS`], [`MAX_PREFIXES`]): the workers drop
     /// their packets.
     pub left_out: Vec<u32>,
@@ -67,11 +98,18 @@ impl XdpDrops {
 
     /// Whether a table of the family has prefixes.
     pub fn has_family(&self, v6: bool) -> bool {
-        self.prefixes[usize::from(v6)].iter().any(|t| !t.is_empty())
+        self.prefixes[usize::from(v6)].iter().any(|t| !t.is_empty()) || self.has_ports(v6)
+    }
+
+    /// Whether the family's port table has entries.
+    pub fn has_ports(&self, v6: bool) -> bool {
+        !self.ports[usize::from(v6)].is_empty()
     }
 
     /// The slot whose rule drops `p`, as the classifier finds it: the longest (here: the only)
-    /// prefix of each table covering the address, the earlier of the two rules.
+    /// prefix of each table covering the address, the earliest of the rules found. One
+    /// difference: where the family has port drops the classifier leaves every fragment to
+    /// the workers, and a `FilterPacket` does not say whether it is a first fragment.
     pub fn lookup(&self, p: &FilterPacket) -> Option<usize> {
         let w = width(p.v6);
         let t = &self.prefixes[usize::from(p.v6)];
@@ -80,10 +118,35 @@ impl XdpDrops {
                 .find(|e| covers(e, a, w))
                 .map(|e| usize::from(e.slot))
         };
-        match (hit(&t[0], p.src), hit(&t[1], p.dst)) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        let mut best = [hit(&t[0], p.src), hit(&t[1], p.dst)]
+            .into_iter()
+            .flatten()
+            .min();
+        let ports = &self.ports[usize::from(p.v6)];
+        if let (Some(l4), false) = (p.l4, ports.is_empty()) {
+            if PORT_PROTOS.contains(&p.l4proto) {
+                let port = [
+                    u16::from_be_bytes([l4[0], l4[1]]),
+                    u16::from_be_bytes([l4[2], l4[3]]),
+                ];
+                let addr = [p.src, p.dst];
+                for e in ports {
+                    let here = DropPrefix {
+                        addr: e.addr,
+                        len: e.len,
+                        slot: e.slot,
+                    };
+                    if e.proto == p.l4proto
+                        && port[usize::from(e.port_dir)] == e.port
+                        && covers(&here, addr[usize::from(e.addr_dir)], w)
+                    {
+                        let s = usize::from(e.slot);
+                        best = Some(best.map_or(s, |b| b.min(s)));
+                    }
+                }
+            }
         }
+        best
     }
 }
 
@@ -114,6 +177,37 @@ struct Candidate {
     dir: usize,
     /// The addresses it covers, sorted and disjoint.
     ranges: Vec<(u128, u128)>,
+    /// Whether the rule matched an address at all (else `ranges` is the whole family).
+    has_addr: bool,
+    /// Its port match, if any.
+    port: Option<PortMatch>,
+}
+
+/// A rule's port match, with the protocols its protocol match allows.
+struct PortMatch {
+    protos: Vec<u8>,
+    /// 0: source, 1: destination.
+    dir: usize,
+    ports: Vec<(u128, u128)>,
+}
+
+/// A group of the port table: family, protocol, port direction, port, address direction.
+type PortGroup = (usize, u8, usize, u16, usize);
+
+/// Ports a rule may name before the workers take it instead (each is an entry per protocol and
+/// address prefix).
+const MAX_RULE_PORTS: u128 = 1024;
+
+fn port_key(k: Key) -> Option<usize> {
+    match k {
+        Key::L4Word0 => Some(0),
+        Key::L4Word1 => Some(1),
+        _ => None,
+    }
+}
+
+fn proto_key(v6: bool, k: Key) -> bool {
+    matches!((v6, k), (_, Key::L4Proto) | (false, Key::IpProtocol))
 }
 
 /// The address key of `dir` in the family.
@@ -184,26 +278,71 @@ fn candidate(rule: &Rule, v6: bool, iif: u32) -> Option<Candidate> {
     }
     let w = width(v6);
     let mut addr = None;
+    let mut protos: Option<Vec<(u128, u128)>> = None;
+    let mut port: Option<(usize, Vec<(u128, u128)>)> = None;
     for m in &rule.matches {
         match m.key {
             Key::Iif | Key::NfProto => {}
+            k if proto_key(v6, k) => {
+                if protos.is_some() {
+                    return None;
+                }
+                protos = Some(effective(&m.set, m.negate, 8));
+            }
             k => {
+                if let Some(dir) = port_key(k) {
+                    if port.is_some() {
+                        return None;
+                    }
+                    port = Some((dir, effective(&m.set, m.negate, 16)));
+                    continue;
+                }
                 let dir = addr_key(v6, k)?;
                 if addr.is_some() {
                     return None;
                 }
-                addr = Some(Candidate {
-                    dir,
-                    ranges: effective(&m.set, m.negate, w),
-                });
+                addr = Some((dir, effective(&m.set, m.negate, w)));
             }
         }
     }
-    let c = addr.unwrap_or(Candidate {
-        dir: 0,
-        ranges: vec![(0, all_ones(w))],
-    });
-    (!c.ranges.is_empty()).then_some(c)
+    let port = match (port, protos) {
+        (None, None) => None,
+        // A protocol alone covers every port: too many entries; the workers take it.
+        (None, Some(_)) => return None,
+        // Only where the classifier reads the ports, for every protocol the rule allows.
+        (Some(_), None) => return None,
+        (Some((dir, ports)), Some(protos)) => {
+            let mut list = Vec::new();
+            for (lo, hi) in protos {
+                for p in lo..=hi {
+                    let p = u8::try_from(p).ok()?;
+                    if !PORT_PROTOS.contains(&p) {
+                        return None;
+                    }
+                    list.push(p);
+                }
+            }
+            let n: u128 = ports.iter().map(|(lo, hi)| hi - lo + 1).sum();
+            if list.is_empty() || n == 0 || n > MAX_RULE_PORTS {
+                return None;
+            }
+            Some(PortMatch {
+                protos: list,
+                dir,
+                ports,
+            })
+        }
+    };
+    let (dir, ranges, has_addr) = match addr {
+        Some((dir, r)) => (dir, r, true),
+        None => (0, vec![(0, all_ones(w))], false),
+    };
+    (!ranges.is_empty()).then_some(Candidate {
+        dir,
+        ranges,
+        has_addr,
+        port,
+    })
 }
 
 /// Whether `rule` can match a packet of the family on `iif` that `c` covers.
@@ -211,9 +350,24 @@ fn may_overlap(rule: &Rule, v6: bool, iif: u32, c: &Candidate) -> bool {
     if !static_ok(rule, v6, iif) {
         return false;
     }
-    rule.matches.iter().all(|m| match addr_key(v6, m.key) {
-        Some(dir) if dir == c.dir => intersects(&effective(&m.set, m.negate, width(v6)), &c.ranges),
-        _ => true,
+    rule.matches.iter().all(|m| {
+        if let Some(dir) = addr_key(v6, m.key) {
+            return !c.has_addr
+                || dir != c.dir
+                || intersects(&effective(&m.set, m.negate, width(v6)), &c.ranges);
+        }
+        let Some(pm) = &c.port else { return true };
+        if proto_key(v6, m.key) {
+            let mine: Vec<(u128, u128)> = pm.protos.iter().map(|&p| (p.into(), p.into())).collect();
+            return intersects(
+                &effective(&m.set, m.negate, 8),
+                &ValueSet::from_ranges(mine).ranges(),
+            );
+        }
+        match port_key(m.key) {
+            Some(dir) if dir == pm.dir => intersects(&effective(&m.set, m.negate, 16), &pm.ports),
+            _ => true,
+        }
     })
 }
 
@@ -327,11 +481,60 @@ impl Filter {
             }
         }
         let mut covered: [[Vec<(u128, u128)>; 2]; 2] = Default::default();
+        let mut covered_ports: std::collections::HashMap<PortGroup, Vec<(u128, u128)>> =
+            std::collections::HashMap::new();
         let mut cut = out.slots.len().min(MAX_SLOTS);
         let mut scratch = Vec::new();
         for (slot, f, c) in &cands {
             if *slot >= cut {
                 break;
+            }
+            if let Some(pm) = &c.port {
+                let w = width(*f == 1);
+                let mut entries = Vec::new();
+                let mut grown = Vec::new();
+                // Without an address the rule covers both address directions.
+                let addr_dirs: &[usize] = if c.has_addr {
+                    &[c.dir][..]
+                } else {
+                    &[0, 1][..]
+                };
+                for &proto in &pm.protos {
+                    for &(lo, hi) in &pm.ports {
+                        for port in lo..=hi {
+                            let port = port as u16;
+                            for &ad in addr_dirs {
+                                let key = (*f, proto, pm.dir, port, ad);
+                                let done = covered_ports.get(&key).map_or(&[][..], |v| &v[..]);
+                                scratch.clear();
+                                for (a, b) in subtract(&c.ranges, done) {
+                                    cidrs(a, b, w, &mut scratch);
+                                }
+                                entries.extend(scratch.iter().map(|&(addr, len)| PortPrefix {
+                                    proto,
+                                    port_dir: pm.dir as u8,
+                                    port,
+                                    addr_dir: ad as u8,
+                                    addr,
+                                    len,
+                                    slot: *slot as u16,
+                                }));
+                                grown.push(key);
+                            }
+                        }
+                    }
+                }
+                if out.ports[*f].len() + entries.len() > MAX_PORT_ENTRIES {
+                    cut = *slot;
+                    break;
+                }
+                out.ports[*f].extend(entries);
+                for key in grown {
+                    let mut all = covered_ports.remove(&key).unwrap_or_default();
+                    all.extend_from_slice(&c.ranges);
+                    covered_ports.insert(key, ValueSet::from_ranges(all).ranges());
+                }
+                continue;
             }
             scratch.clear();
             for (lo, hi) in subtract(&c.ranges, &covered[*f][c.dir]) {
@@ -355,6 +558,9 @@ impl Filter {
             out.left_out = out.slots[cut..].iter().map(|s| s.rule).collect();
             out.slots.truncate(cut);
             for t in out.prefixes.iter_mut().flatten() {
+                t.retain(|p| usize::from(p.slot) < cut);
+            }
+            for t in &mut out.ports {
                 t.retain(|p| usize::from(p.slot) < cut);
             }
         }

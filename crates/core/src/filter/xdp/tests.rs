@@ -126,6 +126,142 @@ fn a_prerouting_blocklist_is_dropped_in_xdp_and_a_forward_drop_is_not() {
     assert_eq!(dropped_by(&f, &d, &v4([192, 0, 2, 8], [10, 0, 0, 1])), None);
 }
 
+fn port_match(proto: &str, field: &str, right: &str) -> String {
+    format!(
+        r#"{{"match": {{"op": "==", "left": {{"payload": {{"protocol": "{proto}", "field": "{field}"}}}}, "right": {right}}}}}"#
+    )
+}
+
+fn with_ports(mut p: FilterPacket, proto: u8, sport: u16, dport: u16) -> FilterPacket {
+    p.l4proto = proto;
+    p.nexthdr = proto;
+    let (s, d) = (sport.to_be_bytes(), dport.to_be_bytes());
+    p.l4 = Some([s[0], s[1], d[0], d[1]]);
+    p
+}
+
+#[test]
+fn port_drops_with_and_without_an_address_are_taken_in_xdp() {
+    let f = filter(&[
+        chain("inet", "pre", "prerouting", -150, "accept"),
+        // The issue's first example: one host's UDP port.
+        rule(
+            "inet",
+            "pre",
+            5,
+            &format!(
+                "{}, {}, {DROP}",
+                daddr("ip", r#""10.0.0.1""#),
+                port_match("udp", "dport", "7777")
+            ),
+        ),
+        rule(
+            "inet",
+            "pre",
+            6,
+            &format!(
+                "{}, {DROP}",
+                port_match("tcp", "dport", r#"{"set": [22, 80]}"#)
+            ),
+        ),
+        rule(
+            "inet",
+            "pre",
+            7,
+            &format!("{}, {DROP}", saddr("ip", "==", &prefix("192.0.2.0", 24))),
+        ),
+        // ICMP has no ports the classifier reads: the workers take it.
+        rule(
+            "inet",
+            "pre",
+            8,
+            &format!("{}, {DROP}", port_match("icmp", "type", "8")),
+        ),
+    ]);
+    let d = f.xdp_drops(LAN);
+    let handles: Vec<u64> = (d.slots.iter())
+        .map(|s| f.origins[s.rule as usize].handle)
+        .collect();
+    // IPv4: all three; IPv6: the port drop without an address.
+    assert_eq!(handles, [5, 6, 7, 6], "{d:?}");
+    assert!(d.has_ports(false) && d.has_ports(true));
+    let host = v4([198, 51, 100, 1], [10, 0, 0, 1]);
+    let other = v4([198, 51, 100, 1], [10, 0, 0, 2]);
+    let blocked_src = v4([192, 0, 2, 9], [10, 0, 0, 1]);
+    let cases = [
+        (with_ports(host, 17, 40000, 7777), Some("5")),
+        (with_ports(other, 17, 40000, 7777), None),
+        (with_ports(host, 17, 7777, 40000), None),
+        (with_ports(host, 6, 40000, 7777), None),
+        (with_ports(other, 6, 40000, 22), Some("6")),
+        (with_ports(other, 6, 40000, 80), Some("6")),
+        (with_ports(other, 17, 40000, 22), None),
+        // Both an address drop and an earlier port drop: the earlier rule.
+        (with_ports(blocked_src, 17, 1, 7777), Some("5")),
+        (with_ports(blocked_src, 17, 1, 7778), Some("7")),
+        // A non-first fragment carries no ports: only the address drops apply.
+        (
+            FilterPacket {
+                l4: None,
+                ..with_ports(blocked_src, 17, 1, 7777)
+            },
+            Some("7"),
+        ),
+        (
+            FilterPacket {
+                l4: None,
+                ..with_ports(host, 17, 1, 7777)
+            },
+            None,
+        ),
+    ];
+    for (p, want) in cases {
+        assert_eq!(dropped_by(&f, &d, &p).as_deref(), want, "{p:?}");
+        // The kernel's decision, by the same rule.
+        let got = f.eval(Hook::Prerouting, &p);
+        if let Some(h) = want {
+            let Decision::Drop(id) = got else {
+                panic!("{p:?}: {got:?}")
+            };
+            assert_eq!(f.origins[id as usize].handle.to_string(), h);
+        }
+    }
+}
+
+#[test]
+fn a_port_accept_before_a_port_drop_keeps_it_in_the_workers_only_where_they_meet() {
+    let f = filter(&[
+        chain("inet", "pre", "prerouting", -150, "accept"),
+        rule(
+            "inet",
+            "pre",
+            5,
+            &format!("{}, {ACCEPT}", port_match("udp", "dport", "53")),
+        ),
+        rule(
+            "inet",
+            "pre",
+            6,
+            &format!("{}, {DROP}", port_match("udp", "dport", "7777")),
+        ),
+        rule(
+            "inet",
+            "pre",
+            7,
+            &format!(
+                "{}, {DROP}",
+                port_match("udp", "dport", r#"{"set": [53, 54]}"#)
+            ),
+        ),
+    ]);
+    let d = f.xdp_drops(LAN);
+    let handles: Vec<u64> = (d.slots.iter())
+        .map(|s| f.origins[s.rule as usize].handle)
+        .collect();
+    // 7777 cannot meet the accept of port 53; the set {53, 54} can.
+    assert_eq!(handles, [6, 6], "{d:?}");
+}
+
 #[test]
 fn a_rule_before_that_may_match_the_same_packets_keeps_the_drop_in_the_workers() {
     let bl = format!("{}, {DROP}", saddr("ip", "==", &prefix("198.51.100.0", 24)));
@@ -134,9 +270,7 @@ fn a_rule_before_that_may_match_the_same_packets_keeps_the_drop_in_the_workers()
     let accept_some = format!("{}, {ACCEPT}", saddr("ip", "==", r#""198.51.100.1""#));
     // A counter would count them.
     let counter = r#"{"counter": {"packets": 0, "bytes": 0}}"#.to_string();
-    // A drop by port: same outcome, but the kernel counts the earlier rule.
-    let port_drop = format!("{UDP_53}, {DROP}");
-    for before in [accept_some, counter, port_drop] {
+    for before in [accept_some, counter] {
         let f = filter(&[
             pre(),
             rule("ip", "pre", 1, &before),
@@ -144,6 +278,18 @@ fn a_rule_before_that_may_match_the_same_packets_keeps_the_drop_in_the_workers()
         ]);
         assert!(f.xdp_drops(LAN).is_empty(), "before: {before}");
     }
+    // A drop by port is taken in XDP too, first: the kernel counts the earlier rule.
+    let f = filter(&[
+        pre(),
+        rule("ip", "pre", 1, &format!("{UDP_53}, {DROP}")),
+        rule("ip", "pre", 2, &bl),
+    ]);
+    let d = f.xdp_drops(LAN);
+    assert_eq!(d.slots.len(), 2, "{d:?}");
+    let mut p = v4([198, 51, 100, 3], [10, 0, 0, 1]);
+    assert_eq!(dropped_by(&f, &d, &p).as_deref(), Some("1"));
+    p.l4 = Some([0, 1, 0, 54]);
+    assert_eq!(dropped_by(&f, &d, &p).as_deref(), Some("2"));
     // Rules that cannot meet those packets do not matter.
     for before in [
         format!("{}, {ACCEPT}", saddr("ip", "==", r#""198.51.101.1""#)),
@@ -313,6 +459,9 @@ fn arb_match() -> impl Strategy<Value = Match> {
             Key::Iif,
             Key::NfProto,
             Key::L4Word1,
+            Key::L4Word0,
+            Key::L4Proto,
+            Key::L4Proto,
             Key::Oif,
         ]),
         any::<bool>(),
@@ -323,6 +472,21 @@ fn arb_match() -> impl Strategy<Value = Match> {
             let set = match key {
                 Key::Iif | Key::Oif => ValueSet::single(one),
                 Key::NfProto => ValueSet::single(if one == 1 { 4 } else { 6 }),
+                // UDP, TCP, and ICMP, whose ports the classifier does not read.
+                Key::L4Proto => ValueSet::from_ranges(
+                    set.ranges()
+                        .iter()
+                        .map(|&(lo, _)| [17u128, 6, 1][(lo % 3) as usize])
+                        .map(|p| (p, p))
+                        .collect(),
+                ),
+                Key::L4Word0 | Key::L4Word1 => ValueSet::from_ranges(
+                    set.ranges()
+                        .iter()
+                        .map(|&(lo, hi)| (lo % 6, hi % 6))
+                        .filter(|(lo, hi)| lo <= hi)
+                        .collect(),
+                ),
                 _ => set,
             };
             Match { key, negate, set }
@@ -343,9 +507,46 @@ fn arb_action(user: u16) -> impl Strategy<Value = Action> {
     ])
 }
 
+/// A protocol and a port of it, as nft writes `udp dport 3` (the pair the port table takes),
+/// or nothing.
+fn arb_port_pair() -> impl Strategy<Value = Vec<Match>> {
+    (
+        0u8..3,
+        prop::sample::select(vec![6u128, 17]),
+        any::<bool>(),
+        0u128..6,
+        0u128..2,
+    )
+        .prop_map(|(on, proto, src, lo, n)| {
+            if on == 0 {
+                return Vec::new();
+            }
+            vec![
+                Match {
+                    key: Key::L4Proto,
+                    negate: false,
+                    set: ValueSet::single(proto),
+                },
+                Match {
+                    key: if src { Key::L4Word0 } else { Key::L4Word1 },
+                    negate: false,
+                    set: ValueSet::from_ranges(vec![(lo, lo + n)]),
+                },
+            ]
+        })
+}
+
 fn arb_rules(user: u16) -> impl Strategy<Value = Vec<(Vec<Match>, Action)>> {
     prop::collection::vec(
-        (prop::collection::vec(arb_match(), 0..3), arb_action(user)),
+        (
+            prop::collection::vec(arb_match(), 0..3),
+            arb_port_pair(),
+            arb_action(user),
+        )
+            .prop_map(|(mut m, pair, a)| {
+                m.extend(pair);
+                (m, a)
+            }),
         0..6,
     )
 }
@@ -423,21 +624,31 @@ fn arb_filter() -> impl Strategy<Value = Filter> {
 }
 
 fn arb_packet() -> impl Strategy<Value = FilterPacket> {
-    (any::<bool>(), 0u128..20, 0u128..20, 1u32..3, 0u8..6).prop_map(|(v6, src, dst, iif, dport)| {
-        FilterPacket {
-            v6,
-            src,
-            dst,
-            l4proto: 17,
-            nexthdr: 17,
-            dscp: 0,
-            len: 100,
-            l4: Some([0, 1, 0, dport]),
-            iif,
-            oif: 0,
-            ct_state: crate::filter::CT_ESTABLISHED,
-        }
-    })
+    (
+        (any::<bool>(), 0u128..20, 0u128..20, 1u32..3),
+        (
+            0u8..6,
+            0u8..6,
+            prop::sample::select(vec![17u8, 6, 1]),
+            0u8..8,
+        ),
+    )
+        .prop_map(
+            |((v6, src, dst, iif), (sport, dport, proto, frag))| FilterPacket {
+                v6,
+                src,
+                dst,
+                l4proto: proto,
+                nexthdr: proto,
+                dscp: 0,
+                len: 100,
+                // One packet in eight a non-first fragment.
+                l4: (frag != 0).then_some([0, sport, 0, dport]),
+                iif,
+                oif: 0,
+                ct_state: crate::filter::CT_ESTABLISHED,
+            },
+        )
 }
 
 fn counts(f: &Filter) -> Vec<u64> {
@@ -475,13 +686,22 @@ fn the_property_is_not_vacuous() {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;
     let mut runner = TestRunner::deterministic();
-    let (mut filters, mut with_drops) = (0, 0);
+    let (mut filters, mut with_drops, mut with_ports) = (0, 0, 0);
     for _ in 0..500 {
         let f = arb_filter().new_tree(&mut runner).unwrap().current();
         filters += 1;
-        if !f.xdp_drops(1).is_empty() {
+        let d = f.xdp_drops(1);
+        if !d.is_empty() {
             with_drops += 1;
+        }
+        if d.has_ports(false) || d.has_ports(true) {
+            with_ports += 1;
         }
     }
     assert!(with_drops * 5 > filters, "{with_drops} of {filters}");
+    // Port drops need a protocol and a port match in one rule: rarer, not absent.
+    assert!(
+        with_ports * 25 > filters,
+        "{with_ports} of {filters} with port drops"
+    );
 }
