@@ -238,10 +238,10 @@ struct llr_drop_count {
 	__u64 bytes;
 };
 
-#define DROP_TABLE(name, key_t)                                                                  \
+#define DROP_TABLE(name, key_t, n)                                                               \
 	struct {                                                                                 \
 		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                                             \
-		__uint(max_entries, LLR_MAX_DROP_PREFIXES);                                      \
+		__uint(max_entries, n);                                                          \
 		__uint(map_flags, BPF_F_NO_PREALLOC);                                            \
 		__type(key, key_t);                                                              \
 		__type(value, __u32);                                                            \
@@ -274,22 +274,13 @@ struct llr_drop_port6_key {
 
 #define LLR_MAX_DROP_PORTS (2 * 65536)
 
-#define PORT_TABLE(name, key_t)                                                                  \
-	struct {                                                                                 \
-		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                                             \
-		__uint(max_entries, LLR_MAX_DROP_PORTS);                                         \
-		__uint(map_flags, BPF_F_NO_PREALLOC);                                            \
-		__type(key, key_t);                                                              \
-		__type(value, __u32);                                                            \
-	} name SEC(".maps")
+DROP_TABLE(llr_drop_port4, struct llr_drop_port4_key, LLR_MAX_DROP_PORTS);
+DROP_TABLE(llr_drop_port6, struct llr_drop_port6_key, LLR_MAX_DROP_PORTS);
 
-PORT_TABLE(llr_drop_port4, struct llr_drop_port4_key);
-PORT_TABLE(llr_drop_port6, struct llr_drop_port6_key);
-
-DROP_TABLE(llr_drop_src4, struct llr_drop4_key);
-DROP_TABLE(llr_drop_dst4, struct llr_drop4_key);
-DROP_TABLE(llr_drop_src6, struct llr_drop6_key);
-DROP_TABLE(llr_drop_dst6, struct llr_drop6_key);
+DROP_TABLE(llr_drop_src4, struct llr_drop4_key, LLR_MAX_DROP_PREFIXES);
+DROP_TABLE(llr_drop_dst4, struct llr_drop4_key, LLR_MAX_DROP_PREFIXES);
+DROP_TABLE(llr_drop_src6, struct llr_drop6_key, LLR_MAX_DROP_PREFIXES);
+DROP_TABLE(llr_drop_dst6, struct llr_drop6_key, LLR_MAX_DROP_PREFIXES);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -21,15 +21,22 @@ pub fn proc_cpu_ns(pid: u32) -> u64 {
 /// CPU time of the threads of `pid` whose name starts with `prefix`, ns (`schedstat`: the time
 /// the scheduler ran them, in ns, whatever the tick; steal is not in it); 0 when unreadable.
 pub fn threads_cpu_ns(pid: u32, prefix: &str) -> u64 {
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    dir.flatten()
-        .filter(|t| {
-            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(prefix))
-        })
-        .filter_map(|t| schedstat_ns(&std::fs::read_to_string(t.path().join("schedstat")).ok()?))
+    threads(pid, prefix)
+        .filter_map(|t| schedstat_ns(&std::fs::read_to_string(t.join("schedstat")).ok()?))
         .sum()
+}
+
+/// The `/proc/PID/task/TID` directories of the threads of `pid` whose name starts with
+/// `prefix` (none when unreadable).
+fn threads(pid: u32, prefix: &str) -> impl Iterator<Item = std::path::PathBuf> + '_ {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|t| t.path())
+        .filter(move |t| {
+            std::fs::read_to_string(t.join("comm")).is_ok_and(|c| c.starts_with(prefix))
+        })
 }
 
 /// What the scheduler did to a set of threads: how long they waited for a CPU while runnable
@@ -55,16 +62,12 @@ impl Preemption {
 /// [`Preemption`] summed over the threads of `pid` whose name starts with `prefix`; `None`
 /// when no such thread could be read.
 pub fn threads_preemption(pid: u32, prefix: &str) -> Option<Preemption> {
-    let dir = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
     let mut sum: Option<Preemption> = None;
-    for t in dir.flatten() {
-        if !std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(prefix)) {
-            continue;
-        }
-        let wait = std::fs::read_to_string(t.path().join("schedstat"))
+    for t in threads(pid, prefix) {
+        let wait = std::fs::read_to_string(t.join("schedstat"))
             .ok()
             .and_then(|s| schedstat_wait_ns(&s));
-        let switches = std::fs::read_to_string(t.path().join("status"))
+        let switches = std::fs::read_to_string(t.join("status"))
             .ok()
             .and_then(|s| nonvoluntary_switches(&s));
         if let (Some(wait_ns), Some(switches)) = (wait, switches) {

@@ -115,7 +115,7 @@ impl XdpDrops {
         let t = &self.prefixes[usize::from(p.v6)];
         let hit = |list: &[DropPrefix], a: u128| {
             list.iter()
-                .find(|e| covers(e, a, w))
+                .find(|e| covers(e.addr, e.len, a, w))
                 .map(|e| usize::from(e.slot))
         };
         let mut best = [hit(&t[0], p.src), hit(&t[1], p.dst)]
@@ -131,14 +131,9 @@ impl XdpDrops {
                 ];
                 let addr = [p.src, p.dst];
                 for e in ports {
-                    let here = DropPrefix {
-                        addr: e.addr,
-                        len: e.len,
-                        slot: e.slot,
-                    };
                     if e.proto == p.l4proto
                         && port[usize::from(e.port_dir)] == e.port
-                        && covers(&here, addr[usize::from(e.addr_dir)], w)
+                        && covers(e.addr, e.len, addr[usize::from(e.addr_dir)], w)
                     {
                         let s = usize::from(e.slot);
                         best = Some(best.map_or(s, |b| b.min(s)));
@@ -166,9 +161,10 @@ fn all_ones(bits: u32) -> u128 {
     }
 }
 
-fn covers(e: &DropPrefix, a: u128, w: u32) -> bool {
-    let len = u32::from(e.len);
-    len == 0 || (a ^ e.addr) >> (w - len) == 0
+/// Whether the prefix `addr/len` covers `a` (family width `w`).
+fn covers(addr: u128, len: u8, a: u128, w: u32) -> bool {
+    let len = u32::from(len);
+    len == 0 || (a ^ addr) >> (w - len) == 0
 }
 
 /// A rule's one address match, as the classifier can look it up.

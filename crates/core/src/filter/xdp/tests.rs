@@ -132,6 +132,13 @@ fn port_match(proto: &str, field: &str, right: &str) -> String {
     )
 }
 
+/// The handles of the rules the classifier drops for, in slot order.
+fn slot_handles(f: &Filter, d: &XdpDrops) -> Vec<u64> {
+    (d.slots.iter())
+        .map(|s| f.origins[s.rule as usize].handle)
+        .collect()
+}
+
 fn with_ports(mut p: FilterPacket, proto: u8, sport: u16, dport: u16) -> FilterPacket {
     p.l4proto = proto;
     p.nexthdr = proto;
@@ -179,9 +186,7 @@ fn port_drops_with_and_without_an_address_are_taken_in_xdp() {
         ),
     ]);
     let d = f.xdp_drops(LAN);
-    let handles: Vec<u64> = (d.slots.iter())
-        .map(|s| f.origins[s.rule as usize].handle)
-        .collect();
+    let handles = slot_handles(&f, &d);
     // IPv4: all three; IPv6: the port drop without an address.
     assert_eq!(handles, [5, 6, 7, 6], "{d:?}");
     assert!(d.has_ports(false) && d.has_ports(true));
@@ -255,9 +260,7 @@ fn a_port_accept_before_a_port_drop_keeps_it_in_the_workers_only_where_they_meet
         ),
     ]);
     let d = f.xdp_drops(LAN);
-    let handles: Vec<u64> = (d.slots.iter())
-        .map(|s| f.origins[s.rule as usize].handle)
-        .collect();
+    let handles = slot_handles(&f, &d);
     // 7777 cannot meet the accept of port 53; the set {53, 54} can.
     assert_eq!(handles, [6, 6], "{d:?}");
 }
