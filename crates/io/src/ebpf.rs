@@ -11,6 +11,8 @@ use std::os::fd::{AsFd, AsRawFd, RawFd};
 
 use aya::maps::lpm_trie::{Key as LpmKey, LpmTrie};
 use aya::maps::{Array, HashMap, Map, PerCpuArray, PerCpuValues, XskMap};
+use aya::programs::links::FdLink;
+use aya::programs::xdp::XdpLinkId;
 pub use aya::programs::XdpMode;
 use aya::programs::{ProgramError, TestRun, TestRunOptions, Xdp};
 use aya::Ebpf;
@@ -197,6 +199,8 @@ pub struct Classifier {
     name: &'static str,
     ebpf: Ebpf,
     attached: Option<(u32, XdpMode)>,
+    /// The link that attachment made (its detach is forced, see [`Classifier::detach`]).
+    link: Option<XdpLinkId>,
     /// The rule-table half frames use now (`llr_config.active`).
     active: u32,
     /// The RCU grace period started in the background at the last flip: until it ends, frames
@@ -274,6 +278,7 @@ impl Classifier {
             name,
             ebpf,
             attached: None,
+            link: None,
             active: 0,
             grace: None,
             live: false,
@@ -726,8 +731,9 @@ impl Classifier {
         while i < modes.len() {
             let m = modes[i];
             match self.prog_mut().attach_to_if_index(ifindex, m) {
-                Ok(_) => {
+                Ok(link) => {
                     self.attached = Some((ifindex, m));
+                    self.link = Some(link);
                     return Ok(m);
                 }
                 Err(e) if is_busy(&e) && !replaced => {
@@ -754,8 +760,27 @@ impl Classifier {
 
     /// Detaches from the interface (also done on drop).
     pub fn detach(&mut self) -> Result<()> {
-        if self.attached.take().is_some() {
-            // Unloading the program's data drops its links: bpf_link fds close, netlink
+        if let Some((ifindex, _)) = self.attached.take() {
+            // A bpf_link is forced off its interface first: closing our fd alone leaves the
+            // program attached while a child forked by another thread still holds a copy of
+            // the fd (until its exec), so "stopped" would not yet mean "detached".
+            if let Some(id) = self.link.take() {
+                let prog = self.prog_mut();
+                if let Ok(link) = prog.take_link(id) {
+                    if let Ok(fd_link) = FdLink::try_from(link) {
+                        let detached = (fd_link.info())
+                            .map_err(|e| std::io::Error::other(e.to_string()))
+                            .and_then(|info| crate::sys::bpf_link_detach(info.id()));
+                        if let Err(e) = detached {
+                            tracing::debug!(
+                                "ifindex {ifindex}: BPF_LINK_DETACH: {e}; closing the link instead"
+                            );
+                        }
+                    }
+                    // A netlink attachment (no bpf_link) was removed when `link` was dropped.
+                }
+            }
+            // Unloading the program's data drops what is left: bpf_link fds close, netlink
             // attachments are removed by aya.
             let prog = self.prog_mut();
             prog.unload()

@@ -201,6 +201,46 @@ pub fn term_with_parent(cmd: &mut std::process::Command) {
     }
 }
 
+/// Detaches the BPF link with kernel id `link_id` from its hook now (`BPF_LINK_DETACH`), however
+/// many fds still refer to it. Closing our fd is not enough: a child another thread forked
+/// holds a copy of every fd until its exec closes them, and the link stays attached until the
+/// last copy goes. Errors: `ENOENT` (no such link), `EOPNOTSUPP` (a link type without detach).
+pub fn bpf_link_detach(link_id: u32) -> io::Result<()> {
+    const BPF_LINK_GET_FD_BY_ID: libc::c_long = 30;
+    const BPF_LINK_DETACH: libc::c_long = 34;
+    // bpf_attr's `link_id` (then next_id, open_flags) for GET_FD_BY_ID; `link_fd` for DETACH.
+    let by_id: [u32; 3] = [link_id, 0, 0];
+    // SAFETY: `by_id` is a live, initialised prefix of bpf_attr of the size passed, which the
+    // kernel only reads; the call returns a new fd or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_LINK_GET_FD_BY_ID,
+            by_id.as_ptr(),
+            std::mem::size_of_val(&by_id),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by the kernel and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    let detach: [u32; 1] = [fd.as_raw_fd() as u32];
+    // SAFETY: as above: a live bpf_attr prefix the kernel only reads; `fd` is open.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_LINK_DETACH,
+            detach.as_ptr(),
+            std::mem::size_of_val(&detach),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Sets the calling thread's timer slack (ns): how late the kernel may fire its sleeps.
 pub fn set_timer_slack(ns: u64) {
     // SAFETY: PR_SET_TIMERSLACK takes a plain integer and only changes this thread's slack.

@@ -299,3 +299,60 @@ fn stale_netlink_program_is_replaced() {
     })
     .unwrap();
 }
+
+/// Detaching takes the program off the interface at once, even while a child that another
+/// thread forked still holds a copy of the link's fd (between its fork and its exec): a router
+/// that says it stopped has detached, whatever its other threads were spawning.
+#[test]
+#[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
+fn detach_is_immediate_while_a_forked_child_holds_the_link() {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    llr_io::sys::require_root();
+    let topo = Topology::new("llrfork").expect("topology");
+    let ns = &topo.router;
+    let name = ns.name().to_owned();
+    ns.run(move || {
+        let mut c = Classifier::load(0).unwrap();
+        let i = llr_io::ebpf::ifindex(addr::RTR_IN_IF).unwrap();
+        c.attach(i, AttachMode::Auto).unwrap();
+        let (mut forked, tell) = std::os::unix::net::UnixStream::pair().unwrap();
+        // The child says it exists, then stays 3 s before its exec with every fd of ours.
+        let spawner = std::thread::spawn(move || {
+            let fd = tell.as_raw_fd();
+            let mut cmd = std::process::Command::new("true");
+            // SAFETY: the closure runs in the forked child before exec and only calls write(2)
+            // and nanosleep(2), both async-signal-safe, on a live fd and a local timespec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::write(fd, b"x".as_ptr().cast(), 1);
+                    let t = libc::timespec {
+                        tv_sec: 3,
+                        tv_nsec: 0,
+                    };
+                    libc::nanosleep(&t, std::ptr::null_mut());
+                    Ok(())
+                });
+            }
+            cmd.status().unwrap()
+        });
+        let mut b = [0u8; 1];
+        forked.read_exact(&mut b).unwrap();
+        let ns = Netns::open(&name).unwrap();
+        assert!(has_xdp(&ns, addr::RTR_IN_IF), "attached");
+        let t0 = Instant::now();
+        c.detach().unwrap();
+        let attached_after = has_xdp(&ns, addr::RTR_IN_IF);
+        let checked_in = t0.elapsed();
+        assert!(spawner.join().unwrap().success());
+        assert!(
+            checked_in < Duration::from_secs(2),
+            "the check ran while the child still held the fd ({checked_in:?})"
+        );
+        assert!(
+            !attached_after,
+            "still attached after detach while a forked child held the link's fd"
+        );
+    })
+    .unwrap();
+}
