@@ -10,6 +10,7 @@ pub mod cmd_demo;
 pub mod cmd_gen;
 pub mod cmd_model;
 pub mod cmd_paper;
+pub mod cmd_results;
 pub mod cmd_run;
 pub mod cmd_sim;
 pub mod cmd_sink;

@@ -4,8 +4,8 @@
 use clap::{CommandFactory, Parser, Subcommand};
 use llrouter::cli_util::exits_2;
 use llrouter::{
-    cmd_ctl, cmd_demo, cmd_gen, cmd_model, cmd_paper, cmd_run, cmd_sim, cmd_sink, cmd_testbed,
-    cmd_top, cmd_tune,
+    cmd_ctl, cmd_demo, cmd_gen, cmd_model, cmd_paper, cmd_results, cmd_run, cmd_sim, cmd_sink,
+    cmd_testbed, cmd_top, cmd_tune,
 };
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -38,6 +38,8 @@ enum Cmd {
     Sink(cmd_sink::SinkArgs),
     /// Namespace testbed: topology up/down, sweeps and MLFFR against the Linux kernel.
     Testbed(Box<cmd_testbed::TestbedArgs>),
+    /// Regenerate docs/results.md's and README.md's results tables from their studies.
+    Results(cmd_results::ResultsArgs),
     /// Host tuning (paper 002): per-core load, worker core, IRQ affinities, ring and buffer sizes.
     Tune(cmd_tune::TuneArgs),
     /// Control-plane client of a running router.
@@ -83,6 +85,7 @@ fn main() -> ExitCode {
         Cmd::Gen(a) => cmd_gen::run(a),
         Cmd::Sink(a) => cmd_sink::run(a),
         Cmd::Testbed(a) => cmd_testbed::run(*a),
+        Cmd::Results(a) => cmd_results::run(a),
         Cmd::Tune(a) => cmd_tune::run(a),
         Cmd::Ctl(a) => cmd_ctl::run(a),
         Cmd::Top(a) => cmd_top::run(a),

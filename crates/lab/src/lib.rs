@@ -48,6 +48,8 @@ pub mod options;
 pub mod paper;
 pub mod plot;
 pub mod report;
+#[cfg(feature = "clap")]
+pub mod results;
 pub mod router_proc;
 pub mod setup;
 pub mod summary;

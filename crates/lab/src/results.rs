@@ -1,0 +1,1333 @@
+//! `llrouter results`: the headline studies of docs/results.md, each run from its own
+//! `llrouter testbed …` command line with its rounds, reduced to figures (one value per round,
+//! point or slice, and the goal it is held to), stored as `docs/results/<topic>.toml` and
+//! rendered from those files into docs/results.md and README.md between markers.
+//!
+//! The tables are therefore never edited by hand: a figure's range and its status (met, not
+//! met, met in k of n) are computed here, from the stored values against the goal, once, and
+//! README.md and docs/results.md render the same stored values ([`check_docs`] says whether
+//! they do).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use clap::Parser;
+use serde::{Deserialize, Serialize};
+
+use crate::alternate::{AlternateOutcome, Slice};
+use crate::args::{AlternateArgs, RunArgs};
+use crate::measure::Row;
+use crate::summary::{self, Mlffr};
+use crate::sweep::SweepOutcome;
+use crate::{LabError, Progress, Result};
+
+/// What a figure's values are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Unit {
+    /// A ratio (×).
+    Ratio,
+    /// Microseconds.
+    Us,
+    /// Per cent.
+    Pct,
+    /// Packets per second.
+    Pps,
+    /// 1 where a point met a condition, 0 where it did not: rendered "k of n".
+    Count,
+}
+
+/// How the values are compared with the bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cmp {
+    AtMost,
+    AtLeast,
+    Below,
+}
+
+/// Which values a goal is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Over {
+    /// Every value (every round or point) must meet it.
+    Each,
+    /// The median of the values must (the goal is about the typical slice, not each one).
+    Median,
+}
+
+/// What a figure is held to.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Goal {
+    pub cmp: Cmp,
+    pub bound: f64,
+    pub over: Over,
+}
+
+/// A goal's verdict on the stored values.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Status {
+    Met,
+    NotMet,
+    /// `Over::Each`: some of the values met it.
+    MetIn {
+        met: usize,
+        of: usize,
+    },
+    /// No finite value to judge.
+    NoData,
+}
+
+impl Goal {
+    fn holds(&self, v: f64) -> bool {
+        match self.cmp {
+            Cmp::AtMost => v <= self.bound,
+            Cmp::AtLeast => v >= self.bound,
+            Cmp::Below => v < self.bound,
+        }
+    }
+
+    /// The verdict on `values` (NaN values are not judged).
+    pub fn status(&self, values: &[f64]) -> Status {
+        let v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return Status::NoData;
+        }
+        match self.over {
+            Over::Median => {
+                let (m, _, _) = summary::spread(&v).expect("finite values");
+                if self.holds(m) {
+                    Status::Met
+                } else {
+                    Status::NotMet
+                }
+            }
+            Over::Each => {
+                let met = v.iter().filter(|&&x| self.holds(x)).count();
+                if met == v.len() {
+                    Status::Met
+                } else if met == 0 {
+                    Status::NotMet
+                } else {
+                    Status::MetIn { met, of: v.len() }
+                }
+            }
+        }
+    }
+
+    fn text(&self, unit: Unit) -> String {
+        let op = match self.cmp {
+            Cmp::AtMost => "≤",
+            Cmp::AtLeast => "≥",
+            Cmp::Below => "<",
+        };
+        if unit == Unit::Count {
+            return "every one".into();
+        }
+        let b = value_text(self.bound, unit);
+        let of = match self.over {
+            Over::Each => "",
+            Over::Median => " (median)",
+        };
+        format!("{op} {b}{of}")
+    }
+}
+
+/// One figure of a topic.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Figure {
+    pub what: String,
+    pub unit: Unit,
+    /// One per round, point or slice, in the order measured, run after run; NaN where not
+    /// measured.
+    pub values: Vec<f64>,
+    /// How many of `values` each run gave (one run: empty).
+    #[serde(default)]
+    pub runs: Vec<usize>,
+    /// What the values are per ("round", "point", "slice").
+    pub per: String,
+    #[serde(default)]
+    pub goal: Option<Goal>,
+    /// Also in README.md's results table.
+    #[serde(default)]
+    pub readme: bool,
+}
+
+impl Figure {
+    fn new(what: impl Into<String>, unit: Unit, per: &str, values: Vec<f64>) -> Figure {
+        Figure {
+            what: what.into(),
+            unit,
+            values,
+            runs: Vec::new(),
+            per: per.into(),
+            goal: None,
+            readme: false,
+        }
+    }
+
+    fn goal(mut self, cmp: Cmp, bound: f64, over: Over) -> Figure {
+        self.goal = Some(Goal { cmp, bound, over });
+        self
+    }
+
+    fn readme(mut self) -> Figure {
+        self.readme = true;
+        self
+    }
+
+    /// Appends the values of the same figure from another run.
+    fn add_run(&mut self, other: &Figure) {
+        if self.runs.is_empty() {
+            self.runs.push(self.values.len());
+        }
+        self.values.extend_from_slice(&other.values);
+        self.runs.push(other.values.len());
+    }
+
+    /// Each run's median (runs without a finite value left out).
+    pub fn run_medians(&self) -> Vec<f64> {
+        let mut at = 0;
+        let mut out = Vec::new();
+        for &n in &self.runs {
+            if let Some((m, _, _)) =
+                summary::spread(&self.values[at..(at + n).min(self.values.len())])
+            {
+                out.push(m);
+            }
+            at += n;
+        }
+        out
+    }
+
+    /// With several runs, whether their medians agree within [`REPRODUCED`] (`None`: one run,
+    /// or a count, whose values are verdicts).
+    pub fn reproduced(&self) -> Option<bool> {
+        let m = self.run_medians();
+        if m.len() < 2 || self.unit == Unit::Count {
+            return None;
+        }
+        let (lo, hi) = m
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+                (a.min(x), b.max(x))
+            });
+        // Two medians of 0 (no loss in either run) agree; 0 against anything else does not.
+        Some(hi == lo || (lo > 0.0 && hi / lo <= 1.0 + REPRODUCED))
+    }
+
+    /// What [`Figure::measured_pooled`] says, and with several runs each run's median and
+    /// whether they agree.
+    pub fn measured(&self) -> String {
+        let pooled = self.measured_pooled();
+        let m = self.run_medians();
+        if m.len() < 2 || self.unit == Unit::Count {
+            return pooled;
+        }
+        let meds: Vec<String> = m.iter().map(|&x| bare(x, self.unit)).collect();
+        let verdict = match self.reproduced() {
+            Some(false) => ", **not reproduced** within 15 %",
+            _ => "",
+        };
+        format!("{pooled}; run medians {}{verdict}", meds.join(" / "))
+    }
+
+    /// `median [min–max] (n rounds)` over every run, or `k of n points` for counts.
+    pub fn measured_pooled(&self) -> String {
+        let finite: Vec<f64> = self
+            .values
+            .iter()
+            .copied()
+            .filter(|x| x.is_finite())
+            .collect();
+        let n = finite.len();
+        let per = if n == 1 {
+            self.per.clone()
+        } else {
+            format!("{}s", self.per)
+        };
+        if self.unit == Unit::Count {
+            let k = finite.iter().filter(|&&x| x > 0.0).count();
+            return format!("{k} of {n} {per}");
+        }
+        match summary::spread(&finite) {
+            None => "not measured".into(),
+            Some((m, lo, hi)) if n == 1 || lo == hi => {
+                format!("{} ({n} {per})", value_text(m, self.unit))
+            }
+            Some((m, lo, hi)) => format!(
+                "{} [{}–{}] ({n} {per})",
+                value_text(m, self.unit),
+                bare(lo, self.unit),
+                value_text(hi, self.unit)
+            ),
+        }
+    }
+
+    /// The goal and its verdict: `≤ 2×: met`, `< 0.1 %: met in 4 of 5`, or `–`.
+    pub fn status_text(&self) -> String {
+        let Some(g) = self.goal else {
+            return "–".into();
+        };
+        let st = match self.unit {
+            // A count's values are 1/0 verdicts: "every one" is met when all are 1.
+            Unit::Count => Goal {
+                cmp: Cmp::AtLeast,
+                bound: 1.0,
+                over: Over::Each,
+            }
+            .status(&self.values),
+            _ => g.status(&self.values),
+        };
+        let verdict = match st {
+            Status::Met => "**met**".to_string(),
+            Status::NotMet => "**not met**".to_string(),
+            Status::MetIn { met, of } => format!("met in {met} of {of}"),
+            Status::NoData => "not measured".to_string(),
+        };
+        format!("{}: {verdict}", g.text(self.unit))
+    }
+}
+
+/// The number without its unit, as the unit prints it.
+fn bare(v: f64, unit: Unit) -> String {
+    match unit {
+        Unit::Ratio if v.abs() >= 10.0 => format!("{v:.1}"),
+        Unit::Ratio => format!("{v:.2}"),
+        Unit::Us => format!("{v:.0}"),
+        Unit::Pct if v == 0.0 => "0".into(),
+        Unit::Pct if v.abs() < 1.0 => format!("{v:.3}"),
+        Unit::Pct => format!("{v:.2}"),
+        Unit::Pps => group(v),
+        Unit::Count => format!("{v:.0}"),
+    }
+}
+
+fn value_text(v: f64, unit: Unit) -> String {
+    let b = bare(v, unit);
+    match unit {
+        Unit::Ratio => format!("{b}×"),
+        Unit::Us => format!("{b} µs"),
+        Unit::Pct => format!("{b} %"),
+        Unit::Pps => format!("{b} pps"),
+        Unit::Count => b,
+    }
+}
+
+/// `1234567` → `1 234 567`.
+fn group(v: f64) -> String {
+    let s = format!("{:.0}", v.abs());
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    if v < 0.0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+/// The machine a topic ran on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    pub cores: usize,
+    pub kernel: String,
+    /// Steal over the whole run, % of all CPUs' time (`/proc/stat`); NaN when unreadable.
+    pub steal_pct: f64,
+}
+
+/// One topic's stored result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopicResult {
+    pub topic: String,
+    /// The `llrouter …` command the figures come from.
+    pub command: String,
+    /// UTC date of the run (YYYY-MM-DD).
+    pub date: String,
+    /// Wall-clock duration of all its runs, s.
+    pub secs: f64,
+    /// Times the study ran (each figure keeps every run's values).
+    #[serde(default = "one")]
+    pub runs: u32,
+    pub machine: Machine,
+    pub figures: Vec<Figure>,
+    /// The study's own tables (medians and ranges per target and point), as it rendered them.
+    #[serde(default)]
+    pub detail: String,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// What a topic runs.
+enum Study {
+    Sweep(RunArgs),
+    Alternate(AlternateArgs),
+}
+
+/// The testbed command line of a topic, parsed as `llrouter testbed` parses it.
+#[derive(Parser)]
+#[command(no_binary_name = true)]
+enum TestbedLine {
+    Run(RunArgs),
+    Alternate(AlternateArgs),
+}
+
+/// A headline study.
+pub struct Topic {
+    pub name: &'static str,
+    /// The section of docs/results.md its block sits in.
+    pub title: &'static str,
+    /// `llrouter testbed` arguments.
+    pub argv: &'static [&'static str],
+    reduce: fn(&Outcome) -> Vec<Figure>,
+}
+
+/// What a study returned.
+pub enum Outcome {
+    Sweep(SweepOutcome, Vec<f64>),
+    Alternate(AlternateOutcome),
+}
+
+/// Run medians further apart than this share of the lower one: the figure is not reproduced.
+pub const REPRODUCED: f64 = 0.15;
+
+/// ll-wfq keeps RT within its bound and loses none up to this ρRT, the claim `rt-share` tests.
+pub const PROTECTED_RHO_RT: f64 = 0.6;
+
+/// The topics, in the order README.md lists them.
+pub const TOPICS: &[Topic] = &[
+    Topic {
+        name: "overload",
+        title: "RT protection under overload",
+        argv: &[
+            "run",
+            "--targets",
+            "kernel,llrouter:sq,llrouter:ll-wfq",
+            "--mlffr-multiples",
+            "0.5,0.9,1.5",
+            "--steps",
+            "6",
+            "--loss-tolerance",
+            "0.005",
+            "--max-rate",
+            "2500000",
+            "--point-secs",
+            "2",
+            "--flows",
+            "16",
+            "--wake",
+            "busy",
+            "--repeat",
+            "5",
+            "--reference-load",
+            "200000",
+            "--shield",
+        ],
+        reduce: reduce_overload,
+    },
+    Topic {
+        name: "rt-share",
+        title: "How far ll-wfq protects RT",
+        argv: &[
+            "run",
+            "--targets",
+            "llrouter:sq,llrouter:ll-wfq",
+            "--loads",
+            "3000000",
+            "--rt-shares",
+            "0.1,0.15,0.2,0.25,0.3,0.4",
+            "--flows",
+            "8",
+            "--point-secs",
+            "1.5",
+            "--wake",
+            "busy",
+            "--shield",
+            "--repeat",
+            "3",
+        ],
+        reduce: reduce_rt_share,
+    },
+    Topic {
+        name: "flat-out",
+        title: "Forwarding rate and the price of QoS",
+        argv: &[
+            "alternate",
+            "--targets",
+            "llrouter:sq,llrouter:ll-wfq,llrouter:ll-rr",
+            "--load",
+            "3000000",
+            "--rt-share",
+            "0.15",
+            "--wake",
+            "busy",
+            "--cycles",
+            "30",
+        ],
+        reduce: reduce_flat_out,
+    },
+];
+
+/// The topic called `name`.
+pub fn topic(name: &str) -> Option<&'static Topic> {
+    TOPICS.iter().find(|t| t.name == name)
+}
+
+impl Topic {
+    /// `llrouter testbed …` as a user types it.
+    pub fn command(&self) -> String {
+        let mut s = String::from("llrouter testbed");
+        for a in self.argv {
+            s.push(' ');
+            s.push_str(a);
+        }
+        s
+    }
+
+    fn study(&self, out: PathBuf) -> Result<Study> {
+        let line = TestbedLine::try_parse_from(self.argv.iter().copied())
+            .map_err(|e| LabError::Invalid(llr_core::FieldError::new("topic", e.to_string())))?;
+        Ok(match line {
+            TestbedLine::Run(mut a) => {
+                a.common.out = out;
+                Study::Sweep(a)
+            }
+            TestbedLine::Alternate(mut a) => {
+                a.common.out = out;
+                Study::Alternate(a)
+            }
+        })
+    }
+
+    /// Runs the study `runs` times (root; minutes each) with its outputs under
+    /// `out/<topic>/run<i>`, and reduces every run to the same figures.
+    pub fn run(
+        &self,
+        out: &Path,
+        runs: u32,
+        stop: &AtomicBool,
+        progress: &dyn Progress,
+    ) -> Result<TopicResult> {
+        if runs == 0 {
+            return Err(LabError::Invalid(llr_core::FieldError::new(
+                "runs",
+                "at least 1",
+            )));
+        }
+        let t0 = Instant::now();
+        let steal0 = steal_jiffies();
+        let mut figures: Vec<Figure> = Vec::new();
+        let mut details = Vec::new();
+        for i in 1..=runs {
+            let outcome =
+                self.run_once(&out.join(self.name).join(format!("run{i}")), stop, progress)?;
+            let f = (self.reduce)(&outcome);
+            if figures.is_empty() {
+                figures = f;
+            } else {
+                for (a, b) in figures.iter_mut().zip(&f) {
+                    a.add_run(b);
+                }
+            }
+            let d = detail(&outcome);
+            if !d.trim().is_empty() {
+                details.push(if runs > 1 {
+                    format!("\n**Run {i}**\n{d}")
+                } else {
+                    d
+                });
+            }
+        }
+        let steal = match (steal0, steal_jiffies()) {
+            (Some((s0, t0)), Some((s1, t1))) if t1 > t0 => {
+                100.0 * (s1 - s0) as f64 / (t1 - t0) as f64
+            }
+            _ => f64::NAN,
+        };
+        Ok(TopicResult {
+            topic: self.name.into(),
+            command: self.command(),
+            date: today(),
+            secs: t0.elapsed().as_secs_f64(),
+            runs,
+            machine: Machine {
+                cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+                kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_default(),
+                steal_pct: steal,
+            },
+            figures,
+            detail: details.join("\n"),
+        })
+    }
+
+    fn run_once(&self, out: &Path, stop: &AtomicBool, progress: &dyn Progress) -> Result<Outcome> {
+        let interrupted = || LabError::step(self.name, anyhow::anyhow!("interrupted"));
+        Ok(match self.study(out.to_path_buf())? {
+            Study::Sweep(a) => {
+                let s = a.study()?;
+                let shares = s.shares.clone();
+                let o = s.run(stop, progress)?;
+                if o.interrupted {
+                    return Err(interrupted());
+                }
+                if !o.errors.is_empty() {
+                    return Err(LabError::step(
+                        self.name,
+                        anyhow::anyhow!("not measured: {}", o.errors.join("; ")),
+                    ));
+                }
+                Outcome::Sweep(o, shares)
+            }
+            Study::Alternate(a) => {
+                let o = a.study()?.run(stop, progress)?;
+                if o.interrupted {
+                    return Err(interrupted());
+                }
+                Outcome::Alternate(o)
+            }
+        })
+    }
+}
+
+/// (steal, total) jiffies over all CPUs, from `/proc/stat`.
+fn steal_jiffies() -> Option<(u64, u64)> {
+    let s = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = s.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest time is inside user already)
+    let total: u64 = v.iter().take(8).sum();
+    Some((*v.get(7)?, total))
+}
+
+/// Today's UTC date, YYYY-MM-DD (days since the epoch to the civil date: H. Hinnant's
+/// `civil_from_days`).
+pub fn today() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    civil_date((secs / 86_400) as i64)
+}
+
+fn civil_date(days: i64) -> String {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+fn detail(o: &Outcome) -> String {
+    match o {
+        Outcome::Sweep(s, shares) => {
+            let share = shares.first().copied().unwrap_or(0.3);
+            match multiples_of(s) {
+                Some(m) => summary::multiples_md(&s.rows, &s.mlffrs, &m, share),
+                None => rt_share_detail(&s.rows),
+            }
+        }
+        Outcome::Alternate(a) => a.md.clone(),
+    }
+}
+
+/// The multiples a sweep ran at (`None`: fixed loads).
+fn multiples_of(s: &SweepOutcome) -> Option<Vec<f64>> {
+    if s.mlffrs.is_empty() {
+        return None;
+    }
+    let mut m: Vec<f64> = Vec::new();
+    for r in &s.rows {
+        let Some(f) = mlffr_of(&s.mlffrs, &r.target, r.round) else {
+            continue;
+        };
+        let x = (r.offered_pps / f * 100.0).round() / 100.0;
+        if !m.contains(&x) {
+            m.push(x);
+        }
+    }
+    m.sort_by(f64::total_cmp);
+    Some(m)
+}
+
+fn mlffr_of(m: &[Mlffr], target: &str, round: u32) -> Option<f64> {
+    m.iter()
+        .find(|x| x.target == target && x.round == round && x.pps > 0.0)
+        .map(|x| x.pps)
+}
+
+/// The rows of `target` in `round`, lowest offered load first.
+fn round_rows<'a>(rows: &'a [Row], target: &str, round: u32) -> Vec<&'a Row> {
+    let mut v: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.target == target && r.round == round)
+        .collect();
+    v.sort_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps));
+    v
+}
+
+fn rounds(rows: &[Row]) -> Vec<u32> {
+    let mut r: Vec<u32> = rows.iter().map(|r| r.round).collect();
+    r.sort_unstable();
+    r.dedup();
+    r
+}
+
+const KERNEL: &str = "kernel";
+const SQ: &str = "llrouter:sq";
+const WFQ: &str = "llrouter:ll-wfq";
+
+fn reduce_overload(o: &Outcome) -> Vec<Figure> {
+    let Outcome::Sweep(s, _) = o else {
+        return Vec::new();
+    };
+    let per_round = |f: &dyn Fn(u32) -> Option<f64>| -> Vec<f64> {
+        rounds(&s.rows)
+            .into_iter()
+            .map(|rd| f(rd).unwrap_or(f64::NAN))
+            .collect()
+    };
+    // Lowest and highest multiple of one target in one round.
+    let ends = |t: &str, rd: u32| {
+        let v = round_rows(&s.rows, t, rd);
+        Some((*v.first()?, *v.last()?)).filter(|_| v.len() >= 2)
+    };
+    let growth = |t: &'static str| {
+        move |rd: u32| {
+            let (a, b) = ends(t, rd)?;
+            (a.rt_p99_us > 0.0).then(|| b.rt_p99_us / a.rt_p99_us)
+        }
+    };
+    let at_top_ratio = |t: &'static str| {
+        move |rd: u32| {
+            let (_, a) = ends(t, rd)?;
+            let (_, b) = ends(WFQ, rd)?;
+            (b.rt_p99_us > 0.0).then(|| a.rt_p99_us / b.rt_p99_us)
+        }
+    };
+    let from_ref = |rd: u32| {
+        let r = s.refs.iter().find(|r| r.target == WFQ && r.round == rd)?;
+        let (_, b) = ends(WFQ, rd)?;
+        (r.rt_p99_us > 0.0).then(|| b.rt_p99_us / r.rt_p99_us)
+    };
+    vec![
+        Figure::new(
+            "RT loss, ll-wfq at 1.5× its MLFFR",
+            Unit::Pct,
+            "round",
+            per_round(&|rd| ends(WFQ, rd).map(|(_, b)| b.loss_rt * 100.0)),
+        )
+        .goal(Cmp::Below, 0.1, Over::Each)
+        .readme(),
+        Figure::new(
+            "RT p99 growth 0.5× → 1.5× MLFFR, ll-wfq",
+            Unit::Ratio,
+            "round",
+            per_round(&growth(WFQ)),
+        )
+        .goal(Cmp::AtMost, 2.0, Over::Each)
+        .readme(),
+        Figure::new("the same, sq", Unit::Ratio, "round", per_round(&growth(SQ)))
+            .goal(Cmp::AtLeast, 10.0, Over::Each)
+            .readme(),
+        Figure::new(
+            "the same, kernel",
+            Unit::Ratio,
+            "round",
+            per_round(&growth(KERNEL)),
+        )
+        .goal(Cmp::AtLeast, 10.0, Over::Each)
+        .readme(),
+        Figure::new(
+            "RT p99 growth from the 200 kpps packet-by-packet reference to 1.5× MLFFR, ll-wfq",
+            Unit::Ratio,
+            "round",
+            per_round(&from_ref),
+        )
+        .goal(Cmp::AtMost, 2.0, Over::Each),
+        Figure::new(
+            "RT p99 at 1.5× MLFFR, sq ÷ ll-wfq",
+            Unit::Ratio,
+            "round",
+            per_round(&at_top_ratio(SQ)),
+        )
+        .readme(),
+        Figure::new(
+            "RT p99 at 1.5× MLFFR, kernel ÷ ll-wfq",
+            Unit::Ratio,
+            "round",
+            per_round(&at_top_ratio(KERNEL)),
+        ),
+        Figure::new(
+            "MLFFR, ll-wfq ÷ sq",
+            Unit::Ratio,
+            "round",
+            per_round(&|rd| Some(mlffr_of(&s.mlffrs, WFQ, rd)? / mlffr_of(&s.mlffrs, SQ, rd)?)),
+        )
+        .goal(Cmp::AtLeast, 0.95, Over::Each)
+        .readme(),
+        Figure::new(
+            "MLFFR, ll-wfq",
+            Unit::Pps,
+            "round",
+            per_round(&|rd| mlffr_of(&s.mlffrs, WFQ, rd)),
+        ),
+    ]
+}
+
+/// ll-wfq's points at or below [`PROTECTED_RHO_RT`] (`true`) or above it.
+fn wfq_points(rows: &[Row], protected: bool) -> Vec<&Row> {
+    rows.iter()
+        .filter(|r| r.target == WFQ && r.rho_rt.is_finite())
+        .filter(|r| (r.rho_rt <= PROTECTED_RHO_RT) == protected)
+        .collect()
+}
+
+/// 1 where the RT ring's p99 is within the burst bound (or the bound falls inside its
+/// histogram bucket, where it cannot be said to be exceeded), 0 where it is beyond.
+fn within_burst_bound(r: &Row) -> f64 {
+    match r.within_tmax_burst.as_str() {
+        "yes" | "bucket" => 1.0,
+        "no" => 0.0,
+        _ => f64::NAN,
+    }
+}
+
+fn reduce_rt_share(o: &Outcome) -> Vec<Figure> {
+    let Outcome::Sweep(s, _) = o else {
+        return Vec::new();
+    };
+    let lo = wfq_points(&s.rows, true);
+    let hi = wfq_points(&s.rows, false);
+    let col = |v: &[&Row], f: fn(&Row) -> f64| v.iter().map(|r| f(r)).collect::<Vec<f64>>();
+    let p = PROTECTED_RHO_RT;
+    // ll-wfq's RT p99 over sq's at the same RT share and round.
+    let vs_sq: Vec<f64> = (s.rows.iter().filter(|r| r.target == WFQ))
+        .map(|w| {
+            s.rows
+                .iter()
+                .find(|q| q.target == SQ && q.round == w.round && q.rt_share == w.rt_share)
+                .filter(|q| q.rt_p99_us > 0.0)
+                .map_or(f64::NAN, |q| w.rt_p99_us / q.rt_p99_us)
+        })
+        .collect();
+    vec![
+        Figure::new(
+            format!("ll-wfq, ρRT ≤ {p}: the RT ring's p99 within Tmax B (Eq. 1, bursts)"),
+            Unit::Count,
+            "point",
+            col(&lo, within_burst_bound),
+        )
+        .goal(Cmp::AtLeast, 1.0, Over::Each)
+        .readme(),
+        Figure::new(
+            format!("ll-wfq, ρRT ≤ {p}: RT loss"),
+            Unit::Pct,
+            "point",
+            col(&lo, |r| r.loss_rt * 100.0),
+        )
+        .goal(Cmp::AtMost, 0.0, Over::Each)
+        .readme(),
+        Figure::new(
+            format!("ll-wfq, ρRT ≤ {p}: RT p99"),
+            Unit::Us,
+            "point",
+            col(&lo, |r| r.rt_p99_us),
+        ),
+        Figure::new(
+            format!("ll-wfq, ρRT > {p}: the RT ring's p99 within Tmax B"),
+            Unit::Count,
+            "point",
+            col(&hi, within_burst_bound),
+        ),
+        Figure::new(
+            format!("ll-wfq, ρRT > {p}: RT loss"),
+            Unit::Pct,
+            "point",
+            col(&hi, |r| r.loss_rt * 100.0),
+        ),
+        Figure::new(
+            "RT p99 flat out, ll-wfq ÷ sq (same RT share and round)",
+            Unit::Ratio,
+            "point",
+            vs_sq,
+        )
+        .goal(Cmp::AtMost, 1.0, Over::Each)
+        .readme(),
+        Figure::new(
+            "RT loss flat out, sq",
+            Unit::Pct,
+            "point",
+            (s.rows.iter().filter(|r| r.target == SQ))
+                .map(|r| r.loss_rt * 100.0)
+                .collect(),
+        ),
+    ]
+}
+
+/// Per RT share: ρRT, ll-wfq's RT p99, its points within Tmax B and its loss, sq's.
+fn rt_share_detail(rows: &[Row]) -> String {
+    let mut shares: Vec<f64> = rows.iter().map(|r| r.rt_share).collect();
+    shares.sort_by(f64::total_cmp);
+    shares.dedup();
+    if !rows.iter().any(|r| r.target == WFQ && r.rho_rt.is_finite()) {
+        return String::new();
+    }
+    let mut s = String::from(
+        "\n| RT share | ρRT, ll-wfq | ll-wfq RT p99 µs | within Tmax B | ll-wfq RT loss % | sq RT p99 µs | sq RT loss % |\n|---|---|---|---|---|---|---|\n",
+    );
+    let sp = |v: Vec<f64>, u: Unit| {
+        let f = Figure::new("", u, "x", v);
+        f.measured()
+            .split(" (")
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    for sh in shares {
+        let w: Vec<&Row> = (rows.iter())
+            .filter(|r| r.target == WFQ && r.rt_share == sh)
+            .collect();
+        let q: Vec<&Row> = (rows.iter())
+            .filter(|r| r.target == SQ && r.rt_share == sh)
+            .collect();
+        let within = w
+            .iter()
+            .map(|r| within_burst_bound(r))
+            .filter(|x| x.is_finite());
+        let n = within.clone().count();
+        let k = within.filter(|&x| x > 0.0).count();
+        let rho: Vec<f64> = w.iter().map(|r| r.rho_rt).collect();
+        let rho = match summary::spread(&rho) {
+            Some((_, lo, hi)) => format!("{lo:.2}–{hi:.2}"),
+            None => "—".into(),
+        };
+        let _ = writeln!(
+            s,
+            "| {sh} | {rho} | {} | {k} of {n} | {} | {} | {} |",
+            sp(w.iter().map(|r| r.rt_p99_us).collect(), Unit::Us),
+            sp(w.iter().map(|r| r.loss_rt * 100.0).collect(), Unit::Pct),
+            sp(q.iter().map(|r| r.rt_p99_us).collect(), Unit::Us),
+            sp(q.iter().map(|r| r.loss_rt * 100.0).collect(), Unit::Pct),
+        );
+    }
+    s
+}
+
+fn reduce_flat_out(o: &Outcome) -> Vec<Figure> {
+    let Outcome::Alternate(a) = o else {
+        return Vec::new();
+    };
+    let ratios = |name: &str| -> Vec<f64> {
+        (a.slices.iter())
+            .filter(|s: &&Slice| crate::choice_name(&s.strategy) == name)
+            .map(|s| s.ratio)
+            .collect()
+    };
+    vec![
+        Figure::new(
+            "Flat-out forwarding, ll-wfq ÷ sq (1 µs hold)",
+            Unit::Ratio,
+            "slice",
+            ratios("ll-wfq"),
+        )
+        .goal(Cmp::AtLeast, 0.95, Over::Median)
+        .readme(),
+        Figure::new(
+            "Flat-out forwarding, ll-rr ÷ sq (1 µs hold)",
+            Unit::Ratio,
+            "slice",
+            ratios("ll-rr"),
+        )
+        .goal(Cmp::AtLeast, 0.95, Over::Median),
+        Figure::new(
+            "Flat-out forwarding, sq",
+            Unit::Pps,
+            "slice",
+            (a.slices.iter())
+                .filter(|s| crate::choice_name(&s.strategy) == "sq")
+                .map(|s| s.forwarded_pps)
+                .collect(),
+        ),
+    ]
+}
+
+/// Where the stored results live under the repository.
+pub fn store_dir(repo: &Path) -> PathBuf {
+    repo.join("docs/results")
+}
+
+/// Writes `r` to `docs/results/<topic>.toml`.
+pub fn save(repo: &Path, r: &TopicResult) -> Result<PathBuf> {
+    let dir = store_dir(repo);
+    std::fs::create_dir_all(&dir).map_err(|e| LabError::io(dir.display().to_string(), e))?;
+    let path = dir.join(format!("{}.toml", r.topic));
+    let text = toml::to_string(r).map_err(|e| LabError::step("encode the results", e))?;
+    std::fs::write(&path, text).map_err(|e| LabError::io(path.display().to_string(), e))?;
+    Ok(path)
+}
+
+/// The stored results of every topic that has one, in [`TOPICS`] order.
+pub fn load_all(repo: &Path) -> Result<Vec<TopicResult>> {
+    let mut out = Vec::new();
+    for t in TOPICS {
+        let path = store_dir(repo).join(format!("{}.toml", t.name));
+        let text = match std::fs::read_to_string(&path) {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(LabError::io(path.display().to_string(), e)),
+        };
+        let r: TopicResult = toml::from_str(&text).map_err(|e| {
+            LabError::Invalid(llr_core::FieldError::new(
+                "results",
+                format!("{}: {e}", path.display()),
+            ))
+        })?;
+        out.push(r);
+    }
+    Ok(out)
+}
+
+/// The block of docs/results.md for one topic.
+pub fn render_block(r: &TopicResult) -> String {
+    let steal = if r.machine.steal_pct.is_finite() {
+        format!("{:.1} %", r.machine.steal_pct)
+    } else {
+        "unknown".into()
+    };
+    let per = r.figures.first().map_or("round", |f| f.per.as_str());
+    let runs = if r.runs > 1 {
+        format!(
+            "{} runs, back to back: median [min–max] over every run's {per}s, then each run's \
+             median; a figure whose run medians differ by more than 15 % is not reproduced",
+            r.runs
+        )
+    } else {
+        format!("one run: median [min–max] over its {per}s")
+    };
+    let mut s = format!(
+        "```sh\n{}   # root, {:.0} min a run\n```\n\n\
+         Generated by `bash scripts/results.sh {}` on {} ({} cores, Linux {}, steal {steal} over the \
+         runs), {runs}. A goal's status is computed from every value.\n\n\
+         | figure | measured | goal |\n|---|---|---|\n",
+        r.command,
+        r.secs / 60.0 / f64::from(r.runs.max(1)),
+        r.topic,
+        r.date,
+        r.machine.cores,
+        r.machine.kernel,
+    );
+    for f in &r.figures {
+        let _ = writeln!(s, "| {} | {} | {} |", f.what, f.measured(), f.status_text());
+    }
+    if !r.detail.trim().is_empty() {
+        s.push_str("\n<details><summary>The study's own tables</summary>\n\n");
+        // The study's headings would enter the page's outline: shown as bold text instead.
+        for line in r.detail.trim().lines() {
+            match line.trim_start_matches('#') {
+                h if h.len() < line.len() => {
+                    let _ = writeln!(s, "**{}**", h.trim());
+                }
+                _ => {
+                    let _ = writeln!(s, "{line}");
+                }
+            }
+        }
+        s.push_str("\n</details>\n");
+    }
+    s
+}
+
+/// README.md's table of the figures marked for it, every topic's.
+pub fn render_readme(all: &[TopicResult]) -> String {
+    let mut s = String::from("| what | measured | goal | run |\n|---|---|---|---|\n");
+    for r in all {
+        for f in r.figures.iter().filter(|f| f.readme) {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | `{}`, {} |",
+                f.what,
+                f.measured(),
+                f.status_text(),
+                r.topic,
+                r.date
+            );
+        }
+    }
+    s
+}
+
+fn marks(name: &str) -> (String, String) {
+    (
+        format!("<!-- results:{name} -->\n"),
+        format!("<!-- /results:{name} -->"),
+    )
+}
+
+/// `doc` with the text between the markers of `name` replaced by `body`.
+pub fn splice(doc: &str, name: &str, body: &str) -> std::result::Result<String, String> {
+    let (open, close) = marks(name);
+    let a = doc
+        .find(&open)
+        .ok_or_else(|| format!("marker {} missing", open.trim()))?
+        + open.len();
+    let b = doc[a..]
+        .find(&close)
+        .ok_or_else(|| format!("marker {close} missing"))?
+        + a;
+    Ok(format!("{}{}{}", &doc[..a], body, &doc[b..]))
+}
+
+/// README.md and docs/results.md as the stored results render them.
+pub fn render_docs(repo: &Path) -> Result<Vec<(PathBuf, String)>> {
+    let all = load_all(repo)?;
+    let read =
+        |p: &Path| std::fs::read_to_string(p).map_err(|e| LabError::io(p.display().to_string(), e));
+    let bad = |p: &Path, e: String| {
+        LabError::Invalid(llr_core::FieldError::new(
+            "results",
+            format!("{}: {e}", p.display()),
+        ))
+    };
+    let results_md = repo.join("docs/results.md");
+    let mut doc = read(&results_md)?;
+    for r in &all {
+        doc = splice(&doc, &r.topic, &render_block(r)).map_err(|e| bad(&results_md, e))?;
+    }
+    let readme = repo.join("README.md");
+    let text = read(&readme)?;
+    let text = splice(&text, "readme", &render_readme(&all)).map_err(|e| bad(&readme, e))?;
+    Ok(vec![(results_md, doc), (readme, text)])
+}
+
+/// Writes README.md and docs/results.md from the stored results.
+pub fn write_docs(repo: &Path) -> Result<()> {
+    for (p, text) in render_docs(repo)? {
+        std::fs::write(&p, text).map_err(|e| LabError::io(p.display().to_string(), e))?;
+    }
+    Ok(())
+}
+
+/// The files whose tables differ from what the stored results render.
+pub fn check_docs(repo: &Path) -> Result<Vec<PathBuf>> {
+    let mut stale = Vec::new();
+    for (p, text) in render_docs(repo)? {
+        let now =
+            std::fs::read_to_string(&p).map_err(|e| LabError::io(p.display().to_string(), e))?;
+        if now != text {
+            stale.push(p);
+        }
+    }
+    Ok(stale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fig(values: Vec<f64>, cmp: Cmp, bound: f64, over: Over) -> Figure {
+        Figure::new("x", Unit::Ratio, "round", values).goal(cmp, bound, over)
+    }
+
+    #[test]
+    fn status_is_computed_from_every_value() {
+        let f = fig(vec![1.1, 1.3, 2.5], Cmp::AtMost, 2.0, Over::Each);
+        assert_eq!(f.status_text(), "≤ 2.00×: met in 2 of 3");
+        assert_eq!(f.measured(), "1.30× [1.10–2.50×] (3 rounds)");
+        let f = fig(vec![1.1, 1.3], Cmp::AtMost, 2.0, Over::Each);
+        assert_eq!(f.status_text(), "≤ 2.00×: **met**");
+        let f = fig(vec![3.0, 4.0], Cmp::AtMost, 2.0, Over::Each);
+        assert_eq!(f.status_text(), "≤ 2.00×: **not met**");
+        // The median meets it though one slice does not.
+        let f = fig(vec![0.93, 0.96, 0.97], Cmp::AtLeast, 0.95, Over::Median);
+        assert_eq!(f.status_text(), "≥ 0.95× (median): **met**");
+        let f = fig(vec![0.93, 0.94, 0.97], Cmp::AtLeast, 0.95, Over::Median);
+        assert_eq!(f.status_text(), "≥ 0.95× (median): **not met**");
+        // A round not measured is neither met nor missed.
+        let f = fig(vec![f64::NAN, 1.0], Cmp::AtMost, 2.0, Over::Each);
+        assert_eq!(f.status_text(), "≤ 2.00×: **met**");
+        assert_eq!(f.measured(), "1.00× (1 round)");
+        let f = fig(vec![f64::NAN], Cmp::AtMost, 2.0, Over::Each);
+        assert_eq!(f.status_text(), "≤ 2.00×: not measured");
+        // Loss goals: "< 0.1 %", and "≤ 0" with a zero.
+        let f = Figure::new("l", Unit::Pct, "round", vec![0.0, 0.135, 0.0]).goal(
+            Cmp::Below,
+            0.1,
+            Over::Each,
+        );
+        assert_eq!(f.status_text(), "< 0.100 %: met in 2 of 3");
+        let f = Figure::new("c", Unit::Count, "point", vec![1.0, 0.0, 1.0]).goal(
+            Cmp::AtLeast,
+            1.0,
+            Over::Each,
+        );
+        assert_eq!(f.measured(), "2 of 3 points");
+        assert_eq!(f.status_text(), "every one: met in 2 of 3");
+    }
+
+    #[test]
+    fn stored_results_round_trip_with_missing_values() {
+        let r = TopicResult {
+            topic: "t".into(),
+            command: "llrouter testbed run".into(),
+            date: "2026-11-30".into(),
+            secs: 12.0,
+            runs: 1,
+            machine: Machine {
+                cores: 2,
+                kernel: "6.18".into(),
+                steal_pct: f64::NAN,
+            },
+            figures: vec![fig(vec![1.0, f64::NAN], Cmp::AtMost, 2.0, Over::Each).readme()],
+            detail: "| a |\n".into(),
+        };
+        let text = toml::to_string(&r).unwrap();
+        let back: TopicResult = toml::from_str(&text).unwrap();
+        assert_eq!(back.figures[0].values[0], 1.0);
+        assert!(back.figures[0].values[1].is_nan());
+        assert!(back.machine.steal_pct.is_nan());
+        assert_eq!(render_block(&back), render_block(&r));
+        assert_eq!(render_readme(&[back]), render_readme(&[r]));
+    }
+
+    #[test]
+    fn splice_replaces_between_the_markers_and_names_a_missing_one() {
+        let doc = "a\n<!-- results:x -->\nold\n<!-- /results:x -->\nb\n";
+        assert_eq!(
+            splice(doc, "x", "new\n").unwrap(),
+            "a\n<!-- results:x -->\nnew\n<!-- /results:x -->\nb\n"
+        );
+        assert!(splice(doc, "y", "").unwrap_err().contains("results:y"));
+    }
+
+    #[test]
+    fn every_topic_parses_as_the_testbed_parses_it() {
+        for t in TOPICS {
+            assert!(t.study(PathBuf::from("/tmp/x")).is_ok(), "{}", t.name);
+            assert!(t.command().starts_with("llrouter testbed "));
+        }
+    }
+
+    #[test]
+    fn runs_are_kept_apart_and_compared() {
+        let mut f = Figure::new("x", Unit::Ratio, "round", vec![1.0, 1.1, 1.2]);
+        f.add_run(&Figure::new("x", Unit::Ratio, "round", vec![1.1, 1.2, 1.3]));
+        assert_eq!(f.runs, vec![3, 3]);
+        assert_eq!(f.run_medians(), vec![1.1, 1.2]);
+        assert_eq!(f.reproduced(), Some(true));
+        assert_eq!(
+            f.measured(),
+            "1.15× [1.00–1.30×] (6 rounds); run medians 1.10 / 1.20"
+        );
+        f.add_run(&Figure::new("x", Unit::Ratio, "round", vec![2.0]));
+        assert_eq!(f.reproduced(), Some(false));
+        assert!(f
+            .measured()
+            .ends_with("run medians 1.10 / 1.20 / 2.00, **not reproduced** within 15 %"));
+        // No loss in either run agrees; none against some does not.
+        let mut l = Figure::new("l", Unit::Pct, "round", vec![0.0, 0.0]);
+        l.add_run(&Figure::new("l", Unit::Pct, "round", vec![0.0]));
+        assert_eq!(l.reproduced(), Some(true));
+        l.add_run(&Figure::new("l", Unit::Pct, "round", vec![0.2]));
+        assert_eq!(l.reproduced(), Some(false));
+    }
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_date(0), "1970-01-01");
+        assert_eq!(civil_date(20_422), "2025-11-30");
+        assert_eq!(civil_date(11_016), "2000-02-29");
+    }
+
+    fn row(target: &str, round: u32, offered: f64, p99: f64, loss: f64) -> Row {
+        Row {
+            target: target.into(),
+            round,
+            rt_share: 0.3,
+            offered_pps: offered,
+            rt_p99_us: p99,
+            loss_rt: loss,
+            ..Row::default()
+        }
+    }
+
+    #[test]
+    fn overload_figures_are_taken_within_each_round() {
+        let mut rows = Vec::new();
+        let mut mlffrs = Vec::new();
+        for rd in 1..=2 {
+            for (t, m, p_lo, p_hi) in [
+                (KERNEL, 400e3, 100.0, 1200.0),
+                (SQ, 500e3, 50.0, 1000.0),
+                (WFQ, 480e3, 40.0, 60.0 + rd as f64 * 10.0),
+            ] {
+                mlffrs.push(Mlffr {
+                    target: t.into(),
+                    round: rd,
+                    pps: m,
+                    gen_limited: false,
+                });
+                rows.push(row(
+                    t,
+                    rd,
+                    1.5 * m,
+                    p_hi,
+                    if rd == 2 && t == WFQ { 0.002 } else { 0.0 },
+                ));
+                rows.push(row(t, rd, 0.5 * m, p_lo, 0.0));
+            }
+        }
+        let o = Outcome::Sweep(
+            SweepOutcome {
+                rows,
+                mlffrs,
+                ..SweepOutcome::default()
+            },
+            vec![0.3],
+        );
+        let f = reduce_overload(&o);
+        let by = |w: &str| f.iter().find(|x| x.what == w).unwrap();
+        assert_eq!(
+            by("RT loss, ll-wfq at 1.5× its MLFFR").values,
+            vec![0.0, 0.2]
+        );
+        assert_eq!(
+            by("RT loss, ll-wfq at 1.5× its MLFFR").status_text(),
+            "< 0.100 %: met in 1 of 2"
+        );
+        assert_eq!(
+            by("RT p99 growth 0.5× → 1.5× MLFFR, ll-wfq").values,
+            vec![70.0 / 40.0, 80.0 / 40.0]
+        );
+        assert_eq!(by("the same, sq").values, vec![20.0, 20.0]);
+        assert_eq!(by("MLFFR, ll-wfq ÷ sq").values, vec![0.96, 0.96]);
+        assert_eq!(
+            by("RT p99 at 1.5× MLFFR, sq ÷ ll-wfq").values,
+            vec![1000.0 / 70.0, 1000.0 / 80.0]
+        );
+        // No reference point was measured: not measured, not a pass.
+        assert!(f
+            .iter()
+            .find(|x| x.what.contains("reference"))
+            .unwrap()
+            .status_text()
+            .ends_with("not measured"));
+    }
+}
