@@ -94,6 +94,11 @@
  * and leave fragments, whose later pieces carry none, to the workers. */
 #define CFG_DROP_PORTS_V4 (1u << 9)
 #define CFG_DROP_PORTS_V6 (1u << 10)
+/* The family's drop rules include protocols without a port (port table entries under pdir
+ * LLR_ANY_PORT): look up every frame's protocol, fragments and portless frames included. */
+#define CFG_DROP_PROTOS_V4 (1u << 11)
+#define CFG_DROP_PROTOS_V6 (1u << 12)
+#define LLR_ANY_PORT 2
 
 /* Counter slots of llr_stats after the per-class ones. */
 #define ST_PASS_NONIP (LLR_MAX_CLASSES + 0)
@@ -248,8 +253,9 @@ struct llr_drop_count {
 	} name SEC(".maps")
 
 /* The port table (llr-core's `filter::xdp::PortPrefix`): protocol, port direction (0 source,
- * 1 destination), port, address direction, then the address prefix; a rule without an address
- * has an entry in each address direction with prefix length 0. prefixlen counts from `gen`. */
+ * 1 destination, LLR_ANY_PORT: a protocol match without a port, port 0), port, address
+ * direction, then the address prefix; a rule without an address has an entry in each address
+ * direction with prefix length 0. prefixlen counts from `gen`. */
 struct llr_drop_port4_key {
 	__u32 prefixlen;
 	__u8 gen;
@@ -469,7 +475,25 @@ static __always_inline int fw_dropped(__u32 gen, __u32 slot, __u32 iplen)
 		}                                                                                \
 	} while (0)
 
-static __always_inline int fw_drop4(const struct pkt *p, __u32 gen, __u32 iplen, int ports)
+/* The earliest rule of the port table dropping `p` by its protocol alone (LLR_ANY_PORT),
+ * against each address. */
+#define PROTO_LOOKUP(map, key, p, alen, best)                                                   \
+	do {                                                                                     \
+		key.proto = (p)->proto;                                                          \
+		key.pdir = LLR_ANY_PORT;                                                         \
+		key.port[0] = 0;                                                                 \
+		key.port[1] = 0;                                                                 \
+		_Pragma("unroll") for (int ad = 0; ad < 2; ad++)                                 \
+		{                                                                                \
+			key.adir = ad;                                                           \
+			__builtin_memcpy(key.addr, ad ? (p)->dst : (p)->src, alen);              \
+			__u32 *v = bpf_map_lookup_elem(&map, &key);                              \
+			best = lower_slot(v, &best);                                             \
+		}                                                                                \
+	} while (0)
+
+static __always_inline int fw_drop4(const struct pkt *p, __u32 gen, __u32 iplen, int ports,
+				    int protos)
 {
 	struct llr_drop4_key k = {.prefixlen = 8 + 32, .gen = (__u8)gen};
 	__builtin_memcpy(k.addr, p->src, 4);
@@ -481,10 +505,15 @@ static __always_inline int fw_drop4(const struct pkt *p, __u32 gen, __u32 iplen,
 		struct llr_drop_port4_key pk = {.prefixlen = 48 + 32, .gen = (__u8)gen};
 		PORT_LOOKUP(llr_drop_port4, pk, p, 4, best);
 	}
+	if (protos) {
+		struct llr_drop_port4_key pk = {.prefixlen = 48 + 32, .gen = (__u8)gen};
+		PROTO_LOOKUP(llr_drop_port4, pk, p, 4, best);
+	}
 	return fw_dropped(gen, best, iplen);
 }
 
-static __always_inline int fw_drop6(const struct pkt *p, __u32 gen, __u32 iplen, int ports)
+static __always_inline int fw_drop6(const struct pkt *p, __u32 gen, __u32 iplen, int ports,
+				    int protos)
 {
 	struct llr_drop6_key k = {.prefixlen = 8 + 128, .gen = (__u8)gen};
 	__builtin_memcpy(k.addr, p->src, 16);
@@ -495,6 +524,10 @@ static __always_inline int fw_drop6(const struct pkt *p, __u32 gen, __u32 iplen,
 	if (ports) {
 		struct llr_drop_port6_key pk = {.prefixlen = 48 + 128, .gen = (__u8)gen};
 		PORT_LOOKUP(llr_drop_port6, pk, p, 16, best);
+	}
+	if (protos) {
+		struct llr_drop_port6_key pk = {.prefixlen = 48 + 128, .gen = (__u8)gen};
+		PROTO_LOOKUP(llr_drop_port6, pk, p, 16, best);
 	}
 	return fw_dropped(gen, best, iplen);
 }
@@ -655,7 +688,8 @@ static __always_inline int classify(struct xdp_md *ctx)
 		 * ports, and the first must not be judged apart from them. */
 		if ((cfg->flags & CFG_DROP_V4) && !(frag && (cfg->flags & CFG_DROP_PORTS_V4)) &&
 		    fw_drop4(&p, cfg->drop_gen & 1, tot,
-			     p.has_ports && (cfg->flags & CFG_DROP_PORTS_V4)))
+			     p.has_ports && (cfg->flags & CFG_DROP_PORTS_V4),
+			     cfg->flags & CFG_DROP_PROTOS_V4))
 			return XDP_DROP;
 		if (bpf_map_lookup_elem(&llr_local4, ip + 16)) {
 			count(ST_PASS_LOCAL);
@@ -739,7 +773,8 @@ static __always_inline int classify(struct xdp_md *ctx)
 		p.ipver = 6;
 		if ((cfg->flags & CFG_DROP_V6) && !(frag && (cfg->flags & CFG_DROP_PORTS_V6)) &&
 		    fw_drop6(&p, cfg->drop_gen & 1, 40 + plen,
-			     p.has_ports && (cfg->flags & CFG_DROP_PORTS_V6)))
+			     p.has_ports && (cfg->flags & CFG_DROP_PORTS_V6),
+			     cfg->flags & CFG_DROP_PROTOS_V6))
 			return XDP_DROP;
 		if (p.dst[0] == 0xff || (p.dst[0] == 0xfe && (p.dst[1] & 0xc0) == 0x80)) {
 			count(ST_PASS_MCAST);

@@ -755,9 +755,29 @@ table inet llrtest {
     ip6 daddr fd71:2::2 drop
     ip daddr 10.71.2.1 udp dport 7777 drop
     meta l4proto udp th dport { 7777, 7779 } drop
+    meta l4proto icmp ip daddr 10.71.2.1 drop
+    ip6 daddr fd71:2::1 meta l4proto ipv6-icmp drop
   }
 }
 "#;
+
+/// Echo requests `from` sends to `dst` (`n` of them, 10 ms apart), and the replies it got.
+fn echo_replies(from: &Netns, dst: IpAddr, n: u32) -> u32 {
+    let out = from
+        .command("ping")
+        .args(["-n", "-q", "-c", &n.to_string(), "-i", "0.01", "-W", "1"])
+        .arg(dst.to_string())
+        .output()
+        .expect("ping");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "20 packets transmitted, 0 received, 100% packet loss, time 190ms"
+    let received = (text.split(',').find(|p| p.contains("received")))
+        .and_then(|p| p.split_whitespace().next()?.parse().ok());
+    received.unwrap_or_else(|| panic!("ping's summary: {text}"))
+}
+
+/// Echo requests per family to the address whose ICMP is dropped.
+const ECHOES: u32 = 20;
 
 #[test]
 #[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
@@ -812,10 +832,12 @@ fn a_blocked_flood_is_dropped_before_the_rings_and_counted_against_its_rule() {
             udp_through(&t, open6, 7779, n),
             udp_through(&t, open4, 7000, 200),
             udp_through(&t, open6, 7778, 200),
+            echo_replies(&t.gen, open4, ECHOES),
+            echo_replies(&t.gen, open6, ECHOES),
         ]
     };
     let kernel = probe();
-    assert_eq!(kernel, [0, 0, 0, 0, 200, 200], "the kernel's answer");
+    assert_eq!(kernel, [0, 0, 0, 0, 200, 200, 0, 0], "the kernel's answer");
     let dir = TempDir::new("fw-xdp");
     let sock = dir.join("ctl.sock");
     let router = RouterThread::start(&t, dir.router_config(CONFIG));
@@ -825,6 +847,10 @@ fn a_blocked_flood_is_dropped_before_the_rings_and_counted_against_its_rule() {
     let (p4_all, p4_xdp) = rule_counts(&sock, "udp dport 7777");
     // nft lists `meta l4proto udp th dport {…}` as `udp dport {…}`.
     let (p_all, p_xdp) = rule_counts(&sock, "udp dport { 7777");
+    // Protocol drops without a port: ICMP, and ICMPv6 (its neighbour discovery goes to the
+    // router's own address, not the blocked one).
+    let (i4_all, i4_xdp) = rule_counts(&sock, "meta l4proto icmp");
+    let (i6_all, i6_xdp) = rule_counts(&sock, "meta l4proto ipv6-icmp");
     let (code, counters, err) = ctl_bin(&sock, &["-j", "counters"]);
     assert_eq!(code, 0, "{err}");
     let m: serde_json::Value = serde_json::from_str(&counters).unwrap();
@@ -847,9 +873,12 @@ fn a_blocked_flood_is_dropped_before_the_rings_and_counted_against_its_rule() {
     // Port drops too: no worker saw the datagrams to the blocked ports.
     assert_eq!((p4_all, p4_xdp), (u64::from(n), u64::from(n)));
     assert_eq!((p_all, p_xdp), (u64::from(n), u64::from(n)));
-    assert_eq!(xdp_metric, 4 * u64::from(n), "{counters}");
+    let e = u64::from(ECHOES);
+    assert_eq!((i4_all, i4_xdp), (e, e), "echo requests, IPv4");
+    assert_eq!((i6_all, i6_xdp), (e, e), "echo requests, IPv6");
+    assert_eq!(xdp_metric, 4 * u64::from(n) + 2 * e, "{counters}");
     let in_xdp: u64 = rep.classifier.iter().map(|(_, s)| s.drop_firewall).sum();
-    assert_eq!(in_xdp, 4 * u64::from(n));
+    assert_eq!(in_xdp, 4 * u64::from(n) + 2 * e);
     assert_eq!(count(&rep.worker.drop, "filtered"), 0, "{}", rep.worker);
     assert!(
         rep.worker.forwarded.iter().sum::<u64>() >= 300,

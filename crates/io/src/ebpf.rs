@@ -50,6 +50,10 @@ const FLAG_DROP_V6: u32 = 32;
 const FLAG_DROP_PORTS_V4: u32 = 512;
 /// The same for IPv6 (`CFG_DROP_PORTS_V6`).
 const FLAG_DROP_PORTS_V6: u32 = 1024;
+/// `llr_config.flags`: the IPv4 drops include protocols without a port (`CFG_DROP_PROTOS_V4`).
+const FLAG_DROP_PROTOS_V4: u32 = 2048;
+/// The same for IPv6 (`CFG_DROP_PROTOS_V6`).
+const FLAG_DROP_PROTOS_V6: u32 = 4096;
 /// `llr_config.flags`: IPv4 frames of connections not in `llr_ct` to the kernel (`CFG_CT_V4`).
 const FLAG_CT_V4: u32 = 128;
 /// The same for IPv6 (`CFG_CT_V6`).
@@ -677,6 +681,16 @@ impl Classifier {
             }
             | if d.has_ports(true) {
                 FLAG_DROP_PORTS_V6
+            } else {
+                0
+            }
+            | if d.has_protos(false) {
+                FLAG_DROP_PROTOS_V4
+            } else {
+                0
+            }
+            | if d.has_protos(true) {
+                FLAG_DROP_PROTOS_V6
             } else {
                 0
             };

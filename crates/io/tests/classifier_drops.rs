@@ -18,6 +18,9 @@ use llr_io::ebpf::{Classifier, XDP_DROP};
 /// The ports of the frames and of the rules: few, so that they meet.
 const PORTS: [u16; 4] = [53, 54, 7000, 7001];
 
+/// The protocols of the frames and of the rules without a port: UDP, TCP, ICMP, ICMPv6.
+const PROTOS: [u8; 4] = [17, 6, 1, 58];
+
 /// The loopback's index: what `BPF_PROG_TEST_RUN` presents as the ingress interface here.
 const IIF: u32 = 1;
 
@@ -85,7 +88,21 @@ fn rand_filter(r: &mut Rng) -> Filter {
                     set: ValueSet::single(6),
                 });
             }
-            if r.below(3) == 0 {
+            let pair = r.below(3) == 0;
+            if !pair && r.below(4) == 0 {
+                // A protocol without a port (`meta l4proto icmp`): ICMP included, one or two.
+                let mut protos: Vec<(u128, u128)> = (0..1 + r.below(2))
+                    .map(|_| PROTOS[r.below(PROTOS.len() as u64) as usize])
+                    .map(|p| (u128::from(p), u128::from(p)))
+                    .collect();
+                protos.sort_unstable();
+                matches.push(Match {
+                    key: Key::L4Proto,
+                    negate: false,
+                    set: ValueSet::from_ranges(protos),
+                });
+            }
+            if pair {
                 matches.push(Match {
                     key: Key::L4Proto,
                     negate: false,
@@ -158,7 +175,11 @@ fn rand_frame(r: &mut Rng) -> (Vec<u8>, FilterPacket) {
     let payload_len = r.below(200) as usize;
     let mut port = || PORTS[r.below(PORTS.len() as u64) as usize];
     let (src_port, dst_port) = (port(), port());
-    let protocol = if r.below(3) == 0 { 6 } else { 17 };
+    let protocol = match r.below(6) {
+        0 => 6,
+        1 => PROTOS[2 + r.below(2) as usize],
+        _ => 17,
+    };
     let f = frame(&FrameSpec {
         src,
         dst,
@@ -184,6 +205,7 @@ fn the_classifier_drops_what_its_model_drops_and_counts_it_per_rule() {
     let mut c = Classifier::load(0).expect("load the classifier");
     c.assume_live(true);
     let (mut dropped, mut checked, mut with_slots, mut with_ports) = (0u64, 0u64, 0u64, 0u64);
+    let mut with_protos = 0u64;
     let mut previous: Option<(XdpDrops, Vec<(u64, u64)>)> = None;
     for seed in 0..120u64 {
         let mut r = Rng::new(0xd80b_0000 + seed);
@@ -191,6 +213,7 @@ fn the_classifier_drops_what_its_model_drops_and_counts_it_per_rule() {
         let d = f.xdp_drops(IIF);
         with_slots += u64::from(!d.is_empty());
         with_ports += u64::from(d.has_ports(false) || d.has_ports(true));
+        with_protos += u64::from(d.has_protos(false) || d.has_protos(true));
         let (gen, retired) = c.set_drops(&d).expect("set the drops");
         // The generation replaced now is the one set two updates ago; its counts came back
         // final. One update ago's are still readable until the next call.
@@ -249,6 +272,10 @@ fn the_classifier_drops_what_its_model_drops_and_counts_it_per_rule() {
     assert!(
         with_ports >= 20,
         "{with_ports} of 120 rule sets had port drops"
+    );
+    assert!(
+        with_protos >= 15,
+        "{with_protos} of 120 rule sets had protocol drops"
     );
     assert!(
         dropped >= checked / 10 && dropped <= checked * 9 / 10,

@@ -8,9 +8,10 @@
 //!   drops these packets whether they would be forwarded, delivered to the host or answered
 //!   with an ICMP error;
 //! - it matches on one address (source or destination, a value, a prefix, a set, or `!=` one),
-//!   on the input interface, on the family, and on one port (source or destination: values
-//!   or a small set) of TCP, UDP or SCTP named by its protocol match, which the classifier
-//!   reads;
+//!   on the input interface, on the family, on the transport protocol (`meta l4proto`,
+//!   `ip protocol`: a few values, any protocol, ICMP included), and on one port (source or
+//!   destination: values or a small set) of TCP, UDP or SCTP named by its protocol match,
+//!   which the classifier reads;
 //! - no rule before it (earlier in its chain, or in a base chain of lower priority) can match a
 //!   packet it covers, unless that rule is itself such a drop: such a rule would be counted, or
 //!   end the chain, or answer the packet. A chain before it with a `drop` policy ends the search
@@ -21,7 +22,10 @@
 //! covers it. Those with a port become one more table, keyed by protocol, port direction, port
 //! and address direction before the address prefix (a rule without an address covers both
 //! address directions), disjoint the same way within each protocol, port and direction; a
-//! frame looks it up four times (each port against each address). A frame found in several
+//! frame looks it up four times (each port against each address). A rule with a protocol and
+//! no port has its entries there too, under port direction [`ANY_PORT`] and port 0, which every
+//! frame of the family looks up twice more (its protocol against each address), fragments and
+//! frames without ports included: the protocol is in every piece. A frame found in several
 //! takes the earliest rule. Fragments do not carry ports in every piece: where a family has
 //! port drops, the classifier leaves fragments to the workers. [`XdpDrops::lookup`] is that
 //! program's model, which the tests hold to [`Filter::eval`].
@@ -36,6 +40,11 @@ pub const MAX_PREFIXES: usize = 65_536;
 pub const MAX_PORT_ENTRIES: usize = 65_536;
 /// The protocols whose ports the classifier reads (its `l4_min`): TCP, UDP, SCTP.
 pub const PORT_PROTOS: [u8; 3] = [6, 17, 132];
+/// [`PortPrefix::port_dir`] of a rule that matches a protocol and no port: every port.
+pub const ANY_PORT: u8 = 2;
+/// Protocols a rule without a port may name before the workers take it instead (`!= tcp`
+/// names 255).
+const MAX_RULE_PROTOS: usize = 16;
 
 /// One prefix of a drop table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +62,8 @@ pub struct DropPrefix {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PortPrefix {
     pub proto: u8,
-    /// 0: the source port, 1: the destination port.
+    /// 0: the source port, 1: the destination port, [`ANY_PORT`]: the protocol matches
+    /// whatever the ports (`port` is 0).
     pub port_dir: u8,
     pub port: u16,
     /// 0: the source address, 1: the destination address.
@@ -98,12 +108,23 @@ impl XdpDrops {
 
     /// Whether a table of the family has prefixes.
     pub fn has_family(&self, v6: bool) -> bool {
-        self.prefixes[usize::from(v6)].iter().any(|t| !t.is_empty()) || self.has_ports(v6)
+        self.prefixes[usize::from(v6)].iter().any(|t| !t.is_empty())
+            || !self.ports[usize::from(v6)].is_empty()
     }
 
-    /// Whether the family's port table has entries.
+    /// Whether the family's port table has entries for ports (the classifier then leaves
+    /// fragments to the workers).
     pub fn has_ports(&self, v6: bool) -> bool {
-        !self.ports[usize::from(v6)].is_empty()
+        self.ports[usize::from(v6)]
+            .iter()
+            .any(|e| e.port_dir != ANY_PORT)
+    }
+
+    /// Whether the family's port table has entries for protocols without a port.
+    pub fn has_protos(&self, v6: bool) -> bool {
+        self.ports[usize::from(v6)]
+            .iter()
+            .any(|e| e.port_dir == ANY_PORT)
     }
 
     /// The slot whose rule drops `p`, as the classifier finds it: the longest (here: the only)
@@ -122,23 +143,26 @@ impl XdpDrops {
             .into_iter()
             .flatten()
             .min();
-        let ports = &self.ports[usize::from(p.v6)];
-        if let (Some(l4), false) = (p.l4, ports.is_empty()) {
-            if PORT_PROTOS.contains(&p.l4proto) {
-                let port = [
-                    u16::from_be_bytes([l4[0], l4[1]]),
-                    u16::from_be_bytes([l4[2], l4[3]]),
-                ];
-                let addr = [p.src, p.dst];
-                for e in ports {
-                    if e.proto == p.l4proto
-                        && port[usize::from(e.port_dir)] == e.port
-                        && covers(e.addr, e.len, addr[usize::from(e.addr_dir)], w)
-                    {
-                        let s = usize::from(e.slot);
-                        best = Some(best.map_or(s, |b| b.min(s)));
-                    }
-                }
+        let addr = [p.src, p.dst];
+        // The ports, where the classifier reads them (not in a non-first fragment).
+        let port = p.l4.filter(|_| PORT_PROTOS.contains(&p.l4proto)).map(|l4| {
+            [
+                u16::from_be_bytes([l4[0], l4[1]]),
+                u16::from_be_bytes([l4[2], l4[3]]),
+            ]
+        });
+        for e in &self.ports[usize::from(p.v6)] {
+            let port_ok = match (e.port_dir, port) {
+                (ANY_PORT, _) => true,
+                (d, Some(port)) => port[usize::from(d)] == e.port,
+                (_, None) => false,
+            };
+            if e.proto == p.l4proto
+                && port_ok
+                && covers(e.addr, e.len, addr[usize::from(e.addr_dir)], w)
+            {
+                let s = usize::from(e.slot);
+                best = Some(best.map_or(s, |b| b.min(s)));
             }
         }
         best
@@ -182,7 +206,7 @@ struct Candidate {
 /// A rule's port match, with the protocols its protocol match allows.
 struct PortMatch {
     protos: Vec<u8>,
-    /// 0: source, 1: destination.
+    /// 0: source, 1: destination, [`ANY_PORT`]: no port match (`ports` is `[(0, 0)]`).
     dir: usize,
     ports: Vec<(u128, u128)>,
 }
@@ -303,8 +327,22 @@ fn candidate(rule: &Rule, v6: bool, iif: u32) -> Option<Candidate> {
     }
     let port = match (port, protos) {
         (None, None) => None,
-        // A protocol alone covers every port: too many entries; the workers take it.
-        (None, Some(_)) => return None,
+        // A protocol alone: one entry per protocol under ANY_PORT, whatever the protocol.
+        (None, Some(protos)) => {
+            let n: u128 = protos.iter().map(|(lo, hi)| hi - lo + 1).sum();
+            if n == 0 || n > MAX_RULE_PROTOS as u128 {
+                return None;
+            }
+            let list = (protos.iter())
+                .flat_map(|&(lo, hi)| lo..=hi)
+                .map(|p| u8::try_from(p).ok())
+                .collect::<Option<Vec<u8>>>()?;
+            Some(PortMatch {
+                protos: list,
+                dir: usize::from(ANY_PORT),
+                ports: vec![(0, 0)],
+            })
+        }
         // Only where the classifier reads the ports, for every protocol the rule allows.
         (Some(_), None) => return None,
         (Some((dir, ports)), Some(protos)) => {

@@ -511,10 +511,10 @@ fn arb_action(user: u16) -> impl Strategy<Value = Action> {
 }
 
 /// A protocol and a port of it, as nft writes `udp dport 3` (the pair the port table takes),
-/// or nothing.
+/// a protocol alone (ICMP too), or nothing.
 fn arb_port_pair() -> impl Strategy<Value = Vec<Match>> {
     (
-        0u8..3,
+        0u8..4,
         prop::sample::select(vec![6u128, 17]),
         any::<bool>(),
         0u128..6,
@@ -523,6 +523,14 @@ fn arb_port_pair() -> impl Strategy<Value = Vec<Match>> {
         .prop_map(|(on, proto, src, lo, n)| {
             if on == 0 {
                 return Vec::new();
+            }
+            if on == 3 {
+                let p = [1u128, 17, 6][(lo % 3) as usize];
+                return vec![Match {
+                    key: Key::L4Proto,
+                    negate: false,
+                    set: ValueSet::single(p),
+                }];
             }
             vec![
                 Match {
@@ -689,7 +697,7 @@ fn the_property_is_not_vacuous() {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;
     let mut runner = TestRunner::deterministic();
-    let (mut filters, mut with_drops, mut with_ports) = (0, 0, 0);
+    let (mut filters, mut with_drops, mut with_ports, mut with_protos) = (0, 0, 0, 0);
     for _ in 0..500 {
         let f = arb_filter().new_tree(&mut runner).unwrap().current();
         filters += 1;
@@ -700,11 +708,99 @@ fn the_property_is_not_vacuous() {
         if d.has_ports(false) || d.has_ports(true) {
             with_ports += 1;
         }
+        if d.has_protos(false) || d.has_protos(true) {
+            with_protos += 1;
+        }
     }
+    assert!(
+        with_protos * 25 > filters,
+        "{with_protos} of {filters} with protocol drops"
+    );
     assert!(with_drops * 5 > filters, "{with_drops} of {filters}");
     // Port drops need a protocol and a port match in one rule: rarer, not absent.
     assert!(
         with_ports * 25 > filters,
         "{with_ports} of {filters} with port drops"
     );
+}
+
+fn l4proto(op: &str, right: &str) -> String {
+    format!(
+        r#"{{"match": {{"op": "{op}", "left": {{"meta": {{"key": "l4proto"}}}}, "right": {right}}}}}"#
+    )
+}
+
+#[test]
+fn protocol_drops_without_a_port_are_taken_in_xdp_fragments_and_icmp_included() {
+    let f = filter(&[
+        chain("inet", "pre", "prerouting", -150, "accept"),
+        // ICMP from one network, then any SCTP, then everything but TCP (255 protocols: too
+        // many entries, the workers take it).
+        rule(
+            "inet",
+            "pre",
+            5,
+            &format!(
+                "{}, {}, {DROP}",
+                l4proto("==", r#""icmp""#),
+                saddr("ip", "==", &prefix("198.51.100.0", 24))
+            ),
+        ),
+        rule(
+            "inet",
+            "pre",
+            6,
+            &format!(
+                "{}, {DROP}",
+                l4proto("==", r#"{"set": ["sctp", "ipv6-icmp"]}"#)
+            ),
+        ),
+        rule(
+            "inet",
+            "pre",
+            7,
+            &format!("{}, {DROP}", l4proto("!=", r#""tcp""#)),
+        ),
+    ]);
+    let d = f.xdp_drops(LAN);
+    assert_eq!(slot_handles(&f, &d), vec![5, 6, 6], "{d:?}");
+    assert!(d.has_protos(false) && d.has_protos(true));
+    assert!(!d.has_ports(false) && !d.has_ports(true));
+    let icmp = |src: [u8; 4]| FilterPacket {
+        l4proto: 1,
+        nexthdr: 1,
+        l4: Some([8, 0, 0, 0]),
+        ..v4(src, [10, 0, 0, 1])
+    };
+    let cases = [
+        (icmp([198, 51, 100, 9]), Some("5")),
+        (icmp([192, 0, 2, 1]), None),
+        // A non-first fragment still says its protocol.
+        (
+            FilterPacket {
+                l4: None,
+                ..icmp([198, 51, 100, 9])
+            },
+            Some("5"),
+        ),
+        (
+            with_ports(v4([192, 0, 2, 1], [10, 0, 0, 1]), 132, 1, 2),
+            Some("6"),
+        ),
+        (with_ports(v4([192, 0, 2, 1], [10, 0, 0, 1]), 6, 1, 2), None),
+    ];
+    for (p, want) in cases {
+        assert_eq!(dropped_by(&f, &d, &p).as_deref(), want, "{p:?}");
+        // The model agrees with the kernel's evaluation wherever it drops.
+        if let Some(s) = d.lookup(&p) {
+            assert_eq!(
+                f.eval(Hook::Prerouting, &p),
+                Decision::Drop(d.slots[s].rule)
+            );
+        }
+    }
+    // The rule the workers keep still drops UDP there.
+    let udp = v4([192, 0, 2, 1], [10, 0, 0, 1]);
+    assert_eq!(d.lookup(&udp), None);
+    assert!(matches!(f.eval(Hook::Prerouting, &udp), Decision::Drop(_)));
 }
