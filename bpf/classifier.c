@@ -454,8 +454,20 @@ static __always_inline int fw_dropped(__u32 gen, __u32 slot, __u32 iplen)
 	return 1;
 }
 
-/* The earliest rule of the port table dropping `p`, looking up each port against each address
- * (~0: none). `key` is the family's key with `gen` set and `addr` sized `alen`. */
+/* The earliest rule of the port table for `key` (its protocol and port set) against each of
+ * `p`'s addresses (~0: none). `key` is the family's key with `gen` set and `addr` sized `alen`. */
+#define ADDR_LOOKUP(map, key, p, alen, best)                                                    \
+	do {                                                                                     \
+		_Pragma("unroll") for (int ad = 0; ad < 2; ad++)                                 \
+		{                                                                                \
+			key.adir = ad;                                                           \
+			__builtin_memcpy(key.addr, ad ? (p)->dst : (p)->src, alen);              \
+			__u32 *v = bpf_map_lookup_elem(&map, &key);                              \
+			best = lower_slot(v, &best);                                             \
+		}                                                                                \
+	} while (0)
+
+/* Each port of `p` against each address. */
 #define PORT_LOOKUP(map, key, p, alen, best)                                                    \
 	do {                                                                                     \
 		key.proto = (p)->proto;                                                          \
@@ -465,31 +477,18 @@ static __always_inline int fw_dropped(__u32 gen, __u32 slot, __u32 iplen)
 			key.pdir = pd;                                                           \
 			key.port[0] = port >> 8;                                                 \
 			key.port[1] = port & 0xff;                                               \
-			_Pragma("unroll") for (int ad = 0; ad < 2; ad++)                         \
-			{                                                                        \
-				key.adir = ad;                                                   \
-				__builtin_memcpy(key.addr, ad ? (p)->dst : (p)->src, alen);      \
-				__u32 *v = bpf_map_lookup_elem(&map, &key);                      \
-				best = lower_slot(v, &best);                                     \
-			}                                                                        \
+			ADDR_LOOKUP(map, key, p, alen, best);                                    \
 		}                                                                                \
 	} while (0)
 
-/* The earliest rule of the port table dropping `p` by its protocol alone (LLR_ANY_PORT),
- * against each address. */
+/* `p`'s protocol alone (LLR_ANY_PORT, port 0) against each address. */
 #define PROTO_LOOKUP(map, key, p, alen, best)                                                   \
 	do {                                                                                     \
 		key.proto = (p)->proto;                                                          \
 		key.pdir = LLR_ANY_PORT;                                                         \
 		key.port[0] = 0;                                                                 \
 		key.port[1] = 0;                                                                 \
-		_Pragma("unroll") for (int ad = 0; ad < 2; ad++)                                 \
-		{                                                                                \
-			key.adir = ad;                                                           \
-			__builtin_memcpy(key.addr, ad ? (p)->dst : (p)->src, alen);              \
-			__u32 *v = bpf_map_lookup_elem(&map, &key);                              \
-			best = lower_slot(v, &best);                                             \
-		}                                                                                \
+		ADDR_LOOKUP(map, key, p, alen, best);                                            \
 	} while (0)
 
 static __always_inline int fw_drop4(const struct pkt *p, __u32 gen, __u32 iplen, int ports,

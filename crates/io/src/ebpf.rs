@@ -672,28 +672,17 @@ impl Classifier {
         }
         let (old_gen, old_flags) = (self.drop_gen, self.drop_flags);
         self.drop_gen = next;
-        self.drop_flags = if d.has_family(false) { FLAG_DROP_V4 } else { 0 }
-            | if d.has_family(true) { FLAG_DROP_V6 } else { 0 }
-            | if d.has_ports(false) {
-                FLAG_DROP_PORTS_V4
-            } else {
-                0
-            }
-            | if d.has_ports(true) {
-                FLAG_DROP_PORTS_V6
-            } else {
-                0
-            }
-            | if d.has_protos(false) {
-                FLAG_DROP_PROTOS_V4
-            } else {
-                0
-            }
-            | if d.has_protos(true) {
-                FLAG_DROP_PROTOS_V6
-            } else {
-                0
-            };
+        self.drop_flags = [
+            (d.has_family(false), FLAG_DROP_V4),
+            (d.has_family(true), FLAG_DROP_V6),
+            (d.has_ports(false), FLAG_DROP_PORTS_V4),
+            (d.has_ports(true), FLAG_DROP_PORTS_V6),
+            (d.has_protos(false), FLAG_DROP_PROTOS_V4),
+            (d.has_protos(true), FLAG_DROP_PROTOS_V6),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .fold(0, |all, (_, f)| all | f);
         if let Err(e) = self.write_config() {
             (self.drop_gen, self.drop_flags) = (old_gen, old_flags);
             return Err(e);

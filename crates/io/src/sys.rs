@@ -209,36 +209,29 @@ pub fn bpf_link_detach(link_id: u32) -> io::Result<()> {
     const BPF_LINK_GET_FD_BY_ID: libc::c_long = 30;
     const BPF_LINK_DETACH: libc::c_long = 34;
     // bpf_attr's `link_id` (then next_id, open_flags) for GET_FD_BY_ID; `link_fd` for DETACH.
-    let by_id: [u32; 3] = [link_id, 0, 0];
-    // SAFETY: `by_id` is a live, initialised prefix of bpf_attr of the size passed, which the
-    // kernel only reads; the call returns a new fd or -1.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_LINK_GET_FD_BY_ID,
-            by_id.as_ptr(),
-            std::mem::size_of_val(&by_id),
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let fd = bpf_call(BPF_LINK_GET_FD_BY_ID, &[link_id, 0, 0])?;
     // SAFETY: `fd` was just returned by the kernel and nothing else owns it.
     let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-    let detach: [u32; 1] = [fd.as_raw_fd() as u32];
-    // SAFETY: as above: a live bpf_attr prefix the kernel only reads; `fd` is open.
+    bpf_call(BPF_LINK_DETACH, &[fd.as_raw_fd() as u32])?;
+    Ok(())
+}
+
+/// bpf(2) with `attr` as the leading words of `union bpf_attr` (the kernel treats the rest as 0).
+fn bpf_call(cmd: libc::c_long, attr: &[u32]) -> io::Result<libc::c_long> {
+    // SAFETY: `attr` is a live, initialised bpf_attr prefix of the size passed, which the
+    // commands used here only read.
     let r = unsafe {
         libc::syscall(
             libc::SYS_bpf,
-            BPF_LINK_DETACH,
-            detach.as_ptr(),
-            std::mem::size_of_val(&detach),
+            cmd,
+            attr.as_ptr(),
+            std::mem::size_of_val(attr),
         )
     };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(())
+    Ok(r)
 }
 
 /// Sets the calling thread's timer slack (ns): how late the kernel may fire its sleeps.

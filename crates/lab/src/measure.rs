@@ -214,7 +214,7 @@ struct Before {
     counters: Option<MetricsSnapshot>,
 }
 
-fn read_stat() -> Option<StatSnapshot> {
+pub(crate) fn read_stat() -> Option<StatSnapshot> {
     llr_ops::tune::parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?).ok()
 }
 

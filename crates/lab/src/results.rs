@@ -14,6 +14,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use clap::Parser;
+use llr_ops::tune::StatSnapshot;
 use serde::{Deserialize, Serialize};
 
 use crate::alternate::{AlternateOutcome, Slice};
@@ -252,17 +253,9 @@ impl Figure {
             let k = finite.iter().filter(|&&x| x > 0.0).count();
             return format!("{k} of {n} {per}");
         }
-        match summary::spread(&finite) {
+        match spread_text(&finite, self.unit) {
             None => "not measured".into(),
-            Some((m, lo, hi)) if n == 1 || lo == hi => {
-                format!("{} ({n} {per})", value_text(m, self.unit))
-            }
-            Some((m, lo, hi)) => format!(
-                "{} [{}–{}] ({n} {per})",
-                value_text(m, self.unit),
-                bare(lo, self.unit),
-                value_text(hi, self.unit)
-            ),
+            Some(t) => format!("{t} ({n} {per})"),
         }
     }
 
@@ -289,6 +282,21 @@ impl Figure {
         };
         format!("{}: {verdict}", g.text(self.unit))
     }
+}
+
+/// `median [min–max]` of the finite values in `unit` (`None`: no finite value).
+fn spread_text(v: &[f64], unit: Unit) -> Option<String> {
+    let (m, lo, hi) = summary::spread(v)?;
+    Some(if lo == hi {
+        value_text(m, unit)
+    } else {
+        format!(
+            "{} [{}–{}]",
+            value_text(m, unit),
+            bare(lo, unit),
+            value_text(hi, unit)
+        )
+    })
 }
 
 /// The number without its unit, as the unit prints it.
@@ -523,7 +531,7 @@ impl Topic {
             )));
         }
         let t0 = Instant::now();
-        let steal0 = steal_jiffies();
+        let stat0 = crate::measure::read_stat();
         let mut figures: Vec<Figure> = Vec::new();
         let mut details = Vec::new();
         for i in 1..=runs {
@@ -546,12 +554,9 @@ impl Topic {
                 });
             }
         }
-        let steal = match (steal0, steal_jiffies()) {
-            (Some((s0, t0)), Some((s1, t1))) if t1 > t0 => {
-                100.0 * (s1 - s0) as f64 / (t1 - t0) as f64
-            }
-            _ => f64::NAN,
-        };
+        let steal = (stat0.zip(crate::measure::read_stat()))
+            .and_then(|(a, b)| steal_pct(&a, &b))
+            .unwrap_or(f64::NAN);
         Ok(TopicResult {
             topic: self.name.into(),
             command: self.command(),
@@ -599,18 +604,15 @@ impl Topic {
     }
 }
 
-/// (steal, total) jiffies over all CPUs, from `/proc/stat`.
-fn steal_jiffies() -> Option<(u64, u64)> {
-    let s = std::fs::read_to_string("/proc/stat").ok()?;
-    let line = s.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    // user nice system idle iowait irq softirq steal (guest time is inside user already)
-    let total: u64 = v.iter().take(8).sum();
-    Some((*v.get(7)?, total))
+/// Steal between two `/proc/stat` reads, % of all CPUs' time.
+fn steal_pct(a: &StatSnapshot, b: &StatSnapshot) -> Option<f64> {
+    let (mut steal, mut total) = (0u64, 0u64);
+    for (cpu, y) in b {
+        let x = a.get(cpu)?;
+        steal += y.steal.saturating_sub(x.steal);
+        total += (y.busy() + y.idle_all()).saturating_sub(x.busy() + x.idle_all());
+    }
+    (total > 0).then(|| 100.0 * steal as f64 / total as f64)
 }
 
 /// Today's UTC date, YYYY-MM-DD (days since the epoch to the civil date: H. Hinnant's
@@ -893,14 +895,7 @@ fn rt_share_detail(rows: &[Row]) -> String {
     let mut s = String::from(
         "\n| RT share | ρRT, ll-wfq | ll-wfq RT p99 µs | within Tmax B | ll-wfq RT loss % | sq RT p99 µs | sq RT loss % |\n|---|---|---|---|---|---|---|\n",
     );
-    let sp = |v: Vec<f64>, u: Unit| {
-        let f = Figure::new("", u, "x", v);
-        f.measured()
-            .split(" (")
-            .next()
-            .unwrap_or_default()
-            .to_string()
-    };
+    let sp = |v: Vec<f64>, u: Unit| spread_text(&v, u).unwrap_or_else(|| "—".into());
     for sh in shares {
         let w: Vec<&Row> = (rows.iter())
             .filter(|r| r.target == WFQ && r.rt_share == sh)
