@@ -90,8 +90,9 @@
 /* The family's firewall reads connection state: only frames of connections in llr_ct stay. */
 #define CFG_CT_V4 (1u << 7)
 #define CFG_CT_V6 (1u << 8)
-/* The family's drop rules include ports (llr_drop_port*): look them up for frames with ports,
- * and leave fragments, whose later pieces carry none, to the workers. */
+/* The family's drop rules include ports or ICMP types (llr_drop_port*): look them up for frames
+ * with ports and ICMP frames, and leave fragments, whose later pieces carry neither, to the
+ * workers. */
 #define CFG_DROP_PORTS_V4 (1u << 9)
 #define CFG_DROP_PORTS_V6 (1u << 10)
 /* The family's drop rules include protocols without a port (port table entries under pdir
@@ -99,6 +100,11 @@
 #define CFG_DROP_PROTOS_V4 (1u << 11)
 #define CFG_DROP_PROTOS_V6 (1u << 12)
 #define LLR_ANY_PORT 2
+/* pdir of an ICMP or ICMPv6 type (port [0, type]): llr-core's `filter::xdp::ICMP_TYPE`. */
+#define LLR_ICMP_TYPE 3
+#ifndef IPPROTO_ICMPV6 /* linux/in6.h, which this program needs nothing else from */
+#define IPPROTO_ICMPV6 58
+#endif
 
 /* Counter slots of llr_stats after the per-class ones. */
 #define ST_PASS_NONIP (LLR_MAX_CLASSES + 0)
@@ -253,7 +259,8 @@ struct llr_drop_count {
 	} name SEC(".maps")
 
 /* The port table (llr-core's `filter::xdp::PortPrefix`): protocol, port direction (0 source,
- * 1 destination, LLR_ANY_PORT: a protocol match without a port, port 0), port, address
+ * 1 destination, LLR_ANY_PORT: a protocol match without a port, port 0; LLR_ICMP_TYPE: an
+ * ICMP type, port [0, type]), port, address
  * direction, then the address prefix; a rule without an address has an entry in each address
  * direction with prefix length 0. prefixlen counts from `gen`. */
 struct llr_drop_port4_key {
@@ -338,6 +345,8 @@ struct pkt {
 	__u8 dscp;
 	__u8 has_ports;
 	__u8 tcpflags; /* TCP: byte 13 of the header; 0xff when not read */
+	__u8 has_icmp; /* ICMP or ICMPv6 with its first 4 header bytes: icmp_type is read */
+	__u8 icmp_type;
 	__u32 ifindex; /* ctx->ingress_ifindex */
 	__u32 flen;    /* frame length */
 	__u8 head[64]; /* the first min(flen, 64) bytes, for flex matches */
@@ -481,6 +490,16 @@ static __always_inline int fw_dropped(__u32 gen, __u32 slot, __u32 iplen)
 		}                                                                                \
 	} while (0)
 
+/* `p`'s ICMP type (LLR_ICMP_TYPE, port [0, type]) against each address. */
+#define ICMP_LOOKUP(map, key, p, alen, best)                                                    \
+	do {                                                                                     \
+		key.proto = (p)->proto;                                                          \
+		key.pdir = LLR_ICMP_TYPE;                                                        \
+		key.port[0] = 0;                                                                 \
+		key.port[1] = (p)->icmp_type;                                                    \
+		ADDR_LOOKUP(map, key, p, alen, best);                                            \
+	} while (0)
+
 /* `p`'s protocol alone (LLR_ANY_PORT, port 0) against each address. */
 #define PROTO_LOOKUP(map, key, p, alen, best)                                                   \
 	do {                                                                                     \
@@ -500,9 +519,13 @@ static __always_inline int fw_drop4(const struct pkt *p, __u32 gen, __u32 iplen,
 	__builtin_memcpy(k.addr, p->dst, 4);
 	__u32 *d = bpf_map_lookup_elem(&llr_drop_dst4, &k);
 	__u32 best = lower_slot(s, d);
-	if (ports) {
+	if (ports && p->has_ports) {
 		struct llr_drop_port4_key pk = {.prefixlen = 48 + 32, .gen = (__u8)gen};
 		PORT_LOOKUP(llr_drop_port4, pk, p, 4, best);
+	}
+	if (ports && p->has_icmp) {
+		struct llr_drop_port4_key pk = {.prefixlen = 48 + 32, .gen = (__u8)gen};
+		ICMP_LOOKUP(llr_drop_port4, pk, p, 4, best);
 	}
 	if (protos) {
 		struct llr_drop_port4_key pk = {.prefixlen = 48 + 32, .gen = (__u8)gen};
@@ -520,9 +543,13 @@ static __always_inline int fw_drop6(const struct pkt *p, __u32 gen, __u32 iplen,
 	__builtin_memcpy(k.addr, p->dst, 16);
 	__u32 *d = bpf_map_lookup_elem(&llr_drop_dst6, &k);
 	__u32 best = lower_slot(s, d);
-	if (ports) {
+	if (ports && p->has_ports) {
 		struct llr_drop_port6_key pk = {.prefixlen = 48 + 128, .gen = (__u8)gen};
 		PORT_LOOKUP(llr_drop_port6, pk, p, 16, best);
+	}
+	if (ports && p->has_icmp) {
+		struct llr_drop_port6_key pk = {.prefixlen = 48 + 128, .gen = (__u8)gen};
+		ICMP_LOOKUP(llr_drop_port6, pk, p, 16, best);
 	}
 	if (protos) {
 		struct llr_drop_port6_key pk = {.prefixlen = 48 + 128, .gen = (__u8)gen};
@@ -569,6 +596,13 @@ static __always_inline int ct_carried(const struct pkt *p)
 static __always_inline int l4_min(__u8 proto)
 {
 	return proto == IPPROTO_TCP ? 20 : proto == IPPROTO_UDP ? 8 : proto == IPPROTO_SCTP ? 12 : 0;
+}
+
+/* The protocols whose type the drop table reads (llr-core's `filter::xdp::ICMP_PROTOS`), in
+ * either family as nft's `icmp type` / `icmpv6 type` do. */
+static __always_inline int is_icmp(__u8 proto)
+{
+	return proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6;
 }
 
 /* The body of both programs below. */
@@ -680,14 +714,20 @@ static __always_inline int classify(struct xdp_md *ctx)
 			if (p.proto == IPPROTO_TCP && (void *)(l4 + 20) <= data_end)
 				p.tcpflags = l4[13];
 		}
+		if (!frag && is_icmp(p.proto) && tot - ihl >= 4) {
+			__u8 *l4 = ip + ihl;
+			if ((void *)(l4 + 4) <= data_end) {
+				p.has_icmp = 1;
+				p.icmp_type = l4[0];
+			}
+		}
 		p.ipver = 4;
 		/* The kernel's prerouting hook drops these whatever follows: before the local,
 		 * multicast and forwarding decisions. */
 		/* With port drops, a fragment is left to the workers: its later pieces carry no
 		 * ports, and the first must not be judged apart from them. */
 		if ((cfg->flags & CFG_DROP_V4) && !(frag && (cfg->flags & CFG_DROP_PORTS_V4)) &&
-		    fw_drop4(&p, cfg->drop_gen & 1, tot,
-			     p.has_ports && (cfg->flags & CFG_DROP_PORTS_V4),
+		    fw_drop4(&p, cfg->drop_gen & 1, tot, cfg->flags & CFG_DROP_PORTS_V4,
 			     cfg->flags & CFG_DROP_PROTOS_V4))
 			return XDP_DROP;
 		if (bpf_map_lookup_elem(&llr_local4, ip + 16)) {
@@ -769,10 +809,16 @@ static __always_inline int classify(struct xdp_md *ctx)
 			if (p.proto == IPPROTO_TCP && (void *)(l4 + 20) <= data_end)
 				p.tcpflags = l4[13];
 		}
+		if (!frag && is_icmp(nh) && end - off >= 4 && off <= LLR_MAX_FRAME) {
+			__u8 *l4 = (__u8 *)data + off;
+			if ((void *)(l4 + 4) <= data_end) {
+				p.has_icmp = 1;
+				p.icmp_type = l4[0];
+			}
+		}
 		p.ipver = 6;
 		if ((cfg->flags & CFG_DROP_V6) && !(frag && (cfg->flags & CFG_DROP_PORTS_V6)) &&
-		    fw_drop6(&p, cfg->drop_gen & 1, 40 + plen,
-			     p.has_ports && (cfg->flags & CFG_DROP_PORTS_V6),
+		    fw_drop6(&p, cfg->drop_gen & 1, 40 + plen, cfg->flags & CFG_DROP_PORTS_V6,
 			     cfg->flags & CFG_DROP_PROTOS_V6))
 			return XDP_DROP;
 		if (p.dst[0] == 0xff || (p.dst[0] == 0xfe && (p.dst[1] & 0xc0) == 0x80)) {

@@ -756,7 +756,7 @@ table inet llrtest {
     ip daddr 10.71.2.1 udp dport 7777 drop
     meta l4proto udp th dport { 7777, 7779 } drop
     meta l4proto icmp ip daddr 10.71.2.1 drop
-    ip6 daddr fd71:2::1 meta l4proto ipv6-icmp drop
+    ip6 daddr fd71:2::1 icmpv6 type echo-request drop
   }
 }
 "#;
@@ -847,10 +847,9 @@ fn a_blocked_flood_is_dropped_before_the_rings_and_counted_against_its_rule() {
     let (p4_all, p4_xdp) = rule_counts(&sock, "udp dport 7777");
     // nft lists `meta l4proto udp th dport {…}` as `udp dport {…}`.
     let (p_all, p_xdp) = rule_counts(&sock, "udp dport { 7777");
-    // Protocol drops without a port: ICMP, and ICMPv6 (its neighbour discovery goes to the
-    // router's own address, not the blocked one).
+    // A protocol drop without a port (ICMP), and an ICMPv6 type drop.
     let (i4_all, i4_xdp) = rule_counts(&sock, "meta l4proto icmp");
-    let (i6_all, i6_xdp) = rule_counts(&sock, "meta l4proto ipv6-icmp");
+    let (i6_all, i6_xdp) = rule_counts(&sock, "icmpv6 type echo-request");
     let (code, counters, err) = ctl_bin(&sock, &["-j", "counters"]);
     assert_eq!(code, 0, "{err}");
     let m: serde_json::Value = serde_json::from_str(&counters).unwrap();

@@ -6,7 +6,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use llr_core::filter::xdp::XdpDrops;
+use llr_core::filter::xdp::{XdpDrops, ICMP_TYPE};
 use llr_core::filter::{
     Action, BaseChain, Chain, Families, Filter, FilterPacket, Hook, Key, Match, Rule, RuleOrigin,
     ValueSet,
@@ -20,6 +20,9 @@ const PORTS: [u16; 4] = [53, 54, 7000, 7001];
 
 /// The protocols of the frames and of the rules without a port: UDP, TCP, ICMP, ICMPv6.
 const PROTOS: [u8; 4] = [17, 6, 1, 58];
+
+/// The ICMP and ICMPv6 types of the frames and of the rules on a type.
+const TYPES: [u8; 4] = [8, 0, 128, 129];
 
 /// The loopback's index: what `BPF_PROG_TEST_RUN` presents as the ingress interface here.
 const IIF: u32 = 1;
@@ -89,7 +92,25 @@ fn rand_filter(r: &mut Rng) -> Filter {
                 });
             }
             let pair = r.below(3) == 0;
-            if !pair && r.below(4) == 0 {
+            let icmp_type = !pair && r.below(4) == 0;
+            if icmp_type {
+                // `icmp type echo-request` / `icmpv6 type { … }`: its protocol with it.
+                matches.push(Match {
+                    key: Key::L4Proto,
+                    negate: false,
+                    set: ValueSet::single(if r.below(2) == 0 { 1 } else { 58 }),
+                });
+                let mut types: Vec<(u128, u128)> = (0..1 + r.below(2))
+                    .map(|_| u128::from(TYPES[r.below(TYPES.len() as u64) as usize]))
+                    .map(|t| (t, t))
+                    .collect();
+                types.sort_unstable();
+                matches.push(Match {
+                    key: Key::L4Byte0,
+                    negate: r.below(5) == 0,
+                    set: ValueSet::from_ranges(types),
+                });
+            } else if !pair && r.below(4) == 0 {
                 // A protocol without a port (`meta l4proto icmp`): ICMP included, one or two.
                 let mut protos: Vec<(u128, u128)> = (0..1 + r.below(2))
                     .map(|_| PROTOS[r.below(PROTOS.len() as u64) as usize])
@@ -189,7 +210,14 @@ fn rand_frame(r: &mut Rng) -> (Vec<u8>, FilterPacket) {
         payload_len,
         ..FrameSpec::default()
     });
+    let mut f = f;
     let meta = llr_core::wire::parse_frame(&f).expect("a valid frame");
+    // ICMP's header is the builder's payload: its first byte is the type.
+    if matches!(protocol, 1 | 58) {
+        if let Some(b) = f.get_mut(usize::from(meta.l4_offset)) {
+            *b = TYPES[r.below(TYPES.len() as u64) as usize];
+        }
+    }
     (f.clone(), FilterPacket::of(&f, &meta, IIF))
 }
 
@@ -205,7 +233,7 @@ fn the_classifier_drops_what_its_model_drops_and_counts_it_per_rule() {
     let mut c = Classifier::load(0).expect("load the classifier");
     c.assume_live(true);
     let (mut dropped, mut checked, mut with_slots, mut with_ports) = (0u64, 0u64, 0u64, 0u64);
-    let mut with_protos = 0u64;
+    let (mut with_protos, mut with_types, mut by_type) = (0u64, 0u64, 0u64);
     let mut previous: Option<(XdpDrops, Vec<(u64, u64)>)> = None;
     for seed in 0..120u64 {
         let mut r = Rng::new(0xd80b_0000 + seed);
@@ -214,6 +242,10 @@ fn the_classifier_drops_what_its_model_drops_and_counts_it_per_rule() {
         with_slots += u64::from(!d.is_empty());
         with_ports += u64::from(d.has_ports(false) || d.has_ports(true));
         with_protos += u64::from(d.has_protos(false) || d.has_protos(true));
+        let type_slot = |s: usize| {
+            (d.ports.iter().flatten()).any(|e| e.port_dir == ICMP_TYPE && usize::from(e.slot) == s)
+        };
+        with_types += u64::from((0..d.slots.len()).any(type_slot));
         let (gen, retired) = c.set_drops(&d).expect("set the drops");
         // The generation replaced now is the one set two updates ago; its counts came back
         // final. One update ago's are still readable until the next call.
@@ -246,6 +278,7 @@ fn the_classifier_drops_what_its_model_drops_and_counts_it_per_rule() {
             );
             if let Some(s) = model {
                 dropped += 1;
+                by_type += u64::from(type_slot(s) && matches!(p.l4proto, 1 | 58));
                 want[s].0 += 1;
                 want[s].1 += u64::from(p.len);
                 // The model is the kernel's verdict (llr-core's property test); say it here.
@@ -276,6 +309,10 @@ fn the_classifier_drops_what_its_model_drops_and_counts_it_per_rule() {
     assert!(
         with_protos >= 15,
         "{with_protos} of 120 rule sets had protocol drops"
+    );
+    assert!(
+        with_types >= 15 && by_type >= 20,
+        "{with_types} of 120 rule sets had ICMP type drops, {by_type} frames dropped by one"
     );
     assert!(
         dropped >= checked / 10 && dropped <= checked * 9 / 10,

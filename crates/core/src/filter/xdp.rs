@@ -11,7 +11,8 @@
 //!   on the input interface, on the family, on the transport protocol (`meta l4proto`,
 //!   `ip protocol`: a few values, any protocol, ICMP included), and on one port (source or
 //!   destination: values or a small set) of TCP, UDP or SCTP named by its protocol match,
-//!   which the classifier reads;
+//!   or on the type of ICMP or ICMPv6 (`icmp type`, `icmpv6 type`; not the code), which the
+//!   classifier reads;
 //! - no rule before it (earlier in its chain, or in a base chain of lower priority) can match a
 //!   packet it covers, unless that rule is itself such a drop: such a rule would be counted, or
 //!   end the chain, or answer the packet. A chain before it with a `drop` policy ends the search
@@ -25,7 +26,9 @@
 //! frame looks it up four times (each port against each address). A rule with a protocol and
 //! no port has its entries there too, under port direction [`ANY_PORT`] and port 0, which every
 //! frame of the family looks up twice more (its protocol against each address), fragments and
-//! frames without ports included: the protocol is in every piece. A frame found in several
+//! frames without ports included: the protocol is in every piece. A rule on an ICMP type has
+//! its entries under port direction [`ICMP_TYPE`], the type as the port, which ICMP frames look
+//! up twice more. A frame found in several
 //! takes the earliest rule. Fragments do not carry ports in every piece: where a family has
 //! port drops, the classifier leaves fragments to the workers. [`XdpDrops::lookup`] is that
 //! program's model, which the tests hold to [`Filter::eval`].
@@ -42,6 +45,11 @@ pub const MAX_PORT_ENTRIES: usize = 65_536;
 pub const PORT_PROTOS: [u8; 3] = [6, 17, 132];
 /// [`PortPrefix::port_dir`] of a rule that matches a protocol and no port: every port.
 pub const ANY_PORT: u8 = 2;
+/// [`PortPrefix::port_dir`] of a rule on an ICMP type (`icmp type`, `icmpv6 type`): the port
+/// is the type, the first byte of the transport header.
+pub const ICMP_TYPE: u8 = 3;
+/// The protocols whose type the classifier reads: ICMP and ICMPv6 (either family).
+pub const ICMP_PROTOS: [u8; 2] = [1, 58];
 /// Protocols a rule without a port may name before the workers take it instead (`!= tcp`
 /// names 255).
 const MAX_RULE_PROTOS: usize = 16;
@@ -63,7 +71,7 @@ pub struct DropPrefix {
 pub struct PortPrefix {
     pub proto: u8,
     /// 0: the source port, 1: the destination port, [`ANY_PORT`]: the protocol matches
-    /// whatever the ports (`port` is 0).
+    /// whatever the ports (`port` is 0), [`ICMP_TYPE`]: `port` is an ICMP type.
     pub port_dir: u8,
     pub port: u16,
     /// 0: the source address, 1: the destination address.
@@ -112,8 +120,9 @@ impl XdpDrops {
             || !self.ports[usize::from(v6)].is_empty()
     }
 
-    /// Whether the family's port table has entries for ports (the classifier then leaves
-    /// fragments to the workers).
+    /// Whether the family's port table has entries for ports or ICMP types, which only the
+    /// first piece of a fragmented packet carries (the classifier then leaves fragments to the
+    /// workers).
     pub fn has_ports(&self, v6: bool) -> bool {
         self.ports[usize::from(v6)]
             .iter()
@@ -151,9 +160,13 @@ impl XdpDrops {
                 u16::from_be_bytes([l4[2], l4[3]]),
             ]
         });
+        let icmp_type = (p.l4)
+            .filter(|_| ICMP_PROTOS.contains(&p.l4proto))
+            .map(|l4| u16::from(l4[0]));
         for e in &self.ports[usize::from(p.v6)] {
             let port_ok = match (e.port_dir, port) {
                 (ANY_PORT, _) => true,
+                (ICMP_TYPE, _) => icmp_type == Some(e.port),
                 (d, Some(port)) => port[usize::from(d)] == e.port,
                 (_, None) => false,
             };
@@ -206,7 +219,8 @@ struct Candidate {
 /// A rule's port match, with the protocols its protocol match allows.
 struct PortMatch {
     protos: Vec<u8>,
-    /// 0: source, 1: destination, [`ANY_PORT`]: no port match (`ports` is `[(0, 0)]`).
+    /// 0: source, 1: destination, [`ANY_PORT`]: no port match (`ports` is `[(0, 0)]`),
+    /// [`ICMP_TYPE`]: `ports` are ICMP types.
     dir: usize,
     ports: Vec<(u128, u128)>,
 }
@@ -303,6 +317,12 @@ fn candidate(rule: &Rule, v6: bool, iif: u32) -> Option<Candidate> {
     for m in &rule.matches {
         match m.key {
             Key::Iif | Key::NfProto => {}
+            Key::L4Byte0 => {
+                if port.is_some() {
+                    return None;
+                }
+                port = Some((usize::from(ICMP_TYPE), effective(&m.set, m.negate, 8)));
+            }
             k if proto_key(v6, k) => {
                 if protos.is_some() {
                     return None;
@@ -346,11 +366,18 @@ fn candidate(rule: &Rule, v6: bool, iif: u32) -> Option<Candidate> {
         // Only where the classifier reads the ports, for every protocol the rule allows.
         (Some(_), None) => return None,
         (Some((dir, ports)), Some(protos)) => {
+            // The first byte is a type where the classifier reads it as one (ICMP), a port's
+            // high byte elsewhere: each kind only where the classifier reads it.
+            let readable: &[u8] = if dir == usize::from(ICMP_TYPE) {
+                &ICMP_PROTOS
+            } else {
+                &PORT_PROTOS
+            };
             let mut list = Vec::new();
             for (lo, hi) in protos {
                 for p in lo..=hi {
                     let p = u8::try_from(p).ok()?;
-                    if !PORT_PROTOS.contains(&p) {
+                    if !readable.contains(&p) {
                         return None;
                     }
                     list.push(p);
@@ -398,8 +425,13 @@ fn may_overlap(rule: &Rule, v6: bool, iif: u32, c: &Candidate) -> bool {
                 &ValueSet::from_ranges(mine).ranges(),
             );
         }
-        match port_key(m.key) {
-            Some(dir) if dir == pm.dir => intersects(&effective(&m.set, m.negate, 16), &pm.ports),
+        match (m.key, port_key(m.key)) {
+            (_, Some(dir)) if dir == pm.dir => {
+                intersects(&effective(&m.set, m.negate, 16), &pm.ports)
+            }
+            (Key::L4Byte0, _) if pm.dir == usize::from(ICMP_TYPE) => {
+                intersects(&effective(&m.set, m.negate, 8), &pm.ports)
+            }
             _ => true,
         }
     })

@@ -177,7 +177,8 @@ fn port_drops_with_and_without_an_address_are_taken_in_xdp() {
             7,
             &format!("{}, {DROP}", saddr("ip", "==", &prefix("192.0.2.0", 24))),
         ),
-        // ICMP has no ports the classifier reads: the workers take it.
+        // ICMP has no ports, but a type the classifier reads (in either family: an IPv6
+        // packet may carry ICMP too).
         rule(
             "inet",
             "pre",
@@ -187,8 +188,8 @@ fn port_drops_with_and_without_an_address_are_taken_in_xdp() {
     ]);
     let d = f.xdp_drops(LAN);
     let handles = slot_handles(&f, &d);
-    // IPv4: all three; IPv6: the port drop without an address.
-    assert_eq!(handles, [5, 6, 7, 6], "{d:?}");
+    // IPv4: all four; IPv6: the port drop without an address and the ICMP type.
+    assert_eq!(handles, [5, 6, 7, 8, 6, 8], "{d:?}");
     assert!(d.has_ports(false) && d.has_ports(true));
     let host = v4([198, 51, 100, 1], [10, 0, 0, 1]);
     let other = v4([198, 51, 100, 1], [10, 0, 0, 2]);
@@ -463,6 +464,7 @@ fn arb_match() -> impl Strategy<Value = Match> {
             Key::NfProto,
             Key::L4Word1,
             Key::L4Word0,
+            Key::L4Byte0,
             Key::L4Proto,
             Key::L4Proto,
             Key::Oif,
@@ -475,15 +477,16 @@ fn arb_match() -> impl Strategy<Value = Match> {
             let set = match key {
                 Key::Iif | Key::Oif => ValueSet::single(one),
                 Key::NfProto => ValueSet::single(if one == 1 { 4 } else { 6 }),
-                // UDP, TCP, and ICMP, whose ports the classifier does not read.
+                // UDP, TCP, and ICMP and ICMPv6, whose ports the classifier does not read
+                // (their types it does).
                 Key::L4Proto => ValueSet::from_ranges(
                     set.ranges()
                         .iter()
-                        .map(|&(lo, _)| [17u128, 6, 1][(lo % 3) as usize])
+                        .map(|&(lo, _)| [17u128, 6, 1, 58][(lo % 4) as usize])
                         .map(|p| (p, p))
                         .collect(),
                 ),
-                Key::L4Word0 | Key::L4Word1 => ValueSet::from_ranges(
+                Key::L4Word0 | Key::L4Word1 | Key::L4Byte0 => ValueSet::from_ranges(
                     set.ranges()
                         .iter()
                         .map(|&(lo, hi)| (lo % 6, hi % 6))
@@ -511,10 +514,10 @@ fn arb_action(user: u16) -> impl Strategy<Value = Action> {
 }
 
 /// A protocol and a port of it, as nft writes `udp dport 3` (the pair the port table takes),
-/// a protocol alone (ICMP too), or nothing.
+/// a protocol alone (ICMP too), an ICMP or ICMPv6 type (`icmp type 3`), or nothing.
 fn arb_port_pair() -> impl Strategy<Value = Vec<Match>> {
     (
-        0u8..4,
+        0u8..5,
         prop::sample::select(vec![6u128, 17]),
         any::<bool>(),
         0u128..6,
@@ -531,6 +534,20 @@ fn arb_port_pair() -> impl Strategy<Value = Vec<Match>> {
                     negate: false,
                     set: ValueSet::single(p),
                 }];
+            }
+            if on == 4 {
+                return vec![
+                    Match {
+                        key: Key::L4Proto,
+                        negate: false,
+                        set: ValueSet::single(if src { 1 } else { 58 }),
+                    },
+                    Match {
+                        key: Key::L4Byte0,
+                        negate: n == 1,
+                        set: ValueSet::from_ranges(vec![(lo, lo + n)]),
+                    },
+                ];
             }
             vec![
                 Match {
@@ -640,7 +657,7 @@ fn arb_packet() -> impl Strategy<Value = FilterPacket> {
         (
             0u8..6,
             0u8..6,
-            prop::sample::select(vec![17u8, 6, 1]),
+            prop::sample::select(vec![17u8, 6, 1, 58]),
             0u8..8,
         ),
     )
@@ -653,8 +670,12 @@ fn arb_packet() -> impl Strategy<Value = FilterPacket> {
                 nexthdr: proto,
                 dscp: 0,
                 len: 100,
-                // One packet in eight a non-first fragment.
-                l4: (frag != 0).then_some([0, sport, 0, dport]),
+                // One packet in eight a non-first fragment. ICMP's first byte is its type.
+                l4: (frag != 0).then_some(if ICMP_PROTOS.contains(&proto) {
+                    [sport, dport, 0, 0]
+                } else {
+                    [0, sport, 0, dport]
+                }),
                 iif,
                 oif: 0,
                 ct_state: crate::filter::CT_ESTABLISHED,
@@ -698,6 +719,7 @@ fn the_property_is_not_vacuous() {
     use proptest::test_runner::TestRunner;
     let mut runner = TestRunner::deterministic();
     let (mut filters, mut with_drops, mut with_ports, mut with_protos) = (0, 0, 0, 0);
+    let mut with_types = 0;
     for _ in 0..500 {
         let f = arb_filter().new_tree(&mut runner).unwrap().current();
         filters += 1;
@@ -711,7 +733,14 @@ fn the_property_is_not_vacuous() {
         if d.has_protos(false) || d.has_protos(true) {
             with_protos += 1;
         }
+        if d.ports.iter().flatten().any(|e| e.port_dir == ICMP_TYPE) {
+            with_types += 1;
+        }
     }
+    assert!(
+        with_types * 25 > filters,
+        "{with_types} of {filters} with ICMP type drops"
+    );
     assert!(
         with_protos * 25 > filters,
         "{with_protos} of {filters} with protocol drops"
@@ -803,4 +832,116 @@ fn protocol_drops_without_a_port_are_taken_in_xdp_fragments_and_icmp_included() 
     let udp = v4([192, 0, 2, 1], [10, 0, 0, 1]);
     assert_eq!(d.lookup(&udp), None);
     assert!(matches!(f.eval(Hook::Prerouting, &udp), Decision::Drop(_)));
+}
+
+fn icmp_type(proto: &str, op: &str, right: &str) -> String {
+    format!(
+        r#"{{"match": {{"op": "{op}", "left": {{"payload": {{"protocol": "{proto}", "field": "type"}}}}, "right": {right}}}}}"#
+    )
+}
+
+#[test]
+fn icmp_type_drops_are_taken_in_xdp_and_code_drops_are_not() {
+    let f = filter(&[
+        chain("inet", "pre", "prerouting", -150, "accept"),
+        // Disjoint from the drop below: it does not keep it from XDP.
+        rule(
+            "inet",
+            "pre",
+            4,
+            &format!("{}, {ACCEPT}", icmp_type("icmp", "==", r#""echo-reply""#)),
+        ),
+        rule(
+            "inet",
+            "pre",
+            5,
+            &format!(
+                "{}, {}, {DROP}",
+                icmp_type("icmp", "==", r#""echo-request""#),
+                daddr("ip", &prefix("10.0.0.0", 8))
+            ),
+        ),
+        rule(
+            "inet",
+            "pre",
+            6,
+            &format!(
+                "{}, {DROP}",
+                icmp_type(
+                    "icmpv6",
+                    "==",
+                    r#"{"set": ["echo-request", "nd-router-advert"]}"#
+                )
+            ),
+        ),
+        // The code is not read by the classifier: the workers take it.
+        rule(
+            "inet",
+            "pre",
+            7,
+            &format!(
+                r#"{{"match": {{"op": "==", "left": {{"payload": {{"protocol": "icmp", "field": "code"}}}}, "right": 1}}}}, {DROP}"#
+            ),
+        ),
+    ]);
+    let d = f.xdp_drops(LAN);
+    // `icmpv6 type` in an inet table: a packet of either family may carry ICMPv6.
+    assert_eq!(slot_handles(&f, &d), vec![5, 6, 6], "{d:?}");
+    assert!(
+        d.has_ports(false) && d.has_ports(true),
+        "fragments go to the workers"
+    );
+    assert!(!d.has_protos(false));
+    let icmp = |dst: [u8; 4], ty: u8, code: u8| FilterPacket {
+        l4proto: 1,
+        nexthdr: 1,
+        l4: Some([ty, code, 0, 0]),
+        ..v4([192, 0, 2, 1], dst)
+    };
+    let v6 = |ty: u8| FilterPacket {
+        v6: true,
+        src: 0x2001_0db8 << 96,
+        dst: (0x2001_0db8 << 96) | 1,
+        l4proto: 58,
+        nexthdr: 58,
+        l4: Some([ty, 0, 0, 0]),
+        ..v4([0; 4], [0; 4])
+    };
+    let cases = [
+        (icmp([10, 1, 2, 3], 8, 0), Some("5")),
+        (icmp([10, 1, 2, 3], 0, 0), None),
+        (icmp([192, 0, 2, 9], 8, 0), None),
+        // Without its header (a non-first fragment) no type matches, in the kernel either.
+        (
+            FilterPacket {
+                l4: None,
+                ..icmp([10, 1, 2, 3], 8, 0)
+            },
+            None,
+        ),
+        (v6(128), Some("6")),
+        (v6(134), Some("6")),
+        (v6(129), None),
+        // UDP whose first byte is 8 is no echo request.
+        (
+            FilterPacket {
+                l4: Some([8, 0, 0, 53]),
+                ..v4([192, 0, 2, 1], [10, 1, 2, 3])
+            },
+            None,
+        ),
+    ];
+    for (p, want) in cases {
+        assert_eq!(dropped_by(&f, &d, &p).as_deref(), want, "{p:?}");
+        if let Some(s) = d.lookup(&p) {
+            assert_eq!(
+                f.eval(Hook::Prerouting, &p),
+                Decision::Drop(d.slots[s].rule)
+            );
+        }
+    }
+    // The code rule still drops, in the workers.
+    let code = icmp([192, 0, 2, 9], 3, 1);
+    assert_eq!(d.lookup(&code), None);
+    assert!(matches!(f.eval(Hook::Prerouting, &code), Decision::Drop(_)));
 }
