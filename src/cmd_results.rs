@@ -40,7 +40,7 @@ pub struct ResultsArgs {
 pub fn run(a: ResultsArgs) -> Result<()> {
     if a.list {
         for t in TOPICS {
-            println!("{:<10} {} — {}", t.name, t.title, t.command());
+            println!("{:<15} {} — {}", t.name, t.title, t.command());
         }
         return Ok(());
     }

@@ -25,7 +25,9 @@
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use llr_io::sys::install_stop_signals;
-use llr_lab::args::{AlternateArgs, CostsArgs, FulltableArgs, IperfArgs, MlffrArgs, RunArgs};
+use llr_lab::args::{
+    AlternateArgs, CostsArgs, FloodArgs, FulltableArgs, IperfArgs, MlffrArgs, RunArgs,
+};
 use llr_lab::iperf;
 use llr_lab::Progress;
 use llr_traffic::netns::{addr, Topology};
@@ -63,6 +65,10 @@ pub enum TestbedCmd {
     /// router's strategy every slice (the first target is the reference): each slice is set
     /// against the reference's slices around it, so the machine's own speed changes cancel.
     Alternate(AlternateArgs),
+    /// RT alone and beside a flood to an address the router's own nftables ruleset drops, by a
+    /// prerouting rule (in XDP) and by a forward-chain rule (in the worker), the modes
+    /// interleaved in each round; one llrouter target.
+    Flood(FloodArgs),
     /// Fit the worker's grant and flush costs over the results.csv of several `run`s (e.g. at
     /// `--tx-hold-us 0` and 5, interleaved) and compare the simulator with them.
     Costs(CostsArgs),
@@ -143,6 +149,18 @@ fn run_mlffr(a: MlffrArgs) -> Result<()> {
     if !o.unmeasured.is_empty() {
         let names: Vec<&str> = o.unmeasured.iter().map(|(t, _)| t.as_str()).collect();
         bail!("not measured: {}", names.join(", "));
+    }
+    Ok(())
+}
+
+fn run_flood(a: FloodArgs) -> Result<()> {
+    let study = a.study().map_err(lab_error)?;
+    let stop = install_stop_signals();
+    let o = study.run(stop, &Bar::new()).map_err(lab_error)?;
+    println!("{}", o.md);
+    println!("wrote {}/report.md", study.options.out.display());
+    if o.interrupted {
+        bail!("interrupted (partial results written)");
     }
     Ok(())
 }
@@ -236,6 +254,7 @@ pub fn run(args: TestbedArgs) -> Result<()> {
         TestbedCmd::Run(a) => run_sweep(a),
         TestbedCmd::Mlffr(a) => run_mlffr(a),
         TestbedCmd::Alternate(a) => run_alternate(a),
+        TestbedCmd::Flood(a) => run_flood(a),
         TestbedCmd::Costs(a) => costs(a),
         TestbedCmd::Iperf(a) => run_iperf(a),
         TestbedCmd::Fulltable(a) => fulltable(a),

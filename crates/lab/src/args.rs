@@ -8,6 +8,7 @@ use std::time::Duration;
 use llr_core::values::Values;
 
 use crate::alternate::AlternateStudy;
+use crate::flood::{FloodMode, FloodStudy};
 use crate::iperf::{Case, IperfStudy};
 use crate::mlffr::MlffrStudy;
 use crate::options::{Budgets, Options, Search};
@@ -77,6 +78,56 @@ impl RunArgs {
             reference_load: self.reference_load,
             reference_gen_backend: self.reference_gen_backend,
             options: self.common,
+        };
+        s.check()?;
+        Ok(s)
+    }
+}
+
+/// `testbed flood`: RT alone and beside a flood the router's ruleset drops, in XDP or in the
+/// worker, interleaved.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct FloodArgs {
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub common: Options,
+    /// Offered load of the flood modes, packets/s: RT is --rt-share of it (also alone), the
+    /// flood the rest.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1_000_000.0))]
+    pub load: f64,
+    /// RT's share of --load.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0.1))]
+    pub rt_share: f64,
+    /// Rounds, the modes interleaved within each.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 5))]
+    pub rounds: u32,
+    /// Modes, in the order each round runs them.
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            default_value = "alone,xdp,worker"
+        )
+    )]
+    pub modes: Vec<FloodMode>,
+    /// The flood's destination, which the ruleset drops (default 10.71.2.2, with --ipv6
+    /// fd71:2::2: beside the sink, behind the same next hop).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub blocked: Option<std::net::IpAddr>,
+}
+
+impl FloodArgs {
+    /// The study, checked before anything changes on the host.
+    pub fn study(self) -> Result<FloodStudy> {
+        let s = FloodStudy {
+            options: self.common,
+            load: self.load,
+            rt_share: self.rt_share,
+            rounds: self.rounds,
+            modes: self.modes,
+            blocked: self.blocked,
         };
         s.check()?;
         Ok(s)

@@ -10,7 +10,7 @@
 //! - [`sweep`]: offered load × RT share for each target, [`sweep::compare`] for the demo;
 //! - [`report`]: CSV (serde), PNG plots ([`plot`]) and `report.md`; [`summary`]: medians and
 //!   ranges over rounds; [`iperf`]: TCP goodput through each target; [`demo`]: the demo's live
-//!   comparison;
+//!   comparison; [`flood`]: RT beside a flood the router's ruleset drops (in XDP or the worker);
 //! - [`fulltable`]: the full-table fixture as `ip -batch` files and BIRD static routes;
 //!   [`bird`]: BIRD 2 daemons in the namespaces (an originator announcing the fixture over
 //!   eBGP to a speaker in the router namespace that installs it in the kernel).
@@ -39,6 +39,7 @@ pub mod bird;
 pub mod bound;
 mod check;
 pub mod demo;
+pub mod flood;
 pub mod fulltable;
 pub mod host;
 pub mod iperf;

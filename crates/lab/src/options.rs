@@ -282,7 +282,7 @@ pub struct Options {
     pub be_ttl: u8,
     /// Destination of the generator's BE packets (bpf-live, xsk; default: the sink's address),
     /// behind the same next hop: with a firewall rule in the router's namespace that drops it,
-    /// BE becomes a blocked flood beside the RT traffic (scripts/firewall-flood.sh).
+    /// BE becomes a blocked flood beside the RT traffic (`testbed flood` sets both up).
     #[cfg_attr(feature = "clap", arg(long))]
     pub be_dst: Option<std::net::IpAddr>,
     /// llrouter targets: hand what the host's firewall has that llrouter cannot evaluate

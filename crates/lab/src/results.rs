@@ -18,7 +18,9 @@ use llr_ops::tune::StatSnapshot;
 use serde::{Deserialize, Serialize};
 
 use crate::alternate::{AlternateOutcome, Slice};
-use crate::args::{AlternateArgs, RunArgs};
+use crate::args::{AlternateArgs, FloodArgs, IperfArgs, RunArgs};
+use crate::flood::{FloodMode, FloodOutcome};
+use crate::iperf::IperfRow;
 use crate::measure::Row;
 use crate::summary::{self, Mlffr};
 use crate::sweep::SweepOutcome;
@@ -36,6 +38,10 @@ pub enum Unit {
     Pct,
     /// Packets per second.
     Pps,
+    /// Nanoseconds.
+    Ns,
+    /// Megabits per second.
+    Mbps,
     /// 1 where a point met a condition, 0 where it did not: rendered "k of n".
     Count,
 }
@@ -309,7 +315,7 @@ fn bare(v: f64, unit: Unit) -> String {
         Unit::Pct if v.abs() < 1.0 => format!("{v:.3}"),
         Unit::Pct => format!("{v:.2}"),
         Unit::Pps => group(v),
-        Unit::Count => format!("{v:.0}"),
+        Unit::Ns | Unit::Mbps | Unit::Count => format!("{v:.0}"),
     }
 }
 
@@ -320,6 +326,8 @@ fn value_text(v: f64, unit: Unit) -> String {
         Unit::Us => format!("{b} µs"),
         Unit::Pct => format!("{b} %"),
         Unit::Pps => format!("{b} pps"),
+        Unit::Ns => format!("{b} ns"),
+        Unit::Mbps => format!("{b} Mbit/s"),
         Unit::Count => b,
     }
 }
@@ -378,6 +386,8 @@ fn one() -> u32 {
 enum Study {
     Sweep(RunArgs),
     Alternate(AlternateArgs),
+    Flood(FloodArgs),
+    Iperf(IperfArgs),
 }
 
 /// The testbed command line of a topic, parsed as `llrouter testbed` parses it.
@@ -386,6 +396,8 @@ enum Study {
 enum TestbedLine {
     Run(RunArgs),
     Alternate(AlternateArgs),
+    Flood(FloodArgs),
+    Iperf(IperfArgs),
 }
 
 /// A headline study.
@@ -396,12 +408,16 @@ pub struct Topic {
     /// `llrouter testbed` arguments.
     pub argv: &'static [&'static str],
     reduce: fn(&Outcome) -> Vec<Figure>,
+    /// The study's own tables, shown folded under the figures.
+    detail: fn(&Outcome) -> String,
 }
 
 /// What a study returned.
 pub enum Outcome {
     Sweep(SweepOutcome, Vec<f64>),
     Alternate(AlternateOutcome),
+    Flood(FloodOutcome),
+    Iperf(Vec<IperfRow>),
 }
 
 /// Run medians further apart than this share of the lower one: the figure is not reproduced.
@@ -440,6 +456,7 @@ pub const TOPICS: &[Topic] = &[
             "--shield",
         ],
         reduce: reduce_overload,
+        detail,
     },
     Topic {
         name: "rt-share",
@@ -463,6 +480,7 @@ pub const TOPICS: &[Topic] = &[
             "3",
         ],
         reduce: reduce_rt_share,
+        detail,
     },
     Topic {
         name: "flat-out",
@@ -481,6 +499,109 @@ pub const TOPICS: &[Topic] = &[
             "30",
         ],
         reduce: reduce_flat_out,
+        detail,
+    },
+    Topic {
+        name: "cpu",
+        title: "CPU per packet at a load every target carries",
+        argv: &[
+            "run",
+            "--targets",
+            "kernel,llrouter:sq,llrouter:rr,llrouter:ll-rr,llrouter:ll-wfq,llrouter:ll-wfq+flows",
+            "--loads",
+            "200000",
+            "--rt-shares",
+            "0.3",
+            "--repeat",
+            "5",
+            "--point-secs",
+            "5",
+            "--shield",
+        ],
+        reduce: reduce_cpu,
+        detail: cpu_detail,
+    },
+    Topic {
+        name: "flows",
+        title: "Flow pipelines, flooded",
+        argv: &[
+            "run",
+            "--targets",
+            "llrouter:ll-wfq,llrouter:ll-wfq+flows",
+            "--loads",
+            "3000000",
+            "--rt-shares",
+            "0.3",
+            "--wake",
+            "busy",
+            "--point-secs",
+            "2",
+            "--shield",
+            "--repeat",
+            "10",
+        ],
+        reduce: reduce_flows,
+        detail: flows_detail,
+    },
+    Topic {
+        name: "firewall-flood",
+        title: "A blocked flood beside RT",
+        argv: &[
+            "flood",
+            "--targets",
+            "llrouter:ll-wfq",
+            "--load",
+            "2000000",
+            "--rt-share",
+            "0.1",
+            "--rounds",
+            "5",
+            "--point-secs",
+            "3",
+            "--wake",
+            "busy",
+            "--sink-on-gen-cpu",
+        ],
+        reduce: reduce_flood,
+        detail,
+    },
+    Topic {
+        name: "tcp",
+        title: "One TCP stream, MTU 1500",
+        argv: &[
+            "iperf",
+            "--targets",
+            "kernel,kernel-xdp,llrouter:sq,llrouter:ll-wfq",
+            "--cases",
+            "alone",
+            "--mtu",
+            "1500",
+            "--secs",
+            "4",
+            "--repeat",
+            "3",
+        ],
+        reduce: reduce_tcp_1500,
+        detail,
+    },
+    Topic {
+        name: "tcp-jumbo",
+        title: "One TCP stream, MTU 9000",
+        argv: &[
+            "iperf",
+            "--targets",
+            "kernel,kernel-xdp,llrouter:sq,llrouter:ll-wfq",
+            "--cases",
+            "alone",
+            "--mtu",
+            "9000",
+            "--secs",
+            "4",
+            "--repeat",
+            "3",
+        ],
+        reduce: reduce_tcp_9000,
+        detail,
     },
 ];
 
@@ -511,6 +632,14 @@ impl Topic {
             TestbedLine::Alternate(mut a) => {
                 a.common.out = out;
                 Study::Alternate(a)
+            }
+            TestbedLine::Flood(mut a) => {
+                a.common.out = out;
+                Study::Flood(a)
+            }
+            TestbedLine::Iperf(mut a) => {
+                a.common.out = out;
+                Study::Iperf(a)
             }
         })
     }
@@ -545,7 +674,7 @@ impl Topic {
                     a.add_run(b);
                 }
             }
-            let d = detail(&outcome);
+            let d = (self.detail)(&outcome);
             if !d.trim().is_empty() {
                 details.push(if runs > 1 {
                     format!("\n**Run {i}**\n{d}")
@@ -600,6 +729,14 @@ impl Topic {
                 }
                 Outcome::Alternate(o)
             }
+            Study::Flood(a) => {
+                let o = a.study()?.run(stop, progress)?;
+                if o.interrupted {
+                    return Err(interrupted());
+                }
+                Outcome::Flood(o)
+            }
+            Study::Iperf(a) => Outcome::Iperf(a.study()?.run(stop, &mut |_| {})?),
         })
     }
 }
@@ -647,6 +784,8 @@ fn detail(o: &Outcome) -> String {
             }
         }
         Outcome::Alternate(a) => a.md.clone(),
+        Outcome::Flood(f) => f.md.clone(),
+        Outcome::Iperf(rows) => crate::iperf::summary(rows),
     }
 }
 
@@ -960,6 +1099,292 @@ fn reduce_flat_out(o: &Outcome) -> Vec<Figure> {
                 .filter(|s| crate::choice_name(&s.strategy) == "sq")
                 .map(|s| s.forwarded_pps)
                 .collect(),
+        ),
+    ]
+}
+
+const RR: &str = "llrouter:rr";
+const LL_RR: &str = "llrouter:ll-rr";
+const FLOWS: &str = "llrouter:ll-wfq+flows";
+
+/// Per round, `f` of `a`'s single row over `b`'s (NaN where either is missing or `b`'s is 0).
+fn round_ratio(rows: &[Row], a: &str, b: &str, f: fn(&Row) -> f64) -> Vec<f64> {
+    rounds(rows)
+        .into_iter()
+        .map(|rd| {
+            let x = round_rows(rows, a, rd).first().map(|r| f(r));
+            let y = round_rows(rows, b, rd).first().map(|r| f(r));
+            match (x, y) {
+                (Some(x), Some(y)) if y > 0.0 => x / y,
+                _ => f64::NAN,
+            }
+        })
+        .collect()
+}
+
+fn target_col(rows: &[Row], t: &str, f: fn(&Row) -> f64) -> Vec<f64> {
+    rows.iter().filter(|r| r.target == t).map(f).collect()
+}
+
+// At 200 kpps every target forwards every packet, so each round's CPU per packet is the
+// strategy's own cost: the ratios are taken within a round, where the VM's drift cancels.
+fn reduce_cpu(o: &Outcome) -> Vec<Figure> {
+    let Outcome::Sweep(s, _) = o else {
+        return Vec::new();
+    };
+    let ns = |r: &Row| r.worker_ns_per_pkt;
+    vec![
+        Figure::new(
+            "CPU per packet at 200 kpps, ll-wfq ÷ sq",
+            Unit::Ratio,
+            "round",
+            round_ratio(&s.rows, WFQ, SQ, ns),
+        )
+        .goal(Cmp::AtMost, 1.05, Over::Median)
+        .readme(),
+        Figure::new(
+            "the same, ll-wfq with flows ÷ ll-wfq",
+            Unit::Ratio,
+            "round",
+            round_ratio(&s.rows, FLOWS, WFQ, ns),
+        )
+        .goal(Cmp::AtMost, 1.10, Over::Median)
+        .readme(),
+        Figure::new(
+            "the same, ll-rr ÷ sq",
+            Unit::Ratio,
+            "round",
+            round_ratio(&s.rows, LL_RR, SQ, ns),
+        ),
+        Figure::new(
+            "the same, rr ÷ sq",
+            Unit::Ratio,
+            "round",
+            round_ratio(&s.rows, RR, SQ, ns),
+        ),
+        Figure::new(
+            "the same, the kernel's softirq ÷ sq",
+            Unit::Ratio,
+            "round",
+            round_ratio(&s.rows, KERNEL, SQ, ns),
+        ),
+        Figure::new(
+            "CPU per packet at 200 kpps, sq",
+            Unit::Ns,
+            "round",
+            target_col(&s.rows, SQ, ns),
+        ),
+    ]
+}
+
+fn cpu_detail(o: &Outcome) -> String {
+    match o {
+        Outcome::Sweep(s, _) => summary::cpu_price_md(&s.rows, SQ),
+        _ => detail(o),
+    }
+}
+
+// The flow path against the plain path, both offered more than they forward: the ratio of
+// what each forwarded in the same round is the flow path's price in rate.
+fn reduce_flows(o: &Outcome) -> Vec<Figure> {
+    let Outcome::Sweep(s, _) = o else {
+        return Vec::new();
+    };
+    vec![
+        Figure::new(
+            "Flow pipelines, flooded: forwarded, ll-wfq with flows ÷ ll-wfq",
+            Unit::Ratio,
+            "round",
+            round_ratio(&s.rows, FLOWS, WFQ, |r| r.throughput_pps),
+        )
+        .goal(Cmp::AtLeast, 0.97, Over::Median)
+        .readme(),
+        Figure::new(
+            "the same, CPU per packet",
+            Unit::Ratio,
+            "round",
+            round_ratio(&s.rows, FLOWS, WFQ, |r| r.worker_ns_per_pkt),
+        ),
+        // 30 % RT of 3 Mpps is about ρRT 0.9 of what ll-wfq forwards, beyond the regime where
+        // it keeps RT whole ("How far ll-wfq protects RT"): RT loss is shown, not held to 0.
+        Figure::new(
+            "RT loss, ll-wfq with flows",
+            Unit::Pct,
+            "round",
+            target_col(&s.rows, FLOWS, |r| r.loss_rt * 100.0),
+        ),
+        Figure::new(
+            "RT loss, ll-wfq",
+            Unit::Pct,
+            "round",
+            target_col(&s.rows, WFQ, |r| r.loss_rt * 100.0),
+        ),
+        Figure::new(
+            "Forwarded, ll-wfq",
+            Unit::Pps,
+            "round",
+            target_col(&s.rows, WFQ, |r| r.throughput_pps),
+        ),
+    ]
+}
+
+// Round by round: the generator's rate moves by tens of % between rounds here, so what each
+// target was offered is shown beside what it forwarded.
+fn flows_detail(o: &Outcome) -> String {
+    let Outcome::Sweep(s, _) = o else {
+        return detail(o);
+    };
+    let mut t = String::from(
+        "\n| round | target | sent pps | forwarded pps | RT loss % | RT p99 µs | CPU ns per packet |\n|---|---|---|---|---|---|---|\n",
+    );
+    for rd in rounds(&s.rows) {
+        for name in [WFQ, FLOWS] {
+            for r in round_rows(&s.rows, name, rd) {
+                let _ = writeln!(
+                    t,
+                    "| {rd} | {name} | {} | {} | {} | {} | {} |",
+                    bare(r.sent_pps, Unit::Pps),
+                    bare(r.throughput_pps, Unit::Pps),
+                    bare(r.loss_rt * 100.0, Unit::Pct),
+                    bare(r.rt_p99_us, Unit::Us),
+                    bare(r.worker_ns_per_pkt, Unit::Ns),
+                );
+            }
+        }
+    }
+    t
+}
+
+// The bar: a flood the ruleset drops costs RT nothing — no loss, and its p99 within
+// 1.2× of RT alone in the same round (each round's alone point is the machine of that minute).
+fn reduce_flood(o: &Outcome) -> Vec<Figure> {
+    let Outcome::Flood(f) = o else {
+        return Vec::new();
+    };
+    let loss = |m| f.col(m, |r| r.loss_rt * 100.0);
+    let secs = f.point_secs;
+    vec![
+        Figure::new(
+            "A blocked flood at 2 Mpps offered, 10 % of it RT, dropped in XDP: RT loss",
+            Unit::Pct,
+            "round",
+            loss(FloodMode::Xdp),
+        )
+        .goal(Cmp::AtMost, 0.0, Over::Each)
+        .readme(),
+        Figure::new(
+            "the same: RT p99 ÷ RT alone (same round)",
+            Unit::Ratio,
+            "round",
+            f.p99_vs_alone(FloodMode::Xdp),
+        )
+        .goal(Cmp::AtMost, 1.2, Over::Each)
+        .readme(),
+        Figure::new(
+            "the same: the flood sent",
+            Unit::Pps,
+            "round",
+            f.col(FloodMode::Xdp, |r| r.sent_be as f64 / secs),
+        ),
+        Figure::new(
+            "Dropped by the worker instead: RT loss",
+            Unit::Pct,
+            "round",
+            loss(FloodMode::Worker),
+        ),
+        Figure::new(
+            "the same: RT p99 ÷ RT alone",
+            Unit::Ratio,
+            "round",
+            f.p99_vs_alone(FloodMode::Worker),
+        ),
+        Figure::new(
+            "the same: flood frames the workers dropped, % of the flood sent",
+            Unit::Pct,
+            "round",
+            f.dropped_pct(FloodMode::Xdp, true),
+        )
+        .goal(Cmp::AtMost, 0.0, Over::Each),
+        Figure::new(
+            "the same: flood frames dropped in XDP, % of the flood sent",
+            Unit::Pct,
+            "round",
+            f.dropped_pct(FloodMode::Xdp, false),
+        ),
+    ]
+}
+
+const KERNEL_XDP: &str = "kernel-xdp";
+
+fn reduce_tcp_1500(o: &Outcome) -> Vec<Figure> {
+    reduce_tcp(o, 1500)
+}
+
+fn reduce_tcp_9000(o: &Outcome) -> Vec<Figure> {
+    reduce_tcp(o, 9000)
+}
+
+// One TCP stream against the kernel forwarding it, each ratio within a round. `kernel-xdp`
+// is the kernel behind a pass-all XDP program: the link conditions llrouter has (a veth whose
+// peer runs XDP loses segmentation offload), which alone costs the kernel most of its lead.
+fn reduce_tcp(o: &Outcome, mtu: u32) -> Vec<Figure> {
+    let Outcome::Iperf(rows) = o else {
+        return Vec::new();
+    };
+    let mut rounds: Vec<u32> = rows.iter().map(|r| r.round).collect();
+    rounds.sort_unstable();
+    rounds.dedup();
+    let get = |t: &str, rd: u32| rows.iter().find(|r| r.target == t && r.round == rd);
+    let vs_kernel = |t: &'static str| -> Vec<f64> {
+        (rounds.iter())
+            .map(|&rd| match (get(t, rd), get(KERNEL, rd)) {
+                (Some(a), Some(k)) if k.goodput_mbps > 0.0 => a.goodput_mbps / k.goodput_mbps,
+                _ => f64::NAN,
+            })
+            .collect()
+    };
+    let col = |t: &str, f: fn(&IperfRow) -> f64| -> Vec<f64> {
+        rows.iter().filter(|r| r.target == t).map(f).collect()
+    };
+    vec![
+        Figure::new(
+            format!("One TCP stream, MTU {mtu}, ll-wfq ÷ the kernel"),
+            Unit::Ratio,
+            "round",
+            vs_kernel(WFQ),
+        )
+        .goal(Cmp::AtLeast, 0.5, Over::Median)
+        .readme(),
+        Figure::new(
+            "the same, the kernel behind a pass-all XDP program ÷ the kernel",
+            Unit::Ratio,
+            "round",
+            vs_kernel(KERNEL_XDP),
+        )
+        .readme(),
+        Figure::new(
+            "the same, sq ÷ the kernel",
+            Unit::Ratio,
+            "round",
+            vs_kernel(SQ),
+        ),
+        Figure::new(
+            "Goodput, ll-wfq",
+            Unit::Mbps,
+            "round",
+            col(WFQ, |r| r.goodput_mbps),
+        ),
+        Figure::new(
+            "Goodput, the kernel",
+            Unit::Mbps,
+            "round",
+            col(KERNEL, |r| r.goodput_mbps),
+        ),
+        Figure::new(
+            "Retransmits, ll-wfq, % of segments",
+            Unit::Pct,
+            "round",
+            col(WFQ, |r| r.retransmit_pct),
         ),
     ]
 }
