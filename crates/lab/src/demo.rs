@@ -88,7 +88,14 @@ pub fn notes(rows: &[Row], ring: u32) -> Vec<String> {
         }
         let head = format!("{} {}", r.target, point.name());
         if r.rho_rt >= REGIME_RHO_RT {
-            let ring_vs_bound = if r.within_tmax_burst == "no" && r.tmax_burst_us > 0.0 {
+            // At ρRT ≥ 1 Eq. 1 has no finite bound: RT alone outruns the worker.
+            let ring_vs_bound = if r.rho_rt >= 1.0 {
+                format!(
+                    "no budget bounds RT's wait: RT alone arrives faster than the worker serves \
+                     it, so its RT ring fills (p99 {:.0}–{:.0} µs) and drops what overflows",
+                    r.rt_ring_p99_lo_us, r.rt_ring_p99_us
+                )
+            } else if r.within_tmax_burst == "no" && r.tmax_burst_us > 0.0 {
                 format!(
                     "its RT ring's p99 ({:.0}–{:.0} µs) is {:.1}× Tmax B: RT frames wait behind \
                      RT frames (the generator's bursts, the times the worker loses its CPU), a \
@@ -113,7 +120,7 @@ pub fn notes(rows: &[Row], ring: u32) -> Vec<String> {
             };
             out.push(format!(
                 "{head}: ρRT = {:.2}, beyond paper 000's regime (ρRT < {REGIME_RHO_RT}): RT alone \
-                 keeps the worker {:.0} % busy, and {ring_vs_bound}.{taken} ρRT here follows the \
+                 needs {:.0} % of the worker, and {ring_vs_bound}.{taken} ρRT here follows the \
                  generator's rate and the router's, which move by ±30 % between runs on a shared \
                  VM: docs/results.md, \"How far ll-wfq protects RT\", has it measured against \
                  ρRT.",
@@ -244,6 +251,16 @@ mod tests {
         assert!(n[1].contains("40.00 % of RT lost"), "{}", n[1]);
         // Within the regime and ahead of sq: nothing to explain.
         assert!(notes(&[rows[2].clone(), rows[5].clone()], 512).is_empty());
+        // Beyond ρRT 1 the bound is infinite: the note says so, not that the ring is within it.
+        let over = Row {
+            tmax_burst_us: f64::INFINITY,
+            within_tmax_burst: "no".into(),
+            ..row("llrouter:ll-wfq", 0.0, 767_000.0, 827.0, 1.14)
+        };
+        let n = notes(&[over], 512);
+        assert!(n[0].contains("needs 114 % of the worker"), "{}", n[0]);
+        assert!(n[0].contains("no budget bounds RT's wait"), "{}", n[0]);
+        assert!(!n[0].contains("within Tmax B"), "{}", n[0]);
     }
 
     #[test]
