@@ -5,6 +5,8 @@
 //! - `run`: sweep offered load × RT share for each target, write `results.csv`, PNG plots and
 //!   `report.md`;
 //! - `mlffr`: RFC 2544-style binary search for the maximum loss-free forwarding rate;
+//! - `flood`: RT alone and beside a flood the router's own nftables ruleset drops (in XDP or in
+//!   the worker), interleaved;
 //! - `iperf`: TCP goodput of iperf3 through each target, alone and beside a BE overload;
 //! - `fulltable`: write the generated full Internet table (`llr_core::fixture`) as `ip -batch`
 //!   files, BIRD static protocols and a summary (`llr_lab::fulltable`).
