@@ -1133,41 +1133,19 @@ fn reduce_cpu(o: &Outcome) -> Vec<Figure> {
         return Vec::new();
     };
     let ns = |r: &Row| r.worker_ns_per_pkt;
+    let vs = |what: &str, a: &str, b: &str| {
+        Figure::new(what, Unit::Ratio, "round", round_ratio(&s.rows, a, b, ns))
+    };
     vec![
-        Figure::new(
-            "CPU per packet at 200 kpps, ll-wfq ÷ sq",
-            Unit::Ratio,
-            "round",
-            round_ratio(&s.rows, WFQ, SQ, ns),
-        )
-        .goal(Cmp::AtMost, 1.05, Over::Median)
-        .readme(),
-        Figure::new(
-            "the same, ll-wfq with flows ÷ ll-wfq",
-            Unit::Ratio,
-            "round",
-            round_ratio(&s.rows, FLOWS, WFQ, ns),
-        )
-        .goal(Cmp::AtMost, 1.10, Over::Median)
-        .readme(),
-        Figure::new(
-            "the same, ll-rr ÷ sq",
-            Unit::Ratio,
-            "round",
-            round_ratio(&s.rows, LL_RR, SQ, ns),
-        ),
-        Figure::new(
-            "the same, rr ÷ sq",
-            Unit::Ratio,
-            "round",
-            round_ratio(&s.rows, RR, SQ, ns),
-        ),
-        Figure::new(
-            "the same, the kernel's softirq ÷ sq",
-            Unit::Ratio,
-            "round",
-            round_ratio(&s.rows, KERNEL, SQ, ns),
-        ),
+        vs("CPU per packet at 200 kpps, ll-wfq ÷ sq", WFQ, SQ)
+            .goal(Cmp::AtMost, 1.05, Over::Median)
+            .readme(),
+        vs("the same, ll-wfq with flows ÷ ll-wfq", FLOWS, WFQ)
+            .goal(Cmp::AtMost, 1.10, Over::Median)
+            .readme(),
+        vs("the same, ll-rr ÷ sq", LL_RR, SQ),
+        vs("the same, rr ÷ sq", RR, SQ),
+        vs("the same, the kernel's softirq ÷ sq", KERNEL, SQ),
         Figure::new(
             "CPU per packet at 200 kpps, sq",
             Unit::Ns,

@@ -82,6 +82,17 @@ fn dropped_by(f: &Filter, d: &XdpDrops, p: &FilterPacket) -> Option<String> {
         .map(|s| f.origins[d.slots[s].rule as usize].handle.to_string())
 }
 
+/// Each packet is dropped in XDP by the rule of the handle given (or not at all), and the
+/// kernel's evaluation drops it by that same rule wherever the model drops it.
+fn assert_drops(f: &Filter, d: &XdpDrops, cases: &[(FilterPacket, Option<&str>)]) {
+    for (p, want) in cases {
+        assert_eq!(dropped_by(f, d, p).as_deref(), *want, "{p:?}");
+        if let Some(s) = d.lookup(p) {
+            assert_eq!(f.eval(Hook::Prerouting, p), Decision::Drop(d.slots[s].rule));
+        }
+    }
+}
+
 #[test]
 fn a_prerouting_blocklist_is_dropped_in_xdp_and_a_forward_drop_is_not() {
     let f = filter(&[
@@ -818,16 +829,7 @@ fn protocol_drops_without_a_port_are_taken_in_xdp_fragments_and_icmp_included() 
         ),
         (with_ports(v4([192, 0, 2, 1], [10, 0, 0, 1]), 6, 1, 2), None),
     ];
-    for (p, want) in cases {
-        assert_eq!(dropped_by(&f, &d, &p).as_deref(), want, "{p:?}");
-        // The model agrees with the kernel's evaluation wherever it drops.
-        if let Some(s) = d.lookup(&p) {
-            assert_eq!(
-                f.eval(Hook::Prerouting, &p),
-                Decision::Drop(d.slots[s].rule)
-            );
-        }
-    }
+    assert_drops(&f, &d, &cases);
     // The rule the workers keep still drops UDP there.
     let udp = v4([192, 0, 2, 1], [10, 0, 0, 1]);
     assert_eq!(d.lookup(&udp), None);
@@ -931,15 +933,7 @@ fn icmp_type_drops_are_taken_in_xdp_and_code_drops_are_not() {
             None,
         ),
     ];
-    for (p, want) in cases {
-        assert_eq!(dropped_by(&f, &d, &p).as_deref(), want, "{p:?}");
-        if let Some(s) = d.lookup(&p) {
-            assert_eq!(
-                f.eval(Hook::Prerouting, &p),
-                Decision::Drop(d.slots[s].rule)
-            );
-        }
-    }
+    assert_drops(&f, &d, &cases);
     // The code rule still drops, in the workers.
     let code = icmp([192, 0, 2, 9], 3, 1);
     assert_eq!(d.lookup(&code), None);
