@@ -16,7 +16,7 @@ use llr_io::ebpf::{ClassifierStats, XdpMode, FLAG_TIMESTAMP};
 use llr_io::kernel::{self, MirrorSpec};
 use llr_io::probe::KernelFeatures;
 use llr_io::xsk::{Device, SocketSlot, XskOptions};
-use llr_ops::ctl::CtlServer;
+use llr_ops::ctl::{CtlServer, Reserved};
 use llr_ops::metrics::{MetricsServer, MetricsSnapshot};
 use llr_ops::views::{DatapathView, PortModeView};
 
@@ -119,6 +119,9 @@ impl Router {
             llr_io::sys::back_tables_with_huge_pages();
         }
         let queues = crate::plan::check(&r, steering, kernel.multi_buffer)?;
+        // Before any table or classifier is built: a second router on this socket is refused
+        // without touching the kernel the first one runs on.
+        let reserved = reserve_control(&r.cfg.control.socket)?;
         let allowed = llr_ops::cpus::allowed().step("read the CPU affinity")?;
         let helpers =
             llr_ops::cpus::helper_cpus(&allowed, &r.cfg.cores, r.cfg.helper_cores.as_deref());
@@ -132,7 +135,7 @@ impl Router {
         let helpers_kept = helpers.clone();
         let thread = std::thread::Builder::new()
             .name("llr-router".into())
-            .spawn(move || supervise(r, queues, kernel, opts, helpers, s, tx))
+            .spawn(move || supervise(r, reserved, queues, kernel, opts, helpers, s, tx))
             .step("spawn the router thread")?;
         match rx.recv() {
             Ok(Ok(st)) => Ok(Running {
@@ -293,8 +296,10 @@ struct WorkerThread {
 /// … workers run …   (one ending — stop, duration, panic — stops them all)
 /// collect their counters, detach the classifiers, remove the filters, `close`
 /// ```
+#[allow(clippy::too_many_arguments)]
 fn supervise(
     r: Resolved,
+    reserved: Reserved,
     queues: QueueLayout,
     kernel: KernelFeatures,
     opts: StartOptions,
@@ -306,7 +311,7 @@ fn supervise(
         let _ = started.send(Err(()));
         Err(e)
     };
-    let mut plant = match set_up(r, queues, kernel, opts.config_path, helpers) {
+    let mut plant = match set_up(r, reserved, queues, kernel, opts.config_path, helpers) {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
@@ -691,6 +696,7 @@ fn warn_shared_cores(cores: &[usize]) {
 /// Helper threads are spawned while this thread runs on the helper cores, so they inherit them.
 fn set_up(
     r: Resolved,
+    reserved: Reserved,
     queues: QueueLayout,
     kernel: KernelFeatures,
     config_path: Option<PathBuf>,
@@ -772,7 +778,9 @@ fn set_up(
             helper_cpus: helpers,
         },
     ));
-    let ctl_server = bind_control(&r.cfg.control.socket, ctl.clone())?;
+    let ctl_server = reserved
+        .serve(ctl.clone(), Default::default())
+        .step("control.socket")?;
     let metrics_server = match &r.cfg.metrics {
         Some(m) => {
             let addr = m.addr()?;
@@ -824,7 +832,7 @@ fn install_ntuple(r: &Resolved) -> Result<NtupleFilters, RouterError> {
 }
 
 /// Binds the control socket, creating its directory (mode 0700) if missing.
-fn bind_control(path: &Path, ctl: Arc<RouterCtl>) -> Result<CtlServer, RouterError> {
+fn reserve_control(path: &Path) -> Result<Reserved, RouterError> {
     if let Some(dir) = path.parent() {
         if !dir.as_os_str().is_empty() && !dir.exists() {
             std::fs::create_dir_all(dir)
@@ -833,7 +841,7 @@ fn bind_control(path: &Path, ctl: Arc<RouterCtl>) -> Result<CtlServer, RouterErr
             let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
         }
     }
-    CtlServer::bind(path, ctl).step("control.socket")
+    Reserved::take(path).step("control.socket")
 }
 
 /// Each worker's options: the ICMP and punt limits are shared out, so that all workers

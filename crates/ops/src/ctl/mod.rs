@@ -37,7 +37,7 @@ mod tests;
 
 pub use client::CtlClient;
 pub use listing::Listing;
-pub use server::{BindError, ControlTarget, CtlServer, ServerOptions};
+pub use server::{BindError, ControlTarget, CtlServer, Reserved, ServerOptions};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

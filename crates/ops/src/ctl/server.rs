@@ -105,18 +105,21 @@ pub struct CtlServer {
     thread: Option<JoinHandle<()>>,
 }
 
-impl CtlServer {
-    /// Serves `target` on `path` with default options.
-    pub fn bind(path: impl AsRef<Path>, target: Arc<dyn ControlTarget>) -> Result<Self, BindError> {
-        Self::bind_with(path, target, ServerOptions::default())
-    }
+/// A control socket path taken, listening, with nobody answering yet: a router reserves it
+/// before it builds anything, so that a second router on the same path is refused before it
+/// loads a table or a classifier. Connections wait in the backlog until
+/// [`serve`](Reserved::serve). Drop removes the socket file.
+pub struct Reserved {
+    path: PathBuf,
+    /// (dev, ino) of the socket file we created: only that file is removed on drop.
+    ident: (u64, u64),
+    listener: Option<UnixListener>,
+}
 
-    /// Serves `target` on `path`.
-    pub fn bind_with(
-        path: impl AsRef<Path>,
-        target: Arc<dyn ControlTarget>,
-        opts: ServerOptions,
-    ) -> Result<Self, BindError> {
+impl Reserved {
+    /// Takes `path`: refuses if another server answers there or it is not a socket; removes a
+    /// stale socket nobody answers on.
+    pub fn take(path: impl AsRef<Path>) -> Result<Self, BindError> {
         let path = path.as_ref().to_path_buf();
         let ioerr = |source| BindError::Io {
             path: path.clone(),
@@ -143,7 +146,24 @@ impl CtlServer {
             }
         })?;
         let meta = std::fs::metadata(&path).map_err(ioerr)?;
-        let ident = (meta.dev(), meta.ino());
+        Ok(Reserved {
+            ident: (meta.dev(), meta.ino()),
+            path,
+            listener: Some(listener),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Starts answering: `target` serves every connection, those waiting included.
+    pub fn serve(
+        mut self,
+        target: Arc<dyn ControlTarget>,
+        opts: ServerOptions,
+    ) -> Result<CtlServer, BindError> {
+        let listener = self.listener.take().expect("a reserved socket serves once");
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
             conns: ConnTable::new(opts.max_connections),
@@ -152,14 +172,54 @@ impl CtlServer {
         let thread = std::thread::Builder::new()
             .name("llr-ctl".into())
             .spawn(move || accept_loop(listener, sh, target, opts))
-            .map_err(ioerr)?;
-        tracing::info!("control socket {}", path.display());
+            .map_err(|source| {
+                remove_if_ours(&self.path, self.ident);
+                BindError::Io {
+                    path: self.path.clone(),
+                    source,
+                }
+            })?;
+        tracing::info!("control socket {}", self.path.display());
+        let path = std::mem::take(&mut self.path);
         Ok(CtlServer {
             path,
-            ident,
+            ident: self.ident,
             shared,
             thread: Some(thread),
         })
+    }
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        // After `serve` the server owns the file (`path` is empty then).
+        if self.listener.is_some() {
+            remove_if_ours(&self.path, self.ident);
+        }
+    }
+}
+
+fn remove_if_ours(path: &Path, ident: (u64, u64)) {
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if (m.dev(), m.ino()) == ident {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+impl CtlServer {
+    /// Serves `target` on `path` with default options.
+    pub fn bind(path: impl AsRef<Path>, target: Arc<dyn ControlTarget>) -> Result<Self, BindError> {
+        Self::bind_with(path, target, ServerOptions::default())
+    }
+
+    /// Serves `target` on `path` ([`Reserved::take`], then [`Reserved::serve`]).
+    pub fn bind_with(
+        path: impl AsRef<Path>,
+        target: Arc<dyn ControlTarget>,
+        opts: ServerOptions,
+    ) -> Result<Self, BindError> {
+        Reserved::take(path)?.serve(target, opts)
     }
 
     pub fn path(&self) -> &Path {
@@ -179,11 +239,7 @@ impl Drop for CtlServer {
             }
         }
         self.shared.conns.close_all();
-        if let Ok(m) = std::fs::symlink_metadata(&self.path) {
-            if (m.dev(), m.ino()) == self.ident {
-                let _ = std::fs::remove_file(&self.path);
-            }
-        }
+        remove_if_ours(&self.path, self.ident);
     }
 }
 

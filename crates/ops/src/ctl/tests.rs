@@ -248,6 +248,34 @@ fn second_server_refused_stale_socket_replaced() {
     cleanup(&p);
 }
 
+/// A router reserves its socket before it builds its tables: while reserved, a second server is
+/// refused, a client that connects waits and is answered once the target serves, and a
+/// reservation given up (start-up failed) leaves no socket file.
+#[test]
+fn a_reserved_socket_refuses_a_second_server_and_answers_once_served() {
+    let p = sock("reserve");
+    let m: Arc<dyn ControlTarget> = Arc::new(|_c: Command| Ok(Value::Null));
+    let r = Reserved::take(&p).unwrap();
+    assert!(matches!(
+        CtlServer::bind(&p, m.clone()).err(),
+        Some(BindError::InUse(_))
+    ));
+    let early = std::thread::spawn({
+        let p = p.clone();
+        move || client(&p).call(&Command::Status {}).unwrap().ok
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!early.is_finished(), "answered before anything serves");
+    let srv = r.serve(m.clone(), ServerOptions::default()).unwrap();
+    assert!(early.join().unwrap(), "the waiting client is answered");
+    drop(srv);
+    assert!(!p.exists());
+
+    drop(Reserved::take(&p).unwrap());
+    assert!(!p.exists(), "a reservation dropped removes its socket");
+    cleanup(&p);
+}
+
 #[test]
 fn malformed_messages_get_errors_and_server_keeps_serving() {
     let (srv, m, p) = server("bad", Duration::from_millis(300));
