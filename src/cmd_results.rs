@@ -80,7 +80,9 @@ pub fn run(a: ResultsArgs) -> Result<()> {
         if chosen.is_empty() {
             chosen = TOPICS.iter().collect();
         }
-        llr_lab::options::need_root().map_err(lab_error)?;
+        if chosen.iter().any(|t| t.needs_root()) {
+            llr_lab::options::need_root().map_err(lab_error)?;
+        }
         let stop = install_stop_signals();
         for t in chosen {
             eprintln!("== {}: {}", t.name, t.command());
