@@ -87,7 +87,7 @@ pub fn run(a: ResultsArgs) -> Result<()> {
         for t in chosen {
             eprintln!("== {}: {}", t.name, t.command());
             let r = t
-                .run(&a.out, a.runs, stop, &NoProgress)
+                .run(&a.repo, &a.out, a.runs, stop, &NoProgress)
                 .map_err(lab_error)?;
             let path = results::save(&a.repo, &r).map_err(lab_error)?;
             for f in &r.figures {

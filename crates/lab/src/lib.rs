@@ -35,6 +35,7 @@
 
 pub mod alternate;
 pub mod args;
+pub mod bench;
 pub mod bird;
 pub mod bound;
 mod check;

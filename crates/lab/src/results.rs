@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::alternate::{AlternateOutcome, Slice};
 use crate::args::{AlternateArgs, FloodArgs, IperfArgs, RunArgs};
+use crate::bench::BenchOutcome;
 use crate::flood::{FloodMode, FloodOutcome};
 use crate::iperf::IperfRow;
 use crate::measure::Row;
@@ -234,11 +235,15 @@ impl Figure {
         if m.len() < 2 || self.unit == Unit::Count {
             return pooled;
         }
-        let meds: Vec<String> = m.iter().map(|&x| bare(x, self.unit)).collect();
         let verdict = match self.reproduced() {
             Some(false) => ", **not reproduced** within 15 %",
             _ => "",
         };
+        // One value a run: the range already shows each run's.
+        if self.runs.iter().all(|&n| n == 1) {
+            return format!("{pooled}{verdict}");
+        }
+        let meds: Vec<String> = m.iter().map(|&x| bare(x, self.unit)).collect();
         format!("{pooled}; run medians {}{verdict}", meds.join(" / "))
     }
 
@@ -392,6 +397,8 @@ enum Study {
     Iperf(IperfArgs),
     Paper001(PaperArgs),
     Paper003(PaperArgs),
+    /// `cargo` and its arguments, run in the repository.
+    Bench(&'static [&'static str]),
 }
 
 /// The command line of a topic after `llrouter`, parsed as the binary parses it.
@@ -427,7 +434,8 @@ pub struct Topic {
     pub name: &'static str,
     /// The section of docs/results.md its block sits in.
     pub title: &'static str,
-    /// `llrouter` arguments: `testbed …` (root) or `paper …`.
+    /// `llrouter` arguments, `testbed …` (root) or `paper …`; or `cargo bench …`, run in the
+    /// repository.
     pub argv: &'static [&'static str],
     /// Runs it always takes, whatever `--runs` says (a deterministic study: one).
     pub runs: Option<u32>,
@@ -444,6 +452,7 @@ pub enum Outcome {
     Iperf(Vec<IperfRow>),
     Paper001(p001::Outcome),
     Paper003(p003::Output),
+    Bench(BenchOutcome),
 }
 
 /// Run medians further apart than this share of the lower one: the figure is not reproduced.
@@ -646,6 +655,27 @@ pub const TOPICS: &[Topic] = &[
         detail,
     },
     Topic {
+        name: "lookups",
+        title: "Per-packet cost and lookups",
+        runs: None,
+        argv: &[
+            "cargo",
+            "bench",
+            "-p",
+            "llr-core",
+            "--bench",
+            "fulltable",
+            "--",
+            "--warm-up-time",
+            "1",
+            "--measurement-time",
+            "3",
+            "fulltable/(lookup_v4_1M|lookup_v4_1M_batched|lookup_v6_230k|lookup_v6_230k_batched|forward_v4_1M_routed|forward_v6_230k_routed)$",
+        ],
+        reduce: reduce_lookups,
+        detail,
+    },
+    Topic {
         name: "paper-001",
         title: "Paper 001's case study, simulated",
         // Every point is simulated with seeds 1..=R: a second run gives the same numbers.
@@ -670,17 +700,33 @@ pub fn topic(name: &str) -> Option<&'static Topic> {
 }
 
 impl Topic {
-    /// `llrouter …` as a user types it.
+    /// `llrouter …` (or `cargo …`) as a user types it.
     pub fn command(&self) -> String {
-        let mut s = String::from("llrouter");
-        for a in self.argv {
-            s.push(' ');
-            s.push_str(a);
-        }
-        s
+        let quoted = self.argv.iter().map(|a| {
+            if a.chars().any(|c| "|$()*?[]<>&;' \"\\".contains(c)) {
+                format!("'{a}'")
+            } else {
+                a.to_string()
+            }
+        });
+        let words: Vec<String> = if self.is_bench() {
+            quoted.collect()
+        } else {
+            std::iter::once("llrouter".to_string())
+                .chain(quoted)
+                .collect()
+        };
+        words.join(" ")
+    }
+
+    fn is_bench(&self) -> bool {
+        self.argv.first() == Some(&"cargo")
     }
 
     fn study(&self, out: PathBuf) -> Result<Study> {
+        if self.is_bench() {
+            return Ok(Study::Bench(&self.argv[1..]));
+        }
         let line = Line::try_parse_from(self.argv.iter().copied())
             .map_err(|e| LabError::Invalid(llr_core::FieldError::new("topic", e.to_string())))?;
         let line = match line {
@@ -723,6 +769,7 @@ impl Topic {
     /// `out/<topic>/run<i>`, and reduces every run to the same figures.
     pub fn run(
         &self,
+        repo: &Path,
         out: &Path,
         runs: u32,
         stop: &AtomicBool,
@@ -740,8 +787,8 @@ impl Topic {
         let mut figures: Vec<Figure> = Vec::new();
         let mut details = Vec::new();
         for i in 1..=runs {
-            let outcome =
-                self.run_once(&out.join(self.name).join(format!("run{i}")), stop, progress)?;
+            let dir = out.join(self.name).join(format!("run{i}"));
+            let outcome = self.run_once(repo, &dir, stop, progress)?;
             let f = (self.reduce)(&outcome);
             if figures.is_empty() {
                 figures = f;
@@ -780,7 +827,13 @@ impl Topic {
         })
     }
 
-    fn run_once(&self, out: &Path, stop: &AtomicBool, progress: &dyn Progress) -> Result<Outcome> {
+    fn run_once(
+        &self,
+        repo: &Path,
+        out: &Path,
+        stop: &AtomicBool,
+        progress: &dyn Progress,
+    ) -> Result<Outcome> {
         let interrupted = || LabError::step(self.name, anyhow::anyhow!("interrupted"));
         Ok(match self.study(out.to_path_buf())? {
             Study::Sweep(a) => {
@@ -819,6 +872,9 @@ impl Topic {
                 let o = p003::run(&a, || {})?;
                 p003::write_report(&a.out, &a, &o)?;
                 Outcome::Paper003(o)
+            }
+            Study::Bench(args) => {
+                Outcome::Bench(crate::bench::run(repo, args, &out.join("criterion"), stop)?)
             }
         })
     }
@@ -871,6 +927,7 @@ fn detail(o: &Outcome) -> String {
         Outcome::Iperf(rows) => crate::iperf::summary(rows),
         Outcome::Paper001(p) => paper001_detail(p),
         Outcome::Paper003(p) => paper003_detail(p),
+        Outcome::Bench(b) => bench_detail(b),
     }
 }
 
@@ -1452,6 +1509,77 @@ fn reduce_tcp(o: &Outcome, mtu: u32) -> Vec<Figure> {
     ]
 }
 
+// The criterion benchmarks of the full table (1 M IPv4 and 230 k IPv6 prefixes, destinations
+// drawn at random from it, so the table is mostly cache-cold): one value per run, each the
+// benchmark's median, per packet. The forwarding step leaves the classifier out.
+fn reduce_lookups(o: &Outcome) -> Vec<Figure> {
+    let Outcome::Bench(b) = o else {
+        return Vec::new();
+    };
+    let ns = |id: &str| vec![b.ns(&format!("fulltable/{id}"))];
+    let ratio =
+        |a: &str, c: &str| vec![b.ns(&format!("fulltable/{a}")) / b.ns(&format!("fulltable/{c}"))];
+    vec![
+        Figure::new(
+            "IPv4 forwarding with a full table (1 M routes) as the worker does it, without the \
+             classifier: parse, batched lookup, neighbour, TTL, checksum, rewrite",
+            Unit::Ns,
+            "run",
+            ns("forward_v4_1M_routed"),
+        )
+        .goal(Cmp::AtMost, 50.0, Over::Each)
+        .readme(),
+        Figure::new(
+            "the same, IPv6 (230 k routes)",
+            Unit::Ns,
+            "run",
+            ns("forward_v6_230k_routed"),
+        )
+        .readme(),
+        Figure::new(
+            "IPv6 Poptrie lookup, full table, 32 together (a grant's)",
+            Unit::Ns,
+            "run",
+            ns("lookup_v6_230k_batched"),
+        )
+        .goal(Cmp::AtMost, 25.0, Over::Each)
+        .readme(),
+        Figure::new(
+            "IPv4 DIR-24-8 lookup, full table, 32 together",
+            Unit::Ns,
+            "run",
+            ns("lookup_v4_1M_batched"),
+        ),
+        Figure::new(
+            "IPv6 ÷ IPv4 lookup, 32 together",
+            Unit::Ratio,
+            "run",
+            ratio("lookup_v6_230k_batched", "lookup_v4_1M_batched"),
+        )
+        .goal(Cmp::AtMost, 1.5, Over::Each),
+        Figure::new(
+            "IPv6 lookup, one after another",
+            Unit::Ns,
+            "run",
+            ns("lookup_v6_230k"),
+        ),
+        Figure::new(
+            "IPv4 lookup, one after another",
+            Unit::Ns,
+            "run",
+            ns("lookup_v4_1M"),
+        ),
+    ]
+}
+
+fn bench_detail(b: &BenchOutcome) -> String {
+    let mut s = String::from("\n| benchmark | median, ns per packet |\n|---|---|\n");
+    for (id, ns) in &b.per_element_ns {
+        let _ = writeln!(s, "| `{id}` | {ns:.1} |");
+    }
+    s
+}
+
 /// 1 per claim that holds, 0 per one that does not.
 fn claims_figure(what: &str, claims: &[Claim]) -> Figure {
     Figure::new(
@@ -1676,7 +1804,13 @@ pub fn render_block(r: &TopicResult) -> String {
         "unknown".into()
     };
     let per = r.figures.first().map_or("round", |f| f.per.as_str());
-    let runs = if r.runs > 1 {
+    let runs = if r.runs > 1 && per == "run" {
+        format!(
+            "{} runs, back to back: median [min–max] over the runs; a figure whose runs differ \
+             by more than 15 % is not reproduced",
+            r.runs
+        )
+    } else if r.runs > 1 {
         format!(
             "{} runs, back to back: median [min–max] over every run's {per}s, then each run's \
              median; a figure whose run medians differ by more than 15 % is not reproduced",
@@ -1914,6 +2048,13 @@ mod tests {
         assert!(f
             .measured()
             .ends_with("run medians 1.10 / 1.20 / 2.00, **not reproduced** within 15 %"));
+        // One value a run: no list of run medians, the verdict still.
+        let mut b = Figure::new("b", Unit::Ns, "run", vec![15.4]);
+        b.add_run(&Figure::new("b", Unit::Ns, "run", vec![22.7]));
+        assert_eq!(
+            b.measured(),
+            "19.1 ns [15.4–22.7 ns] (2 runs), **not reproduced** within 15 %"
+        );
         // No loss in either run agrees; none against some does not.
         let mut l = Figure::new("l", Unit::Pct, "round", vec![0.0, 0.0]);
         l.add_run(&Figure::new("l", Unit::Pct, "round", vec![0.0]));
