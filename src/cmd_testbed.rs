@@ -9,7 +9,9 @@
 //!   the worker), interleaved;
 //! - `iperf`: TCP goodput of iperf3 through each target, alone and beside a BE overload;
 //! - `fulltable`: write the generated full Internet table (`llr_core::fixture`) as `ip -batch`
-//!   files, BIRD static protocols and a summary (`llr_lab::fulltable`).
+//!   files, BIRD static protocols and a summary (`llr_lab::fulltable`);
+//! - `scale`: that table loaded into a temporary testbed's kernel, routers started on it: time
+//!   to a complete forwarder, the mirror's idle CPU, memory (`llr_lab::scale`).
 //!
 //! Targets: `kernel` (Linux forwarding in the router ns, its softirq steered to the router CPU
 //! with RPS), `kernel-htb` (plus an egress HTB qdisc on the router's egress veth giving DSCP EF
@@ -28,7 +30,7 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use llr_io::sys::install_stop_signals;
 use llr_lab::args::{
-    AlternateArgs, CostsArgs, FloodArgs, FulltableArgs, IperfArgs, MlffrArgs, RunArgs,
+    AlternateArgs, CostsArgs, FloodArgs, FulltableArgs, IperfArgs, MlffrArgs, RunArgs, ScaleArgs,
 };
 use llr_lab::iperf;
 use llr_lab::Progress;
@@ -81,6 +83,11 @@ pub enum TestbedCmd {
     /// clustered and nested): routes-v4.batch and routes-v6.batch for `ip -batch`,
     /// bird-static.conf for BIRD 2, summary.txt with the prefix-length histogram.
     Fulltable(FulltableArgs),
+    /// The route mirror at full-table scale: the generated table loaded into a temporary
+    /// testbed's router namespace with `ip -batch`, then routers started on it one after the
+    /// other: the time until the forwarder holds every route, the mirror's CPU while nothing
+    /// changes, resident memory and the forwarding table's.
+    Scale(ScaleArgs),
 }
 
 /// A progress bar on stderr.
@@ -161,6 +168,21 @@ fn run_flood(a: FloodArgs) -> Result<()> {
     let o = study.run(stop, &Bar::new()).map_err(lab_error)?;
     println!("{}", o.md);
     println!("wrote {}/report.md", study.options.out.display());
+    if o.interrupted {
+        bail!("interrupted (partial results written)");
+    }
+    Ok(())
+}
+
+fn run_scale(a: ScaleArgs) -> Result<()> {
+    let study = a.study().map_err(lab_error)?;
+    let stop = install_stop_signals();
+    let o = study.run(stop, &Bar::new()).map_err(lab_error)?;
+    println!("{}", o.md);
+    println!(
+        "wrote {}/report.md and scale.csv",
+        study.options.out.display()
+    );
     if o.interrupted {
         bail!("interrupted (partial results written)");
     }
@@ -260,6 +282,7 @@ pub fn run(args: TestbedArgs) -> Result<()> {
         TestbedCmd::Costs(a) => costs(a),
         TestbedCmd::Iperf(a) => run_iperf(a),
         TestbedCmd::Fulltable(a) => fulltable(a),
+        TestbedCmd::Scale(a) => run_scale(a),
     }
 }
 

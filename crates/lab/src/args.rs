@@ -392,3 +392,44 @@ impl FulltableArgs {
         }
     }
 }
+
+/// `llrouter testbed scale`: the route mirror at full-table scale.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct ScaleArgs {
+    /// IPv4 prefixes of the generated table (`testbed fulltable`'s).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1_000_000))]
+    pub v4: usize,
+    /// IPv6 prefixes.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 230_000))]
+    pub v6: usize,
+    /// Routers started one after the other on the loaded table.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 3))]
+    pub rounds: u32,
+    /// The window the route mirror's CPU is measured over while no route changes, s.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 10.0))]
+    pub idle_secs: f64,
+    /// Output directory (the table's files, router configs and logs, scale.csv, report.md).
+    #[cfg_attr(feature = "clap", arg(long, default_value = "testbed-scale"))]
+    pub out: PathBuf,
+    /// The llrouter binary to start (default: this one).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub router_bin: Option<PathBuf>,
+}
+
+impl ScaleArgs {
+    /// The study, checked before anything changes on the host.
+    pub fn study(self) -> Result<crate::scale::ScaleStudy> {
+        let mut options = crate::scale::options(self.out);
+        options.router_bin = self.router_bin;
+        let s = crate::scale::ScaleStudy {
+            options,
+            v4: self.v4,
+            v6: self.v6,
+            rounds: self.rounds,
+            idle_secs: self.idle_secs,
+        };
+        s.check()?;
+        Ok(s)
+    }
+}

@@ -13,7 +13,8 @@
 //!   comparison; [`flood`]: RT beside a flood the router's ruleset drops (in XDP or the worker);
 //! - [`fulltable`]: the full-table fixture as `ip -batch` files and BIRD static routes;
 //!   [`bird`]: BIRD 2 daemons in the namespaces (an originator announcing the fixture over
-//!   eBGP to a speaker in the router namespace that installs it in the kernel).
+//!   eBGP to a speaker in the router namespace that installs it in the kernel); [`scale`]: the
+//!   route mirror with that table (time to a complete forwarder, the mirror's idle CPU, memory).
 //!
 //! Studies need root (network namespaces, XDP). They take a stop flag instead of installing
 //! signal handlers, and report progress through [`Progress`] instead of printing.
@@ -53,6 +54,7 @@ pub mod report;
 #[cfg(feature = "clap")]
 pub mod results;
 pub mod router_proc;
+pub mod scale;
 pub mod setup;
 pub mod summary;
 pub mod sweep;

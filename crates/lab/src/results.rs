@@ -18,12 +18,13 @@ use llr_ops::tune::StatSnapshot;
 use serde::{Deserialize, Serialize};
 
 use crate::alternate::{AlternateOutcome, Slice};
-use crate::args::{AlternateArgs, FloodArgs, IperfArgs, RunArgs};
+use crate::args::{AlternateArgs, FloodArgs, IperfArgs, RunArgs, ScaleArgs};
 use crate::bench::BenchOutcome;
 use crate::flood::{FloodMode, FloodOutcome};
 use crate::iperf::IperfRow;
 use crate::measure::Row;
 use crate::paper::{p001, p003, Claim, PaperArgs};
+use crate::scale::ScaleOutcome;
 use crate::summary::{self, Mlffr};
 use crate::sweep::SweepOutcome;
 use crate::{LabError, Progress, Result};
@@ -44,6 +45,10 @@ pub enum Unit {
     Ns,
     /// Megabits per second.
     Mbps,
+    /// Seconds.
+    Secs,
+    /// Megabytes (10^6 bytes).
+    Mb,
     /// 1 where a point met a condition, 0 where it did not: rendered "k of n".
     Count,
 }
@@ -299,7 +304,8 @@ impl Figure {
 /// `median [min–max]` of the finite values in `unit` (`None`: no finite value).
 fn spread_text(v: &[f64], unit: Unit) -> Option<String> {
     let (m, lo, hi) = summary::spread(v)?;
-    Some(if lo == hi {
+    // A range that prints as one number is shown as that number.
+    Some(if bare(lo, unit) == bare(hi, unit) {
         value_text(m, unit)
     } else {
         format!(
@@ -322,7 +328,8 @@ fn bare(v: f64, unit: Unit) -> String {
         Unit::Pct => format!("{v:.2}"),
         Unit::Pps => group(v),
         Unit::Ns if v.abs() < 100.0 => format!("{v:.1}"),
-        Unit::Ns | Unit::Mbps | Unit::Count => format!("{v:.0}"),
+        Unit::Secs => format!("{v:.2}"),
+        Unit::Ns | Unit::Mbps | Unit::Mb | Unit::Count => format!("{v:.0}"),
     }
 }
 
@@ -335,6 +342,8 @@ fn value_text(v: f64, unit: Unit) -> String {
         Unit::Pps => format!("{b} pps"),
         Unit::Ns => format!("{b} ns"),
         Unit::Mbps => format!("{b} Mbit/s"),
+        Unit::Secs => format!("{b} s"),
+        Unit::Mb => format!("{b} MB"),
         Unit::Count => b,
     }
 }
@@ -395,6 +404,7 @@ enum Study {
     Alternate(AlternateArgs),
     Flood(FloodArgs),
     Iperf(IperfArgs),
+    Scale(ScaleArgs),
     Paper001(PaperArgs),
     Paper003(PaperArgs),
     /// `cargo` and its arguments, run in the repository.
@@ -419,6 +429,7 @@ enum TestbedLine {
     Alternate(AlternateArgs),
     Flood(FloodArgs),
     Iperf(IperfArgs),
+    Scale(ScaleArgs),
 }
 
 #[derive(Subcommand)]
@@ -450,6 +461,7 @@ pub enum Outcome {
     Alternate(AlternateOutcome),
     Flood(FloodOutcome),
     Iperf(Vec<IperfRow>),
+    Scale(ScaleOutcome),
     Paper001(p001::Outcome),
     Paper003(p003::Output),
     Bench(BenchOutcome),
@@ -655,6 +667,25 @@ pub const TOPICS: &[Topic] = &[
         detail,
     },
     Topic {
+        name: "scale",
+        title: "Full table and BIRD",
+        runs: None,
+        argv: &[
+            "testbed",
+            "scale",
+            "--v4",
+            "1000000",
+            "--v6",
+            "230000",
+            "--rounds",
+            "3",
+            "--idle-secs",
+            "10",
+        ],
+        reduce: reduce_scale,
+        detail,
+    },
+    Topic {
         name: "lookups",
         title: "Per-packet cost and lookups",
         runs: None,
@@ -756,6 +787,10 @@ impl Topic {
             TestbedLine::Iperf(mut a) => {
                 a.common.out = out;
                 Study::Iperf(a)
+            }
+            TestbedLine::Scale(mut a) => {
+                a.out = out;
+                Study::Scale(a)
             }
         })
     }
@@ -866,6 +901,13 @@ impl Topic {
                 Outcome::Flood(o)
             }
             Study::Iperf(a) => Outcome::Iperf(a.study()?.run(stop, &mut |_| {})?),
+            Study::Scale(a) => {
+                let o = a.study()?.run(stop, progress)?;
+                if o.interrupted {
+                    return Err(interrupted());
+                }
+                Outcome::Scale(o)
+            }
             Study::Paper001(a) => Outcome::Paper001(p001::run(&a, || {})?),
             Study::Paper003(a) => {
                 a.check(&p003::FIGURES)?;
@@ -925,6 +967,7 @@ fn detail(o: &Outcome) -> String {
         Outcome::Alternate(a) => a.md.clone(),
         Outcome::Flood(f) => f.md.clone(),
         Outcome::Iperf(rows) => crate::iperf::summary(rows),
+        Outcome::Scale(o) => o.md.clone(),
         Outcome::Paper001(p) => paper001_detail(p),
         Outcome::Paper003(p) => paper003_detail(p),
         Outcome::Bench(b) => bench_detail(b),
@@ -1578,6 +1621,52 @@ fn bench_detail(b: &BenchOutcome) -> String {
         let _ = writeln!(s, "| `{id}` | {ns:.1} |");
     }
     s
+}
+
+// Each round restarts the router on the same kernel table, so its figures are a start's.
+fn reduce_scale(o: &Outcome) -> Vec<Figure> {
+    let Outcome::Scale(s) = o else {
+        return Vec::new();
+    };
+    let col = |f: fn(&crate::scale::ScaleRow) -> f64| s.rows.iter().map(f).collect::<Vec<f64>>();
+    vec![
+        Figure::new(
+            "1 M IPv4 + 230 k IPv6 routes in the kernel: from `llrouter run` until its forwarder \
+             holds every route",
+            Unit::Secs,
+            "round",
+            col(|r| if r.incomplete { f64::NAN } else { r.complete_s }),
+        )
+        .readme(),
+        Figure::new(
+            "the same: resident memory",
+            Unit::Mb,
+            "round",
+            col(|r| r.rss_mb),
+        )
+        .goal(Cmp::AtMost, 200.0, Over::Each)
+        .readme(),
+        Figure::new(
+            "the same: of it, the forwarding table's",
+            Unit::Mb,
+            "round",
+            col(|r| r.fib_mb),
+        ),
+        Figure::new(
+            "the same: the route mirror's CPU while no route changes, % of a core",
+            Unit::Pct,
+            "round",
+            col(|r| r.mirror_idle_pct),
+        )
+        .goal(Cmp::AtMost, 1.0, Over::Each),
+        Figure::new(
+            "the same: rounds whose forwarder held every route (none over max-routes)",
+            Unit::Count,
+            "round",
+            col(|r| if r.incomplete { 0.0 } else { 1.0 }),
+        )
+        .goal(Cmp::AtLeast, 1.0, Over::Each),
+    ]
 }
 
 /// 1 per claim that holds, 0 per one that does not.
