@@ -34,6 +34,9 @@ fn every_round_holds_the_whole_table_and_measures_it() {
         assert!(f("complete_s") > 0.0 && f("complete_s") < 60.0, "{csv}");
         // 25 000 routes take a few MB of tables; the process holds them and more.
         assert!(f("fib_mb") > 1.0 && f("rss_mb") > f("fib_mb"), "{csv}");
+        // The listing prints a line per route (and a heading).
+        assert!(f("listed") > routes, "{csv}");
+        assert!(f("listing_s") > 0.0 && f("listing_json_s") > 0.0, "{csv}");
         let cpu = f("mirror_idle_pct");
         assert!((0.0..100.0).contains(&cpu), "{csv}");
     }

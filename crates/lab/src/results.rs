@@ -1647,6 +1647,12 @@ fn reduce_scale(o: &Outcome) -> Vec<Figure> {
         .goal(Cmp::AtMost, 200.0, Over::Each)
         .readme(),
         Figure::new(
+            "the same: a router on the links' routes alone",
+            Unit::Mb,
+            "run",
+            vec![s.rss_empty_mb],
+        ),
+        Figure::new(
             "the same: of it, the forwarding table's",
             Unit::Mb,
             "round",
@@ -1659,6 +1665,21 @@ fn reduce_scale(o: &Outcome) -> Vec<Figure> {
             col(|r| r.mirror_idle_pct),
         )
         .goal(Cmp::AtMost, 1.0, Over::Each),
+        Figure::new(
+            "the same: listing every route (`ctl show fib --all`, the client off the worker's core)",
+            Unit::Secs,
+            "round",
+            col(|r| r.listing_s),
+        )
+        .goal(Cmp::Below, 5.0, Over::Each)
+        .readme(),
+        Figure::new(
+            "the same, `-j`",
+            Unit::Secs,
+            "round",
+            col(|r| r.listing_json_s),
+        )
+        .goal(Cmp::Below, 5.0, Over::Each),
         Figure::new(
             "the same: rounds whose forwarder held every route (none over max-routes)",
             Unit::Count,

@@ -250,6 +250,11 @@ impl RouterProc {
         self.child.id()
     }
 
+    /// Its control socket.
+    pub fn ctl_socket(&self) -> &Path {
+        &self.ctl
+    }
+
     /// Waits until the worker runs, asking the control socket: the socket is bound before the
     /// classifiers are attached, so an answer alone is not enough; the worker's first snapshot
     /// (the `wakeup` mode in `status`) is published from inside its loop.

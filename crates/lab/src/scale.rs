@@ -57,6 +57,12 @@ pub struct ScaleRow {
     pub rss_mb: f64,
     /// Of it, the forwarding table's structures, MB.
     pub fib_mb: f64,
+    /// `llrouter ctl show fib --all`, from its start until its last line, s.
+    pub listing_s: f64,
+    /// The lines it printed.
+    pub listed: usize,
+    /// The same with `-j`, s.
+    pub listing_json_s: f64,
 }
 
 /// What a study measured.
@@ -67,6 +73,8 @@ pub struct ScaleOutcome {
     pub load_s: f64,
     /// The routes the fixture put in the kernel.
     pub fixture_routes: usize,
+    /// The router's resident memory before the table was loaded (the links' routes only), MB.
+    pub rss_empty_mb: f64,
     pub md: String,
     pub interrupted: bool,
 }
@@ -106,6 +114,11 @@ impl ScaleStudy {
         })
         .map_err(|e| LabError::invalid("v4", e.to_string()))?;
         let files = fulltable::write_dir(&c.out.join("fulltable"), &fx, &Gateways::testbed(1)?, 1)?;
+        progress.message("a router without the table");
+        let rp = RouterProc::start(&topo, c, StrategyKind::LlWfq, false)?;
+        std::thread::sleep(SETTLE);
+        let rss_empty_mb = rss_kb(rp.pid()).map_or(f64::NAN, |kb| kb as f64 * 1024.0 / 1e6);
+        rp.stop()?;
         progress.message("loading the table into the kernel");
         let t0 = Instant::now();
         for f in [&files.batch_v4, &files.batch_v6] {
@@ -114,6 +127,7 @@ impl ScaleStudy {
         let mut o = ScaleOutcome {
             load_s: t0.elapsed().as_secs_f64(),
             fixture_routes: self.v4 + self.v6,
+            rss_empty_mb,
             ..ScaleOutcome::default()
         };
         progress.start(u64::from(self.rounds));
@@ -184,6 +198,8 @@ impl ScaleStudy {
         let fib_mb = rp.counters().map_or(f64::NAN, |m| {
             m.fib_memory.iter().map(|(_, b)| *b as f64).sum::<f64>() / 1e6
         });
+        let (listing_s, listed) = self.list(&rp, &["show", "fib", "--all"])?;
+        let (listing_json_s, _) = self.list(&rp, &["show", "fib", "--all", "-j"])?;
         rp.stop()?;
         Ok(ScaleRow {
             round,
@@ -193,15 +209,70 @@ impl ScaleStudy {
             mirror_idle_pct,
             rss_mb,
             fib_mb,
+            listing_s,
+            listed,
+            listing_json_s,
         })
+    }
+
+    /// `llrouter ctl … ARGS` against `rp` on the generator's CPU (off the worker's, as an
+    /// operator's shell on a router that keeps its worker cores to the workers): the time until
+    /// its output ended, and its lines.
+    fn list(&self, rp: &RouterProc, args: &[&str]) -> Result<(f64, usize)> {
+        use std::io::Read as _;
+        let c = &self.options;
+        let bin = match &c.router_bin {
+            Some(b) => b.clone(),
+            None => {
+                std::env::current_exe().map_err(|e| LabError::io("path of this executable", e))?
+            }
+        };
+        let what = || format!("llrouter ctl {}", args.join(" "));
+        let t0 = Instant::now();
+        let mut child = std::process::Command::new("taskset")
+            .args(["-c", &c.gen_cpu.to_string()])
+            .arg(&bin)
+            .arg("ctl")
+            .arg("--socket")
+            .arg(rp.ctl_socket())
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| LabError::io(what(), e))?;
+        let mut lines = 0usize;
+        let mut buf = vec![0u8; 1 << 16];
+        if let Some(mut o) = child.stdout.take() {
+            loop {
+                match o.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => lines += buf[..n].iter().filter(|&&b| b == b'\n').count(),
+                    Err(e) => return Err(LabError::io(what(), e)),
+                }
+            }
+        }
+        let out = child
+            .wait_with_output()
+            .map_err(|e| LabError::io(what(), e))?;
+        let secs = t0.elapsed().as_secs_f64();
+        if !out.status.success() {
+            return Err(LabError::Failed(format!(
+                "{}: {}: {}",
+                what(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok((secs, lines))
     }
 
     fn report(&self, o: &ScaleOutcome) -> String {
         let mut s = format!(
-            "{} IPv4 + {} IPv6 routes loaded into the kernel with `ip -batch` in {:.1} s.\n\n\
-             | round | routes | forwarder complete after | mirror CPU, idle | resident | of it the FIB |\n\
-             |---|---|---|---|---|---|\n",
-            self.v4, self.v6, o.load_s
+            "{} IPv4 + {} IPv6 routes loaded into the kernel with `ip -batch` in {:.1} s; before \
+             that, a router without them held {:.0} MB.\n\n\
+             | round | routes | forwarder complete after | mirror CPU, idle | resident | of it the FIB | `show fib --all` | `-j` |\n\
+             |---|---|---|---|---|---|---|---|\n",
+            self.v4, self.v6, o.load_s, o.rss_empty_mb
         );
         for r in &o.rows {
             let routes = if r.incomplete {
@@ -211,8 +282,15 @@ impl ScaleStudy {
             };
             let _ = writeln!(
                 s,
-                "| {} | {routes} | {:.2} s | {:.3} % | {:.0} MB | {:.1} MB |",
-                r.round, r.complete_s, r.mirror_idle_pct, r.rss_mb, r.fib_mb
+                "| {} | {routes} | {:.2} s | {:.3} % | {:.0} MB | {:.1} MB | {:.2} s ({} lines) | {:.2} s |",
+                r.round,
+                r.complete_s,
+                r.mirror_idle_pct,
+                r.rss_mb,
+                r.fib_mb,
+                r.listing_s,
+                r.listed,
+                r.listing_json_s
             );
         }
         s
