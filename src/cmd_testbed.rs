@@ -11,7 +11,8 @@
 //! - `fulltable`: write the generated full Internet table (`llr_core::fixture`) as `ip -batch`
 //!   files, BIRD static protocols and a summary (`llr_lab::fulltable`);
 //! - `scale`: that table loaded into a temporary testbed's kernel, routers started on it: time
-//!   to a complete forwarder, the mirror's idle CPU, memory (`llr_lab::scale`).
+//!   to a complete forwarder, the mirror's idle CPU, memory (`llr_lab::scale`);
+//! - `churn`: RT beside route churn, points with and without it interleaved (`llr_lab::churn`).
 //!
 //! Targets: `kernel` (Linux forwarding in the router ns, its softirq steered to the router CPU
 //! with RPS), `kernel-htb` (plus an egress HTB qdisc on the router's egress veth giving DSCP EF
@@ -30,7 +31,8 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use llr_io::sys::install_stop_signals;
 use llr_lab::args::{
-    AlternateArgs, CostsArgs, FloodArgs, FulltableArgs, IperfArgs, MlffrArgs, RunArgs, ScaleArgs,
+    AlternateArgs, ChurnArgs, CostsArgs, FloodArgs, FulltableArgs, IperfArgs, MlffrArgs, RunArgs,
+    ScaleArgs,
 };
 use llr_lab::iperf;
 use llr_lab::Progress;
@@ -88,6 +90,9 @@ pub enum TestbedCmd {
     /// other: the time until the forwarder holds every route, the mirror's CPU while nothing
     /// changes, resident memory and the forwarding table's.
     Scale(ScaleArgs),
+    /// Route churn beside measured traffic: a table of /24 routes, and per round a point while
+    /// routes are replaced at --rate a second and one without, one llrouter target.
+    Churn(ChurnArgs),
 }
 
 /// A progress bar on stderr.
@@ -168,6 +173,21 @@ fn run_flood(a: FloodArgs) -> Result<()> {
     let o = study.run(stop, &Bar::new()).map_err(lab_error)?;
     println!("{}", o.md);
     println!("wrote {}/report.md", study.options.out.display());
+    if o.interrupted {
+        bail!("interrupted (partial results written)");
+    }
+    Ok(())
+}
+
+fn run_churn(a: ChurnArgs) -> Result<()> {
+    let study = a.study().map_err(lab_error)?;
+    let stop = install_stop_signals();
+    let o = study.run(stop, &Bar::new()).map_err(lab_error)?;
+    println!("{}", o.md);
+    println!(
+        "wrote {}/report.md and churn.csv",
+        study.options.out.display()
+    );
     if o.interrupted {
         bail!("interrupted (partial results written)");
     }
@@ -283,6 +303,7 @@ pub fn run(args: TestbedArgs) -> Result<()> {
         TestbedCmd::Iperf(a) => run_iperf(a),
         TestbedCmd::Fulltable(a) => fulltable(a),
         TestbedCmd::Scale(a) => run_scale(a),
+        TestbedCmd::Churn(a) => run_churn(a),
     }
 }
 

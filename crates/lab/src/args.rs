@@ -433,3 +433,46 @@ impl ScaleArgs {
         Ok(s)
     }
 }
+
+/// `llrouter testbed churn`: route churn beside measured traffic.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct ChurnArgs {
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub common: Options,
+    /// /24 routes in the router namespace's table (the churn replaces them).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 100_000))]
+    pub routes: usize,
+    /// Route replaces a second during the churn points.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 10_000))]
+    pub rate: u32,
+    /// Offered load, packets/s.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 250_000.0))]
+    pub load: f64,
+    /// RT's share of --load.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0.3))]
+    pub rt_share: f64,
+    /// Rounds, each a point with churn and one without (the order swapped every round).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 3))]
+    pub rounds: u32,
+    /// The CPU the churn's `ip` runs on (default: the generator's, off the worker's).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub churn_cpu: Option<usize>,
+}
+
+impl ChurnArgs {
+    /// The study, checked before anything changes on the host.
+    pub fn study(self) -> Result<crate::churn::ChurnStudy> {
+        let s = crate::churn::ChurnStudy {
+            options: self.common,
+            routes: self.routes,
+            rate: self.rate,
+            load: self.load,
+            rt_share: self.rt_share,
+            rounds: self.rounds,
+            churn_cpu: self.churn_cpu,
+        };
+        s.check()?;
+        Ok(s)
+    }
+}

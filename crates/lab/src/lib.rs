@@ -14,7 +14,8 @@
 //! - [`fulltable`]: the full-table fixture as `ip -batch` files and BIRD static routes;
 //!   [`bird`]: BIRD 2 daemons in the namespaces (an originator announcing the fixture over
 //!   eBGP to a speaker in the router namespace that installs it in the kernel); [`scale`]: the
-//!   route mirror with that table (time to a complete forwarder, the mirror's idle CPU, memory).
+//!   route mirror with that table (time to a complete forwarder, the mirror's idle CPU, memory);
+//!   [`churn`]: RT beside route churn.
 //!
 //! Studies need root (network namespaces, XDP). They take a stop flag instead of installing
 //! signal handlers, and report progress through [`Progress`] instead of printing.
@@ -40,6 +41,7 @@ pub mod bench;
 pub mod bird;
 pub mod bound;
 mod check;
+pub mod churn;
 pub mod demo;
 pub mod flood;
 pub mod fulltable;

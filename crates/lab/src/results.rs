@@ -18,8 +18,9 @@ use llr_ops::tune::StatSnapshot;
 use serde::{Deserialize, Serialize};
 
 use crate::alternate::{AlternateOutcome, Slice};
-use crate::args::{AlternateArgs, FloodArgs, IperfArgs, RunArgs, ScaleArgs};
+use crate::args::{AlternateArgs, ChurnArgs, FloodArgs, IperfArgs, RunArgs, ScaleArgs};
 use crate::bench::BenchOutcome;
+use crate::churn::{ChurnMode, ChurnOutcome};
 use crate::flood::{FloodMode, FloodOutcome};
 use crate::iperf::IperfRow;
 use crate::measure::Row;
@@ -405,6 +406,7 @@ enum Study {
     Flood(FloodArgs),
     Iperf(IperfArgs),
     Scale(ScaleArgs),
+    Churn(ChurnArgs),
     Paper001(PaperArgs),
     Paper003(PaperArgs),
     /// `cargo` and its arguments, run in the repository.
@@ -430,6 +432,7 @@ enum TestbedLine {
     Flood(FloodArgs),
     Iperf(IperfArgs),
     Scale(ScaleArgs),
+    Churn(ChurnArgs),
 }
 
 #[derive(Subcommand)]
@@ -462,6 +465,7 @@ pub enum Outcome {
     Flood(FloodOutcome),
     Iperf(Vec<IperfRow>),
     Scale(ScaleOutcome),
+    Churn(ChurnOutcome),
     Paper001(p001::Outcome),
     Paper003(p003::Output),
     Bench(BenchOutcome),
@@ -686,6 +690,29 @@ pub const TOPICS: &[Topic] = &[
         detail,
     },
     Topic {
+        name: "churn",
+        title: "Route churn beside traffic",
+        runs: None,
+        argv: &[
+            "testbed",
+            "churn",
+            "--targets",
+            "llrouter:ll-wfq",
+            "--routes",
+            "100000",
+            "--rate",
+            "10000",
+            "--load",
+            "250000",
+            "--rounds",
+            "3",
+            "--point-secs",
+            "10",
+        ],
+        reduce: reduce_churn,
+        detail,
+    },
+    Topic {
         name: "lookups",
         title: "Per-packet cost and lookups",
         runs: None,
@@ -791,6 +818,10 @@ impl Topic {
             TestbedLine::Scale(mut a) => {
                 a.out = out;
                 Study::Scale(a)
+            }
+            TestbedLine::Churn(mut a) => {
+                a.common.out = out;
+                Study::Churn(a)
             }
         })
     }
@@ -908,6 +939,13 @@ impl Topic {
                 }
                 Outcome::Scale(o)
             }
+            Study::Churn(a) => {
+                let o = a.study()?.run(stop, progress)?;
+                if o.interrupted {
+                    return Err(interrupted());
+                }
+                Outcome::Churn(o)
+            }
             Study::Paper001(a) => Outcome::Paper001(p001::run(&a, || {})?),
             Study::Paper003(a) => {
                 a.check(&p003::FIGURES)?;
@@ -968,6 +1006,7 @@ fn detail(o: &Outcome) -> String {
         Outcome::Flood(f) => f.md.clone(),
         Outcome::Iperf(rows) => crate::iperf::summary(rows),
         Outcome::Scale(o) => o.md.clone(),
+        Outcome::Churn(o) => o.md.clone(),
         Outcome::Paper001(p) => paper001_detail(p),
         Outcome::Paper003(p) => paper003_detail(p),
         Outcome::Bench(b) => bench_detail(b),
@@ -1687,6 +1726,62 @@ fn reduce_scale(o: &Outcome) -> Vec<Figure> {
             col(|r| if r.incomplete { 0.0 } else { 1.0 }),
         )
         .goal(Cmp::AtLeast, 1.0, Over::Each),
+    ]
+}
+
+// Each round's point with churn is set against the same round's without: the machine of that
+// minute cancels out of the ratio.
+fn reduce_churn(o: &Outcome) -> Vec<Figure> {
+    let Outcome::Churn(c) = o else {
+        return Vec::new();
+    };
+    vec![
+        Figure::new(
+            "10 000 route changes a second (100 k routes) beside 250 kpps, 30 % RT: RT loss",
+            Unit::Pct,
+            "round",
+            c.col(ChurnMode::Churn, |r| r.row.loss_rt * 100.0),
+        )
+        .goal(Cmp::AtMost, 0.0, Over::Each)
+        .readme(),
+        Figure::new(
+            "the same: RT p99 with churn ÷ without (same round)",
+            Unit::Ratio,
+            "round",
+            c.vs_quiet(|r| r.rt_p99_us),
+        )
+        .goal(Cmp::AtMost, 1.2, Over::Each)
+        .readme(),
+        Figure::new(
+            "the same: BE loss",
+            Unit::Pct,
+            "round",
+            c.col(ChurnMode::Churn, |r| r.row.loss_be * 100.0),
+        ),
+        Figure::new(
+            "the same: the RT ring's p99 (the router's own wait), with churn ÷ without",
+            Unit::Ratio,
+            "round",
+            c.vs_quiet(|r| r.rt_ring_p99_us),
+        ),
+        Figure::new(
+            "the same: BE loss without churn",
+            Unit::Pct,
+            "round",
+            c.col(ChurnMode::Quiet, |r| r.row.loss_be * 100.0),
+        ),
+        Figure::new(
+            "the same: the worker's longest grant, with churn ÷ without",
+            Unit::Ratio,
+            "round",
+            c.vs_quiet(|r| r.stall_max_us),
+        ),
+        Figure::new(
+            "the same: RT loss without churn",
+            Unit::Pct,
+            "round",
+            c.col(ChurnMode::Quiet, |r| r.row.loss_rt * 100.0),
+        ),
     ]
 }
 
