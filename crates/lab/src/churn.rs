@@ -100,7 +100,8 @@ impl ChurnOutcome {
     }
 }
 
-/// The `i`-th route's prefix: 11.0.0.0/24 upwards.
+/// The `i`-th route's prefix: 11.0.0.0/24 upwards (at most 2^20 of them, up to 26.255.255.0/24:
+/// public space, but only in the testbed's namespace).
 fn prefix(i: usize) -> String {
     let a = 0x0B00_0000u32.wrapping_add((i as u32) << 8);
     format!("{}/24", std::net::Ipv4Addr::from(a))
@@ -125,7 +126,7 @@ impl ChurnStudy {
         if !(1..=1 << 20).contains(&self.routes) {
             return Err(LabError::invalid(
                 "routes",
-                "within 1..=1048576 (/24s of 11.0.0.0/4)",
+                "within 1..=1048576 (/24s from 11.0.0.0 up)",
             ));
         }
         if self.rate == 0 || self.rate > 100_000 {
@@ -405,7 +406,8 @@ mod tests {
         assert_eq!(prefix(0), "11.0.0.0/24");
         assert_eq!(prefix(1), "11.0.1.0/24");
         assert_eq!(prefix(256), "11.1.0.0/24");
-        assert_eq!(prefix((1 << 20) - 1), "11.255.255.0/24");
+        assert_eq!(prefix(65_535), "11.255.255.0/24");
+        assert_eq!(prefix((1 << 20) - 1), "26.255.255.0/24");
     }
 
     #[test]

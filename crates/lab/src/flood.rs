@@ -88,6 +88,9 @@ pub struct FloodRow {
     /// workers (`filtered`).
     pub dropped_xdp: u64,
     pub dropped_worker: u64,
+    /// Frames the BE ring had no room for (its worker late): flood frames lost before a
+    /// forward-chain rule could drop them.
+    pub be_ring_drops: u64,
 }
 
 /// A line of `flood.csv`.
@@ -102,6 +105,7 @@ struct CsvRow {
     hi_ring_drops: u64,
     dropped_xdp: u64,
     dropped_worker: u64,
+    be_ring_drops: u64,
     router_cpu_s: f64,
 }
 
@@ -291,6 +295,9 @@ impl FloodStudy {
                     row,
                     dropped_xdp: drop_delta(&p, "filtered_xdp"),
                     dropped_worker: drop_delta(&p, "filtered"),
+                    be_ring_drops: (p.extra.counters.as_ref()).map_or(0, |(a, b)| {
+                        crate::bound::ring_delta(a, b, |r| r != 0, |r| r.drops as f64) as u64
+                    }),
                 });
                 progress.inc(1);
             }
@@ -317,6 +324,7 @@ impl FloodStudy {
                 hi_ring_drops: r.row.hi_ring_drops,
                 dropped_xdp: r.dropped_xdp,
                 dropped_worker: r.dropped_worker,
+                be_ring_drops: r.be_ring_drops,
                 router_cpu_s: r.row.router_cpu_s,
             })
             .collect();
