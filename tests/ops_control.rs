@@ -114,6 +114,12 @@ fn start_router(topo: &Topology, cfg: PathBuf) -> Result<llr_router::Running, Ro
         .expect("enter the router namespace")
 }
 
+/// Rings for the tests that count every frame at 20 kpps: the default BE ring (512) and fill
+/// ring (2048) overflow after 36 ms without the worker, which a loaded CI host's steal can take
+/// (a CI run lost 38 frames of a 10 kpps test that way). These ride out about 140 ms; a change
+/// that stalls the worker for longer, or loses a frame, still fails the test.
+const DEEP_RINGS: &str = "[rings]\nrx-size = 2048\nfill-size = 4096\n";
+
 fn config_text(sock: &Path, extra: &str) -> String {
     format!(
         r#"
@@ -223,7 +229,7 @@ fn changes_under_traffic() {
     llr_io::sys::require_root();
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let topo = topology("llrops-a");
-    let router = Router::start(&topo, "a", "");
+    let router = Router::start(&topo, "a", DEEP_RINGS);
     let sink_stop = Arc::new(AtomicBool::new(false));
     let sink = start_sink(&topo, sink_stop.clone());
     std::thread::sleep(Duration::from_millis(200));
@@ -496,7 +502,11 @@ fn metrics_match_the_sink() {
     llr_io::sys::require_root();
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let topo = topology("llrops-b");
-    let router = Router::start(&topo, "b", "[metrics]\nlisten = \"127.0.0.1:0\"\n");
+    let router = Router::start(
+        &topo,
+        "b",
+        &format!("{DEEP_RINGS}[metrics]\nlisten = \"127.0.0.1:0\"\n"),
+    );
     let st = router.call(Command::Status {}).unwrap();
     let maddr: std::net::SocketAddr = st["metrics"].as_str().unwrap().parse().unwrap();
     let sink_stop = Arc::new(AtomicBool::new(false));
