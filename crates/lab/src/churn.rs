@@ -373,7 +373,7 @@ fn write_batch(path: &PathBuf, lines: impl Iterator<Item = String>) -> Result<()
 }
 
 /// `ip -batch FILE` in the router namespace, on `cpu` if given.
-fn ip_batch(topo: &Topology, file: &Path, cpu: Option<usize>) -> Result<()> {
+pub(crate) fn ip_batch(topo: &Topology, file: &Path, cpu: Option<usize>) -> Result<()> {
     let mut cmd = match cpu {
         Some(c) => {
             let mut t = topo.router.command("taskset");

@@ -8,7 +8,6 @@
 //! operator's restart would.
 
 use std::fmt::Write as _;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -122,7 +121,7 @@ impl ScaleStudy {
         progress.message("loading the table into the kernel");
         let t0 = Instant::now();
         for f in [&files.batch_v4, &files.batch_v6] {
-            ip_batch(&topo, f)?;
+            crate::churn::ip_batch(&topo, f, None)?;
         }
         let mut o = ScaleOutcome {
             load_s: t0.elapsed().as_secs_f64(),
@@ -295,25 +294,6 @@ impl ScaleStudy {
         }
         s
     }
-}
-
-/// `ip -batch FILE` in the router namespace.
-fn ip_batch(topo: &llr_traffic::netns::Topology, file: &Path) -> Result<()> {
-    let out = topo
-        .router
-        .command("ip")
-        .arg("-batch")
-        .arg(file)
-        .output()
-        .map_err(|e| LabError::io("run ip -batch", e))?;
-    if !out.status.success() {
-        return Err(LabError::Failed(format!(
-            "ip -batch {}: {}",
-            file.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(())
 }
 
 /// `VmRSS` of `pid`, kB.
