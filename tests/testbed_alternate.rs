@@ -6,7 +6,11 @@ use std::process::Command;
 
 /// `testbed alternate` switches the running router's strategy through its control socket: the
 /// slices come in the order asked, each forwarded frames, and the switch took effect — sq's
-/// grants carry many frames, ll-wfq's BE grants at most its budget of 4 (RT grants a few).
+/// grants carry many frames, ll-wfq's BE grants at most its budget of 4. RT grants carry up to
+/// 60, so RT is kept to 5 % of the offered rate: even if the generator reached all 3 Mpps and
+/// the router forwarded only 300 kpps, BE would be half of what ll-wfq serves, which bounds its
+/// frames per grant by 8, against sq's 32 (at 15 % RT a fast generator made RT nearly all of
+/// the forwarded traffic, and ll-wfq's grants RT-sized).
 /// Bounded: 5 slices of 0.3 s after a start-up, ~10 s.
 #[test]
 #[ignore = "needs root: network namespaces, veth, XDP (scripts/test.sh runs it as root)"]
@@ -21,6 +25,7 @@ fn alternate_switches_the_strategy_live_and_pairs_slices() {
             "llrouter:sq,llrouter:ll-wfq",
         ])
         .args(["--cycles", "2", "--slice-ms", "300", "--settle-ms", "100"])
+        .args(["--rt-share", "0.05"])
         // 1 µs per packet: the router, not the generator, is the bottleneck on any machine.
         .args(["--cost-ns", "1000", "--flows", "8", "--out"])
         .arg(&out)
