@@ -1,27 +1,18 @@
 //! `llrouter sim ramp`: a table of the phases.
 
 use super::{result_json, sim_error, RampArgs};
-use crate::cli_util::{table, to_usage, us};
+use crate::cli_util::{table, us};
 use llr_sim::sweep::offered_load;
-use llr_sim::SimResult;
 use serde_json::{json, Value};
 
 /// `llrouter sim ramp`: one run, a phase per RT share, a row per phase.
 pub(super) fn ramp(a: RampArgs) -> anyhow::Result<()> {
-    let (cfg, phases) = a.phases().map_err(to_usage)?;
-    let results = llr_sim::run_phases(&cfg, &phases).map_err(sim_error)?;
-    let be_budget = |r: &SimResult| {
-        r.auto_budget.map(|a| a.budget).or_else(|| {
-            cfg.sched
-                .layout()
-                .ok()
-                .and_then(|l| l.rings.last().map(|x| x.budget))
-        })
-    };
+    let o = llr_sim::ramp::run(&a).map_err(sim_error)?;
+    let (cfg, results) = (&o.cfg, &o.results);
     if a.base.json {
-        let rows: Vec<Value> = (a.rt_shares.iter().zip(&results))
-            .map(|(share, r)| {
-                json!({ "rt_share": share, "be_budget": be_budget(r), "auto": r.auto_budget, "result": result_json(r, None) })
+        let rows: Vec<Value> = (o.rows.iter().zip(results))
+            .map(|(row, r)| {
+                json!({ "rt_share": row.rt_share, "be_budget": row.be_budget, "auto": r.auto_budget, "result": result_json(r, None) })
             })
             .collect();
         println!("{}", serde_json::to_string_pretty(&rows)?);
@@ -40,29 +31,21 @@ pub(super) fn ramp(a: RampArgs) -> anyhow::Result<()> {
         results[0].service_ns,
         cfg.packets
     );
-    let rows: Vec<Vec<String>> = (a.rt_shares.iter().zip(&results))
-        .map(|(share, r)| {
-            let (rt, be) = (&r.classes[0], &r.classes[1]);
-            let loss = |c: &llr_sim::ClassResult| {
-                format!("{:.2}", 100.0 * c.dropped as f64 / c.sent.max(1) as f64)
-            };
-            let b = be_budget(r);
-            let (rho, x) = r
-                .auto_budget
-                .map_or((*share * offered_load(r, cfg.cores), r.service_ns), |a| {
-                    (a.rho_rt, a.x_ns)
-                });
-            let tmax = b.and_then(|b| llr_core::sched::bound::tmax_ns(b, x, rho));
+    let pct = |f: f64| format!("{:.2}", 100.0 * f);
+    let rows: Vec<Vec<String>> = o
+        .rows
+        .iter()
+        .map(|r| {
             vec![
-                format!("{share:.2}"),
-                format!("{rho:.3}"),
-                b.map_or("-".into(), |b| b.to_string()),
-                tmax.map_or("∞".into(), us),
-                us(rt.p99_ns as f64),
-                us(rt.max_wait_ns),
-                loss(rt),
-                us(be.p99_ns as f64),
-                loss(be),
+                format!("{:.2}", r.rt_share),
+                format!("{:.3}", r.rho_rt),
+                r.be_budget.map_or("-".into(), |b| b.to_string()),
+                r.tmax_ns.map_or("∞".into(), us),
+                us(r.rt_p99_ns),
+                us(r.rt_max_wait_ns),
+                pct(r.rt_loss),
+                us(r.be_p99_ns),
+                pct(r.be_loss),
             ]
         })
         .collect();

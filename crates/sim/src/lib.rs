@@ -21,6 +21,7 @@
 pub mod args;
 pub mod flows;
 pub mod model;
+pub mod ramp;
 mod sim;
 pub mod sweep;
 pub mod sweep_args;
