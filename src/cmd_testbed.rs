@@ -31,8 +31,8 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use llr_io::sys::install_stop_signals;
 use llr_lab::args::{
-    AlternateArgs, ChurnArgs, CostsArgs, FloodArgs, FulltableArgs, IperfArgs, MlffrArgs, RunArgs,
-    ScaleArgs,
+    AlternateArgs, ChurnArgs, CostsArgs, FirewallArgs, FloodArgs, FulltableArgs, IperfArgs,
+    MlffrArgs, RunArgs, ScaleArgs,
 };
 use llr_lab::iperf;
 use llr_lab::Progress;
@@ -75,6 +75,10 @@ pub enum TestbedCmd {
     /// prerouting rule (in XDP) and by a forward-chain rule (in the worker), the modes
     /// interleaved in each round; one llrouter target.
     Flood(FloodArgs),
+    /// The host's firewall against none, the rulesets interleaved in each round: a stateless
+    /// ruleset llrouter runs itself, and a typical stateful one with the flows unestablished
+    /// (the kernel forwards them) and established (llrouter carries them); one llrouter target.
+    Firewall(FirewallArgs),
     /// Fit the worker's grant and flush costs over the results.csv of several `run`s (e.g. at
     /// `--tx-hold-us 0` and 5, interleaved) and compare the simulator with them.
     Costs(CostsArgs),
@@ -173,6 +177,21 @@ fn run_flood(a: FloodArgs) -> Result<()> {
     let o = study.run(stop, &Bar::new()).map_err(lab_error)?;
     println!("{}", o.md);
     println!("wrote {}/report.md", study.options.out.display());
+    if o.interrupted {
+        bail!("interrupted (partial results written)");
+    }
+    Ok(())
+}
+
+fn run_firewall(a: FirewallArgs) -> Result<()> {
+    let study = a.study().map_err(lab_error)?;
+    let stop = install_stop_signals();
+    let o = study.run(stop, &Bar::new()).map_err(lab_error)?;
+    println!("{}", o.md);
+    println!(
+        "wrote {}/report.md and firewall.csv",
+        study.options.out.display()
+    );
     if o.interrupted {
         bail!("interrupted (partial results written)");
     }
@@ -299,6 +318,7 @@ pub fn run(args: TestbedArgs) -> Result<()> {
         TestbedCmd::Mlffr(a) => run_mlffr(a),
         TestbedCmd::Alternate(a) => run_alternate(a),
         TestbedCmd::Flood(a) => run_flood(a),
+        TestbedCmd::Firewall(a) => run_firewall(a),
         TestbedCmd::Costs(a) => costs(a),
         TestbedCmd::Iperf(a) => run_iperf(a),
         TestbedCmd::Fulltable(a) => fulltable(a),

@@ -347,6 +347,32 @@ impl Conntrack {
             &attrs,
         );
         self.sock.send(&msg, 0)?;
+        self.ack(seq)
+    }
+
+    /// Deletes every entry of both families (a DELETE without a tuple is a flush). A table
+    /// that is not there (conntrack not loaded in this namespace) is already empty.
+    pub fn flush(&mut self) -> Result<(), ConntrackError> {
+        for family in [libc::AF_INET, libc::AF_INET6] {
+            let seq = self.next_seq();
+            let msg = request(
+                IPCTNL_MSG_CT_DELETE,
+                NLM_F_REQUEST | NLM_F_ACK,
+                seq,
+                family as u8,
+                &[],
+            );
+            self.sock.send(&msg, 0)?;
+            match self.ack(seq) {
+                Err(ConntrackError::Kernel(e)) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                r => r?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for the kernel's answer to request `seq`.
+    fn ack(&mut self, seq: u32) -> Result<(), ConntrackError> {
         loop {
             let n = self.sock.recv(&mut &mut self.buf[..], 0)?;
             for (ty, body) in messages(&self.buf[..n]) {

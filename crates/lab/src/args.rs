@@ -8,6 +8,7 @@ use std::time::Duration;
 use llr_core::values::Values;
 
 use crate::alternate::AlternateStudy;
+use crate::firewall_cost::{FirewallMode, FirewallStudy};
 use crate::flood::{FloodMode, FloodStudy};
 use crate::iperf::{Case, IperfStudy};
 use crate::mlffr::MlffrStudy;
@@ -128,6 +129,52 @@ impl FloodArgs {
             rounds: self.rounds,
             modes: self.modes,
             blocked: self.blocked,
+        };
+        s.check()?;
+        Ok(s)
+    }
+}
+
+/// `testbed firewall`: the host's firewall against none, interleaved: a stateless ruleset
+/// llrouter runs itself, and a typical stateful one with the flows unestablished (the kernel
+/// forwards them) and established (llrouter carries them).
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct FirewallArgs {
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub common: Options,
+    /// Offered load, packets/s.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 2_000_000.0))]
+    pub load: f64,
+    /// RT's share of --load.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0.1))]
+    pub rt_share: f64,
+    /// Rounds, the rulesets interleaved within each.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 5))]
+    pub rounds: u32,
+    /// Rulesets, in the order each round runs them (`none` among them: the others are set
+    /// against it).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            default_value = "none,stateless,typical,typical-est"
+        )
+    )]
+    pub modes: Vec<FirewallMode>,
+}
+
+impl FirewallArgs {
+    /// The study, checked before anything changes on the host.
+    pub fn study(self) -> Result<FirewallStudy> {
+        let s = FirewallStudy {
+            options: self.common,
+            load: self.load,
+            rt_share: self.rt_share,
+            rounds: self.rounds,
+            modes: self.modes,
         };
         s.check()?;
         Ok(s)

@@ -43,6 +43,7 @@ pub mod bound;
 mod check;
 pub mod churn;
 pub mod demo;
+pub mod firewall_cost;
 pub mod flood;
 pub mod fulltable;
 pub mod host;
