@@ -40,7 +40,10 @@ pub struct ResultsArgs {
 pub fn run(a: ResultsArgs) -> Result<()> {
     if a.list {
         for t in TOPICS {
-            println!("{:<15} {} — {}", t.name, t.title, t.command());
+            println!("{:<15} {}", t.name, t.title);
+            for line in t.command().lines() {
+                println!("{:<15} {line}", "");
+            }
         }
         return Ok(());
     }

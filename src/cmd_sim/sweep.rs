@@ -7,7 +7,7 @@ use crate::cli_util::{to_usage, usage};
 use indicatif::{ProgressBar, ProgressStyle};
 use llr_core::sched::StrategyKind;
 use llr_lab::plot;
-use llr_sim::sweep::{Capacity, SweepPoint, SweepRow};
+use llr_sim::sweep::{Capacity, SweepPoint, SweepRow, CAPACITY_STEPS};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -89,9 +89,6 @@ pub(super) fn sweep(s: SweepArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
-
-/// Bisection steps of `--capacity`: 1.25 / 2^10 ≈ 0.0012 of the cores' capacity.
-const CAPACITY_STEPS: u32 = 10;
 
 /// `--capacity`: every point's loss-free capacity, `capacity.csv` and its plot.
 fn capacity(

@@ -18,9 +18,12 @@ use llr_ops::tune::StatSnapshot;
 use serde::{Deserialize, Serialize};
 
 use crate::alternate::{AlternateOutcome, Slice};
-use crate::args::{AlternateArgs, ChurnArgs, FloodArgs, IperfArgs, RunArgs, ScaleArgs};
+use crate::args::{
+    AlternateArgs, ChurnArgs, FirewallArgs, FloodArgs, IperfArgs, RunArgs, ScaleArgs,
+};
 use crate::bench::BenchOutcome;
 use crate::churn::{ChurnMode, ChurnOutcome};
+use crate::firewall_cost::{FirewallMode, FirewallOutcome};
 use crate::flood::{FloodMode, FloodOutcome};
 use crate::iperf::IperfRow;
 use crate::measure::Row;
@@ -29,6 +32,10 @@ use crate::scale::ScaleOutcome;
 use crate::summary::{self, Mlffr};
 use crate::sweep::SweepOutcome;
 use crate::{LabError, Progress, Result};
+use llr_sim::ramp::RampOutcome;
+use llr_sim::sweep::{Capacity, SweepPoint};
+use llr_sim::sweep_args::{RampArgs, SweepArgs};
+use llr_sim::SimResult;
 
 /// What a figure's values are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +59,8 @@ pub enum Unit {
     Mb,
     /// 1 where a point met a condition, 0 where it did not: rendered "k of n".
     Count,
+    /// A plain quantity (frames per grant), one decimal.
+    Number,
 }
 
 /// How the values are compared with the bound.
@@ -323,6 +332,8 @@ fn bare(v: f64, unit: Unit) -> String {
     match unit {
         Unit::Ratio if v.abs() >= 10.0 => format!("{v:.1}"),
         Unit::Ratio => format!("{v:.2}"),
+        // Below 20 µs a tenth is a sizable share (a bound of 10 µs against 9.6).
+        Unit::Us if v.abs() < 20.0 => format!("{v:.1}"),
         Unit::Us => format!("{v:.0}"),
         Unit::Pct if v == 0.0 => "0".into(),
         Unit::Pct if v.abs() < 1.0 => format!("{v:.3}"),
@@ -330,6 +341,7 @@ fn bare(v: f64, unit: Unit) -> String {
         Unit::Pps => group(v),
         Unit::Ns if v.abs() < 100.0 => format!("{v:.1}"),
         Unit::Secs => format!("{v:.2}"),
+        Unit::Number => format!("{v:.1}"),
         Unit::Ns | Unit::Mbps | Unit::Mb | Unit::Count => format!("{v:.0}"),
     }
 }
@@ -345,7 +357,7 @@ fn value_text(v: f64, unit: Unit) -> String {
         Unit::Mbps => format!("{b} Mbit/s"),
         Unit::Secs => format!("{b} s"),
         Unit::Mb => format!("{b} MB"),
-        Unit::Count => b,
+        Unit::Count | Unit::Number => b,
     }
 }
 
@@ -404,6 +416,7 @@ enum Study {
     Sweep(RunArgs),
     Alternate(AlternateArgs),
     Flood(FloodArgs),
+    Firewall(FirewallArgs),
     Iperf(IperfArgs),
     Scale(ScaleArgs),
     Churn(ChurnArgs),
@@ -411,6 +424,10 @@ enum Study {
     Paper003(PaperArgs),
     /// `cargo` and its arguments, run in the repository.
     Bench(&'static [&'static str]),
+    Ramp(RampArgs),
+    SimSweep(SweepArgs),
+    /// A topic of several lines: each line's study, in order.
+    Many(Vec<(String, Study)>),
 }
 
 /// The command line of a topic after `llrouter`, parsed as the binary parses it.
@@ -423,6 +440,14 @@ enum Line {
     Testbed(TestbedLine),
     #[command(subcommand)]
     Paper(PaperLine),
+    #[command(subcommand)]
+    Sim(SimLine),
+}
+
+#[derive(Subcommand)]
+enum SimLine {
+    Ramp(Box<RampArgs>),
+    Sweep(Box<SweepArgs>),
 }
 
 #[derive(Subcommand)]
@@ -430,6 +455,7 @@ enum TestbedLine {
     Run(RunArgs),
     Alternate(AlternateArgs),
     Flood(FloodArgs),
+    Firewall(FirewallArgs),
     Iperf(IperfArgs),
     Scale(ScaleArgs),
     Churn(ChurnArgs),
@@ -448,9 +474,10 @@ pub struct Topic {
     pub name: &'static str,
     /// The section of docs/results.md its block sits in.
     pub title: &'static str,
-    /// `llrouter` arguments, `testbed …` (root) or `paper …`; or `cargo bench …`, run in the
-    /// repository.
-    pub argv: &'static [&'static str],
+    /// `llrouter` arguments, `testbed …` (root), `paper …` or `sim ramp …`; or `cargo bench
+    /// …`, run in the repository. One line, except `sim ramp`s, which a topic may set side by
+    /// side (one study of several deterministic runs).
+    pub lines: &'static [&'static [&'static str]],
     /// Runs it always takes, whatever `--runs` says (a deterministic study: one).
     pub runs: Option<u32>,
     reduce: fn(&Outcome) -> Vec<Figure>,
@@ -463,12 +490,24 @@ pub enum Outcome {
     Sweep(SweepOutcome, Vec<f64>),
     Alternate(AlternateOutcome),
     Flood(FloodOutcome),
+    Firewall(FirewallOutcome),
     Iperf(Vec<IperfRow>),
     Scale(ScaleOutcome),
     Churn(ChurnOutcome),
     Paper001(p001::Outcome),
     Paper003(p003::Output),
     Bench(BenchOutcome),
+    Ramp(Box<RampOutcome>),
+    SimSweep(SimSweepOutcome),
+    /// A topic of several lines: each line's command and outcome, in order.
+    Many(Vec<(String, Outcome)>),
+}
+
+/// A simulated sweep: its points, their results and (`--capacity`) their capacities.
+pub struct SimSweepOutcome {
+    pub jobs: Vec<SweepPoint>,
+    pub results: Vec<SimResult>,
+    pub caps: Option<Vec<Capacity>>,
 }
 
 /// Run medians further apart than this share of the lower one: the figure is not reproduced.
@@ -483,7 +522,7 @@ pub const TOPICS: &[Topic] = &[
         name: "overload",
         title: "RT protection under overload",
         runs: None,
-        argv: &[
+        lines: &[&[
             "testbed",
             "run",
             "--targets",
@@ -507,7 +546,7 @@ pub const TOPICS: &[Topic] = &[
             "--reference-load",
             "200000",
             "--shield",
-        ],
+        ]],
         reduce: reduce_overload,
         detail,
     },
@@ -515,7 +554,7 @@ pub const TOPICS: &[Topic] = &[
         name: "rt-share",
         title: "How far ll-wfq protects RT",
         runs: None,
-        argv: &[
+        lines: &[&[
             "testbed",
             "run",
             "--targets",
@@ -533,15 +572,89 @@ pub const TOPICS: &[Topic] = &[
             "--shield",
             "--repeat",
             "3",
-        ],
+        ]],
         reduce: reduce_rt_share,
+        detail,
+    },
+    Topic {
+        name: "tmax",
+        title: "Paper 000's bound, simulated",
+        // Seeded: a second run gives the same numbers.
+        runs: Some(1),
+        lines: &[
+            &[
+                "sim",
+                "ramp",
+                "--utilization",
+                "1.5",
+                "--packets",
+                "400000",
+                "--budgets",
+                "be=4",
+            ],
+            &[
+                "sim",
+                "ramp",
+                "--utilization",
+                "1.5",
+                "--packets",
+                "400000",
+                "--budgets",
+                "be=auto",
+                "--auto-target-us",
+                "10",
+                "--auto-window-ms",
+                "5",
+            ],
+            &[
+                "sim",
+                "ramp",
+                "--utilization",
+                "1.5",
+                "--packets",
+                "400000",
+                "--budgets",
+                "be=auto",
+                "--auto-target-us",
+                "20",
+                "--auto-window-ms",
+                "5",
+            ],
+        ],
+        reduce: reduce_tmax,
+        detail,
+    },
+    Topic {
+        name: "auto-budget",
+        title: "Paper 000's bound, live",
+        runs: None,
+        lines: &[&[
+            "testbed",
+            "run",
+            "--targets",
+            "llrouter:ll-wfq",
+            "--loads",
+            "1000000",
+            "--rt-shares",
+            "0.1,0.2,0.3,0.4,0.5,0.6",
+            "--wake",
+            "busy",
+            "--shield",
+            "--auto-budget-us",
+            "20",
+            "--point-secs",
+            "2",
+            "--repeat",
+            "2",
+        ]],
+        reduce: reduce_auto_budget,
         detail,
     },
     Topic {
         name: "flat-out",
         title: "Forwarding rate and the price of QoS",
         runs: None,
-        argv: &[
+        lines: &[&[
             "testbed",
             "alternate",
             "--targets",
@@ -554,15 +667,88 @@ pub const TOPICS: &[Topic] = &[
             "busy",
             "--cycles",
             "30",
-        ],
+        ]],
         reduce: reduce_flat_out,
+        detail,
+    },
+    Topic {
+        name: "qos-price",
+        title: "What the BE budget and the transmit hold cost",
+        runs: None,
+        lines: &[
+            &[
+                "testbed",
+                "alternate",
+                "--targets",
+                "llrouter:sq,llrouter:ll-wfq,llrouter:ll-rr",
+                "--load",
+                "3000000",
+                "--rt-share",
+                "0.15",
+                "--wake",
+                "busy",
+                "--cycles",
+                "20",
+                "--tx-hold-us",
+                "0",
+            ],
+            &[
+                "testbed",
+                "alternate",
+                "--targets",
+                "llrouter:sq,llrouter:ll-wfq",
+                "--load",
+                "3000000",
+                "--rt-share",
+                "0.15",
+                "--wake",
+                "busy",
+                "--cycles",
+                "20",
+                "--tx-hold-us",
+                "5",
+            ],
+            &[
+                "testbed",
+                "alternate",
+                "--targets",
+                "llrouter:sq,llrouter:ll-wfq",
+                "--load",
+                "3000000",
+                "--rt-share",
+                "0.15",
+                "--wake",
+                "busy",
+                "--cycles",
+                "20",
+                "--budgets",
+                "60,16",
+            ],
+            &[
+                "testbed",
+                "alternate",
+                "--targets",
+                "llrouter:sq,llrouter:ll-wfq",
+                "--load",
+                "3000000",
+                "--rt-share",
+                "0.15",
+                "--wake",
+                "busy",
+                "--cycles",
+                "20",
+                "--budgets",
+                "60,32",
+            ],
+        ],
+        reduce: reduce_qos_price,
         detail,
     },
     Topic {
         name: "cpu",
         title: "CPU per packet at a load every target carries",
         runs: None,
-        argv: &[
+        lines: &[&[
             "testbed",
             "run",
             "--targets",
@@ -576,7 +762,7 @@ pub const TOPICS: &[Topic] = &[
             "--point-secs",
             "5",
             "--shield",
-        ],
+        ]],
         reduce: reduce_cpu,
         detail: cpu_detail,
     },
@@ -584,7 +770,7 @@ pub const TOPICS: &[Topic] = &[
         name: "flows",
         title: "Flow pipelines, flooded",
         runs: None,
-        argv: &[
+        lines: &[&[
             "testbed",
             "run",
             "--targets",
@@ -600,7 +786,7 @@ pub const TOPICS: &[Topic] = &[
             "--shield",
             "--repeat",
             "10",
-        ],
+        ]],
         reduce: reduce_flows,
         detail: flows_detail,
     },
@@ -608,7 +794,7 @@ pub const TOPICS: &[Topic] = &[
         name: "firewall-flood",
         title: "A blocked flood beside RT",
         runs: None,
-        argv: &[
+        lines: &[&[
             "testbed",
             "flood",
             "--targets",
@@ -624,15 +810,38 @@ pub const TOPICS: &[Topic] = &[
             "--wake",
             "busy",
             "--sink-on-gen-cpu",
-        ],
+        ]],
         reduce: reduce_flood,
+        detail,
+    },
+    Topic {
+        name: "firewall-cost",
+        title: "The firewall's cost to forwarding",
+        runs: None,
+        lines: &[&[
+            "testbed",
+            "firewall",
+            "--targets",
+            "llrouter:ll-wfq",
+            "--load",
+            "2000000",
+            "--rt-share",
+            "0.1",
+            "--flows",
+            "16",
+            "--rounds",
+            "5",
+            "--point-secs",
+            "3",
+        ]],
+        reduce: reduce_firewall_cost,
         detail,
     },
     Topic {
         name: "tcp",
         title: "One TCP stream, MTU 1500",
         runs: None,
-        argv: &[
+        lines: &[&[
             "testbed",
             "iperf",
             "--targets",
@@ -645,7 +854,7 @@ pub const TOPICS: &[Topic] = &[
             "4",
             "--repeat",
             "3",
-        ],
+        ]],
         reduce: reduce_tcp_1500,
         detail,
     },
@@ -653,7 +862,7 @@ pub const TOPICS: &[Topic] = &[
         name: "tcp-jumbo",
         title: "One TCP stream, MTU 9000",
         runs: None,
-        argv: &[
+        lines: &[&[
             "testbed",
             "iperf",
             "--targets",
@@ -666,7 +875,7 @@ pub const TOPICS: &[Topic] = &[
             "4",
             "--repeat",
             "3",
-        ],
+        ]],
         reduce: reduce_tcp_9000,
         detail,
     },
@@ -674,7 +883,7 @@ pub const TOPICS: &[Topic] = &[
         name: "scale",
         title: "Full table and BIRD",
         runs: None,
-        argv: &[
+        lines: &[&[
             "testbed",
             "scale",
             "--v4",
@@ -685,7 +894,7 @@ pub const TOPICS: &[Topic] = &[
             "3",
             "--idle-secs",
             "10",
-        ],
+        ]],
         reduce: reduce_scale,
         detail,
     },
@@ -693,7 +902,7 @@ pub const TOPICS: &[Topic] = &[
         name: "churn",
         title: "Route churn beside traffic",
         runs: None,
-        argv: &[
+        lines: &[&[
             "testbed",
             "churn",
             "--targets",
@@ -708,7 +917,7 @@ pub const TOPICS: &[Topic] = &[
             "3",
             "--point-secs",
             "10",
-        ],
+        ]],
         reduce: reduce_churn,
         detail,
     },
@@ -716,7 +925,7 @@ pub const TOPICS: &[Topic] = &[
         name: "lookups",
         title: "Per-packet cost and lookups",
         runs: None,
-        argv: &[
+        lines: &[&[
             "cargo",
             "bench",
             "-p",
@@ -729,8 +938,44 @@ pub const TOPICS: &[Topic] = &[
             "--measurement-time",
             "3",
             "fulltable/(lookup_v4_1M|lookup_v4_1M_batched|lookup_v6_230k|lookup_v6_230k_batched|forward_v4_1M_routed|forward_v6_230k_routed)$",
-        ],
+        ]],
         reduce: reduce_lookups,
+        detail,
+    },
+    Topic {
+        name: "cores",
+        title: "Cores, simulated",
+        // Seeded: a second run gives the same numbers.
+        runs: Some(1),
+        lines: &[
+            &[
+                "sim",
+                "sweep",
+                "--param",
+                "cores",
+                "--quiet",
+                "--packet-size",
+                "1518",
+                "--utilization",
+                "0.8",
+                "--flow-pps",
+                "410",
+                "--capacity",
+            ],
+            &[
+                "sim",
+                "sweep",
+                "--param",
+                "cores",
+                "--quiet",
+                "--utilization",
+                "0.9",
+                "--strategies",
+                "sq,ll-wfq",
+                "--capacity",
+            ],
+        ],
+        reduce: reduce_cores,
         detail,
     },
     Topic {
@@ -738,7 +983,7 @@ pub const TOPICS: &[Topic] = &[
         title: "Paper 001's case study, simulated",
         // Every point is simulated with seeds 1..=R: a second run gives the same numbers.
         runs: Some(1),
-        argv: &["paper", "001"],
+        lines: &[&["paper", "001"]],
         reduce: reduce_paper001,
         detail,
     },
@@ -746,7 +991,7 @@ pub const TOPICS: &[Topic] = &[
         name: "flow-switch",
         title: "The flow scheduler's switch cost",
         runs: None,
-        argv: &["paper", "003", "--fig", "5"],
+        lines: &[&["paper", "003", "--fig", "5"]],
         reduce: reduce_flow_switch,
         detail,
     },
@@ -758,77 +1003,35 @@ pub fn topic(name: &str) -> Option<&'static Topic> {
 }
 
 impl Topic {
-    /// `llrouter …` (or `cargo …`) as a user types it.
+    /// `llrouter …` (or `cargo …`) as a user types it, a line per run.
     pub fn command(&self) -> String {
-        let quoted = self.argv.iter().map(|a| {
-            if a.chars().any(|c| "|$()*?[]<>&;' \"\\".contains(c)) {
-                format!("'{a}'")
-            } else {
-                a.to_string()
-            }
-        });
-        let words: Vec<String> = if self.is_bench() {
-            quoted.collect()
-        } else {
-            std::iter::once("llrouter".to_string())
-                .chain(quoted)
-                .collect()
-        };
-        words.join(" ")
+        let lines: Vec<String> = self.lines.iter().map(|a| command_line(a)).collect();
+        lines.join("\n")
     }
 
-    fn is_bench(&self) -> bool {
-        self.argv.first() == Some(&"cargo")
-    }
-
+    /// The topic's study: its one line's, or [`Study::Many`] with each line's output in
+    /// `out/line<i>`.
     fn study(&self, out: PathBuf) -> Result<Study> {
-        if self.is_bench() {
-            return Ok(Study::Bench(&self.argv[1..]));
+        match self.lines {
+            [] => Err(LabError::Invalid(llr_core::FieldError::new(
+                "topic",
+                format!("{}: no command line", self.name),
+            ))),
+            [one] => line_study(one, out),
+            many => Ok(Study::Many(
+                (many.iter().enumerate())
+                    .map(|(i, argv)| {
+                        let study = line_study(argv, out.join(format!("line{}", i + 1)))?;
+                        Ok((command_line(argv), study))
+                    })
+                    .collect::<Result<_>>()?,
+            )),
         }
-        let line = Line::try_parse_from(self.argv.iter().copied())
-            .map_err(|e| LabError::Invalid(llr_core::FieldError::new("topic", e.to_string())))?;
-        let line = match line {
-            Line::Testbed(t) => t,
-            Line::Paper(PaperLine::P001(mut a)) => {
-                a.out = out;
-                return Ok(Study::Paper001(a));
-            }
-            Line::Paper(PaperLine::P003(mut a)) => {
-                a.out = out;
-                return Ok(Study::Paper003(a));
-            }
-        };
-        Ok(match line {
-            TestbedLine::Run(mut a) => {
-                a.common.out = out;
-                Study::Sweep(a)
-            }
-            TestbedLine::Alternate(mut a) => {
-                a.common.out = out;
-                Study::Alternate(a)
-            }
-            TestbedLine::Flood(mut a) => {
-                a.common.out = out;
-                Study::Flood(a)
-            }
-            TestbedLine::Iperf(mut a) => {
-                a.common.out = out;
-                Study::Iperf(a)
-            }
-            TestbedLine::Scale(mut a) => {
-                a.out = out;
-                Study::Scale(a)
-            }
-            TestbedLine::Churn(mut a) => {
-                a.common.out = out;
-                Study::Churn(a)
-            }
-        })
     }
 
     /// Whether it needs root (the testbed's namespaces and XDP).
     pub fn needs_root(&self) -> bool {
-        self.argv.first() == Some(&"testbed")
+        self.lines.iter().any(|a| a.first() == Some(&"testbed"))
     }
 
     /// Runs the study `runs` times (or its own fixed number) with its outputs under
@@ -900,64 +1103,192 @@ impl Topic {
         stop: &AtomicBool,
         progress: &dyn Progress,
     ) -> Result<Outcome> {
-        let interrupted = || LabError::step(self.name, anyhow::anyhow!("interrupted"));
-        Ok(match self.study(out.to_path_buf())? {
-            Study::Sweep(a) => {
-                let s = a.study()?;
-                let shares = s.shares.clone();
-                let o = s.run(stop, progress)?;
-                if o.interrupted {
-                    return Err(interrupted());
-                }
-                if !o.errors.is_empty() {
-                    return Err(LabError::step(
-                        self.name,
-                        anyhow::anyhow!("not measured: {}", o.errors.join("; ")),
-                    ));
-                }
-                Outcome::Sweep(o, shares)
-            }
-            Study::Alternate(a) => {
-                let o = a.study()?.run(stop, progress)?;
-                if o.interrupted {
-                    return Err(interrupted());
-                }
-                Outcome::Alternate(o)
-            }
-            Study::Flood(a) => {
-                let o = a.study()?.run(stop, progress)?;
-                if o.interrupted {
-                    return Err(interrupted());
-                }
-                Outcome::Flood(o)
-            }
-            Study::Iperf(a) => Outcome::Iperf(a.study()?.run(stop, &mut |_| {})?),
-            Study::Scale(a) => {
-                let o = a.study()?.run(stop, progress)?;
-                if o.interrupted {
-                    return Err(interrupted());
-                }
-                Outcome::Scale(o)
-            }
-            Study::Churn(a) => {
-                let o = a.study()?.run(stop, progress)?;
-                if o.interrupted {
-                    return Err(interrupted());
-                }
-                Outcome::Churn(o)
-            }
-            Study::Paper001(a) => Outcome::Paper001(p001::run(&a, || {})?),
-            Study::Paper003(a) => {
-                a.check(&p003::FIGURES)?;
-                let o = p003::run(&a, || {})?;
-                p003::write_report(&a.out, &a, &o)?;
-                Outcome::Paper003(o)
-            }
-            Study::Bench(args) => {
-                Outcome::Bench(crate::bench::run(repo, args, &out.join("criterion"), stop)?)
-            }
-        })
+        run_study(
+            self.name,
+            self.study(out.to_path_buf())?,
+            repo,
+            out,
+            stop,
+            progress,
+        )
     }
+}
+
+/// Runs one study (each of [`Study::Many`]'s in turn).
+fn run_study(
+    name: &str,
+    study: Study,
+    repo: &Path,
+    out: &Path,
+    stop: &AtomicBool,
+    progress: &dyn Progress,
+) -> Result<Outcome> {
+    let interrupted = || LabError::step(name, anyhow::anyhow!("interrupted"));
+    Ok(match study {
+        Study::Sweep(a) => {
+            let s = a.study()?;
+            let shares = s.shares.clone();
+            let o = s.run(stop, progress)?;
+            if o.interrupted {
+                return Err(interrupted());
+            }
+            if !o.errors.is_empty() {
+                return Err(LabError::step(
+                    name,
+                    anyhow::anyhow!("not measured: {}", o.errors.join("; ")),
+                ));
+            }
+            Outcome::Sweep(o, shares)
+        }
+        Study::Alternate(a) => {
+            let o = a.study()?.run(stop, progress)?;
+            if o.interrupted {
+                return Err(interrupted());
+            }
+            Outcome::Alternate(o)
+        }
+        Study::Flood(a) => {
+            let o = a.study()?.run(stop, progress)?;
+            if o.interrupted {
+                return Err(interrupted());
+            }
+            Outcome::Flood(o)
+        }
+        Study::Firewall(a) => {
+            let o = a.study()?.run(stop, progress)?;
+            if o.interrupted {
+                return Err(interrupted());
+            }
+            Outcome::Firewall(o)
+        }
+        Study::Iperf(a) => Outcome::Iperf(a.study()?.run(stop, &mut |_| {})?),
+        Study::Scale(a) => {
+            let o = a.study()?.run(stop, progress)?;
+            if o.interrupted {
+                return Err(interrupted());
+            }
+            Outcome::Scale(o)
+        }
+        Study::Churn(a) => {
+            let o = a.study()?.run(stop, progress)?;
+            if o.interrupted {
+                return Err(interrupted());
+            }
+            Outcome::Churn(o)
+        }
+        Study::Paper001(a) => Outcome::Paper001(p001::run(&a, || {})?),
+        Study::Paper003(a) => {
+            a.check(&p003::FIGURES)?;
+            let o = p003::run(&a, || {})?;
+            p003::write_report(&a.out, &a, &o)?;
+            Outcome::Paper003(o)
+        }
+        Study::Ramp(a) => {
+            let o = llr_sim::ramp::run(&a)
+                .map_err(|llr_sim::SimError::Config(e)| LabError::Invalid(e))?;
+            Outcome::Ramp(Box::new(o))
+        }
+        Study::SimSweep(a) => {
+            let sim = |llr_sim::SimError::Config(e)| LabError::Invalid(e);
+            let jobs = a.points()?;
+            let threads = a.jobs.unwrap_or(0);
+            let (results, _) = llr_sim::sweep::run(&jobs, threads, || {}).map_err(sim)?;
+            let caps = if a.capacity {
+                let tol = a.loss_tolerance / 100.0;
+                let steps = llr_sim::sweep::CAPACITY_STEPS;
+                Some(llr_sim::sweep::capacities(&jobs, tol, steps, threads, || {}).map_err(sim)?)
+            } else {
+                None
+            };
+            Outcome::SimSweep(SimSweepOutcome {
+                jobs,
+                results,
+                caps,
+            })
+        }
+        Study::Many(lines) => Outcome::Many(
+            (lines.into_iter().enumerate())
+                .map(|(i, (line, study))| {
+                    let dir = out.join(format!("line{}", i + 1));
+                    Ok((line, run_study(name, study, repo, &dir, stop, progress)?))
+                })
+                .collect::<Result<_>>()?,
+        ),
+        Study::Bench(args) => {
+            Outcome::Bench(crate::bench::run(repo, args, &out.join("criterion"), stop)?)
+        }
+    })
+}
+
+/// `llrouter …` (or `cargo …`) as a user types it.
+fn command_line(argv: &[&str]) -> String {
+    let quoted = argv.iter().map(|a| {
+        if a.chars().any(|c| "|$()*?[]<>&;' \"\\".contains(c)) {
+            format!("'{a}'")
+        } else {
+            a.to_string()
+        }
+    });
+    let words: Vec<String> = if argv.first() == Some(&"cargo") {
+        quoted.collect()
+    } else {
+        std::iter::once("llrouter".to_string())
+            .chain(quoted)
+            .collect()
+    };
+    words.join(" ")
+}
+
+/// The study one command line runs, its output in `out`.
+fn line_study(argv: &'static [&'static str], out: PathBuf) -> Result<Study> {
+    if argv.first() == Some(&"cargo") {
+        return Ok(Study::Bench(&argv[1..]));
+    }
+    let line = Line::try_parse_from(argv.iter().copied())
+        .map_err(|e| LabError::Invalid(llr_core::FieldError::new("topic", e.to_string())))?;
+    let line = match line {
+        Line::Testbed(t) => t,
+        Line::Paper(PaperLine::P001(mut a)) => {
+            a.out = out;
+            return Ok(Study::Paper001(a));
+        }
+        Line::Paper(PaperLine::P003(mut a)) => {
+            a.out = out;
+            return Ok(Study::Paper003(a));
+        }
+        Line::Sim(SimLine::Ramp(r)) => return Ok(Study::Ramp(*r)),
+        Line::Sim(SimLine::Sweep(a)) => return Ok(Study::SimSweep(*a)),
+    };
+    Ok(match line {
+        TestbedLine::Run(mut a) => {
+            a.common.out = out;
+            Study::Sweep(a)
+        }
+        TestbedLine::Alternate(mut a) => {
+            a.common.out = out;
+            Study::Alternate(a)
+        }
+        TestbedLine::Flood(mut a) => {
+            a.common.out = out;
+            Study::Flood(a)
+        }
+        TestbedLine::Firewall(mut a) => {
+            a.common.out = out;
+            Study::Firewall(a)
+        }
+        TestbedLine::Iperf(mut a) => {
+            a.common.out = out;
+            Study::Iperf(a)
+        }
+        TestbedLine::Scale(mut a) => {
+            a.out = out;
+            Study::Scale(a)
+        }
+        TestbedLine::Churn(mut a) => {
+            a.common.out = out;
+            Study::Churn(a)
+        }
+    })
 }
 
 /// Steal between two `/proc/stat` reads, % of all CPUs' time.
@@ -1004,12 +1335,25 @@ fn detail(o: &Outcome) -> String {
         }
         Outcome::Alternate(a) => a.md.clone(),
         Outcome::Flood(f) => f.md.clone(),
+        Outcome::Firewall(f) => f.md.clone(),
         Outcome::Iperf(rows) => crate::iperf::summary(rows),
         Outcome::Scale(o) => o.md.clone(),
         Outcome::Churn(o) => o.md.clone(),
         Outcome::Paper001(p) => paper001_detail(p),
         Outcome::Paper003(p) => paper003_detail(p),
         Outcome::Bench(b) => bench_detail(b),
+        Outcome::Ramp(r) => ramps_detail(&[&**r]),
+        Outcome::SimSweep(o) => cores_detail(o),
+        Outcome::Many(v) => {
+            let ramps = ramps_of(o);
+            if ramps.len() == v.len() {
+                return ramps_detail(&ramps);
+            }
+            let parts: Vec<String> = (v.iter())
+                .map(|(line, o)| format!("\n`{line}`\n{}", detail(o)))
+                .collect();
+            parts.join("\n")
+        }
     }
 }
 
@@ -1325,6 +1669,72 @@ fn reduce_flat_out(o: &Outcome) -> Vec<Figure> {
                 .collect(),
         ),
     ]
+}
+
+/// What sets a line of `qos-price` apart from the flat-out topic's defaults.
+fn variant(line: &str) -> String {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let after = |flag: &str| {
+        (words.iter().position(|w| *w == flag)).and_then(|i| words.get(i + 1).copied())
+    };
+    match (after("--tx-hold-us"), after("--budgets")) {
+        (Some(h), _) => format!("{h} µs hold"),
+        (None, Some(b)) => format!("BE budget {}", b.rsplit(',').next().unwrap_or(b)),
+        (None, None) => "the defaults".into(),
+    }
+}
+
+/// Per line: ll-wfq ÷ sq (and ll-rr ÷ sq where the line alternates it) against the flat-out
+/// goal, and ll-wfq's frames per grant, which the BE budget sets.
+fn reduce_qos_price(o: &Outcome) -> Vec<Figure> {
+    let Outcome::Many(lines) = o else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (line, o) in lines {
+        let Outcome::Alternate(a) = o else {
+            continue;
+        };
+        let of = |name: &str| -> Vec<&Slice> {
+            (a.slices.iter())
+                .filter(|s: &&Slice| crate::choice_name(&s.strategy) == name)
+                .collect()
+        };
+        let v = variant(line);
+        out.push(
+            Figure::new(
+                format!("Flat-out forwarding, ll-wfq ÷ sq, {v}"),
+                Unit::Ratio,
+                "slice",
+                of("ll-wfq").iter().map(|s| s.ratio).collect(),
+            )
+            .goal(Cmp::AtLeast, 0.95, Over::Median),
+        );
+        let rr = of("ll-rr");
+        if !rr.is_empty() {
+            out.push(
+                Figure::new(
+                    format!("Flat-out forwarding, ll-rr ÷ sq, {v}"),
+                    Unit::Ratio,
+                    "slice",
+                    rr.iter().map(|s| s.ratio).collect(),
+                )
+                .goal(Cmp::AtLeast, 0.95, Over::Median),
+            );
+        }
+        out.push(Figure::new(
+            format!("ll-wfq's frames per grant, {v}"),
+            Unit::Number,
+            "slice",
+            (of("ll-wfq").iter())
+                .map(|s| match s.grants {
+                    0 => f64::NAN,
+                    g => s.served as f64 / g as f64,
+                })
+                .collect(),
+        ));
+    }
+    out
 }
 
 const RR: &str = "llrouter:rr";
@@ -1850,6 +2260,424 @@ fn reduce_paper001(o: &Outcome) -> Vec<Figure> {
         )
         .readme(),
     ]
+}
+
+/// What each ruleset costs against none in its round, and what RT gets where the kernel, not
+/// llrouter, forwards.
+fn reduce_firewall_cost(o: &Outcome) -> Vec<Figure> {
+    let Outcome::Firewall(f) = o else {
+        return Vec::new();
+    };
+    let fwd = |r: &Row| r.throughput_pps;
+    let p99 = |r: &Row| r.rt_p99_us;
+    let loss = |r: &Row| r.loss_rt * 100.0;
+    vec![
+        Figure::new(
+            "Forwarded at 2 Mpps offered with a stateless ruleset llrouter runs (10 rules, a \
+             10 000-prefix blocklist) ÷ none (same round)",
+            Unit::Ratio,
+            "round",
+            f.vs_none(FirewallMode::Stateless, fwd),
+        )
+        .readme(),
+        Figure::new(
+            "the same with a typical stateful firewall (`ct state`, policy drop), the flows \
+             established: llrouter carries them",
+            Unit::Ratio,
+            "round",
+            f.vs_none(FirewallMode::TypicalEst, fwd),
+        )
+        .readme(),
+        Figure::new(
+            "the same: RT loss",
+            Unit::Pct,
+            "round",
+            f.col(FirewallMode::TypicalEst, loss),
+        )
+        .goal(Cmp::AtMost, 0.0, Over::Each)
+        .readme(),
+        Figure::new(
+            "the same: RT p99 ÷ none (same round)",
+            Unit::Ratio,
+            "round",
+            f.vs_none(FirewallMode::TypicalEst, p99),
+        ),
+        Figure::new(
+            "the typical firewall, flows not established: frames llrouter hands to the kernel, \
+             % of those sent",
+            Unit::Pct,
+            "round",
+            f.to_kernel_pct(FirewallMode::Typical),
+        ),
+        Figure::new(
+            "the same: RT loss (the kernel forwards them)",
+            Unit::Pct,
+            "round",
+            f.col(FirewallMode::Typical, loss),
+        )
+        .readme(),
+        Figure::new(
+            "the same: RT p99",
+            Unit::Us,
+            "round",
+            f.col(FirewallMode::Typical, p99),
+        ),
+    ]
+}
+
+/// The live automatic budget: Tmax against its target at every point, and where ρRT leaves
+/// room, the RT ring's p99 against the target and RT loss.
+fn reduce_auto_budget(o: &Outcome) -> Vec<Figure> {
+    let Outcome::Sweep(s, _) = o else {
+        return Vec::new();
+    };
+    let target = 20.0;
+    let wfq: Vec<&Row> = s.rows.iter().filter(|r| r.target == WFQ).collect();
+    let room: Vec<&Row> = (wfq.iter().copied())
+        .filter(|r| r.rho_rt <= PROTECTED_RHO_RT)
+        .collect();
+    let col = |v: &[&Row], f: fn(&Row) -> f64| v.iter().map(|r| f(r)).collect::<Vec<f64>>();
+    vec![
+        Figure::new(
+            "Live, ll-wfq at 1 Mpps offered, automatic BE budget with a 20 µs target: Tmax, \
+             every RT share up to 60 %",
+            Unit::Us,
+            "point",
+            col(&wfq, |r| r.tmax_us),
+        )
+        .goal(Cmp::AtMost, target, Over::Each)
+        .readme(),
+        Figure::new(
+            format!(
+                "the same, ρRT ≤ {PROTECTED_RHO_RT}: the RT ring's p99 (its histogram bucket's \
+                 upper edge)"
+            ),
+            Unit::Us,
+            "point",
+            col(&room, |r| r.rt_ring_p99_us),
+        )
+        .goal(Cmp::AtMost, target, Over::Each)
+        .readme(),
+        Figure::new(
+            format!("the same, ρRT ≤ {PROTECTED_RHO_RT}: RT loss"),
+            Unit::Pct,
+            "point",
+            col(&room, |r| r.loss_rt * 100.0),
+        )
+        .goal(Cmp::AtMost, 0.0, Over::Each),
+    ]
+}
+
+/// Paper 000 asks the RT ring's wait to stay within its bound while the RT load leaves room:
+/// up to this ρRT (its Fig. 4's RT shares at 1.5× load, up to 50 %).
+pub const TMAX_RHO_RT: f64 = 0.75;
+
+/// A ramp's budget as a reader names it: `b = 4`, or `automatic b, 20 µs`.
+fn ramp_label(o: &RampOutcome) -> String {
+    match o.cfg.sched.auto_budget.map(|a| a.target) {
+        Some(llr_core::sched::AutoTarget::Ns(n)) => {
+            format!("automatic b, {} µs target", n as f64 / 1000.0)
+        }
+        Some(llr_core::sched::AutoTarget::ServiceTimes(m)) => {
+            format!("automatic b, {m} service times")
+        }
+        None => match o.rows.first().and_then(|r| r.be_budget) {
+            Some(b) => format!("b = {b}"),
+            None => "fixed budgets".into(),
+        },
+    }
+}
+
+/// The automatic budget's target in µs (`None`: fixed budgets, or a target in service times).
+fn ramp_target_us(o: &RampOutcome) -> Option<f64> {
+    match o.cfg.sched.auto_budget.map(|a| a.target) {
+        Some(llr_core::sched::AutoTarget::Ns(n)) => Some(n as f64 / 1000.0),
+        _ => None,
+    }
+}
+
+/// Per ramp: with an automatic budget, its Tmax in every phase and the RT p99 where ρRT leaves
+/// room, each held to the target; with a fixed one, whether the RT p99 stays within Tmax. RT
+/// loss over every phase of every ramp.
+fn reduce_tmax(o: &Outcome) -> Vec<Figure> {
+    let ramps = ramps_of(o);
+    let us = |ns: f64| ns / 1000.0;
+    let mut out = Vec::new();
+    for (i, r) in ramps.iter().enumerate() {
+        let load = r
+            .results
+            .first()
+            .map_or(f64::NAN, |x| llr_sim::sweep::offered_load(x, r.cfg.cores));
+        let lead = if i == 0 {
+            format!("Simulated at {load:.1}× capacity, {}", ramp_label(r))
+        } else {
+            format!("the same, {}", ramp_label(r))
+        };
+        let room: Vec<_> = r.rows.iter().filter(|x| x.rho_rt <= TMAX_RHO_RT).collect();
+        match ramp_target_us(r) {
+            Some(t) => {
+                let readme = i + 1 == ramps.len();
+                let tmax = Figure::new(
+                    format!("{lead}: Tmax, every phase (ρRT up to {:.2})", max_rho(r)),
+                    Unit::Us,
+                    "phase",
+                    r.rows
+                        .iter()
+                        .map(|x| x.tmax_ns.map_or(f64::INFINITY, us))
+                        .collect(),
+                )
+                .goal(Cmp::AtMost, t, Over::Each);
+                let p99 = Figure::new(
+                    format!("{lead}: RT p99, ρRT ≤ {TMAX_RHO_RT}"),
+                    Unit::Us,
+                    "phase",
+                    room.iter().map(|x| us(x.rt_p99_ns)).collect(),
+                )
+                .goal(Cmp::AtMost, t, Over::Each);
+                if readme {
+                    out.push(tmax.readme());
+                    out.push(p99.readme());
+                } else {
+                    out.push(tmax);
+                    out.push(p99);
+                }
+            }
+            None => out.push(
+                Figure::new(
+                    format!(
+                        "{lead}: RT p99 within Tmax + x (Tmax bounds the wait; a frame's time \
+                         adds its own service x), ρRT ≤ {TMAX_RHO_RT}"
+                    ),
+                    Unit::Count,
+                    "phase",
+                    room.iter()
+                        .map(|x| {
+                            let within = x.tmax_ns.is_some_and(|t| x.rt_p99_ns <= t + x.x_ns);
+                            f64::from(u8::from(within))
+                        })
+                        .collect(),
+                )
+                .goal(Cmp::AtLeast, 1.0, Over::Each),
+            ),
+        }
+    }
+    let beyond: Vec<f64> = (ramps.iter())
+        .flat_map(|r| r.rows.iter().filter(|x| x.rho_rt > TMAX_RHO_RT))
+        .map(|x| us(x.rt_p99_ns))
+        .collect();
+    out.push(Figure::new(
+        format!("every ramp: RT p99 beyond ρRT {TMAX_RHO_RT}"),
+        Unit::Us,
+        "phase",
+        beyond,
+    ));
+    out.push(
+        Figure::new(
+            "every ramp: RT loss",
+            Unit::Pct,
+            "phase",
+            (ramps.iter())
+                .flat_map(|r| r.rows.iter().map(|x| x.rt_loss * 100.0))
+                .collect(),
+        )
+        .goal(Cmp::AtMost, 0.0, Over::Each),
+    );
+    out
+}
+
+fn max_rho(r: &RampOutcome) -> f64 {
+    r.rows.iter().map(|x| x.rho_rt).fold(0.0, f64::max)
+}
+
+/// Per point of a cores sweep, the index of its strategy's point with the fewest cores.
+fn cores_base(jobs: &[SweepPoint], i: usize) -> usize {
+    let st = jobs[i].strategy;
+    (0..jobs.len())
+        .filter(|&j| jobs[j].strategy == st)
+        .min_by_key(|&j| jobs[j].config.cores)
+        .unwrap_or(i)
+}
+
+/// Capacity at the point over `cores ×` its strategy's one-core capacity (NaN without one).
+fn capacity_per_core(o: &SimSweepOutcome, i: usize) -> f64 {
+    let Some(c) = &o.caps else {
+        return f64::NAN;
+    };
+    let b = cores_base(&o.jobs, i);
+    let scale = o.jobs[i].config.cores as f64 / o.jobs[b].config.cores as f64;
+    c[i].delivered_pps / c[b].delivered_pps.max(1.0) / scale
+}
+
+/// The cores sweeps: with many flows, the capacity against the flow hash's bound and per core;
+/// with the default 64 flows, per core, RT loss (sq) and RT p99 (ll-wfq).
+fn reduce_cores(o: &Outcome) -> Vec<Figure> {
+    let Outcome::Many(lines) = o else {
+        return Vec::new();
+    };
+    let sweeps: Vec<&SimSweepOutcome> = (lines.iter())
+        .filter_map(|(_, o)| match o {
+            Outcome::SimSweep(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (k, s) in sweeps.iter().enumerate() {
+        let (few, many) = (s.jobs.iter()).fold((usize::MAX, 0), |(a, b), p| {
+            (a.min(p.config.flows), b.max(p.config.flows))
+        });
+        // Flows of a fixed rate each grow with the cores.
+        let flows = if few == many {
+            format!("{few} flows")
+        } else {
+            format!("{few}–{many} flows")
+        };
+        let most = s.jobs.iter().map(|p| p.config.cores).max().unwrap_or(0);
+        let top: Vec<usize> = (0..s.jobs.len())
+            .filter(|&i| s.jobs[i].config.cores == most)
+            .collect();
+        let lead = if k == 0 {
+            format!("Simulated, {flows}")
+        } else {
+            format!("the same, {flows}")
+        };
+        if k == 0 {
+            out.push(
+                Figure::new(
+                    format!(
+                        "{lead}: the loss-free capacity ÷ the flow hash's bound (the load at which \
+                         the busiest core is full), every strategy and core count"
+                    ),
+                    Unit::Ratio,
+                    "point",
+                    (s.jobs.iter().enumerate())
+                        .map(|(i, p)| match &s.caps {
+                            Some(c) => c[i].utilization / llr_sim::hash_bound(&p.config),
+                            None => f64::NAN,
+                        })
+                        .collect(),
+                )
+                .goal(Cmp::AtLeast, 0.99, Over::Each),
+            );
+        }
+        out.push(
+            Figure::new(
+                format!("{lead}: capacity at {most} cores ÷ {most} × one core's, every strategy"),
+                Unit::Ratio,
+                "point",
+                top.iter().map(|&i| capacity_per_core(s, i)).collect(),
+            )
+            .goal(Cmp::AtLeast, 0.9, Over::Each)
+            .readme(),
+        );
+        let rt = |name: &str, f: fn(&SimResult) -> f64| -> Vec<f64> {
+            (top.iter())
+                .filter(|&&i| s.jobs[i].strategy.name() == name)
+                .map(|&i| f(&s.results[i]))
+                .collect()
+        };
+        if k > 0 {
+            out.push(Figure::new(
+                format!("{lead}: sq's RT loss at {most} cores"),
+                Unit::Pct,
+                "point",
+                rt("sq", |r| {
+                    r.classes[0].dropped as f64 / r.classes[0].sent.max(1) as f64 * 100.0
+                }),
+            ));
+            out.push(Figure::new(
+                format!("{lead}: ll-wfq's RT p99 at {most} cores"),
+                Unit::Us,
+                "point",
+                rt("ll-wfq", |r| r.classes[0].p99_ns as f64 / 1000.0),
+            ));
+        }
+    }
+    out
+}
+
+/// A row per strategy and core count.
+fn cores_detail(o: &SimSweepOutcome) -> String {
+    let mut s = String::from(
+        "\n| strategy | cores | flows | delivered Mpps | RT loss % | RT p99 µs | hash bound | capacity | capacity ÷ one core's |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for (i, (p, r)) in o.jobs.iter().zip(&o.results).enumerate() {
+        let delivered =
+            r.classes.iter().map(|c| c.delivered).sum::<u64>() as f64 * 1e3 / r.sim_time_ns;
+        let t = &r.classes[0];
+        let (cap, speedup) = match &o.caps {
+            Some(c) => (
+                format!("{:.3}", c[i].utilization),
+                format!(
+                    "{:.2}",
+                    capacity_per_core(o, i) * p.config.cores as f64
+                        / o.jobs[cores_base(&o.jobs, i)].config.cores as f64
+                ),
+            ),
+            None => ("–".into(), "–".into()),
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {delivered:.3} | {:.2} | {:.1} | {:.3} | {cap} | {speedup} |",
+            p.strategy.name(),
+            p.config.cores,
+            p.config.flows,
+            t.dropped as f64 / t.sent.max(1) as f64 * 100.0,
+            t.p99_ns as f64 / 1000.0,
+            llr_sim::hash_bound(&p.config),
+        );
+    }
+    s
+}
+
+/// The simulated ramps of a topic, in its order.
+fn ramps_of(o: &Outcome) -> Vec<&RampOutcome> {
+    match o {
+        Outcome::Ramp(r) => vec![&**r],
+        Outcome::Many(v) => (v.iter())
+            .filter_map(|(_, o)| match o {
+                Outcome::Ramp(r) => Some(&**r),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A row per RT share, the ramps side by side.
+fn ramps_detail(ramps: &[&RampOutcome]) -> String {
+    let mut s = String::from("\n| RT share |");
+    for r in ramps {
+        let _ = write!(s, " {}: ρRT, b, Tmax µs, RT p99 µs |", ramp_label(r));
+    }
+    s.push_str("\n|---|");
+    s.push_str(&"---|".repeat(ramps.len()));
+    s.push('\n');
+    let n = ramps.iter().map(|r| r.rows.len()).max().unwrap_or(0);
+    for i in 0..n {
+        let share = ramps
+            .iter()
+            .find_map(|r| r.rows.get(i))
+            .map_or(f64::NAN, |x| x.rt_share);
+        let _ = write!(s, "| {share:.2} |");
+        for r in ramps {
+            match r.rows.get(i) {
+                Some(x) => {
+                    let _ = write!(
+                        s,
+                        " {:.3}, {}, {}, {:.1} |",
+                        x.rho_rt,
+                        x.be_budget.map_or("–".into(), |b| b.to_string()),
+                        x.tmax_ns
+                            .map_or("∞".into(), |t| format!("{:.1}", t / 1000.0)),
+                        x.rt_p99_ns / 1000.0
+                    );
+                }
+                None => s.push_str(" – |"),
+            }
+        }
+        s.push('\n');
+    }
+    s
 }
 
 fn paper001_detail(p: &p001::Outcome) -> String {

@@ -163,6 +163,9 @@ pub struct Capacity {
 /// the flows.
 pub const CAPACITY_MAX_UTILIZATION: f64 = 1.25;
 
+/// Bisection steps of `sim sweep --capacity`: 1.25 / 2^10 ≈ 0.0012 of the cores' capacity.
+pub const CAPACITY_STEPS: u32 = 10;
+
 /// The highest offered load at which no core loses more than `tolerance` (a fraction) of the
 /// packets it was offered, by `steps` halvings of `(0, CAPACITY_MAX_UTILIZATION]` (resolution
 /// `1.25 / 2^steps`). Per core, because a total over many cores would let one saturated core
