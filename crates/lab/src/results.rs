@@ -505,6 +505,8 @@ pub enum Outcome {
 
 /// A simulated sweep: its points, their results and (`--capacity`) their capacities.
 pub struct SimSweepOutcome {
+    /// What the sweep varies (`cores`, `utilization`, …).
+    pub param: &'static str,
     pub jobs: Vec<SweepPoint>,
     pub results: Vec<SimResult>,
     pub caps: Option<Vec<Capacity>>,
@@ -943,6 +945,27 @@ pub const TOPICS: &[Topic] = &[
         detail,
     },
     Topic {
+        name: "demo-sim",
+        title: "The demo, simulated",
+        // Seeded: a second run gives the same numbers.
+        runs: Some(1),
+        lines: &[&[
+            "sim",
+            "sweep",
+            "--param",
+            "utilization",
+            "--values",
+            "0.5,0.9,1.2,1.5",
+            "--rt-share",
+            "0.3",
+            "--packets",
+            "300000",
+            "--quiet",
+        ]],
+        reduce: reduce_demo_sim,
+        detail,
+    },
+    Topic {
         name: "cores",
         title: "Cores, simulated",
         // Seeded: a second run gives the same numbers.
@@ -1201,6 +1224,7 @@ fn run_study(
                 None
             };
             Outcome::SimSweep(SimSweepOutcome {
+                param: a.param.name(),
                 jobs,
                 results,
                 caps,
@@ -1343,7 +1367,7 @@ fn detail(o: &Outcome) -> String {
         Outcome::Paper003(p) => paper003_detail(p),
         Outcome::Bench(b) => bench_detail(b),
         Outcome::Ramp(r) => ramps_detail(&[&**r]),
-        Outcome::SimSweep(o) => cores_detail(o),
+        Outcome::SimSweep(o) => sweep_detail(o),
         Outcome::Many(v) => {
             let ramps = ramps_of(o);
             if ramps.len() == v.len() {
@@ -2595,15 +2619,17 @@ fn reduce_cores(o: &Outcome) -> Vec<Figure> {
     out
 }
 
-/// A row per strategy and core count.
-fn cores_detail(o: &SimSweepOutcome) -> String {
-    let mut s = String::from(
-        "\n| strategy | cores | flows | delivered Mpps | RT loss % | RT p99 µs | hash bound | capacity | capacity ÷ one core's |\n|---|---|---|---|---|---|---|---|---|\n",
+/// A row per strategy and point.
+fn sweep_detail(o: &SimSweepOutcome) -> String {
+    let mut s = format!(
+        "\n| strategy | {} | cores | flows | delivered Mpps | RT loss % | RT p50 µs | RT p99 µs | BE loss % | BE p99 µs | hash bound | capacity | capacity ÷ one core's |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        o.param
     );
+    let loss = |c: &llr_sim::ClassResult| c.dropped as f64 / c.sent.max(1) as f64 * 100.0;
     for (i, (p, r)) in o.jobs.iter().zip(&o.results).enumerate() {
         let delivered =
             r.classes.iter().map(|c| c.delivered).sum::<u64>() as f64 * 1e3 / r.sim_time_ns;
-        let t = &r.classes[0];
+        let (t, b) = (&r.classes[0], &r.classes[r.classes.len() - 1]);
         let (cap, speedup) = match &o.caps {
             Some(c) => (
                 format!("{:.3}", c[i].utilization),
@@ -2617,16 +2643,75 @@ fn cores_detail(o: &SimSweepOutcome) -> String {
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {delivered:.3} | {:.2} | {:.1} | {:.3} | {cap} | {speedup} |",
+            "| {} | {} | {} | {} | {delivered:.3} | {:.2} | {:.2} | {:.1} | {:.2} | {:.1} | {:.3} | {cap} | {speedup} |",
             p.strategy.name(),
+            p.value,
             p.config.cores,
             p.config.flows,
-            t.dropped as f64 / t.sent.max(1) as f64 * 100.0,
+            loss(t),
+            t.p50_ns as f64 / 1000.0,
             t.p99_ns as f64 / 1000.0,
+            loss(b),
+            b.p99_ns as f64 / 1000.0,
             llr_sim::hash_bound(&p.config),
         );
     }
     s
+}
+
+/// The demo's simulated half: per strategy at the highest load, RT loss and p99, with ll-wfq's
+/// RT loss at every load held to 0 and sq's RT p99 against ll-wfq's to paper 000's tenfold.
+fn reduce_demo_sim(o: &Outcome) -> Vec<Figure> {
+    let Outcome::SimSweep(s) = o else {
+        return Vec::new();
+    };
+    let top = s.jobs.iter().map(|p| p.value).fold(f64::NAN, f64::max);
+    let at = |name: &str, all: bool| -> Vec<&SimResult> {
+        (s.jobs.iter().zip(&s.results))
+            .filter(|(p, _)| p.strategy.name() == name && (all || p.value == top))
+            .map(|(_, r)| r)
+            .collect()
+    };
+    let rt_loss =
+        |r: &SimResult| r.classes[0].dropped as f64 / r.classes[0].sent.max(1) as f64 * 100.0;
+    let rt_p99 = |r: &SimResult| r.classes[0].p99_ns as f64 / 1000.0;
+    let ratio: Vec<f64> = (at("sq", false).iter().zip(at("ll-wfq", false)))
+        .map(|(q, w)| rt_p99(q) / rt_p99(w))
+        .collect();
+    let mut out = vec![
+        Figure::new(
+            "The demo, simulated (paper 000's scenario: one core, 30 % RT, Poisson): ll-wfq's \
+             RT loss, every load up to 1.5×",
+            Unit::Pct,
+            "point",
+            at("ll-wfq", true).into_iter().map(rt_loss).collect(),
+        )
+        .goal(Cmp::AtMost, 0.0, Over::Each)
+        .readme(),
+        Figure::new(
+            format!("the same: RT p99 at {top}×, sq ÷ ll-wfq"),
+            Unit::Ratio,
+            "point",
+            ratio,
+        )
+        .goal(Cmp::AtLeast, 10.0, Over::Each)
+        .readme(),
+        Figure::new(
+            format!("the same: sq's RT loss at {top}×"),
+            Unit::Pct,
+            "point",
+            at("sq", false).into_iter().map(rt_loss).collect(),
+        ),
+    ];
+    for name in ["ll-wfq", "ll-rr", "rr", "sq"] {
+        out.push(Figure::new(
+            format!("the same: {name}'s RT p99 at {top}×"),
+            Unit::Us,
+            "point",
+            at(name, false).into_iter().map(rt_p99).collect(),
+        ));
+    }
+    out
 }
 
 /// The simulated ramps of a topic, in its order.
