@@ -3150,6 +3150,41 @@ mod tests {
         }
     }
 
+    /// The simulated topics run as `llrouter results` runs them, several lines included, and
+    /// their goals hold: the scheduler keeps paper 000's bound and the demo's result (a change
+    /// that broke ll-wfq's protection of RT fails here, not only in the next results run).
+    #[test]
+    fn simulated_topics_run_and_meet_their_goals() {
+        let out = std::env::temp_dir().join(format!("llr-results-sim-{}", std::process::id()));
+        for name in ["tmax", "demo-sim"] {
+            let t = topic(name).expect(name);
+            assert!(!t.needs_root());
+            let r = t
+                .run(
+                    Path::new("."),
+                    &out,
+                    2,
+                    &AtomicBool::new(false),
+                    &crate::NoProgress,
+                )
+                .expect(name);
+            assert_eq!(r.runs, 1, "{name}: deterministic, one run");
+            let goals: Vec<&Figure> = r.figures.iter().filter(|f| f.goal.is_some()).collect();
+            assert!(goals.len() >= 2, "{name}: {:?}", r.figures);
+            for f in goals {
+                assert!(
+                    f.status_text().ends_with("**met**"),
+                    "{name}: {} — {}: {}",
+                    f.what,
+                    f.measured(),
+                    f.status_text()
+                );
+            }
+            assert!(!r.detail.trim().is_empty(), "{name}: no table");
+        }
+        let _ = std::fs::remove_dir_all(&out);
+    }
+
     #[test]
     fn runs_are_kept_apart_and_compared() {
         let mut f = Figure::new("x", Unit::Ratio, "round", vec![1.0, 1.1, 1.2]);
