@@ -2687,9 +2687,12 @@ fn reduce_cores(o: &Outcome) -> Vec<Figure> {
 
 /// A row per strategy and point.
 fn sweep_detail(o: &SimSweepOutcome) -> String {
+    // A cores sweep's value is the cores column already.
+    let value = o.param != "cores";
     let mut s = format!(
-        "\n| strategy | {} | cores | flows | delivered Mpps | RT loss % | RT p50 µs | RT p99 µs | BE loss % | BE p99 µs | hash bound | capacity | capacity ÷ one core's |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-        o.param
+        "\n| strategy |{} cores | flows | delivered Mpps | RT loss % | RT p50 µs | RT p99 µs | BE loss % | BE p99 µs | hash bound | capacity | capacity ÷ one core's |\n|---|{}---|---|---|---|---|---|---|---|---|---|---|\n",
+        if value { format!(" {} |", o.param) } else { String::new() },
+        if value { "---|" } else { "" },
     );
     let loss = |c: &llr_sim::ClassResult| c.dropped as f64 / c.sent.max(1) as f64 * 100.0;
     for (i, (p, r)) in o.jobs.iter().zip(&o.results).enumerate() {
@@ -2709,9 +2712,9 @@ fn sweep_detail(o: &SimSweepOutcome) -> String {
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {delivered:.3} | {:.2} | {:.2} | {:.1} | {:.2} | {:.1} | {:.3} | {cap} | {speedup} |",
+            "| {} |{} {} | {} | {delivered:.3} | {:.2} | {:.2} | {:.1} | {:.2} | {:.1} | {:.3} | {cap} | {speedup} |",
             p.strategy.name(),
-            p.value,
+            if value { format!(" {} |", p.value) } else { String::new() },
             p.config.cores,
             p.config.flows,
             loss(t),
