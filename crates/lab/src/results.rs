@@ -2393,19 +2393,19 @@ fn reduce_firewall_cost(o: &Outcome) -> Vec<Figure> {
             f.vs_none(FirewallMode::TypicalEst, p99),
         ),
         Figure::new(
-            "the typical firewall, flows not established: frames llrouter hands to the kernel, \
-             % of those sent",
-            Unit::Pct,
-            "round",
-            f.to_kernel_pct(FirewallMode::Typical),
-        ),
-        Figure::new(
-            "the same: RT loss (the kernel forwards them)",
+            "The typical firewall, the flows not established, so that the kernel forwards \
+             them: RT loss",
             Unit::Pct,
             "round",
             f.col(FirewallMode::Typical, loss),
         )
         .readme(),
+        Figure::new(
+            "the same: frames llrouter hands to the kernel, % of those sent",
+            Unit::Pct,
+            "round",
+            f.to_kernel_pct(FirewallMode::Typical),
+        ),
         Figure::new(
             "the same: RT p99",
             Unit::Us,
@@ -2498,11 +2498,8 @@ fn reduce_tmax(o: &Outcome) -> Vec<Figure> {
             .results
             .first()
             .map_or(f64::NAN, |x| llr_sim::sweep::offered_load(x, r.cfg.cores));
-        let lead = if i == 0 {
-            format!("Simulated at {load:.1}× capacity, {}", ramp_label(r))
-        } else {
-            format!("the same, {}", ramp_label(r))
-        };
+        // Every ramp's lead is whole: README.md shows the last one's figures alone.
+        let lead = format!("Simulated at {load:.1}× capacity, {}", ramp_label(r));
         let room: Vec<_> = r.rows.iter().filter(|x| x.rho_rt <= TMAX_RHO_RT).collect();
         match ramp_target_us(r) {
             Some(t) => {
@@ -2518,7 +2515,7 @@ fn reduce_tmax(o: &Outcome) -> Vec<Figure> {
                 )
                 .goal(Cmp::AtMost, t, Over::Each);
                 let p99 = Figure::new(
-                    format!("{lead}: RT p99, ρRT ≤ {TMAX_RHO_RT}"),
+                    format!("the same: RT p99, ρRT ≤ {TMAX_RHO_RT}"),
                     Unit::Us,
                     "phase",
                     room.iter().map(|x| us(x.rt_p99_ns)).collect(),
