@@ -13,8 +13,32 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Mutex;
 
-/// A unique socket path under the temp dir.
-fn sock(tag: &str) -> PathBuf {
+/// A unique socket path under the temp dir; its directory is removed when this drops, also
+/// when the test fails.
+struct TestSock(PathBuf);
+
+impl std::ops::Deref for TestSock {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TestSock {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TestSock {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn sock(tag: &str) -> TestSock {
     static N: AtomicUsize = AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!(
         "llr-ctl-{}-{}-{}",
@@ -24,11 +48,7 @@ fn sock(tag: &str) -> PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir.join("s.sock")
-}
-
-fn cleanup(p: &Path) {
-    let _ = std::fs::remove_dir_all(p.parent().unwrap());
+    TestSock(dir.join("s.sock"))
 }
 
 /// A mock router: a budget table that validates before changing.
@@ -61,7 +81,7 @@ impl ControlTarget for Mock {
     }
 }
 
-fn server(tag: &str, timeout: Duration) -> (CtlServer, Arc<Mock>, PathBuf) {
+fn server(tag: &str, timeout: Duration) -> (CtlServer, Arc<Mock>, TestSock) {
     let p = sock(tag);
     let m = Arc::new(Mock {
         budgets: Mutex::new([("rt".to_string(), 60), ("be".to_string(), 4)].into()),
@@ -206,7 +226,6 @@ fn round_trip_and_rejected_change() {
     assert_eq!(r.error.unwrap().field, "cmd");
     assert!(c.call(&Command::Status {}).unwrap().ok);
     drop(srv);
-    cleanup(&p);
 }
 
 #[test]
@@ -215,7 +234,6 @@ fn socket_is_private() {
     assert_eq!(socket_mode(&p).unwrap(), 0o600);
     drop(srv);
     assert!(!p.exists(), "socket file removed on drop");
-    cleanup(&p);
 }
 
 #[test]
@@ -245,7 +263,6 @@ fn second_server_refused_stale_socket_replaced() {
         CtlServer::bind(&p, m2).err(),
         Some(BindError::NotASocket(_))
     ));
-    cleanup(&p);
 }
 
 /// A router reserves its socket before it builds its tables: while reserved, a second server is
@@ -273,7 +290,6 @@ fn a_reserved_socket_refuses_a_second_server_and_answers_once_served() {
 
     drop(Reserved::take(&p).unwrap());
     assert!(!p.exists(), "a reservation dropped removes its socket");
-    cleanup(&p);
 }
 
 #[test]
@@ -354,7 +370,6 @@ fn malformed_messages_get_errors_and_server_keeps_serving() {
     assert!(c.call(&Command::Status {}).is_err());
     assert!(client(&p).call(&Command::Status {}).unwrap().ok);
     drop(srv);
-    cleanup(&p);
 }
 
 /// 40 clients that trickle a byte every 200 ms (each under any per-read timeout) and
@@ -406,7 +421,6 @@ fn trickling_clients_cannot_lock_operators_out() {
     // the tricklers really occupied the table: more connects than slots
     assert!(reconnects.load(Ordering::Relaxed) > MAX_CONNECTIONS);
     drop(srv);
-    cleanup(&p);
 }
 
 #[test]
@@ -458,7 +472,6 @@ fn busy_reply_when_every_connection_runs_a_request() {
     };
     assert!(served, "served again once the running requests ended");
     drop(srv);
-    cleanup(&p);
 }
 
 #[test]
@@ -470,7 +483,6 @@ fn drop_closes_open_connections() {
     drop(srv);
     assert!(t0.elapsed() < Duration::from_secs(2));
     assert!(c.call(&Command::Status {}).is_err());
-    cleanup(&p);
 }
 
 #[test]
@@ -570,7 +582,6 @@ fn listings_of_any_size_arrive_in_bounded_lines() {
     }
     assert!(n > 10);
     drop(s);
-    cleanup(&p);
 }
 
 /// A client that asks for a long listing and stops reading holds up only its own
@@ -609,7 +620,6 @@ fn a_client_that_stops_reading_stalls_only_itself() {
     assert!(pushed < 1_000_000, "{pushed}");
     drop(stuck);
     drop(s);
-    cleanup(&p);
 }
 
 /// In memory, `listing::collect` gathers what a target pushes under its key.
@@ -636,7 +646,6 @@ fn stops_when_its_socket_file_was_removed() {
         }),
     )
     .unwrap();
-    cleanup(&p);
     let t0 = Instant::now();
     drop(s);
     assert!(t0.elapsed() < Duration::from_secs(1));
