@@ -17,7 +17,6 @@
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -29,7 +28,7 @@ use crate::options::{check_repeat, Options, Target};
 use crate::setup::prepare;
 use crate::summary::spread;
 use crate::target::Active;
-use crate::{LabError, Progress, Result, StepContext};
+use crate::{LabError, Progress, Result};
 use llr_ops::metrics::MetricsSnapshot;
 
 /// A ruleset in the router's namespace.
@@ -245,8 +244,7 @@ impl FirewallStudy {
         self.check()?;
         let c = &self.options;
         let (topo, _shield) = prepare(c)?;
-        need_nft(&topo)?;
-        let table = TableGuard { topo: &topo };
+        let table = crate::nft::StudyTable::new(&topo, TABLE)?;
         let target = c.targets[0];
         progress.start(u64::from(self.rounds) * self.modes.len() as u64);
         let mut o = FirewallOutcome::default();
@@ -256,7 +254,10 @@ impl FirewallStudy {
                     break 'rounds;
                 }
                 progress.message(&format!("{} (round {round})", mode.key()));
-                table.apply(&c.out, mode)?;
+                table.apply(
+                    &c.out.join(format!("ruleset-{}.nft", mode.key())),
+                    &ruleset(mode),
+                )?;
                 forget_connections(&topo)?;
                 if mode == FirewallMode::TypicalEst {
                     establish(&topo, c)?;
@@ -355,15 +356,6 @@ struct CsvRow {
     router_cpu_s: f64,
 }
 
-fn need_nft(topo: &Topology) -> Result<()> {
-    (topo.router)
-        .exec(&["nft", "--version"])
-        .map(drop)
-        .step(|| {
-            "nft, which sets the router's ruleset (scripts/install-deps.sh installs it)".into()
-        })
-}
-
 /// Empties the router namespace's connection table.
 fn forget_connections(topo: &Topology) -> Result<()> {
     (topo.router)
@@ -434,33 +426,6 @@ fn establish(topo: &Topology, c: &Options) -> Result<()> {
             e,
         )
     })
-}
-
-/// The study's nftables table in the router's namespace, removed on drop.
-struct TableGuard<'a> {
-    topo: &'a Topology,
-}
-
-impl TableGuard<'_> {
-    fn apply(&self, out: &Path, mode: FirewallMode) -> Result<()> {
-        let path = out.join(format!("ruleset-{}.nft", mode.key()));
-        std::fs::write(&path, ruleset(mode))
-            .map_err(|e| LabError::io(format!("write {}", path.display()), e))?;
-        let p = path.to_string_lossy();
-        (self.topo.router)
-            .exec(&["nft", "-f", &p])
-            .map(drop)
-            .step(|| format!("nft -f {p}"))
-    }
-}
-
-impl Drop for TableGuard<'_> {
-    fn drop(&mut self) {
-        let _ = (self.topo.router).exec(&[
-            "nft",
-            &format!("add table inet {TABLE}; delete table inet {TABLE}"),
-        ]);
-    }
 }
 
 #[cfg(test)]

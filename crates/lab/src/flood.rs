@@ -6,17 +6,16 @@
 
 use std::fmt::Write as _;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use llr_traffic::netns::{addr, Topology};
+use llr_traffic::netns::addr;
 
 use crate::measure::{measure, Point, Row};
 use crate::options::{check_repeat, Options, Target};
 use crate::setup::prepare;
 use crate::summary::spread;
 use crate::target::Active;
-use crate::{LabError, Progress, Result, StepContext};
+use crate::{LabError, Progress, Result};
 use llr_ops::metrics::MetricsSnapshot;
 
 /// Where the flood goes, and who drops it.
@@ -261,8 +260,7 @@ impl FloodStudy {
         self.check()?;
         let c = &self.options;
         let (topo, _shield) = prepare(c)?;
-        need_nft(&topo)?;
-        let table = TableGuard { topo: &topo };
+        let table = crate::nft::StudyTable::new(&topo, TABLE)?;
         let target = c.targets[0];
         let flood = self.flood_options();
         let rt_rate = self.load * self.rt_share;
@@ -277,7 +275,10 @@ impl FloodStudy {
                     break 'rounds;
                 }
                 progress.message(&format!("{} (round {round})", mode.name()));
-                table.apply(&c.out, mode, self.blocked())?;
+                table.apply(
+                    &c.out.join(format!("ruleset-{}.nft", mode.key())),
+                    &ruleset(mode, self.blocked()),
+                )?;
                 let act = Active::start(&topo, &target, c)?;
                 let (p, share) = match mode {
                     FloodMode::Alone => (measure(&topo, &act, c, rt_rate, 1.0, stop)?, 1.0),
@@ -374,42 +375,6 @@ impl FloodStudy {
             );
         }
         s
-    }
-}
-
-fn need_nft(topo: &Topology) -> Result<()> {
-    (topo.router)
-        .exec(&["nft", "--version"])
-        .map(drop)
-        .step(|| {
-            "nft, which sets the router's ruleset (scripts/install-deps.sh installs it)".into()
-        })
-}
-
-/// The study's nftables table in the router's namespace, removed on drop.
-struct TableGuard<'a> {
-    topo: &'a Topology,
-}
-
-impl TableGuard<'_> {
-    fn apply(&self, out: &Path, mode: FloodMode, blocked: IpAddr) -> Result<()> {
-        let path: PathBuf = out.join(format!("ruleset-{}.nft", mode.key()));
-        std::fs::write(&path, ruleset(mode, blocked))
-            .map_err(|e| LabError::io(format!("write {}", path.display()), e))?;
-        let p = path.to_string_lossy();
-        (self.topo.router)
-            .exec(&["nft", "-f", &p])
-            .map(drop)
-            .step(|| format!("nft -f {p}"))
-    }
-}
-
-impl Drop for TableGuard<'_> {
-    fn drop(&mut self) {
-        let _ = (self.topo.router).exec(&[
-            "nft",
-            &format!("add table inet {TABLE}; delete table inet {TABLE}"),
-        ]);
     }
 }
 

@@ -50,6 +50,7 @@ pub mod host;
 pub mod iperf;
 pub mod measure;
 pub mod mlffr;
+mod nft;
 pub mod options;
 pub mod paper;
 pub mod plot;
