@@ -5,8 +5,12 @@
 //! interface's socket (`Device::recv_warmed` rotates its cursor), so an interface gets the
 //! first frames of every other grant whatever the other one offers.
 //! - `flooded_interfaces_share_the_worker`: traffic in both directions, each far beyond what the
-//!   worker forwards (both ingress sockets drop frames with their rings full, or the test is
-//!   void and fails): the two get the same number of frames served, within 10 %.
+//!   worker forwards (both ingress sockets drop frames with their rings full, at least a fifth
+//!   of what reached them, or the test is void and fails): the two get the same number of
+//!   frames served, within 10 %. A fifth, not a half: both generators share core 0, and on a
+//!   slower host (CI's) each sent about 630 kpps, so a socket dropped 1.2 M frames beside the
+//!   1.33 M the worker took from it. A light interface (the other test) drops none, so a fifth
+//!   is far beyond what an interface the worker keeps up with loses.
 //! - `a_flood_does_not_starve_a_light_interface`: one direction flooded, the other at 20 kpps:
 //!   the light one loses nothing in the router.
 //!
@@ -105,7 +109,7 @@ fn flooded_interfaces_share_the_worker() {
     llr_io::sys::require_root();
     let [(_, a, a_full), (_, b, b_full)] = run("both", 2_000_000, 2_000_000);
     assert!(
-        a_full > a && b_full > b,
+        a_full * 4 > a && b_full * 4 > b,
         "both interfaces must be flooded for the split to be the router's: ring-full drops \
          {a_full} and {b_full} against {a} and {b} served"
     );
