@@ -31,8 +31,8 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use llr_io::sys::install_stop_signals;
 use llr_lab::args::{
-    AlternateArgs, ChurnArgs, CostsArgs, FirewallArgs, FloodArgs, FulltableArgs, IperfArgs,
-    MlffrArgs, RunArgs, ScaleArgs,
+    AlternateArgs, BgpArgs, ChurnArgs, CostsArgs, FirewallArgs, FloodArgs, FulltableArgs,
+    IperfArgs, MlffrArgs, RunArgs, ScaleArgs,
 };
 use llr_lab::iperf;
 use llr_lab::Progress;
@@ -94,6 +94,11 @@ pub enum TestbedCmd {
     /// other: the time until the forwarder holds every route, the mirror's CPU while nothing
     /// changes, resident memory and the forwarding table's.
     Scale(ScaleArgs),
+    /// A full table over eBGP: BIRD announces it to BIRD in the router namespace, which
+    /// installs it in the kernel; per round the time until the kernel and then llrouter hold
+    /// every route, a withdrawal of an eighth of it and its re-announcement, and llrouter's
+    /// answers against the kernel's `ip route get` after each.
+    Bird(BgpArgs),
     /// Route churn beside measured traffic: a table of /24 routes, and per round a point while
     /// routes are replaced at --rate a second and one without, one llrouter target.
     Churn(ChurnArgs),
@@ -213,6 +218,21 @@ fn run_churn(a: ChurnArgs) -> Result<()> {
     Ok(())
 }
 
+fn run_bird(a: BgpArgs) -> Result<()> {
+    let study = a.study().map_err(lab_error)?;
+    let stop = install_stop_signals();
+    let o = study.run(stop, &Bar::new()).map_err(lab_error)?;
+    println!("{}", o.md);
+    println!(
+        "wrote {}/report.md and bgp.csv",
+        study.options.out.display()
+    );
+    if o.interrupted {
+        bail!("interrupted (partial results written)");
+    }
+    Ok(())
+}
+
 fn run_scale(a: ScaleArgs) -> Result<()> {
     let study = a.study().map_err(lab_error)?;
     let stop = install_stop_signals();
@@ -323,6 +343,7 @@ pub fn run(args: TestbedArgs) -> Result<()> {
         TestbedCmd::Iperf(a) => run_iperf(a),
         TestbedCmd::Fulltable(a) => fulltable(a),
         TestbedCmd::Scale(a) => run_scale(a),
+        TestbedCmd::Bird(a) => run_bird(a),
         TestbedCmd::Churn(a) => run_churn(a),
     }
 }

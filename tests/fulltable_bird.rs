@@ -20,7 +20,7 @@
 mod common;
 use common::{topology, TempDir};
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
@@ -58,35 +58,7 @@ fn kernel_bird_routes(ns: &Netns) -> (usize, usize) {
     (count("-4"), count("-6"))
 }
 
-/// What a lookup found: the gateway (`None`: on-link) and the egress interface's name;
-/// `None` for no route.
-type Answer = Option<(Option<IpAddr>, String)>;
-
-/// The kernel's `ip route get` for every destination, in one `ip -batch` process. A
-/// destination without a route prints an error (on stderr) and no JSON, so answers are matched
-/// by their `dst`, not by position.
-fn kernel_answers(ns: &Netns, tmp: &TempDir, dsts: &[IpAddr]) -> HashMap<IpAddr, Answer> {
-    let file = tmp.join("route-get.batch");
-    let lines: String = dsts.iter().map(|d| format!("route get {d}\n")).collect();
-    std::fs::write(&file, lines).unwrap();
-    let out = std::process::Command::new("ip")
-        .args(["-n", ns.name(), "-j", "-force", "-batch"])
-        .arg(&file)
-        .output()
-        .expect("ip -batch");
-    let mut map: HashMap<IpAddr, Answer> = dsts.iter().map(|d| (*d, None)).collect();
-    let stream = serde_json::Deserializer::from_slice(&out.stdout).into_iter::<serde_json::Value>();
-    for v in stream {
-        let v = v.expect("ip -j route get: JSON");
-        for r in v.as_array().expect("an array per answer") {
-            let dst: IpAddr = r["dst"].as_str().expect("dst").parse().expect("an address");
-            let gw = r["gateway"].as_str().map(|g| g.parse().expect("a gateway"));
-            let dev = r["dev"].as_str().unwrap_or("").to_owned();
-            map.insert(dst, Some((gw, dev)));
-        }
-    }
-    map
-}
+type Answer = fulltable::RouteAnswer;
 
 fn llrouter_answer(ctl: &RouterCtl, dst: IpAddr) -> Answer {
     ctl.route_get(dst)
@@ -97,7 +69,8 @@ fn llrouter_answer(ctl: &RouterCtl, dst: IpAddr) -> Answer {
 /// Returns how many destinations had a route.
 fn check(what: &str, ns: &Netns, tmp: &TempDir, ctl: &RouterCtl, dsts: &[IpAddr]) -> usize {
     let t0 = Instant::now();
-    let kernel = kernel_answers(ns, tmp, dsts);
+    let kernel =
+        fulltable::kernel_route_get(ns, &tmp.join("route-get.batch"), dsts).expect("ip route get");
     let mut wrong = Vec::new();
     let mut routed = 0;
     for d in dsts {

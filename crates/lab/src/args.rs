@@ -481,6 +481,48 @@ impl ScaleArgs {
     }
 }
 
+/// `llrouter testbed bird`: a full table over eBGP from BIRD into the kernel and llrouter.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct BgpArgs {
+    /// IPv4 prefixes of the generated table (`testbed fulltable`'s).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1_000_000))]
+    pub v4: usize,
+    /// IPv6 prefixes.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 230_000))]
+    pub v6: usize,
+    /// Rounds, each on a fresh testbed with its own BIRDs and router.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 2))]
+    pub rounds: u32,
+    /// Destinations compared with the kernel's `ip route get` after the load (a fifth as
+    /// many after the withdrawal and after the re-announcement).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 10_000))]
+    pub check: usize,
+    /// Output directory (the table's files, router configs and logs, bgp.csv, report.md).
+    #[cfg_attr(feature = "clap", arg(long, default_value = "testbed-bird"))]
+    pub out: PathBuf,
+    /// The llrouter binary to start (default: this one).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub router_bin: Option<PathBuf>,
+}
+
+impl BgpArgs {
+    /// The study, checked before anything changes on the host.
+    pub fn study(self) -> Result<crate::bgp::BgpStudy> {
+        let mut options = crate::bgp::options(self.out);
+        options.router_bin = self.router_bin;
+        let s = crate::bgp::BgpStudy {
+            options,
+            v4: self.v4,
+            v6: self.v6,
+            rounds: self.rounds,
+            check: self.check,
+        };
+        s.check()?;
+        Ok(s)
+    }
+}
+
 /// `llrouter testbed churn`: route churn beside measured traffic.
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]

@@ -221,6 +221,49 @@ pub fn write_dir(dir: &Path, fx: &Fixture, gw: &Gateways, slices: usize) -> Resu
     Ok(w)
 }
 
+/// A route lookup's answer: the gateway (`None`: on-link) and the egress interface's name;
+/// `None` for no route.
+pub type RouteAnswer = Option<(Option<IpAddr>, String)>;
+
+/// The kernel's `ip route get` in `ns` for every destination, in one `ip -batch` process (its
+/// commands written to `batch`). A destination without a route prints an error (on stderr)
+/// and no JSON, so answers are matched by their `dst`, not by position.
+pub fn kernel_route_get(
+    ns: &llr_traffic::netns::Netns,
+    batch: &Path,
+    dsts: &[IpAddr],
+) -> Result<std::collections::HashMap<IpAddr, RouteAnswer>> {
+    let lines: String = dsts.iter().map(|d| format!("route get {d}\n")).collect();
+    std::fs::write(batch, lines)
+        .map_err(|e| LabError::io(format!("write {}", batch.display()), e))?;
+    let out = std::process::Command::new("ip")
+        .args(["-n", ns.name(), "-j", "-force", "-batch"])
+        .arg(batch)
+        .output()
+        .map_err(|e| LabError::io("ip -batch route get", e))?;
+    let mut map: std::collections::HashMap<IpAddr, RouteAnswer> =
+        dsts.iter().map(|d| (*d, None)).collect();
+    let bad = |m: String| LabError::Failed(format!("ip -j route get: {m}"));
+    let stream = serde_json::Deserializer::from_slice(&out.stdout).into_iter::<serde_json::Value>();
+    for v in stream {
+        let v = v.map_err(|e| bad(e.to_string()))?;
+        for r in v
+            .as_array()
+            .ok_or_else(|| bad(format!("not an array: {v}")))?
+        {
+            let field = |k: &str| r[k].as_str();
+            let dst: IpAddr = (field("dst").and_then(|d| d.parse().ok()))
+                .ok_or_else(|| bad(format!("no dst address: {r}")))?;
+            let gw = match field("gateway") {
+                Some(g) => Some(g.parse().map_err(|_| bad(format!("gateway {g}")))?),
+                None => None,
+            };
+            map.insert(dst, Some((gw, field("dev").unwrap_or("").to_owned())));
+        }
+    }
+    Ok(map)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,6 +38,7 @@
 pub mod alternate;
 pub mod args;
 pub mod bench;
+pub mod bgp;
 pub mod bird;
 pub mod bound;
 mod check;

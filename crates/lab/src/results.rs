@@ -19,9 +19,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::alternate::{AlternateOutcome, Slice};
 use crate::args::{
-    AlternateArgs, ChurnArgs, FirewallArgs, FloodArgs, IperfArgs, RunArgs, ScaleArgs,
+    AlternateArgs, BgpArgs, ChurnArgs, FirewallArgs, FloodArgs, IperfArgs, RunArgs, ScaleArgs,
 };
 use crate::bench::BenchOutcome;
+use crate::bgp::BgpOutcome;
 use crate::churn::{ChurnMode, ChurnOutcome};
 use crate::firewall_cost::{FirewallMode, FirewallOutcome};
 use crate::flood::{FloodMode, FloodOutcome};
@@ -419,6 +420,7 @@ enum Study {
     Firewall(FirewallArgs),
     Iperf(IperfArgs),
     Scale(ScaleArgs),
+    Bgp(BgpArgs),
     Churn(ChurnArgs),
     Paper001(PaperArgs),
     Paper003(PaperArgs),
@@ -458,6 +460,7 @@ enum TestbedLine {
     Firewall(FirewallArgs),
     Iperf(IperfArgs),
     Scale(ScaleArgs),
+    Bird(BgpArgs),
     Churn(ChurnArgs),
 }
 
@@ -493,6 +496,7 @@ pub enum Outcome {
     Firewall(FirewallOutcome),
     Iperf(Vec<IperfRow>),
     Scale(ScaleOutcome),
+    Bgp(BgpOutcome),
     Churn(ChurnOutcome),
     Paper001(p001::Outcome),
     Paper003(p003::Output),
@@ -947,6 +951,17 @@ pub const TOPICS: &[Topic] = &[
         detail,
     },
     Topic {
+        name: "bird",
+        title: "Full table and BIRD",
+        runs: None,
+        lines: &[&[
+            "testbed", "bird", "--v4", "1000000", "--v6", "230000", "--rounds", "2", "--check",
+            "10000",
+        ]],
+        reduce: reduce_bird,
+        detail,
+    },
+    Topic {
         name: "churn",
         title: "Route churn beside traffic",
         runs: None,
@@ -1238,6 +1253,13 @@ fn run_study(
             }
             Outcome::Scale(o)
         }
+        Study::Bgp(a) => {
+            let o = a.study()?.run(stop, progress)?;
+            if o.interrupted {
+                return Err(interrupted());
+            }
+            Outcome::Bgp(o)
+        }
         Study::Churn(a) => {
             let o = a.study()?.run(stop, progress)?;
             if o.interrupted {
@@ -1354,6 +1376,10 @@ fn line_study(argv: &'static [&'static str], out: PathBuf) -> Result<Study> {
             a.out = out;
             Study::Scale(a)
         }
+        TestbedLine::Bird(mut a) => {
+            a.out = out;
+            Study::Bgp(a)
+        }
         TestbedLine::Churn(mut a) => {
             a.common.out = out;
             Study::Churn(a)
@@ -1408,6 +1434,7 @@ fn detail(o: &Outcome) -> String {
         Outcome::Firewall(f) => f.md.clone(),
         Outcome::Iperf(rows) => crate::iperf::summary(rows),
         Outcome::Scale(o) => o.md.clone(),
+        Outcome::Bgp(o) => o.md.clone(),
         Outcome::Churn(o) => o.md.clone(),
         Outcome::Paper001(p) => paper001_detail(p),
         Outcome::Paper003(p) => paper003_detail(p),
@@ -2160,6 +2187,72 @@ fn bench_detail(b: &BenchOutcome) -> String {
         let _ = writeln!(s, "| `{id}` | {ns:.1} |");
     }
     s
+}
+
+// Each round is a fresh testbed: BGP session, kernel table and router all start anew.
+fn reduce_bird(o: &Outcome) -> Vec<Figure> {
+    let Outcome::Bgp(b) = o else {
+        return Vec::new();
+    };
+    let col = |f: fn(&crate::bgp::BgpRow) -> f64| b.rows.iter().map(f).collect::<Vec<f64>>();
+    vec![
+        Figure::new(
+            "BIRD's full table over eBGP (1 M IPv4 + 230 k IPv6) into the kernel: llrouter's \
+             forwarder complete after the kernel",
+            Unit::Secs,
+            "round",
+            col(|r| r.load_lag_s()),
+        )
+        .readme(),
+        Figure::new(
+            "the same: the kernel complete, from the originator's start",
+            Unit::Secs,
+            "round",
+            col(|r| r.load_kernel_s),
+        ),
+        Figure::new(
+            "the same: an eighth of it withdrawn: llrouter after the kernel",
+            Unit::Secs,
+            "round",
+            col(|r| r.withdraw_lag_s()),
+        ),
+        Figure::new(
+            "the same: the eighth re-announced: llrouter after the kernel",
+            Unit::Secs,
+            "round",
+            col(|r| r.announce_lag_s()),
+        ),
+        Figure::new(
+            "the same: llrouter's answers unlike the kernel's `ip route get` (14 000 \
+             destinations a round: after the load, the withdrawal and the re-announcement)",
+            Unit::Count,
+            "round",
+            col(|r| r.differ as f64),
+        )
+        .goal(Cmp::AtMost, 0.0, Over::Each)
+        .readme(),
+        Figure::new(
+            "the same: routes missing from llrouter's forwarder or stale in it, after each step",
+            Unit::Count,
+            "round",
+            col(|r| (r.missing + r.stale) as f64),
+        )
+        .goal(Cmp::AtMost, 0.0, Over::Each)
+        .readme(),
+        Figure::new(
+            "the same: llrouter's table right, then wrong again (a stale snapshot applied)",
+            Unit::Count,
+            "round",
+            col(|r| f64::from(r.regressions)),
+        )
+        .goal(Cmp::AtMost, 0.0, Over::Each),
+        Figure::new(
+            "the same: the router's resident memory",
+            Unit::Mb,
+            "round",
+            col(|r| r.rss_mb),
+        ),
+    ]
 }
 
 // Each round restarts the router on the same kernel table, so its figures are a start's.

@@ -297,7 +297,7 @@ impl ScaleStudy {
 }
 
 /// `VmRSS` of `pid`, kB.
-fn rss_kb(pid: u32) -> Option<u64> {
+pub(crate) fn rss_kb(pid: u32) -> Option<u64> {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()?
         .lines()

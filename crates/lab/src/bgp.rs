@@ -1,0 +1,686 @@
+//! A full table over eBGP from BIRD, as an operator's router receives one: BIRD in the sink
+//! namespace announces the fixture ([`crate::fulltable`]) to BIRD in the router namespace, which
+//! installs it in the kernel's main table; `llrouter run` (started first) mirrors the kernel.
+//! Per round, on a fresh testbed:
+//! 1. load: the time from the originator's start until the kernel holds every route, and until
+//!    llrouter's forwarder does (then unchanged for a quiet window);
+//! 2. withdrawal of one eighth of the table (two static protocols of the originator disabled)
+//!    and its re-announcement, timed the same way;
+//! 3. after each step: llrouter's route set against the one it must hold (listed through its
+//!    control socket), and the answers for `check` destinations drawn from the table against
+//!    the kernel's `ip route get`.
+//!
+//! The kernel's progress is read from its own counters (`/proc/net/fib_triestat`'s prefixes in
+//! the main table, `/proc/net/rt6_stats`' route entries): a dump of a million routes takes
+//! seconds and would blur the time it measures. After each step one dump
+//! (`ip route show proto bird`) confirms that the counters' moment was the table's.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use llr_core::fixture::{Fixture, FixtureSpec};
+use llr_core::sched::StrategyKind;
+use llr_ops::ctl::{Command, CtlClient};
+use llr_ops::query::{PacketQuery, RouteLookupView, RouteView};
+use llr_ops::views::StatusView;
+use llr_traffic::netns::{addr, Netns, Topology};
+use serde::{Deserialize, Serialize};
+
+use crate::bird::{self, Bird};
+use crate::fulltable::{self, Gateways};
+use crate::options::Options;
+use crate::router_proc::RouterProc;
+use crate::setup::prepare;
+use crate::{LabError, Progress, Result, Target};
+
+/// Static protocols per family on the originator; one of them is withdrawn and re-announced.
+const SLICES: usize = 8;
+const CHURN_SLICE: usize = 3;
+/// Next hops of the fixture: gateways on the router–sink link.
+const NEXT_HOPS: u16 = 2000;
+/// How often the kernel's counters and llrouter's route count are read.
+const POLL: Duration = Duration::from_millis(20);
+/// How long llrouter's table must stay right before a step counts as settled: a mirror that
+/// applied a stale snapshot after the right one shows as a regression.
+const QUIET: Duration = Duration::from_millis(1500);
+/// How long the kernel's counts must stay unchanged before BGP starts.
+const STEADY: Duration = Duration::from_secs(3);
+/// Examples of wrong answers kept for the report.
+const EXAMPLES: usize = 5;
+
+/// The study: table sizes, rounds, destinations compared.
+#[derive(Debug, Clone)]
+pub struct BgpStudy {
+    /// Output directory, router binary, CPUs (the traffic settings are not used).
+    pub options: Options,
+    pub v4: usize,
+    pub v6: usize,
+    pub rounds: u32,
+    /// Destinations compared with the kernel's `ip route get` after the load (a fifth of them
+    /// after the withdrawal and the re-announcement, half of those in the withdrawn slice).
+    pub check: usize,
+}
+
+/// One round: a fresh testbed, both BIRDs and a router.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BgpRow {
+    pub round: u32,
+    /// The fixture's routes (both families).
+    pub routes: usize,
+    /// From the originator's start until every BGP session was up, s.
+    pub established_s: f64,
+    /// From the originator's start until the kernel held every route, s.
+    pub load_kernel_s: f64,
+    /// … until llrouter's forwarder did, s.
+    pub load_llrouter_s: f64,
+    /// Routes withdrawn (one slice of each family).
+    pub withdrawn: usize,
+    /// From the withdrawal until the kernel no longer held them, s.
+    pub withdraw_kernel_s: f64,
+    pub withdraw_llrouter_s: f64,
+    /// From the re-announcement until the kernel held them again, s.
+    pub announce_kernel_s: f64,
+    pub announce_llrouter_s: f64,
+    /// Destinations compared with `ip route get`, all three steps.
+    pub checked: usize,
+    /// Of them, where llrouter's next hop or interface differed from the kernel's.
+    pub differ: usize,
+    /// Routes llrouter lacked, or held beyond the kernel's, after each step (summed).
+    pub missing: usize,
+    pub stale: usize,
+    /// Times llrouter's table was right and then wrong again within a quiet window.
+    pub regressions: u32,
+    /// The router's resident memory after the load, MB.
+    pub rss_mb: f64,
+}
+
+impl BgpRow {
+    /// llrouter's lag behind the kernel at the load, s.
+    pub fn load_lag_s(&self) -> f64 {
+        (self.load_llrouter_s - self.load_kernel_s).max(0.0)
+    }
+    pub fn withdraw_lag_s(&self) -> f64 {
+        (self.withdraw_llrouter_s - self.withdraw_kernel_s).max(0.0)
+    }
+    pub fn announce_lag_s(&self) -> f64 {
+        (self.announce_llrouter_s - self.announce_kernel_s).max(0.0)
+    }
+}
+
+/// What a study measured.
+#[derive(Debug, Clone, Default)]
+pub struct BgpOutcome {
+    pub rows: Vec<BgpRow>,
+    /// Wrong answers and missing or stale routes, a few of each, for the report.
+    pub examples: Vec<String>,
+    pub md: String,
+    pub interrupted: bool,
+}
+
+/// Routes in the namespace's kernel tables as its counters give them: (IPv4 main table,
+/// IPv6 every table). Runs inside the namespace.
+fn kernel_counts(ns: &Netns) -> Result<(usize, usize)> {
+    let read = || -> std::io::Result<(String, String)> {
+        // thread-self: /proc/net follows the thread group leader, which is not in `ns`.
+        Ok((
+            std::fs::read_to_string("/proc/thread-self/net/fib_triestat")?,
+            std::fs::read_to_string("/proc/thread-self/net/rt6_stats")?,
+        ))
+    };
+    let (trie, rt6) = ns
+        .run(read)
+        .map_err(|e| LabError::Failed(format!("enter {}: {e:#}", ns.name())))?
+        .map_err(|e| LabError::io("read the kernel's route counters", e))?;
+    let v4 = main_prefixes(&trie).ok_or_else(|| {
+        LabError::Failed("/proc/net/fib_triestat: no prefix count for the main table".into())
+    })?;
+    let v6 = rt6_entries(&rt6)
+        .ok_or_else(|| LabError::Failed(format!("/proc/net/rt6_stats: {rt6:?}")))?;
+    Ok((v4, v6))
+}
+
+/// The kernel's counts once they stopped moving: IPv6 adds its link-local, multicast and
+/// address routes as duplicate address detection ends, a second or two after the links came
+/// up, and a baseline taken before that would be short of them.
+fn steady_counts(ns: &Netns) -> Result<(usize, usize)> {
+    let t0 = Instant::now();
+    let (mut last, mut since) = (kernel_counts(ns)?, Instant::now());
+    while since.elapsed() < STEADY {
+        if t0.elapsed() > Duration::from_secs(30) {
+            return Err(LabError::Failed(format!(
+                "the kernel's route counts kept moving for 30 s before BGP started (now {last:?})"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let k = kernel_counts(ns)?;
+        if k != last {
+            (last, since) = (k, Instant::now());
+        }
+    }
+    Ok(last)
+}
+
+/// `Prefixes:` of the `Main:` block: one per route (the trie counts aliases).
+fn main_prefixes(trie: &str) -> Option<usize> {
+    let mut in_main = false;
+    for l in trie.lines() {
+        if !l.starts_with(char::is_whitespace) {
+            in_main = l.trim_end() == "Main:";
+        } else if in_main {
+            if let Some(n) = l.trim().strip_prefix("Prefixes:") {
+                return n.trim().parse().ok();
+            }
+        }
+    }
+    None
+}
+
+/// The fourth field (`fib_rt_entries`, hex) of rt6_stats.
+fn rt6_entries(s: &str) -> Option<usize> {
+    let f = s.split_whitespace().nth(3)?;
+    usize::from_str_radix(f, 16).ok()
+}
+
+/// When a step settled, from its start.
+struct Settled {
+    kernel: Duration,
+    llrouter: Duration,
+    regressions: u32,
+}
+
+/// The router's route count and its listing, over its control socket.
+struct Ctl<'a>(&'a RouterProc);
+
+impl Ctl<'_> {
+    fn routes(&self) -> Result<usize> {
+        let v = self.0.call(&Command::Status {})?;
+        let st = StatusView::deserialize(v)
+            .map_err(|e| LabError::step("read the router's status", e))?;
+        Ok(st.routes)
+    }
+
+    fn client(&self) -> Result<CtlClient> {
+        CtlClient::connect(self.0.ctl_socket(), Duration::from_secs(5))
+            .map_err(|e| LabError::io("connect to the router's control socket", e))
+    }
+
+    fn prefixes(&self) -> Result<HashSet<String>> {
+        let mut c = self.client()?;
+        let mut set = HashSet::new();
+        let mut bad = None;
+        let cmd = Command::Fib {
+            limit: None,
+            query: Default::default(),
+        };
+        let reply = c
+            .call_each(&cmd, &mut |items| {
+                for v in items {
+                    match RouteView::deserialize(v) {
+                        Ok(r) => {
+                            set.insert(r.prefix);
+                        }
+                        Err(e) => bad = Some(e.to_string()),
+                    }
+                }
+            })
+            .map_err(|e| LabError::io("list the router's routes", e))?;
+        if let Some(e) = bad {
+            return Err(LabError::Failed(format!("a route of the listing: {e}")));
+        }
+        reply
+            .into_result()
+            .map_err(|e| LabError::Failed(format!("list the router's routes: refused: {e}")))?;
+        Ok(set)
+    }
+
+    /// llrouter's answer for each destination, as [`fulltable::RouteAnswer`].
+    fn answers(&self, dsts: &[IpAddr]) -> Result<Vec<fulltable::RouteAnswer>> {
+        let mut c = self.client()?;
+        dsts.iter()
+            .map(|d| {
+                let cmd = Command::FibGet {
+                    packet: PacketQuery::to(*d),
+                };
+                let what = || format!("fib.get {d}");
+                let v = c
+                    .call(&cmd)
+                    .map_err(|e| LabError::io(what(), e))?
+                    .into_result()
+                    .map_err(|e| LabError::Failed(format!("{}: refused: {e}", what())))?;
+                let view =
+                    RouteLookupView::deserialize(v).map_err(|e| LabError::step(what(), e))?;
+                Ok(view.route.map(|r| {
+                    let via = r.via.and_then(|g| g.parse().ok());
+                    (via, r.dev)
+                }))
+            })
+            .collect()
+    }
+}
+
+/// What one step must leave: the kernel's counters, llrouter's count and its route set.
+struct Want<'a> {
+    kernel: (usize, usize),
+    llrouter: &'a HashSet<String>,
+}
+
+impl BgpStudy {
+    /// Checks the settings before anything changes on the host.
+    pub fn check(&self) -> Result<()> {
+        if self.v4 + self.v6 < SLICES {
+            return Err(LabError::invalid(
+                "v4",
+                format!("the table needs at least {SLICES} routes (one per slice)"),
+            ));
+        }
+        if self.rounds == 0 {
+            return Err(LabError::invalid("rounds", "at least 1"));
+        }
+        if !(10..=1_000_000).contains(&self.check) {
+            return Err(LabError::invalid(
+                "check",
+                format!("{}: must be within 10..=1000000 destinations", self.check),
+            ));
+        }
+        FixtureSpec {
+            v4: self.v4,
+            v6: self.v6,
+            seed: 1,
+            next_hops: NEXT_HOPS,
+        }
+        .validate()
+        .map_err(LabError::Invalid)?;
+        if !bird::available() {
+            return Err(LabError::Failed(
+                "BIRD 2 is missing: scripts/install-deps.sh installs the Debian package bird2"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs it (root): `rounds` fresh testbeds one after the other; writes `bgp.csv` and
+    /// `report.md` into the output directory.
+    pub fn run(&self, stop: &AtomicBool, progress: &dyn Progress) -> Result<BgpOutcome> {
+        self.check()?;
+        let c = &self.options;
+        let spec = FixtureSpec {
+            v4: self.v4,
+            v6: self.v6,
+            seed: 12,
+            next_hops: NEXT_HOPS,
+        };
+        let fx = Fixture::generate(spec).map_err(LabError::Invalid)?;
+        let gw = Gateways::testbed(NEXT_HOPS)?;
+        let files = fulltable::write_dir(&c.out.join("fulltable"), &fx, &gw, SLICES)?;
+        let mut o = BgpOutcome::default();
+        progress.start(u64::from(self.rounds));
+        for round in 1..=self.rounds {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            progress.message(&format!("round {round}"));
+            let row = self.round(round, &fx, &files.bird_static, stop, &mut o.examples)?;
+            o.rows.push(row);
+            progress.inc(1);
+        }
+        progress.finish();
+        o.interrupted = stop.load(Ordering::Relaxed);
+        o.md = self.report(&o);
+        let csv = c.out.join("bgp.csv");
+        let mut w = csv::Writer::from_path(&csv)
+            .map_err(|e| LabError::step(format!("write {}", csv.display()), e))?;
+        for r in &o.rows {
+            w.serialize(r)
+                .map_err(|e| LabError::step(format!("write {}", csv.display()), e))?;
+        }
+        w.flush()
+            .map_err(|e| LabError::io(format!("write {}", csv.display()), e))?;
+        let md = c.out.join("report.md");
+        std::fs::write(&md, &o.md)
+            .map_err(|e| LabError::io(format!("write {}", md.display()), e))?;
+        Ok(o)
+    }
+
+    fn round(
+        &self,
+        round: u32,
+        fx: &Fixture,
+        statics: &std::path::Path,
+        stop: &AtomicBool,
+        examples: &mut Vec<String>,
+    ) -> Result<BgpRow> {
+        let c = &self.options;
+        let (topo, _shield) = prepare(c)?;
+        // The fixture's gateways live on the router–sink link.
+        topo.router
+            .ip(&[
+                "addr",
+                "add",
+                fulltable::ROUTER_GW_ADDR_V4,
+                "dev",
+                addr::RTR_OUT_IF,
+            ])
+            .map_err(|e| LabError::Failed(format!("{e:#}")))?;
+        topo.sink
+            .ip(&[
+                "addr",
+                "add",
+                fulltable::SINK_GW_ADDR_V4,
+                "dev",
+                addr::SINK_IF,
+            ])
+            .map_err(|e| LabError::Failed(format!("{e:#}")))?;
+        let (rtr_sessions, sink_sessions) = bird::testbed_sessions();
+        let rtr_bird = Bird::start(
+            &topo.router,
+            "router",
+            &bird::router_config(addr::RTR_OUT_V4.parse().unwrap(), &rtr_sessions),
+        )?;
+        let rp = RouterProc::start(&topo, c, StrategyKind::LlWfq, false)?;
+        let ctl = Ctl(&rp);
+        let before = ctl.prefixes()?;
+        let base = steady_counts(&topo.router)?;
+        let mut row = BgpRow {
+            round,
+            routes: fx.v4.len() + fx.v6.len(),
+            ..BgpRow::default()
+        };
+        let limit = Duration::from_secs(60) + Duration::from_micros(400) * row.routes as u32;
+
+        // Load.
+        let t0 = Instant::now();
+        let origin = Bird::start(
+            &topo.sink,
+            "originator",
+            &bird::originator_config(addr::SINK_V4.parse().unwrap(), &sink_sessions, statics),
+        )?;
+        let names: Vec<&str> = rtr_sessions.iter().map(|s| s.name.as_str()).collect();
+        rtr_bird.wait_established(&names, Duration::from_secs(30))?;
+        row.established_s = t0.elapsed().as_secs_f64();
+        let mut all = fixture_prefixes(fx);
+        all.extend(before.iter().cloned());
+        let full = (base.0 + fx.v4.len(), base.1 + fx.v6.len());
+        let want = Want {
+            kernel: full,
+            llrouter: &all,
+        };
+        let s = settle(&topo.router, &ctl, &want, t0, limit, stop)?;
+        (row.load_kernel_s, row.load_llrouter_s) = (secs(s.kernel), secs(s.llrouter));
+        row.regressions += s.regressions;
+        row.rss_mb = crate::scale::rss_kb(rp.pid()).map_or(f64::NAN, |kb| kb as f64 * 1024.0 / 1e6);
+        let dsts = fx.destinations(self.check, u64::from(round));
+        self.verify(
+            &topo,
+            &ctl,
+            (fx.v4.len(), fx.v6.len()),
+            &want,
+            &dsts,
+            &mut row,
+            examples,
+        )?;
+
+        // Withdrawal of one slice, then its re-announcement.
+        let slice = fx.slice(CHURN_SLICE, SLICES);
+        row.withdrawn = slice.v4.len() + slice.v6.len();
+        let mut sample = slice.destinations(self.check / 10, u64::from(round) + 100);
+        sample.extend(fx.destinations(self.check / 10, u64::from(round) + 200));
+        let mut less = all.clone();
+        for p in fixture_prefixes(&slice) {
+            less.remove(&p);
+        }
+        let fewer = (full.0 - slice.v4.len(), full.1 - slice.v6.len());
+        let bird_fewer = (fx.v4.len() - slice.v4.len(), fx.v6.len() - slice.v6.len());
+        for (enable, want, bird_count) in [
+            (
+                false,
+                Want {
+                    kernel: fewer,
+                    llrouter: &less,
+                },
+                bird_fewer,
+            ),
+            (true, want, (fx.v4.len(), fx.v6.len())),
+        ] {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let t1 = Instant::now();
+            for v6 in [false, true] {
+                let p = fulltable::static_protocol(v6, CHURN_SLICE);
+                if enable {
+                    origin.enable(&p)?;
+                } else {
+                    origin.disable(&p)?;
+                }
+            }
+            let s = settle(&topo.router, &ctl, &want, t1, limit, stop)?;
+            let t = (secs(s.kernel), secs(s.llrouter));
+            if enable {
+                (row.announce_kernel_s, row.announce_llrouter_s) = t;
+            } else {
+                (row.withdraw_kernel_s, row.withdraw_llrouter_s) = t;
+            }
+            row.regressions += s.regressions;
+            self.verify(&topo, &ctl, bird_count, &want, &sample, &mut row, examples)?;
+        }
+        rp.stop()?;
+        Ok(row)
+    }
+
+    /// After a step: the kernel's own dump agrees with its counters, llrouter holds exactly
+    /// the routes it must, and answers `dsts` as the kernel does.
+    #[allow(clippy::too_many_arguments)]
+    fn verify(
+        &self,
+        topo: &Topology,
+        ctl: &Ctl,
+        bird_routes: (usize, usize),
+        want: &Want,
+        dsts: &[IpAddr],
+        row: &mut BgpRow,
+        examples: &mut Vec<String>,
+    ) -> Result<()> {
+        let dumped = kernel_bird_routes(&topo.router)?;
+        if dumped != bird_routes {
+            return Err(LabError::Failed(format!(
+                "the kernel's counters said the table was complete, but `ip route show proto \
+                 bird` lists {dumped:?} routes (IPv4, IPv6), not {bird_routes:?}: the study's \
+                 timing would be wrong"
+            )));
+        }
+        let have = ctl.prefixes()?;
+        let missing: Vec<&String> = want.llrouter.difference(&have).collect();
+        let stale: Vec<&String> = have.difference(want.llrouter).collect();
+        row.missing += missing.len();
+        row.stale += stale.len();
+        for p in missing.iter().take(EXAMPLES) {
+            examples.push(format!("round {}: {p} missing", row.round));
+        }
+        for p in stale.iter().take(EXAMPLES) {
+            examples.push(format!("round {}: {p} stale", row.round));
+        }
+        let dir = self.options.out.join("route-get");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| LabError::io(format!("create {}", dir.display()), e))?;
+        let kernel = fulltable::kernel_route_get(&topo.router, &dir.join("batch"), dsts)?;
+        let ours = ctl.answers(dsts)?;
+        row.checked += dsts.len();
+        for (d, l) in dsts.iter().zip(ours) {
+            let k = kernel.get(d).cloned().flatten();
+            if k != l {
+                row.differ += 1;
+                if examples.len() < 4 * EXAMPLES {
+                    examples.push(format!(
+                        "round {}: {d}: kernel {k:?}, llrouter {l:?}",
+                        row.round
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn report(&self, o: &BgpOutcome) -> String {
+        let mut s = format!(
+            "{} IPv4 + {} IPv6 prefixes over eBGP from BIRD to BIRD, installed in the kernel; \
+             llrouter mirrors it. Times in s from the originator's start (load) or from `birdc \
+             disable`/`enable` of one eighth of the table; llrouter's lag behind the kernel in \
+             brackets.\n\n\
+             | round | BGP up | load: kernel | llrouter | withdrawal: kernel | llrouter | re-announcement: kernel | llrouter | compared | differ | missing | stale | regressions | resident |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+            self.v4, self.v6
+        );
+        for r in &o.rows {
+            let _ = writeln!(
+                s,
+                "| {} | {:.2} | {:.2} | {:.2} (+{:.2}) | {:.2} | {:.2} (+{:.2}) | {:.2} | {:.2} (+{:.2}) | {} | {} | {} | {} | {} | {:.0} MB |",
+                r.round,
+                r.established_s,
+                r.load_kernel_s,
+                r.load_llrouter_s,
+                r.load_lag_s(),
+                r.withdraw_kernel_s,
+                r.withdraw_llrouter_s,
+                r.withdraw_lag_s(),
+                r.announce_kernel_s,
+                r.announce_llrouter_s,
+                r.announce_lag_s(),
+                r.checked,
+                r.differ,
+                r.missing,
+                r.stale,
+                r.regressions,
+                r.rss_mb
+            );
+        }
+        if !o.examples.is_empty() {
+            s.push_str("\nWrong, e.g.:\n\n");
+            for e in &o.examples {
+                let _ = writeln!(s, "- {e}");
+            }
+        }
+        s
+    }
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+fn fixture_prefixes(fx: &Fixture) -> HashSet<String> {
+    let v4 = fx.v4.iter().map(|r| r.prefix().to_string());
+    v4.chain(fx.v6.iter().map(|r| r.prefix().to_string()))
+        .collect()
+}
+
+/// Routes BIRD installed in the namespace's main table, from a dump: (IPv4, IPv6).
+fn kernel_bird_routes(ns: &Netns) -> Result<(usize, usize)> {
+    let count = |fam: &str| -> Result<usize> {
+        let out = ns
+            .ip(&[fam, "route", "show", "proto", "bird"])
+            .map_err(|e| LabError::Failed(format!("{e:#}")))?;
+        Ok(out
+            .stdout
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count())
+    };
+    Ok((count("-4")?, count("-6")?))
+}
+
+/// Polls the kernel's counters and llrouter's route count until both reached `want` and
+/// llrouter stayed there for [`QUIET`]; fails after `limit` from `t0`.
+fn settle(
+    ns: &Netns,
+    ctl: &Ctl,
+    want: &Want,
+    t0: Instant,
+    limit: Duration,
+    stop: &AtomicBool,
+) -> Result<Settled> {
+    let mut kernel_at = None;
+    let mut right_since: Option<Duration> = None;
+    let mut regressions = 0;
+    loop {
+        let k = kernel_counts(ns)?;
+        match (k == want.kernel, kernel_at) {
+            (true, None) => kernel_at = Some(t0.elapsed()),
+            // The kernel moved again (BIRD re-announcing): llrouter follows it.
+            (false, Some(_)) => kernel_at = None,
+            _ => {}
+        }
+        let n = ctl.routes()?;
+        let right = kernel_at.is_some() && n == want.llrouter.len();
+        match (right, right_since) {
+            (true, None) => right_since = Some(t0.elapsed()),
+            (true, Some(since)) if t0.elapsed() - since >= QUIET => {
+                return Ok(Settled {
+                    kernel: kernel_at.unwrap_or_default(),
+                    llrouter: since,
+                    regressions,
+                })
+            }
+            (false, Some(_)) => {
+                regressions += 1;
+                right_since = None;
+            }
+            _ => {}
+        }
+        if t0.elapsed() >= limit || stop.load(Ordering::Relaxed) {
+            return Err(LabError::Failed(format!(
+                "not settled within {:.0} s: the kernel counts {k:?} routes (IPv4 main, IPv6), \
+                 wants {:?}; llrouter {n}, wants {}",
+                t0.elapsed().as_secs_f64(),
+                want.kernel,
+                want.llrouter.len()
+            )));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The study's default options: ll-wfq, nothing else used.
+pub fn options(out: std::path::PathBuf) -> Options {
+    Options::new(&[Target::Llrouter(StrategyKind::LlWfq)], out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernels_counters_are_parsed() {
+        let trie = "Basic info: size of leaf: 48 bytes, size of tnode: 40 bytes.\nMain:\n\
+                    \tAver depth:     1.66\n\tLeaves:         3\n\tPrefixes:       4\n\
+                    Local:\n\tPrefixes:       9\n";
+        assert_eq!(main_prefixes(trie), Some(4));
+        assert_eq!(main_prefixes("Local:\n\tPrefixes: 9\n"), None);
+        assert_eq!(
+            rt6_entries("0001 0001 0000 001a 0000 0000 0000\n"),
+            Some(26)
+        );
+        assert_eq!(rt6_entries("0001 0001"), None);
+    }
+
+    #[test]
+    fn settings_are_checked_before_the_host_changes() {
+        let s = |v4, rounds, check| BgpStudy {
+            options: options("/nonexistent".into()),
+            v4,
+            v6: 0,
+            rounds,
+            check,
+        };
+        let field = |st: BgpStudy| match st.check() {
+            Err(LabError::Invalid(e)) => e.field.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(field(s(3, 1, 100)), "v4");
+        assert_eq!(field(s(100, 0, 100)), "rounds");
+        assert_eq!(field(s(100, 1, 5)), "check");
+    }
+}
