@@ -135,7 +135,9 @@ pub fn parse_prefix(s: &str) -> Option<IpPrefix> {
 }
 
 pub(crate) mod netlink;
+mod watch;
 use netlink::*;
+pub use watch::ProtoRouteWatch;
 
 /// What the router checks of an interface before it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
