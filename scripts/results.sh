@@ -4,7 +4,7 @@
 # figures in docs/results/<topic>.toml and renders docs/results.md's generated blocks and
 # README.md's results table from them.
 #
-#   bash scripts/results.sh                 # every topic (about an hour on a 2-core VM)
+#   bash scripts/results.sh                 # every topic (about two hours on a 2-core VM)
 #   bash scripts/results.sh rt-share        # one topic; `llrouter results --list` names them
 #   bash scripts/results.sh --render        # re-render from the stored figures only
 set -euo pipefail

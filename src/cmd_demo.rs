@@ -2,23 +2,11 @@
 //! overload — for SQ, RR, LL-RR and LL-WFQ, as one compact table.
 
 use crate::cli_util::{table, us, usage};
-use clap::Args;
 use llr_core::sched::{SchedConfig, StrategyKind};
 use llr_sim::SimConfig;
 use rayon::prelude::*;
 
-#[derive(Args, Debug, Clone)]
-pub struct DemoArgs {
-    /// Packets per simulated point.
-    #[arg(long, default_value_t = 300_000)]
-    pub packets: u64,
-    /// Skip the live testbed part even when running as root.
-    #[arg(long)]
-    pub sim_only: bool,
-    /// Seconds per live measurement point (0.5–3).
-    #[arg(long, default_value_t = 1.5)]
-    pub live_secs: f64,
-}
+pub use llr_lab::args::DemoArgs;
 
 pub const DEMO_STRATEGIES: [StrategyKind; 4] = [
     StrategyKind::Sq,

@@ -37,6 +37,13 @@ impl Raw {
         let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, all) };
         assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
         let raw = Raw(fd);
+        // 8 MB, not the default ~200 KB (some 300 small frames): a collector thread the host
+        // descheduled for 100 ms must not lose frames the router delivered.
+        assert!(
+            llr_io::sys::set_rcvbuf(fd, 8 << 20).is_some(),
+            "SO_RCVBUF: {}",
+            std::io::Error::last_os_error()
+        );
         // SAFETY: sockaddr_ll and timeval are plain data passed with their exact sizes.
         unsafe {
             let mut sll: libc::sockaddr_ll = std::mem::zeroed();

@@ -481,6 +481,21 @@ impl ScaleArgs {
     }
 }
 
+/// `llrouter demo`: paper 000's scenario simulated, then live on the testbed as root.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct DemoArgs {
+    /// Packets per simulated point.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 300_000))]
+    pub packets: u64,
+    /// Skip the live testbed part even when running as root.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub sim_only: bool,
+    /// Seconds per live measurement point (0.5–3).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1.5))]
+    pub live_secs: f64,
+}
+
 /// `llrouter testbed bird`: a full table over eBGP from BIRD into the kernel and llrouter.
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]

@@ -637,7 +637,8 @@ fn settle(
 ) -> Result<Settled> {
     let mut right_since: Option<Duration> = None;
     let mut regressions = 0;
-    let (mut poll_max, mut last_poll) = (Duration::ZERO, Duration::ZERO);
+    // From the first poll on: before it lies the wait for the BGP sessions.
+    let (mut poll_max, mut last_poll) = (Duration::ZERO, None);
     loop {
         let (k, changed) = watch.seen()?;
         // The kernel held the table from its last change's event on (BIRD re-announcing
@@ -649,8 +650,10 @@ fn settle(
         let a = t0.elapsed();
         let n = ctl.routes()?;
         let n_at = (a + t0.elapsed()) / 2;
-        poll_max = poll_max.max(n_at - last_poll);
-        last_poll = n_at;
+        if let Some(last) = last_poll {
+            poll_max = poll_max.max(n_at - last);
+        }
+        last_poll = Some(n_at);
         let right = kernel_at.is_some() && n == want.llrouter.len();
         match (right, right_since) {
             (true, None) => right_since = Some(n_at),

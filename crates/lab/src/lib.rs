@@ -49,6 +49,7 @@ pub mod flood;
 pub mod fulltable;
 pub mod host;
 pub mod iperf;
+pub mod matrix;
 pub mod measure;
 pub mod mlffr;
 mod nft;

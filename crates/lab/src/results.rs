@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::alternate::{AlternateOutcome, Slice};
 use crate::args::{
-    AlternateArgs, BgpArgs, ChurnArgs, FirewallArgs, FloodArgs, IperfArgs, RunArgs, ScaleArgs,
+    AlternateArgs, BgpArgs, ChurnArgs, DemoArgs, FirewallArgs, FloodArgs, IperfArgs, RunArgs, ScaleArgs,
 };
 use crate::bench::BenchOutcome;
 use crate::bgp::BgpOutcome;
@@ -54,6 +54,8 @@ pub enum Unit {
     Ns,
     /// Megabits per second.
     Mbps,
+    /// Milliseconds.
+    Ms,
     /// Seconds.
     Secs,
     /// Megabytes (10^6 bytes).
@@ -342,6 +344,8 @@ fn bare(v: f64, unit: Unit) -> String {
         Unit::Pps => group(v),
         Unit::Ns if v.abs() < 100.0 => format!("{v:.1}"),
         Unit::Secs => format!("{v:.2}"),
+        Unit::Ms if v.abs() < 20.0 => format!("{v:.1}"),
+        Unit::Ms => format!("{v:.0}"),
         Unit::Number => format!("{v:.1}"),
         Unit::Ns | Unit::Mbps | Unit::Mb | Unit::Count => format!("{v:.0}"),
     }
@@ -357,6 +361,7 @@ fn value_text(v: f64, unit: Unit) -> String {
         Unit::Ns => format!("{b} ns"),
         Unit::Mbps => format!("{b} Mbit/s"),
         Unit::Secs => format!("{b} s"),
+        Unit::Ms => format!("{b} ms"),
         Unit::Mb => format!("{b} MB"),
         Unit::Count | Unit::Number => b,
     }
@@ -426,6 +431,10 @@ enum Study {
     Paper003(PaperArgs),
     /// `cargo` and its arguments, run in the repository.
     Bench(&'static [&'static str]),
+    /// `bash` and the kernel × NIC matrix script with its arguments, run in the repository.
+    Matrix(&'static [&'static str]),
+    /// `llrouter demo`'s live half.
+    Demo(DemoArgs),
     Ramp(RampArgs),
     SimSweep(SweepArgs),
     /// A topic of several lines: each line's study, in order.
@@ -444,6 +453,7 @@ enum Line {
     Paper(PaperLine),
     #[command(subcommand)]
     Sim(SimLine),
+    Demo(DemoArgs),
 }
 
 #[derive(Subcommand)]
@@ -501,6 +511,9 @@ pub enum Outcome {
     Paper001(p001::Outcome),
     Paper003(p003::Output),
     Bench(BenchOutcome),
+    Matrix(crate::matrix::MatrixOutcome),
+    /// The live half of `llrouter demo`: its rows.
+    Demo(Vec<Row>),
     Ramp(Box<RampOutcome>),
     SimSweep(SimSweepOutcome),
     /// A topic of several lines: each line's command and outcome, in order.
@@ -1006,6 +1019,25 @@ pub const TOPICS: &[Topic] = &[
         detail,
     },
     Topic {
+        name: "demo",
+        title: "RT protection under overload",
+        // One run is one `llrouter demo`, as a user runs it: the issue's bar is three of them.
+        runs: Some(3),
+        lines: &[&["demo", "--live-secs", "1.5"]],
+        reduce: reduce_demo,
+        detail,
+    },
+    Topic {
+        name: "matrix",
+        title: "Kernels and NICs",
+        // Each row passes or fails its checks: a second run of half an hour would measure no
+        // noise. CI runs the matrix on every change anyway.
+        runs: Some(1),
+        lines: &[&["bash", "scripts/vm/matrix.sh"]],
+        reduce: reduce_matrix,
+        detail,
+    },
+    Topic {
         name: "demo-sim",
         title: "The demo, simulated",
         // Seeded: a second run gives the same numbers.
@@ -1309,6 +1341,20 @@ fn run_study(
         Study::Bench(args) => {
             Outcome::Bench(crate::bench::run(repo, args, &out.join("criterion"), stop)?)
         }
+        Study::Matrix(args) => Outcome::Matrix(crate::matrix::run(repo, args, out, stop)?),
+        Study::Demo(a) => {
+            if a.sim_only {
+                return Err(LabError::invalid(
+                    "sim-only",
+                    "the topic measures the demo's live half",
+                ));
+            }
+            let rows = crate::demo::live(a.live_secs, stop)?;
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(interrupted());
+            }
+            Outcome::Demo(rows)
+        }
     })
 }
 
@@ -1321,7 +1367,7 @@ fn command_line(argv: &[&str]) -> String {
             a.to_string()
         }
     });
-    let words: Vec<String> = if argv.first() == Some(&"cargo") {
+    let words: Vec<String> = if matches!(argv.first(), Some(&"cargo" | &"bash")) {
         quoted.collect()
     } else {
         std::iter::once("llrouter".to_string())
@@ -1333,8 +1379,10 @@ fn command_line(argv: &[&str]) -> String {
 
 /// The study one command line runs, its output in `out`.
 fn line_study(argv: &'static [&'static str], out: PathBuf) -> Result<Study> {
-    if argv.first() == Some(&"cargo") {
-        return Ok(Study::Bench(&argv[1..]));
+    match argv.first() {
+        Some(&"cargo") => return Ok(Study::Bench(&argv[1..])),
+        Some(&"bash") => return Ok(Study::Matrix(&argv[1..])),
+        _ => {}
     }
     let line = Line::try_parse_from(argv.iter().copied())
         .map_err(|e| LabError::Invalid(llr_core::FieldError::new("topic", e.to_string())))?;
@@ -1350,6 +1398,7 @@ fn line_study(argv: &'static [&'static str], out: PathBuf) -> Result<Study> {
         }
         Line::Sim(SimLine::Ramp(r)) => return Ok(Study::Ramp(*r)),
         Line::Sim(SimLine::Sweep(a)) => return Ok(Study::SimSweep(*a)),
+        Line::Demo(a) => return Ok(Study::Demo(a)),
     };
     Ok(match line {
         TestbedLine::Run(mut a) => {
@@ -1439,6 +1488,8 @@ fn detail(o: &Outcome) -> String {
         Outcome::Paper001(p) => paper001_detail(p),
         Outcome::Paper003(p) => paper003_detail(p),
         Outcome::Bench(b) => bench_detail(b),
+        Outcome::Matrix(m) => m.md.clone(),
+        Outcome::Demo(rows) => demo_detail(rows),
         Outcome::Ramp(r) => ramps_detail(&[&**r]),
         Outcome::SimSweep(o) => sweep_detail(o),
         Outcome::Many(v) => {
@@ -2199,9 +2250,9 @@ fn reduce_bird(o: &Outcome) -> Vec<Figure> {
         Figure::new(
             "BIRD's full table over eBGP (1 M IPv4 + 230 k IPv6) into the kernel: llrouter's \
              forwarder complete after the kernel",
-            Unit::Secs,
+            Unit::Ms,
             "round",
-            col(|r| r.load_lag_s()),
+            col(|r| r.load_lag_s() * 1e3),
         )
         .readme(),
         Figure::new(
@@ -2212,15 +2263,15 @@ fn reduce_bird(o: &Outcome) -> Vec<Figure> {
         ),
         Figure::new(
             "the same: an eighth of it withdrawn: llrouter after the kernel",
-            Unit::Secs,
+            Unit::Ms,
             "round",
-            col(|r| r.withdraw_lag_s()),
+            col(|r| r.withdraw_lag_s() * 1e3),
         ),
         Figure::new(
             "the same: the eighth re-announced: llrouter after the kernel",
-            Unit::Secs,
+            Unit::Ms,
             "round",
-            col(|r| r.announce_lag_s()),
+            col(|r| r.announce_lag_s() * 1e3),
         ),
         Figure::new(
             "the same: rounds in which llrouter answered as the kernel's `ip route get` for \
@@ -2248,16 +2299,134 @@ fn reduce_bird(o: &Outcome) -> Vec<Figure> {
             col(|r| r.mirror_overruns as f64),
         ),
         Figure::new(
-            "the same: the times' resolution (the longest interval between two polls)",
-            Unit::Secs,
+            "the same: the lags' resolution (the longest interval between two polls of \
+             llrouter's route count)",
+            Unit::Ms,
             "round",
-            col(|r| r.poll_max_s),
+            col(|r| r.poll_max_s * 1e3),
         ),
         Figure::new(
             "the same: the router's resident memory",
             Unit::Mb,
             "round",
             col(|r| r.rss_mb),
+        ),
+    ]
+}
+
+fn reduce_demo(o: &Outcome) -> Vec<Figure> {
+    use crate::demo::Point;
+    let Outcome::Demo(rows) = o else {
+        return Vec::new();
+    };
+    let at = |t: &str, p: Point| rows.iter().find(|r| r.target == t && Point::of(r) == p);
+    let (wfq, sq) = ("llrouter:ll-wfq", "llrouter:sq");
+    let p99_ratio = |p: Point| match (at(wfq, p), at(sq, p)) {
+        (Some(w), Some(q)) if q.rt_p99_us > 0.0 => w.rt_p99_us / q.rt_p99_us,
+        _ => f64::NAN,
+    };
+    let wfq_at = |p: Point, f: fn(&Row) -> f64| at(wfq, p).map_or(f64::NAN, f);
+    vec![
+        Figure::new(
+            "The demo's live half (`llrouter demo` as root, 30 % RT), at 1.5× what each target \
+             forwarded flat out: RT p99, ll-wfq ÷ sq",
+            Unit::Ratio,
+            "run",
+            vec![p99_ratio(Point::Overload)],
+        )
+        .goal(Cmp::AtMost, 1.0, Over::Each)
+        .readme(),
+        Figure::new(
+            "the same: ll-wfq's RT loss",
+            Unit::Pct,
+            "run",
+            vec![wfq_at(Point::Overload, |r| 100.0 * r.loss_rt)],
+        )
+        .goal(Cmp::AtMost, 0.0, Over::Each)
+        .readme(),
+        Figure::new(
+            "the same: ll-wfq's ρRT",
+            Unit::Number,
+            "run",
+            vec![wfq_at(Point::Overload, |r| r.rho_rt)],
+        ),
+        Figure::new(
+            "the same, flat out (beyond paper 000's regime where ρRT > 0.5): RT p99, ll-wfq ÷ sq",
+            Unit::Ratio,
+            "run",
+            vec![p99_ratio(Point::FlatOut)],
+        ),
+        Figure::new(
+            "the same, flat out: ll-wfq's ρRT",
+            Unit::Number,
+            "run",
+            vec![wfq_at(Point::FlatOut, |r| r.rho_rt)],
+        ),
+    ]
+}
+
+/// The demo's live rows as it prints them (the main columns), with its notes: the cause under
+/// every row beyond paper 000's regime or behind sq's RT p99.
+fn demo_detail(rows: &[Row]) -> String {
+    let mut s = String::from(
+        "| target | point | sent kpps | forwarded kpps | RT p50 µs | RT p99 µs | RT loss | ρRT | RT ring p99 µs |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.0} | {:.0} | {:.1} | {:.1} | {:.2} % | {} | {:.0} |",
+            r.target,
+            crate::demo::Point::of(r).name(),
+            r.sent_pps / 1e3,
+            r.throughput_pps / 1e3,
+            r.rt_p50_us,
+            r.rt_p99_us,
+            100.0 * r.loss_rt,
+            if r.rho_rt.is_nan() {
+                "-".to_string()
+            } else {
+                format!("{:.2}", r.rho_rt)
+            },
+            r.rt_ring_p99_us
+        );
+    }
+    let notes = crate::demo::notes(rows, crate::Options::DEFAULT_RX_SIZE);
+    if !notes.is_empty() {
+        s.push('\n');
+        for n in notes {
+            let _ = writeln!(s, "- {n}");
+        }
+    }
+    s
+}
+
+fn reduce_matrix(o: &Outcome) -> Vec<Figure> {
+    let Outcome::Matrix(m) = o else {
+        return Vec::new();
+    };
+    let count = |f: &dyn Fn(&crate::matrix::MatrixRow) -> bool| {
+        m.rows
+            .iter()
+            .map(|r| f64::from(u8::from(f(r))))
+            .collect::<Vec<f64>>()
+    };
+    vec![
+        Figure::new(
+            "Kernel × NIC matrix in QEMU (Debian's kernels 6.1 to 7.3, PREEMPT_RT among them; \
+             virtio-net with 1 and 4 queue pairs, igb; sockets in zero-copy where offered and in \
+             copy mode): rows that passed every check",
+            Unit::Count,
+            "row",
+            count(&|r| r.passed()),
+        )
+        .goal(Cmp::AtLeast, 1.0, Over::Each)
+        .readme(),
+        Figure::new(
+            "the same: rows whose sockets ran in zero-copy",
+            Unit::Count,
+            "row",
+            count(&|r| r.mode == "zero-copy"),
         ),
     ]
 }
