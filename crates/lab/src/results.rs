@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::alternate::{AlternateOutcome, Slice};
 use crate::args::{
-    AlternateArgs, BgpArgs, ChurnArgs, DemoArgs, FirewallArgs, FloodArgs, IperfArgs, RunArgs, ScaleArgs,
+    AlternateArgs, BgpArgs, ChurnArgs, DemoArgs, FirewallArgs, FloodArgs, IperfArgs, RunArgs,
+    ScaleArgs,
 };
 use crate::bench::BenchOutcome;
 use crate::bgp::BgpOutcome;
