@@ -671,7 +671,13 @@ fn settle(
             }
             _ => {}
         }
-        if t0.elapsed() >= limit || stop.load(Ordering::Relaxed) {
+        if stop.load(Ordering::Relaxed) {
+            return Err(LabError::step(
+                "testbed bird",
+                anyhow::anyhow!("interrupted"),
+            ));
+        }
+        if t0.elapsed() >= limit {
             return Err(LabError::Failed(format!(
                 "not settled within {:.0} s: the kernel holds {k:?} BIRD routes (IPv4, IPv6), \
                  wants {:?}; llrouter {n} routes, wants {}",
