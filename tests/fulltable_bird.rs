@@ -44,20 +44,6 @@ fn env_or(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// Routes BIRD installed in the namespace's main table: (IPv4, IPv6).
-fn kernel_bird_routes(ns: &Netns) -> (usize, usize) {
-    let count = |fam: &str| {
-        let out = ns
-            .ip(&[fam, "route", "show", "proto", "bird"])
-            .expect("ip route show");
-        out.stdout
-            .split(|&b| b == b'\n')
-            .filter(|l| !l.is_empty())
-            .count()
-    };
-    (count("-4"), count("-6"))
-}
-
 type Answer = fulltable::RouteAnswer;
 
 fn llrouter_answer(ctl: &RouterCtl, dst: IpAddr) -> Answer {
@@ -155,7 +141,7 @@ fn settle(
     let mut right_since: Option<Duration> = None;
     let mut regressions = 0;
     loop {
-        let k = kernel_bird_routes(ns);
+        let k = fulltable::kernel_bird_routes(ns).expect("ip route show proto bird");
         if k == want_kernel && kernel_at.is_none() {
             kernel_at = Some(t0.elapsed());
         }
@@ -231,24 +217,7 @@ fn bird_full_table_reaches_llrouter_as_in_the_kernel() {
     let topo = topology("llrft");
     let tmp = TempDir::new("fulltable");
     // The fixture's 2000 gateways live on the router–sink link.
-    topo.router
-        .ip(&[
-            "addr",
-            "add",
-            fulltable::ROUTER_GW_ADDR_V4,
-            "dev",
-            addr::RTR_OUT_IF,
-        ])
-        .unwrap();
-    topo.sink
-        .ip(&[
-            "addr",
-            "add",
-            fulltable::SINK_GW_ADDR_V4,
-            "dev",
-            addr::SINK_IF,
-        ])
-        .unwrap();
+    fulltable::add_gateway_net(&topo.router, &topo.sink).unwrap();
     let gw = Gateways::testbed(spec.next_hops).unwrap();
     let files = fulltable::write_dir(&tmp.join("fixture"), &fx, &gw, SLICES).unwrap();
 

@@ -363,15 +363,7 @@ impl BgpStudy {
         progress.finish();
         o.interrupted = stop.load(Ordering::Relaxed);
         o.md = self.report(&o);
-        let csv = c.out.join("bgp.csv");
-        let mut w = csv::Writer::from_path(&csv)
-            .map_err(|e| LabError::step(format!("write {}", csv.display()), e))?;
-        for r in &o.rows {
-            w.serialize(r)
-                .map_err(|e| LabError::step(format!("write {}", csv.display()), e))?;
-        }
-        w.flush()
-            .map_err(|e| LabError::io(format!("write {}", csv.display()), e))?;
+        crate::report::write_csv(&c.out.join("bgp.csv"), &o.rows, "round")?;
         let md = c.out.join("report.md");
         std::fs::write(&md, &o.md)
             .map_err(|e| LabError::io(format!("write {}", md.display()), e))?;
@@ -388,25 +380,7 @@ impl BgpStudy {
     ) -> Result<BgpRow> {
         let c = &self.options;
         let (topo, _shield) = prepare(c)?;
-        // The fixture's gateways live on the router–sink link.
-        topo.router
-            .ip(&[
-                "addr",
-                "add",
-                fulltable::ROUTER_GW_ADDR_V4,
-                "dev",
-                addr::RTR_OUT_IF,
-            ])
-            .map_err(|e| LabError::Failed(format!("{e:#}")))?;
-        topo.sink
-            .ip(&[
-                "addr",
-                "add",
-                fulltable::SINK_GW_ADDR_V4,
-                "dev",
-                addr::SINK_IF,
-            ])
-            .map_err(|e| LabError::Failed(format!("{e:#}")))?;
+        fulltable::add_gateway_net(&topo.router, &topo.sink)?;
         let (rtr_sessions, sink_sessions) = bird::testbed_sessions();
         let rtr_bird = Bird::start(
             &topo.router,
@@ -513,7 +487,7 @@ impl BgpStudy {
         row: &mut BgpRow,
         examples: &mut Vec<String>,
     ) -> Result<()> {
-        let dumped = kernel_bird_routes(&topo.router)?;
+        let dumped = fulltable::kernel_bird_routes(&topo.router)?;
         if dumped != want.kernel {
             return Err(LabError::Failed(format!(
                 "the kernel's events said it held {:?} BIRD routes (IPv4, IPv6), but `ip route \
@@ -608,21 +582,6 @@ fn fixture_prefixes(fx: &Fixture) -> HashSet<String> {
     let v4 = fx.v4.iter().map(|r| r.prefix().to_string());
     v4.chain(fx.v6.iter().map(|r| r.prefix().to_string()))
         .collect()
-}
-
-/// Routes BIRD installed in the namespace's main table, from a dump: (IPv4, IPv6).
-fn kernel_bird_routes(ns: &Netns) -> Result<(usize, usize)> {
-    let count = |fam: &str| -> Result<usize> {
-        let out = ns
-            .ip(&[fam, "route", "show", "proto", "bird"])
-            .map_err(|e| LabError::Failed(format!("{e:#}")))?;
-        Ok(out
-            .stdout
-            .split(|&b| b == b'\n')
-            .filter(|l| !l.is_empty())
-            .count())
-    };
-    Ok((count("-4")?, count("-6")?))
 }
 
 /// Polls llrouter's route count until the kernel's events reached `want` and llrouter did

@@ -17,7 +17,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
 use llr_core::fixture::{Fixture, Route4, Route6};
-use llr_traffic::netns::addr;
+use llr_traffic::netns::{addr, Netns};
 
 use crate::{LabError, Result};
 
@@ -221,6 +221,34 @@ pub fn write_dir(dir: &Path, fx: &Fixture, gw: &Gateways, slices: usize) -> Resu
     Ok(w)
 }
 
+/// Puts [`ROUTER_GW_ADDR_V4`] and [`SINK_GW_ADDR_V4`] on the router–sink link, where a
+/// fixture of more than one next hop has its gateways.
+pub fn add_gateway_net(router: &Netns, sink: &Netns) -> Result<()> {
+    let add = |ns: &Netns, a: &str, dev: &str| {
+        ns.ip(&["addr", "add", a, "dev", dev])
+            .map(|_| ())
+            .map_err(|e| LabError::Failed(format!("{e:#}")))
+    };
+    add(router, ROUTER_GW_ADDR_V4, addr::RTR_OUT_IF)?;
+    add(sink, SINK_GW_ADDR_V4, addr::SINK_IF)
+}
+
+/// The routes BIRD installed in the namespace's main tables, from a dump: (IPv4, IPv6). A dump
+/// of a full table takes seconds.
+pub fn kernel_bird_routes(ns: &Netns) -> Result<(usize, usize)> {
+    let count = |fam: &str| -> Result<usize> {
+        let out = ns
+            .ip(&[fam, "route", "show", "proto", "bird"])
+            .map_err(|e| LabError::Failed(format!("{e:#}")))?;
+        Ok(out
+            .stdout
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count())
+    };
+    Ok((count("-4")?, count("-6")?))
+}
+
 /// A route lookup's answer: the gateway (`None`: on-link) and the egress interface's name;
 /// `None` for no route.
 pub type RouteAnswer = Option<(Option<IpAddr>, String)>;
@@ -229,7 +257,7 @@ pub type RouteAnswer = Option<(Option<IpAddr>, String)>;
 /// commands written to `batch`). A destination without a route prints an error (on stderr)
 /// and no JSON, so answers are matched by their `dst`, not by position.
 pub fn kernel_route_get(
-    ns: &llr_traffic::netns::Netns,
+    ns: &Netns,
     batch: &Path,
     dsts: &[IpAddr],
 ) -> Result<std::collections::HashMap<IpAddr, RouteAnswer>> {
