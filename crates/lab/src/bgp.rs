@@ -28,7 +28,6 @@ use llr_core::sched::StrategyKind;
 use llr_io::kernel::ProtoRouteWatch;
 use llr_ops::ctl::{Command, CtlClient};
 use llr_ops::query::{PacketQuery, RouteLookupView, RouteView};
-use llr_ops::views::StatusView;
 use llr_traffic::netns::{addr, Netns, Topology};
 use serde::{Deserialize, Serialize};
 
@@ -226,10 +225,7 @@ struct Ctl<'a>(&'a RouterProc);
 
 impl Ctl<'_> {
     fn routes(&self) -> Result<usize> {
-        let v = self.0.call(&Command::Status {})?;
-        let st = StatusView::deserialize(v)
-            .map_err(|e| LabError::step("read the router's status", e))?;
-        Ok(st.routes)
+        Ok(self.0.status()?.routes)
     }
 
     fn client(&self) -> Result<CtlClient> {

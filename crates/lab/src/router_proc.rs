@@ -315,6 +315,12 @@ impl RouterProc {
             .map_err(|e| LabError::Failed(format!("{}: refused: {e}", what())))
     }
 
+    /// The router's `status`, typed.
+    pub fn status(&self) -> Result<StatusView> {
+        let v = self.call(&Command::Status {})?;
+        StatusView::deserialize(v).map_err(|e| LabError::step("read the router's status", e))
+    }
+
     /// SIGINT, wait (then SIGKILL), keep the JSON counters; returns them.
     pub fn stop(mut self) -> Result<serde_json::Value> {
         self.signal(libc::SIGINT);

@@ -13,8 +13,6 @@ use std::time::{Duration, Instant};
 
 use llr_core::fixture::{Fixture, FixtureSpec};
 use llr_core::sched::StrategyKind;
-use llr_ops::ctl::Command;
-use llr_ops::views::StatusView;
 use serde::{Deserialize, Serialize};
 
 use crate::fulltable::{self, Gateways};
@@ -167,12 +165,8 @@ impl ScaleStudy {
         let c = &self.options;
         let t0 = Instant::now();
         let rp = RouterProc::start(topo, c, StrategyKind::LlWfq, false)?;
-        let status = |rp: &RouterProc| -> Result<StatusView> {
-            let v = rp.call(&Command::Status {})?;
-            StatusView::deserialize(v).map_err(|e| LabError::step("read the router's status", e))
-        };
         let st = loop {
-            let st = status(&rp)?;
+            let st = rp.status()?;
             if st.routes_incomplete || st.routes >= expect {
                 break st;
             }
