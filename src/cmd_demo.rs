@@ -106,7 +106,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
 /// of [`llr_lab::demo::notes`]: the cause under every row beyond paper 000's regime or behind
 /// sq's RT p99.
 fn live_table(rows: &[llr_lab::Row], secs: f64) -> String {
-    use llr_lab::demo::{point_secs, Point, LIGHT_PPS, OVERLOAD, RT_SHARE};
+    use llr_lab::demo::{point_secs, Point, LIGHT_PPS, OVERLOAD, RING, RT_SHARE};
     let pct = |x: f64| format!("{:.2}", 100.0 * x);
     let load = |r: &llr_lab::Row| Point::of(r).name();
     let num = |x: f64, d: usize| {
@@ -149,14 +149,14 @@ fn live_table(rows: &[llr_lab::Row], secs: f64) -> String {
             ]
         })
         .collect();
-    let notes: String = llr_lab::demo::notes(rows, llr_lab::Options::DEFAULT_RX_SIZE)
+    let notes: String = llr_lab::demo::notes(rows, llr_lab::demo::RING)
         .iter()
         .map(|n| format!("  {n}\n"))
         .collect();
     format!(
         "live testbed: gen ns → router ns → sink ns (veth), 64 B UDP, {} % RT (DSCP EF), bpf-live generator, XDP sink; \
          light = {:.0} kpps, flat out = generator as fast as it goes, {OVERLOAD}× fwd = {OVERLOAD}× what the target forwarded flat out; \
-         router on CPU 1 (llrouter worker busy-polling); {} s per point\n\
+         router on CPU 1 (llrouter worker busy-polling, class rings of {RING} frames); {} s per point\n\
          ρRT = RT packets/s × x (x: worker CPU per frame), Tmax = b·x/(1−ρRT) with b = the BE ring budget (paper 000, Eq. 1), \
          Tmax B = the same for arrivals in the generator's bursts of B frames, (b + B − 1)·x/(1−ρRT) (an RT frame may find its own burst ahead of it), \
          RT ring p99 = time in the RT ring (XDP receive → served) as its histogram bucket, (yes/no/bucket) = within Tmax / within Tmax B, the like-for-like check\n{}{}",

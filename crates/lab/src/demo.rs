@@ -41,6 +41,15 @@ pub fn next_load(done: &[Row]) -> Option<f64> {
     }
 }
 
+/// Entries of every class ring of the llrouter targets. The worker of a shared 2-core VM loses
+/// its CPU for one to a few milliseconds at times (the sink's receive moved to `ksoftirqd`, the
+/// host), and the machine's speed moves by ±30 % and more between points, so ρRT at the
+/// overload point lands anywhere in 0.4–0.75: a 512-frame RT ring lasts under a millisecond at
+/// that point's ~0.5 Mpps of RT and drops RT the schedule would have served in time once the
+/// worker has its CPU back; 2048 last about four. sq's one ring is as deep, so its RT wait grows
+/// with the ring, which is the papers' point about a single queue.
+pub const RING: u32 = 2048;
+
 /// ρRT from which paper 000's bound protects RT little: `Tmax = b·x/(1 − ρRT)` doubles by 0.5
 /// (Eq. 1), and the RT ring's own queue, which no BE budget shortens, takes over.
 pub const REGIME_RHO_RT: f64 = 0.5;
@@ -128,6 +137,28 @@ pub fn notes(rows: &[Row], ring: u32) -> Vec<String> {
                 100.0 * r.rho_rt,
             ));
         }
+        let rt_pps = r.rt_share * r.sent_pps;
+        if r.rho_rt < REGIME_RHO_RT && r.loss_rt > 0.0 && rt_pps > 0.0 {
+            let taken = match r.worker_preemptions {
+                Some(n) => format!(
+                    "; other tasks took its CPU {n} times during the point, {:.0} µs in all",
+                    r.worker_wait_us
+                ),
+                None => String::new(),
+            };
+            out.push(format!(
+                "{head}: {:.3} % of RT lost ({} frames at the full RT ring) at ρRT = {:.2}, \
+                 within paper 000's regime, where the schedule serves RT in time: a {ring}-frame \
+                 RT ring lasts {:.0} µs at this point's {:.0} kpps of RT, and the worker's \
+                 longest grant since it started was {:.0} µs (its CPU taken away{taken}).",
+                100.0 * r.loss_rt,
+                r.hi_ring_drops,
+                r.rho_rt,
+                1e6 * f64::from(ring) / rt_pps,
+                rt_pps / 1e3,
+                r.stall_max_us,
+            ));
+        }
         let Some(s) = rows.iter().find(|s| is_sq(s) && Point::of(s) == point) else {
             continue;
         };
@@ -171,6 +202,7 @@ pub fn options(secs: f64, out: PathBuf) -> Options {
         // short, and the shield is lifted when it ends.
         shield: llr_ops::shield::supported(),
         point_secs: point_secs(secs),
+        rx_size: RING,
         // The router owns CPU 1 here, so its worker busy-polls like a DPDK/AF_XDP router on a
         // dedicated core; a sleeping worker's wake-ups on a shared VM add millisecond outliers.
         wake: WakeMode::Busy,
@@ -261,6 +293,50 @@ mod tests {
         assert!(n[0].contains("needs 114 % of the worker"), "{}", n[0]);
         assert!(n[0].contains("no budget bounds RT's wait"), "{}", n[0]);
         assert!(!n[0].contains("within Tmax B"), "{}", n[0]);
+    }
+
+    #[test]
+    fn rt_lost_within_the_regime_names_the_ring_and_the_stall() {
+        let lost = Row {
+            rt_share: RT_SHARE,
+            sent_pps: 1_800_000.0,
+            hi_ring_drops: 1028,
+            stall_max_us: 4200.0,
+            loss_rt: 0.0013,
+            ..row("llrouter:ll-wfq", 1_800_000.0, 1_100_000.0, 300.0, 0.48)
+        };
+        let n = notes(&[lost.clone()], 2048);
+        assert_eq!(n.len(), 1, "{n:#?}");
+        assert!(
+            n[0].starts_with("llrouter:ll-wfq 1.5× fwd: 0.130 % of RT lost (1028 frames"),
+            "{}",
+            n[0]
+        );
+        // 2048 frames at 540 kpps of RT.
+        assert!(
+            n[0].contains("lasts 3793 µs at this point's 540 kpps"),
+            "{}",
+            n[0]
+        );
+        assert!(
+            n[0].contains("longest grant since it started was 4200 µs"),
+            "{}",
+            n[0]
+        );
+        assert!(
+            n[0].contains("12 times during the point, 850 µs in all"),
+            "{}",
+            n[0]
+        );
+        // No RT lost: nothing to explain.
+        assert!(notes(
+            &[Row {
+                loss_rt: 0.0,
+                ..lost
+            }],
+            2048
+        )
+        .is_empty());
     }
 
     #[test]
