@@ -305,7 +305,7 @@ mod tests {
             loss_rt: 0.0013,
             ..row("llrouter:ll-wfq", 1_800_000.0, 1_100_000.0, 300.0, 0.48)
         };
-        let n = notes(&[lost.clone()], 2048);
+        let n = notes(std::slice::from_ref(&lost), 2048);
         assert_eq!(n.len(), 1, "{n:#?}");
         assert!(
             n[0].starts_with("llrouter:ll-wfq 1.5× fwd: 0.130 % of RT lost (1028 frames"),
