@@ -35,6 +35,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod ab;
 pub mod alternate;
 pub mod args;
 pub mod bench;
@@ -61,6 +62,7 @@ pub mod report;
 pub mod results;
 pub mod router_proc;
 pub mod scale;
+mod script;
 pub mod setup;
 pub mod summary;
 pub mod sweep;

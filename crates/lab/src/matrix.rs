@@ -3,7 +3,7 @@
 //! study: runs the script and reads the rows it writes tab-separated beside its table.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use serde::{Deserialize, Serialize};
 
@@ -46,50 +46,26 @@ pub struct MatrixOutcome {
 }
 
 /// Runs `bash <args…>` (the matrix script) in `repo` with its table and logs in `out`, and
-/// reads the rows back. A row that failed is a result, not an error: the script's exit status
-/// only matters when it wrote no rows.
+/// reads the rows back. A row that failed is a result, not an error.
 pub fn run(repo: &Path, args: &[&str], out: &Path, stop: &AtomicBool) -> Result<MatrixOutcome> {
     std::fs::create_dir_all(out).map_err(|e| LabError::io(out.display().to_string(), e))?;
     let out = std::path::absolute(out).map_err(|e| LabError::io("the matrix's directory", e))?;
-    let (md, tsv) = (out.join("vm-matrix.md"), out.join("vm-matrix.tsv"));
-    for f in [&md, &tsv] {
-        let _ = std::fs::remove_file(f);
-    }
-    let what = || format!("bash {}", args.join(" "));
-    let status = std::process::Command::new("bash")
-        .args(args)
-        .current_dir(repo)
-        .env("OUT", &md)
-        .env("LOG_DIR", out.join("logs"))
-        .status()
-        .map_err(|e| LabError::io(what(), e))?;
-    if stop.load(Ordering::Relaxed) {
-        return Err(LabError::step(what(), anyhow::anyhow!("interrupted")));
-    }
-    let rows = read(&tsv).map_err(|e| match status.success() {
-        true => e,
-        false => LabError::step(what(), anyhow::anyhow!("{status}, and no rows: {e}")),
-    })?;
-    let md = std::fs::read_to_string(&md).map_err(|e| LabError::io(md.display().to_string(), e))?;
-    Ok(MatrixOutcome { rows, md })
+    let (md, tsv, logs) = (
+        out.join("vm-matrix.md"),
+        out.join("vm-matrix.tsv"),
+        out.join("logs"),
+    );
+    let env = [("OUT", md.as_path()), ("LOG_DIR", logs.as_path())];
+    let r = crate::script::run(repo, args, &env, (&tsv, &md), stop)?;
+    Ok(MatrixOutcome {
+        rows: r.rows,
+        md: r.md,
+    })
 }
 
 /// The rows of a `vm-matrix.tsv`.
 pub fn read(tsv: &Path) -> Result<Vec<MatrixRow>> {
-    let what = || format!("read {}", tsv.display());
-    let mut r = csv::ReaderBuilder::new()
-        .delimiter(b'\t')
-        .quoting(false)
-        .from_path(tsv)
-        .map_err(|e| LabError::step(what(), e))?;
-    let rows = r
-        .deserialize()
-        .collect::<std::result::Result<Vec<MatrixRow>, _>>()
-        .map_err(|e| LabError::step(what(), e))?;
-    if rows.is_empty() {
-        return Err(LabError::Failed(format!("{}: no rows", tsv.display())));
-    }
-    Ok(rows)
+    crate::script::read(tsv)
 }
 
 #[cfg(test)]

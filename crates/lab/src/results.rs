@@ -434,6 +434,8 @@ enum Study {
     Bench(&'static [&'static str]),
     /// `bash` and the kernel × NIC matrix script with its arguments, run in the repository.
     Matrix(&'static [&'static str]),
+    /// `bash scripts/ab.sh` and its revisions, run in the repository.
+    Ab(&'static [&'static str]),
     /// `llrouter demo`'s live half.
     Demo(DemoArgs),
     Ramp(RampArgs),
@@ -513,6 +515,7 @@ pub enum Outcome {
     Paper003(p003::Output),
     Bench(BenchOutcome),
     Matrix(crate::matrix::MatrixOutcome),
+    Ab(crate::ab::AbOutcome),
     /// The live half of `llrouter demo`: its rows.
     Demo(Vec<Row>),
     Ramp(Box<RampOutcome>),
@@ -1039,6 +1042,16 @@ pub const TOPICS: &[Topic] = &[
         detail,
     },
     Topic {
+        name: "between-builds",
+        title: "Between builds",
+        // The same revision on both sides: its ratios are the noise a change's are read
+        // against. Needs a committed tree (the script builds revisions, not the work tree).
+        runs: None,
+        lines: &[&["bash", AB_SCRIPT, "HEAD", "HEAD"]],
+        reduce: reduce_between_builds,
+        detail,
+    },
+    Topic {
         name: "demo-sim",
         title: "The demo, simulated",
         // Seeded: a second run gives the same numbers.
@@ -1114,6 +1127,9 @@ pub const TOPICS: &[Topic] = &[
     },
 ];
 
+/// The A/B script, whose topic lines are `bash` lines of their own kind.
+const AB_SCRIPT: &str = "scripts/ab.sh";
+
 /// The topic called `name`.
 pub fn topic(name: &str) -> Option<&'static Topic> {
     TOPICS.iter().find(|t| t.name == name)
@@ -1148,7 +1164,7 @@ impl Topic {
 
     /// Whether it needs root (the testbed's namespaces and XDP).
     pub fn needs_root(&self) -> bool {
-        self.lines.iter().any(|a| a.first() == Some(&"testbed"))
+        (self.lines.iter()).any(|a| a.first() == Some(&"testbed") || a.get(1) == Some(&AB_SCRIPT))
     }
 
     /// Runs the study `runs` times (or its own fixed number) with its outputs under
@@ -1343,6 +1359,7 @@ fn run_study(
             Outcome::Bench(crate::bench::run(repo, args, &out.join("criterion"), stop)?)
         }
         Study::Matrix(args) => Outcome::Matrix(crate::matrix::run(repo, args, out, stop)?),
+        Study::Ab(args) => Outcome::Ab(crate::ab::run(repo, args, out, stop)?),
         Study::Demo(a) => {
             if a.sim_only {
                 return Err(LabError::invalid(
@@ -1382,6 +1399,7 @@ fn command_line(argv: &[&str]) -> String {
 fn line_study(argv: &'static [&'static str], out: PathBuf) -> Result<Study> {
     match argv.first() {
         Some(&"cargo") => return Ok(Study::Bench(&argv[1..])),
+        Some(&"bash") if argv.get(1) == Some(&AB_SCRIPT) => return Ok(Study::Ab(&argv[1..])),
         Some(&"bash") => return Ok(Study::Matrix(&argv[1..])),
         _ => {}
     }
@@ -1490,6 +1508,7 @@ fn detail(o: &Outcome) -> String {
         Outcome::Paper003(p) => paper003_detail(p),
         Outcome::Bench(b) => bench_detail(b),
         Outcome::Matrix(m) => m.md.clone(),
+        Outcome::Ab(a) => a.md.clone(),
         Outcome::Demo(rows) => demo_detail(rows),
         Outcome::Ramp(r) => ramps_detail(&[&**r]),
         Outcome::SimSweep(o) => sweep_detail(o),
@@ -2392,7 +2411,7 @@ fn demo_detail(rows: &[Row]) -> String {
             r.rt_ring_p99_us
         );
     }
-    let notes = crate::demo::notes(rows, crate::Options::DEFAULT_RX_SIZE);
+    let notes = crate::demo::notes(rows, crate::demo::RING);
     if !notes.is_empty() {
         s.push('\n');
         for n in notes {
@@ -2400,6 +2419,39 @@ fn demo_detail(rows: &[Row]) -> String {
         }
     }
     s
+}
+
+fn reduce_between_builds(o: &Outcome) -> Vec<Figure> {
+    let Outcome::Ab(a) = o else {
+        return Vec::new();
+    };
+    vec![
+        Figure::new(
+            "One build against itself (`scripts/ab.sh`, the two alternating in each round): \
+             forwarded pps, ll-wfq offered 2 Mpps (30 % RT), new ÷ old",
+            Unit::Ratio,
+            "round",
+            a.ratios("flat", |r| r.pps),
+        ),
+        Figure::new(
+            "the same: the worker's CPU per packet (`worker_ns_per_pkt`), new ÷ old",
+            Unit::Ratio,
+            "round",
+            a.ratios("flat", |r| r.worker_ns),
+        ),
+        Figure::new(
+            "the same, ll-wfq at 600 kpps (30 % RT): RT p99, new ÷ old",
+            Unit::Ratio,
+            "round",
+            a.ratios("overload", |r| r.rt_p99_us),
+        ),
+        Figure::new(
+            "the same: RT loss, either build",
+            Unit::Pct,
+            "round and build",
+            a.values("overload", |r| r.loss_rt_pct),
+        ),
+    ]
 }
 
 fn reduce_matrix(o: &Outcome) -> Vec<Figure> {
@@ -3482,7 +3534,9 @@ mod tests {
     fn every_topic_parses_as_the_testbed_parses_it() {
         for t in TOPICS {
             assert!(t.study(PathBuf::from("/tmp/x")).is_ok(), "{}", t.name);
-            assert!(t.command().starts_with("llrouter testbed ") == t.needs_root());
+            let c = t.command();
+            let root = c.starts_with("llrouter testbed ") || c.starts_with("bash scripts/ab.sh");
+            assert!(root == t.needs_root(), "{}", t.name);
         }
     }
 
