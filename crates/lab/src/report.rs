@@ -687,20 +687,27 @@ pub enum CostPoints {
     BelowSaturation,
 }
 
-fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row], at: CostPoints) {
-    let over: Vec<&Row> = (rows.iter())
-        .filter(|r| r.target.starts_with("llrouter:"))
+/// The `at` points of `rows` a cost fit takes: llrouter's plain poll loop (a strategy, not its
+/// flow path, whose turns are not grants) with grant counters.
+fn cost_points(rows: &[Row], at: CostPoints) -> Vec<&Row> {
+    (rows.iter())
+        .filter(|r| {
+            (r.target.strip_prefix("llrouter:")).is_some_and(|k| k.parse::<StrategyKind>().is_ok())
+        })
         .filter(|r| (r.loss_be > 0.01) == (at == CostPoints::Overloaded))
         .filter(|r| {
             r.frames_per_grant.is_finite()
                 && r.flushes_per_grant.is_finite()
                 && r.ns_per_grant.is_finite()
         })
-        .collect();
-    // With the worker's time inside flushes counted, a frame's cost also splits into its
-    // receive part (at service) and its transmit part (in the flush), as the live worker pays
-    // them; the three-way fit uses the same points without the flushes' time.
-    let split_pts: Vec<llr_sim::model::SplitPoint> = (over.iter())
+        .collect()
+}
+
+// With the worker's time inside flushes counted, a frame's cost also splits into its receive
+// part (at service) and its transmit part (in the flush), as the live worker pays them; the
+// three-way fit uses the same points without the flushes' time.
+fn split_points(over: &[&Row]) -> Vec<llr_sim::model::SplitPoint> {
+    (over.iter())
         .map(|r| llr_sim::model::SplitPoint {
             round: r.round,
             frames: r.frames_per_grant,
@@ -709,7 +716,54 @@ fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row], at: CostPoints) {
             ns: r.ns_per_grant,
             flush_ns: r.flush_ns_per_grant,
         })
-        .collect();
+        .collect()
+}
+
+/// The receive/transmit split of the worker's costs, where every part came out non-negative.
+fn fit_split(split_pts: &[llr_sim::model::SplitPoint]) -> Option<llr_sim::model::SplitCost> {
+    llr_sim::model::fit_split_cost(split_pts).filter(|k| {
+        [k.grant_ns, k.frame_ns, k.flush_ns, k.flush_frame_ns]
+            .iter()
+            .all(|v| *v >= 0.0)
+    })
+}
+
+/// One strategy's CPU per packet against sq's below saturation: live, one ratio per round,
+/// and the calibrated simulator's busy time against sq's at the same rate and share.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpuRatio {
+    pub kind: StrategyKind,
+    pub rt_share: f64,
+    pub offered_pps: f64,
+    pub live: Vec<f64>,
+    pub sim: Option<f64>,
+}
+
+/// The simulator calibrated from a run's points below saturation (`testbed costs
+/// --below-saturation`): the worker's fitted costs, the generator's burst it replays, and
+/// each strategy's CPU ratio to sq, live and simulated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Calibration {
+    pub cost: llr_sim::model::SplitCost,
+    pub burst: u32,
+    pub ratios: Vec<CpuRatio>,
+}
+
+/// [`Calibration`] of `rows` run with `c`; `None` when no split of the costs is identified.
+pub fn calibrate(c: &Options, rows: &[Row]) -> Option<Calibration> {
+    let over = cost_points(rows, CostPoints::BelowSaturation);
+    let cost = fit_split(&split_points(&over))?;
+    let burst = over.first().map_or(1, |r| r.arrival_burst.max(1));
+    Some(Calibration {
+        cost,
+        burst,
+        ratios: cpu_ratios(c, &over, cost, burst),
+    })
+}
+
+fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row], at: CostPoints) {
+    let over = cost_points(rows, at);
+    let split_pts = split_points(&over);
     let pts: Vec<llr_sim::model::GrantPoint> = split_pts.iter().map(Into::into).collect();
     let cost = llr_sim::model::fit_grant_flush_cost(&pts).or_else(|| {
         let two: Vec<(f64, f64)> = pts.iter().map(|p| (p.frames, p.ns)).collect();
@@ -724,11 +778,7 @@ fn grant_cost_md(s: &mut String, c: &Options, rows: &[Row], at: CostPoints) {
         return;
     };
     let (c_g, c_f, x) = (cost.grant_ns, cost.flush_ns, cost.frame_ns);
-    let split = llr_sim::model::fit_split_cost(&split_pts).filter(|k| {
-        [k.grant_ns, k.frame_ns, k.flush_ns, k.flush_frame_ns]
-            .iter()
-            .all(|v| *v >= 0.0)
-    });
+    let split = fit_split(&split_pts);
     // A negative cost is no cost: the points did not vary enough to tell grants from flushes,
     // and a simulator fed with it would predict nothing.
     let identified = c_g >= 0.0 && c_f >= 0.0;
@@ -976,16 +1026,15 @@ fn calibration_md(
     );
 }
 
-/// Below saturation: each strategy's CPU per packet against sq's in the same round, live
-/// (median and range over rounds), beside the calibrated simulator's at the same offered rate
-/// and share, with the generator's bursts.
-fn cpu_ratio_md(
-    s: &mut String,
+/// Below saturation: each strategy's CPU per packet against sq's in the same round, live, and
+/// the calibrated simulator's busy time against sq's at the same offered rate and share, with
+/// the generator's bursts.
+fn cpu_ratios(
     c: &Options,
     rows: &[&Row],
     k: llr_sim::model::SplitCost,
     burst: u32,
-) {
+) -> Vec<CpuRatio> {
     let sim_busy = |kind: StrategyKind, r: &Row| -> Option<f64> {
         let mut cfg = replay_config(c, kind, r.rt_share, r.tx_hold_us, k, 400_000);
         cfg.rate = llr_sim::Rate::Pps(r.offered_pps);
@@ -994,7 +1043,7 @@ fn cpu_ratio_md(
         }
         Some(llr_sim::run(&cfg).ok()?.utilization)
     };
-    let mut lines = String::new();
+    let mut out = Vec::new();
     let mut points: Vec<(f64, f64)> = rows.iter().map(|r| (r.rt_share, r.offered_pps)).collect();
     points.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
     points.dedup();
@@ -1006,7 +1055,7 @@ fn cpu_ratio_md(
         let sim_sq = sim_busy(StrategyKind::Sq, sq_row);
         for kind in [StrategyKind::Rr, StrategyKind::LlRr, StrategyKind::LlWfq] {
             let label = format!("llrouter:{}", kind.name());
-            let ratios: Vec<f64> = (rows.iter().filter(at))
+            let live: Vec<f64> = (rows.iter().filter(at))
                 .filter(|r| r.target == label)
                 .filter_map(|r| {
                     let sq = rows
@@ -1017,21 +1066,48 @@ fn cpu_ratio_md(
                 })
                 .filter(|x| x.is_finite())
                 .collect();
-            let Some((med, lo, hi)) = crate::summary::spread(&ratios) else {
+            if live.is_empty() {
                 continue;
-            };
+            }
             let row = rows.iter().filter(at).find(|r| r.target == label);
             let sim = match (sim_sq, row.and_then(|r| sim_busy(kind, r))) {
-                (Some(a), Some(b)) if a > 0.0 => format!("**{:.3}**", b / a),
-                _ => "—".into(),
+                (Some(a), Some(b)) if a > 0.0 => Some(b / a),
+                _ => None,
             };
-            let _ = writeln!(
-                lines,
-                "| {share} | {pps:.0} | {} | {} | **{med:.3}** | {lo:.3}–{hi:.3} | {sim} |",
-                kind.name(),
-                ratios.len()
-            );
+            out.push(CpuRatio {
+                kind,
+                rt_share: share,
+                offered_pps: pps,
+                live,
+                sim,
+            });
         }
+    }
+    out
+}
+
+/// [`cpu_ratios`] as a table.
+fn cpu_ratio_md(
+    s: &mut String,
+    c: &Options,
+    rows: &[&Row],
+    k: llr_sim::model::SplitCost,
+    burst: u32,
+) {
+    let mut lines = String::new();
+    for r in cpu_ratios(c, rows, k, burst) {
+        let Some((med, lo, hi)) = crate::summary::spread(&r.live) else {
+            continue;
+        };
+        let sim = r.sim.map_or("—".into(), |v| format!("**{v:.3}**"));
+        let _ = writeln!(
+            lines,
+            "| {} | {:.0} | {} | {} | **{med:.3}** | {lo:.3}–{hi:.3} | {sim} |",
+            r.rt_share,
+            r.offered_pps,
+            r.kind.name(),
+            r.live.len()
+        );
     }
     if !lines.is_empty() {
         s.push_str(
@@ -1344,6 +1420,26 @@ mod tests {
             .parse()
             .unwrap();
         assert!(sim > 1.0 && sim < 1.5, "sim ratio {sim}: {wfq}");
+        // The typed calibration the results topic reads is the table's, and a flow-path
+        // point (its turns are not grants) is left out of the fit.
+        let mut with_flows = rows.clone();
+        with_flows.push(Row {
+            ns_per_grant: 1e6,
+            ..row("llrouter:ll-wfq+flows", 1, 70.0, 5.0, 0.3)
+        });
+        let cal = calibrate(&c, &with_flows).expect("a calibration");
+        assert_eq!(cal.burst, 32);
+        let k = cal.cost;
+        let near = |a: f64, b: f64| (a - b).abs() < 0.5;
+        assert!(near(k.grant_ns, 265.0) && near(k.frame_ns, 76.0), "{k:?}");
+        assert!(
+            near(k.flush_ns, 1200.0) && near(k.flush_frame_ns, 1300.0),
+            "{k:?}"
+        );
+        let of = |kind| cal.ratios.iter().find(|r| r.kind == kind).unwrap();
+        assert_eq!(of(StrategyKind::LlWfq).live, [1.05; 3]);
+        assert!((of(StrategyKind::LlWfq).sim.unwrap() - sim).abs() < 1e-3);
+        assert!(cal.ratios.iter().all(|r| r.kind != StrategyKind::LlRr));
         // The same rows asked for overloaded points: only the one, too few to fit.
         let mut s = String::new();
         grant_cost_md(&mut s, &c, &rows[..9], CostPoints::Overloaded);

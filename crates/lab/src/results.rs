@@ -14,6 +14,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
+use llr_core::sched::StrategyKind;
 use llr_ops::tune::StatSnapshot;
 use serde::{Deserialize, Serialize};
 
@@ -1955,11 +1956,88 @@ fn reduce_cpu(o: &Outcome) -> Vec<Figure> {
             target_col(&s.rows, SQ, ns),
         ),
     ]
+    .into_iter()
+    .chain(calibration_figures(&s.rows))
+    .collect()
+}
+
+// The topic's command leaves every option the replay reads (budgets, rings, transmit batch and
+// hold, device budget) at its default.
+fn cpu_options() -> crate::Options {
+    crate::Options::new(&[], PathBuf::new())
+}
+
+/// The simulator calibrated from the run's own points (`testbed costs --below-saturation`):
+/// the fitted costs and the CPU ratios it predicts, one value per run.
+fn calibration_figures(rows: &[Row]) -> Vec<Figure> {
+    let cal = crate::report::calibrate(&cpu_options(), rows);
+    let cost = |f: fn(&llr_sim::model::SplitCost) -> f64| {
+        vec![cal.as_ref().map_or(f64::NAN, |c| f(&c.cost))]
+    };
+    let sim = |kind: StrategyKind| {
+        vec![(cal.as_ref())
+            .and_then(|c| c.ratios.iter().find(|r| r.kind == kind))
+            .and_then(|r| r.sim)
+            .unwrap_or(f64::NAN)]
+    };
+    vec![
+        Figure::new(
+            "The worker's costs fitted over these points (`testbed costs --below-saturation`): \
+             receive, per frame (`--service-ns`)",
+            Unit::Ns,
+            "run",
+            cost(|k| k.frame_ns),
+        ),
+        Figure::new(
+            "the same: receive, per grant (`--grant-ns`)",
+            Unit::Ns,
+            "run",
+            cost(|k| k.grant_ns),
+        ),
+        Figure::new(
+            "the same: transmit, per frame flushed (`--flush-frame-ns`)",
+            Unit::Ns,
+            "run",
+            cost(|k| k.flush_frame_ns),
+        ),
+        Figure::new(
+            "the same: transmit, per flush (`--flush-ns`)",
+            Unit::Ns,
+            "run",
+            cost(|k| k.flush_ns),
+        ),
+        Figure::new(
+            "The simulator calibrated with them (the generator's bursts as its arrivals): busy \
+             time per packet, ll-wfq ÷ sq",
+            Unit::Ratio,
+            "run",
+            sim(StrategyKind::LlWfq),
+        ),
+        Figure::new(
+            "the same, ll-rr ÷ sq",
+            Unit::Ratio,
+            "run",
+            sim(StrategyKind::LlRr),
+        ),
+        Figure::new(
+            "the same, rr ÷ sq",
+            Unit::Ratio,
+            "run",
+            sim(StrategyKind::Rr),
+        ),
+    ]
 }
 
 fn cpu_detail(o: &Outcome) -> String {
     match o {
-        Outcome::Sweep(s, _) => summary::cpu_price_md(&s.rows, SQ),
+        Outcome::Sweep(s, _) => {
+            let costs = crate::report::costs_md(
+                &cpu_options(),
+                &s.rows,
+                crate::report::CostPoints::BelowSaturation,
+            );
+            format!("{}\n{costs}", summary::cpu_price_md(&s.rows, SQ))
+        }
         _ => detail(o),
     }
 }
