@@ -12,10 +12,30 @@
 #     the ingress NAPI runs on the sender's core, here core 0 with the listing, so a listing
 #     that delays ksoftirqd shows there too), and the worker's longest grant since its start
 #     (the stall metric: a worker held up by the listing would show it).
-# TIMING=0 skips step 1; SHIELD=1 runs the router with --shield (every other task of the
-# machine off the worker's core 1 while it runs). Root. Every loop is bounded; everything it creates is removed on exit.
-#   usage: scripts/listing-scale.sh [N4 [N6 [LLROUTER]]]   (defaults 1000000 230000)
+# TIMING=0 (--no-timing) skips step 1; SHIELD=1 (--shield) runs the router with --shield (every
+# other task of the machine off the worker's core 1 while it runs); WAKE (--wake) is the
+# worker's wake mode; MODES (--modes) the windows of a round. With OUT set (a directory) the
+# windows also go to OUT/listing.tsv (`llrouter results listing` reads them). Root. Every loop
+# is bounded; everything it creates is removed on exit.
+#   usage: scripts/listing-scale.sh [--wake interrupt|busy] [--shield] [--modes "idle listing hog"]
+#                                   [--no-timing] [N4 [N6 [LLROUTER]]]   (defaults 1000000 230000)
 set -euo pipefail
+args=()
+while (($#)); do
+  case $1 in
+    --wake) WAKE=${2:?--wake needs interrupt or busy}; shift 2 ;;
+    --shield) SHIELD=1; shift ;;
+    --modes) MODES=${2:?--modes needs a list of idle, listing and hog}; shift 2 ;;
+    --no-timing) TIMING=0; shift ;;
+    -*) echo "listing-scale: $1: unknown option" >&2; exit 2 ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+set -- "${args[@]+"${args[@]}"}"
+case ${WAKE:=interrupt} in interrupt | busy) ;; *) echo "listing-scale: --wake: $WAKE is not interrupt or busy" >&2; exit 2 ;; esac
+for m in ${MODES:=idle listing}; do
+  case $m in idle | listing | hog) ;; *) echo "listing-scale: --modes: $m is not idle, listing or hog" >&2; exit 2 ;; esac
+done
 N4=${1:-1000000}; N6=${2:-230000}; BIN=${3:-target/release/llrouter}
 ROUNDS=${ROUNDS:-3}; RATE=${RATE:-50000}; WINDOW=${WINDOW:-8}
 NAME=llrls$$; DIR=$(mktemp -d); PID=; LOOP=
@@ -33,7 +53,7 @@ ip -n "$NAME-rtr" -batch "$DIR/ft/routes-v6.batch"
 cat > "$DIR/r.toml" <<TOML
 interfaces = ["veth-rin", "veth-rout"]
 cores = [1]
-wake = "${WAKE:-interrupt}"
+wake = "$WAKE"
 netlink-buffer-kb = 16384
 [control]
 socket = "$DIR/ctl.sock"
@@ -89,7 +109,7 @@ preempted() { # involuntary context switches of the router's worker threads
   done
   echo "$n"
 }
-window() { # $1 = idle | listing | hog; prints "received rt_p99_us ring_p99_us stall_us ksoftirqd0_ms steal1_ms preempted"
+window() { # $1 = idle | listing | hog; prints "sent received rt_p99_us ≤ring_p99_us stall_us ksoftirqd0_ms steal1_ms preempted"
   local k0 s1 p0; k0=$(ksoftirqd0) s1=$(steal1) p0=$(preempted)
   "${CTL[@]}" -j counters >"$DIR/before.json"
   ip netns exec "$NAME-sink" "$BIN" sink --cpu 0 --duration $((WINDOW + 3)) --idle 2 --json >"$DIR/sink.json" 2>/dev/null &
@@ -106,13 +126,14 @@ window() { # $1 = idle | listing | hog; prints "received rt_p99_us ring_p99_us s
     LOOP=$!
   fi
   ip netns exec "$NAME-gen" "$BIN" gen --dst 10.71.2.1 --rate "$RATE" --rt-share 0.3 \
-      --duration "$WINDOW" --cpu 0 >/dev/null 2>&1
+      --duration "$WINDOW" --cpu 0 --json >"$DIR/gen.json" 2>/dev/null
   [ -n "$LOOP" ] && { wait "$LOOP" 2>/dev/null || true; LOOP=; }
   wait "$sink" || true
   "${CTL[@]}" -j counters >"$DIR/after.json"
-  python3 - "$DIR/sink.json" "$DIR/before.json" "$DIR/after.json" <<'PY'
+  python3 - "$DIR/sink.json" "$DIR/before.json" "$DIR/after.json" "$DIR/gen.json" <<'PY'
 import json, sys
 v = json.load(open(sys.argv[1]))
+sent = json.load(open(sys.argv[4]))["sent"]
 rt = [c for c in v["classes"] if c["class"] == 0]
 def ring(path):
     r = [x for x in json.load(open(path))["rings"] if x["class"] == "rt"][0]["latency"]
@@ -127,17 +148,29 @@ for i, c in enumerate(d):
         p99 = bounds[i] * 1e6 if i < len(bounds) else float("inf")
         break
 stall = max(w["stall_max_seconds"] for w in json.load(open(sys.argv[3]))["workers"]) * 1e6
-print(v["received"], rt[0]["latency"]["p99"] / 1000 if rt else "nan", f"≤{p99:g}", f"{stall:.0f}", end=" ")
+print(sent, v["received"], rt[0]["latency"]["p99"] / 1000 if rt else "nan", f"≤{p99:g}", f"{stall:.0f}", end=" ")
 PY
   echo "$(( ($(ksoftirqd0) - k0) * 1000 / $(getconf CLK_TCK) )) $(( ($(steal1) - s1) * 1000 / $(getconf CLK_TCK) )) $(( $(preempted) - p0 ))"
 }
-echo "forwarding $RATE pps (30 % RT) for $WINDOW s per window: received, RT p99 µs at the sink, RT ring sojourn p99 µs, the worker's longest grant so far µs, ksoftirqd/0 CPU ms, steal on core 1 ms, worker preemptions"
+echo "forwarding $RATE pps (30 % RT) for $WINDOW s per window: sent, received, RT p99 µs at the sink, RT ring sojourn p99 µs, the worker's longest grant so far µs, ksoftirqd/0 CPU ms, steal on core 1 ms, worker preemptions"
 # The first window after the table's load ran slow in every run (RT ring p99 1–5 ms, also
 # idle): the kernel is still compacting and scanning the memory the load touched (kcompactd,
 # kdamond on core 1 in `perf sched timehist`). It is printed, not counted in the rounds.
 echo "warm-up: $(window idle)"
+TSV=
+if [ -n "${OUT:-}" ]; then
+  mkdir -p "$OUT"
+  TSV=$OUT/listing.tsv
+  printf 'wake\tshield\tmode\tround\tsent\treceived\trt_p99_sink_us\tring_p99_us\tstall_us\tksoftirqd0_ms\tsteal1_ms\tpreempted\n' >"$TSV"
+fi
 for r in $(seq "$ROUNDS"); do
-  for mode in ${MODES:-idle listing}; do
-    echo "round $r $mode: $(window $mode)"
+  for mode in $MODES; do
+    w=$(window "$mode")
+    echo "round $r $mode: $w"
+    if [ -n "$TSV" ]; then
+      read -r sent rcv rtp ring stall ks st pre <<<"$w"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$WAKE" "$([ -n "${SHIELD:-}" ] && echo yes || echo no)" \
+        "$mode" "$r" "$sent" "$rcv" "$rtp" "${ring#≤}" "$stall" "$ks" "$st" "$pre" >>"$TSV"
+    fi
   done
 done

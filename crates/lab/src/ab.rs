@@ -79,7 +79,7 @@ pub fn run(repo: &Path, args: &[&str], out: &Path, stop: &AtomicBool) -> Result<
         repo,
         args,
         &env,
-        (&out.join("ab.tsv"), &out.join("ab.md")),
+        (&out.join("ab.tsv"), Some(&out.join("ab.md"))),
         stop,
     )?;
     Ok(AbOutcome {

@@ -50,6 +50,7 @@ pub mod flood;
 pub mod fulltable;
 pub mod host;
 pub mod iperf;
+pub mod listing;
 pub mod matrix;
 pub mod measure;
 pub mod mlffr;

@@ -56,7 +56,7 @@ pub fn run(repo: &Path, args: &[&str], out: &Path, stop: &AtomicBool) -> Result<
         out.join("logs"),
     );
     let env = [("OUT", md.as_path()), ("LOG_DIR", logs.as_path())];
-    let r = crate::script::run(repo, args, &env, (&tsv, &md), stop)?;
+    let r = crate::script::run(repo, args, &env, (&tsv, Some(&md)), stop)?;
     Ok(MatrixOutcome {
         rows: r.rows,
         md: r.md,

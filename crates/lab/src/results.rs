@@ -437,6 +437,8 @@ enum Study {
     Matrix(&'static [&'static str]),
     /// `bash scripts/ab.sh` and its revisions, run in the repository.
     Ab(&'static [&'static str]),
+    /// `bash scripts/listing-scale.sh` and its options, run in the repository.
+    Listing(&'static [&'static str]),
     /// `llrouter demo`'s live half.
     Demo(DemoArgs),
     Ramp(RampArgs),
@@ -517,6 +519,7 @@ pub enum Outcome {
     Bench(BenchOutcome),
     Matrix(crate::matrix::MatrixOutcome),
     Ab(crate::ab::AbOutcome),
+    Listing(crate::listing::ListingOutcome),
     /// The live half of `llrouter demo`: its rows.
     Demo(Vec<Row>),
     Ramp(Box<RampOutcome>),
@@ -1043,6 +1046,44 @@ pub const TOPICS: &[Topic] = &[
         detail,
     },
     Topic {
+        name: "listing",
+        title: "Listings at scale",
+        runs: None,
+        lines: &[
+            &[
+                "bash",
+                LISTING_SCRIPT,
+                "--no-timing",
+                "--wake",
+                "busy",
+                "--shield",
+                "--modes",
+                "idle listing hog",
+            ],
+            &[
+                "bash",
+                LISTING_SCRIPT,
+                "--no-timing",
+                "--wake",
+                "interrupt",
+                "--shield",
+                "--modes",
+                "idle listing hog",
+            ],
+            &[
+                "bash",
+                LISTING_SCRIPT,
+                "--no-timing",
+                "--wake",
+                "interrupt",
+                "--modes",
+                "idle listing hog",
+            ],
+        ],
+        reduce: reduce_listing,
+        detail,
+    },
+    Topic {
         name: "between-builds",
         title: "Between builds",
         // The same revision on both sides: its ratios are the noise a change's are read
@@ -1130,6 +1171,8 @@ pub const TOPICS: &[Topic] = &[
 
 /// The A/B script, whose topic lines are `bash` lines of their own kind.
 const AB_SCRIPT: &str = "scripts/ab.sh";
+/// The listing-at-scale script, the same.
+const LISTING_SCRIPT: &str = "scripts/listing-scale.sh";
 
 /// The topic called `name`.
 pub fn topic(name: &str) -> Option<&'static Topic> {
@@ -1165,7 +1208,11 @@ impl Topic {
 
     /// Whether it needs root (the testbed's namespaces and XDP).
     pub fn needs_root(&self) -> bool {
-        (self.lines.iter()).any(|a| a.first() == Some(&"testbed") || a.get(1) == Some(&AB_SCRIPT))
+        (self.lines.iter()).any(|a| {
+            a.first() == Some(&"testbed")
+                || a.get(1)
+                    .is_some_and(|s| [AB_SCRIPT, LISTING_SCRIPT].contains(s))
+        })
     }
 
     /// Runs the study `runs` times (or its own fixed number) with its outputs under
@@ -1361,6 +1408,7 @@ fn run_study(
         }
         Study::Matrix(args) => Outcome::Matrix(crate::matrix::run(repo, args, out, stop)?),
         Study::Ab(args) => Outcome::Ab(crate::ab::run(repo, args, out, stop)?),
+        Study::Listing(args) => Outcome::Listing(crate::listing::run(repo, args, out, stop)?),
         Study::Demo(a) => {
             if a.sim_only {
                 return Err(LabError::invalid(
@@ -1401,6 +1449,9 @@ fn line_study(argv: &'static [&'static str], out: PathBuf) -> Result<Study> {
     match argv.first() {
         Some(&"cargo") => return Ok(Study::Bench(&argv[1..])),
         Some(&"bash") if argv.get(1) == Some(&AB_SCRIPT) => return Ok(Study::Ab(&argv[1..])),
+        Some(&"bash") if argv.get(1) == Some(&LISTING_SCRIPT) => {
+            return Ok(Study::Listing(&argv[1..]))
+        }
         Some(&"bash") => return Ok(Study::Matrix(&argv[1..])),
         _ => {}
     }
@@ -1510,6 +1561,7 @@ fn detail(o: &Outcome) -> String {
         Outcome::Bench(b) => bench_detail(b),
         Outcome::Matrix(m) => m.md.clone(),
         Outcome::Ab(a) => a.md.clone(),
+        Outcome::Listing(l) => l.md(),
         Outcome::Demo(rows) => demo_detail(rows),
         Outcome::Ramp(r) => ramps_detail(&[&**r]),
         Outcome::SimSweep(o) => sweep_detail(o),
@@ -2497,6 +2549,50 @@ fn demo_detail(rows: &[Row]) -> String {
         }
     }
     s
+}
+
+// Per setup (line): the RT ring's p99 in each kind of window, and what the listing windows
+// lost. The p99s are histogram bucket bounds: a window's value is the bound it fell under.
+fn reduce_listing(o: &Outcome) -> Vec<Figure> {
+    let Outcome::Many(lines) = o else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, (_, l)) in lines.iter().enumerate() {
+        let Outcome::Listing(l) = l else {
+            continue;
+        };
+        let ring = |mode: &str| l.col(mode, |r| r.ring_p99_us);
+        let lead = if i == 0 {
+            format!(
+                "1.23 M routes, 50 kpps (30 % RT) in 8 s windows, {}: the RT ring's p99 while \
+                 `ctl show fib --all -j` lists the table back to back",
+                l.setup()
+            )
+        } else {
+            format!("the same, {}", l.setup())
+        };
+        out.push(Figure::new(lead, Unit::Us, "window", ring("listing")));
+        out.push(Figure::new(
+            "the same, the control plane idle",
+            Unit::Us,
+            "window",
+            ring("idle"),
+        ));
+        out.push(Figure::new(
+            "the same, a plain loop on the clients' core instead",
+            Unit::Us,
+            "window",
+            ring("hog"),
+        ));
+        out.push(Figure::new(
+            "the same: frames lost per listing window (of 400 000)",
+            Unit::Number,
+            "window",
+            l.col("listing", crate::listing::ListingRow::lost),
+        ));
+    }
+    out
 }
 
 fn reduce_between_builds(o: &Outcome) -> Vec<Figure> {
@@ -3613,7 +3709,9 @@ mod tests {
         for t in TOPICS {
             assert!(t.study(PathBuf::from("/tmp/x")).is_ok(), "{}", t.name);
             let c = t.command();
-            let root = c.starts_with("llrouter testbed ") || c.starts_with("bash scripts/ab.sh");
+            let root = c.starts_with("llrouter testbed ")
+                || c.starts_with("bash scripts/ab.sh")
+                || c.starts_with("bash scripts/listing-scale.sh");
             assert!(root == t.needs_root(), "{}", t.name);
         }
     }

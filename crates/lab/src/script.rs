@@ -10,24 +10,24 @@ use serde::de::DeserializeOwned;
 
 use crate::{LabError, Result};
 
-/// A script's run: its rows from `tsv` and its table from `md`.
+/// A script's run: its rows from `tsv` and its table from `md` (empty without one).
 pub struct ScriptRun<T> {
     pub rows: Vec<T>,
     pub md: String,
 }
 
-/// Runs `bash <args…>` in `repo` with `env` set, then reads `tsv` and `md`, which the run must
-/// have written afresh (both are removed first). A script that exits with an error after
+/// Runs `bash <args…>` in `repo` with `env` set, then reads `tsv` and `md` (if the script
+/// writes one), which the run must have written afresh (both are removed first). A script that exits with an error after
 /// writing rows still gives them: a failed row is a result; its status only matters when it
 /// wrote none.
 pub fn run<T: DeserializeOwned>(
     repo: &Path,
     args: &[&str],
     env: &[(&str, &Path)],
-    (tsv, md): (&Path, &Path),
+    (tsv, md): (&Path, Option<&Path>),
     stop: &AtomicBool,
 ) -> Result<ScriptRun<T>> {
-    for f in [tsv, md] {
+    for f in std::iter::once(tsv).chain(md) {
         let _ = std::fs::remove_file(f);
     }
     let what = || format!("bash {}", args.join(" "));
@@ -44,7 +44,12 @@ pub fn run<T: DeserializeOwned>(
         true => e,
         false => LabError::step(what(), anyhow::anyhow!("{status}, and no rows: {e}")),
     })?;
-    let md = std::fs::read_to_string(md).map_err(|e| LabError::io(md.display().to_string(), e))?;
+    let md = match md {
+        Some(md) => {
+            std::fs::read_to_string(md).map_err(|e| LabError::io(md.display().to_string(), e))?
+        }
+        None => String::new(),
+    };
     Ok(ScriptRun { rows, md })
 }
 
