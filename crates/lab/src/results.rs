@@ -2586,7 +2586,7 @@ fn reduce_listing(o: &Outcome) -> Vec<Figure> {
             ring("hog"),
         ));
         out.push(Figure::new(
-            "the same: frames lost per listing window (of 400 000)",
+            "the same: frames lost per listing window (of the ~400 000 sent)",
             Unit::Number,
             "window",
             l.col("listing", crate::listing::ListingRow::lost),
