@@ -85,6 +85,14 @@ until n=$("${CTL[@]}" -j status 2>/dev/null | python3 -c 'import sys,json; print
   sleep 0.5
 done
 echo "table: $n routes"
+# A window reads the RT ring's histogram from the counters, which list the rings once the
+# worker's engine runs; right after a table's load they can still be missing.
+until "${CTL[@]}" -j counters 2>/dev/null |
+    python3 -c 'import sys, json; sys.exit(not any(r["class"] == "rt" for r in json.load(sys.stdin)["rings"]))'; do
+  kill -0 "$PID" 2>/dev/null || { echo "llrouter exited:"; tail -5 "$DIR/log"; exit 1; }
+  [ $SECONDS -lt $deadline ] || { echo "no rt ring in the router's counters in 300 s"; exit 1; }
+  sleep 0.5
+done
 secs() { local t0; t0=$(date +%s.%N); "$@" >"$DIR/out"; echo "$(date +%s.%N) - $t0" | bc; }
 med() { python3 -c 'import sys,statistics as s; v=sorted(map(float,sys.argv[1:])); print(f"median {s.median(v):.2f} s (range {v[0]:.2f}–{v[-1]:.2f}, {len(v)} rounds)")' "$@"; }
 text=(); json=(); summ=()
@@ -167,6 +175,8 @@ for r in $(seq "$ROUNDS"); do
   for mode in $MODES; do
     w=$(window "$mode")
     echo "round $r $mode: $w"
+    # A window that could not read its counters or the sink's report is a failed run, not a row.
+    [ "$(wc -w <<<"$w")" -eq 8 ] || { echo "listing-scale: round $r $mode: no complete window ($w)" >&2; exit 1; }
     if [ -n "$TSV" ]; then
       read -r sent rcv rtp ring stall ks st pre <<<"$w"
       printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$WAKE" "$([ -n "${SHIELD:-}" ] && echo yes || echo no)" \

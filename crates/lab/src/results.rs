@@ -578,6 +578,63 @@ pub const TOPICS: &[Topic] = &[
         detail,
     },
     Topic {
+        name: "overload-variants",
+        title: "RT protection under overload",
+        runs: None,
+        lines: &[
+            &[
+                "testbed",
+                "run",
+                "--targets",
+                "llrouter:sq,llrouter:ll-wfq",
+                "--mlffr-multiples",
+                "0.5,0.9,1.5",
+                "--steps",
+                "6",
+                "--loss-tolerance",
+                "0.005",
+                "--max-rate",
+                "2500000",
+                "--point-secs",
+                "2",
+                "--flows",
+                "16",
+                "--wake",
+                "interrupt",
+                "--repeat",
+                "3",
+                "--shield",
+            ],
+            &[
+                "testbed",
+                "run",
+                "--targets",
+                "llrouter:sq,llrouter:ll-wfq",
+                "--mlffr-multiples",
+                "0.5,0.9,1.5",
+                "--steps",
+                "6",
+                "--loss-tolerance",
+                "0.005",
+                "--max-rate",
+                "2500000",
+                "--point-secs",
+                "2",
+                "--flows",
+                "16",
+                "--wake",
+                "busy",
+                "--rx-size",
+                "2048",
+                "--repeat",
+                "3",
+                "--shield",
+            ],
+        ],
+        reduce: reduce_overload_variants,
+        detail,
+    },
+    Topic {
         name: "rt-share",
         title: "How far ll-wfq protects RT",
         runs: None,
@@ -1623,6 +1680,33 @@ fn rounds(rows: &[Row]) -> Vec<u32> {
 const KERNEL: &str = "kernel";
 const SQ: &str = "llrouter:sq";
 const WFQ: &str = "llrouter:ll-wfq";
+
+// The overload topic's first three figures (ll-wfq's RT loss at 1.5×, ll-wfq's and sq's RT
+// p99 growth) for each variant line, named after what the line changes; its goals kept.
+fn reduce_overload_variants(o: &Outcome) -> Vec<Figure> {
+    let Outcome::Many(lines) = o else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (line, l) in lines {
+        let variant = if line.contains("--wake interrupt") {
+            "a worker woken by interrupts (`--wake interrupt`)"
+        } else if line.contains("--rx-size 2048") {
+            "rings of 2048 (`--rx-size 2048`)"
+        } else {
+            "the line's setup"
+        };
+        for (i, mut f) in reduce_overload(l).into_iter().take(3).enumerate() {
+            f.what = match i {
+                0 => format!("The overload study with {variant}: {}", f.what),
+                _ => format!("the same: {}", f.what),
+            };
+            f.readme = false;
+            out.push(f);
+        }
+    }
+    out
+}
 
 fn reduce_overload(o: &Outcome) -> Vec<Figure> {
     let Outcome::Sweep(s, _) = o else {
