@@ -1697,10 +1697,10 @@ fn reduce_overload_variants(o: &Outcome) -> Vec<Figure> {
             "the line's setup"
         };
         for (i, mut f) in reduce_overload(l).into_iter().take(3).enumerate() {
-            f.what = match i {
-                0 => format!("The overload study with {variant}: {}", f.what),
-                _ => format!("the same: {}", f.what),
-            };
+            // The overload figures after the first already read "the same, …".
+            if i == 0 {
+                f.what = format!("The overload study with {variant}: {}", f.what);
+            }
             f.readme = false;
             out.push(f);
         }
