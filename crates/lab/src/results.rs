@@ -1697,9 +1697,11 @@ fn reduce_overload_variants(o: &Outcome) -> Vec<Figure> {
             "the line's setup"
         };
         for (i, mut f) in reduce_overload(l).into_iter().take(3).enumerate() {
-            // The overload figures after the first already read "the same, …".
+            // Some of the overload figures after the first already read "the same, …".
             if i == 0 {
                 f.what = format!("The overload study with {variant}: {}", f.what);
+            } else if !f.what.starts_with("the same") {
+                f.what = format!("the same: {}", f.what);
             }
             f.readme = false;
             out.push(f);
