@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicBool;
 
 use serde::Deserialize;
 
-use crate::{LabError, Result};
+use crate::Result;
 
 /// One point of one round with one build, as `scripts/ab.sh` writes it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -71,8 +71,7 @@ impl AbOutcome {
 /// `out`, its worktrees and builds in the repository's `target/ab` (kept between runs, so that
 /// a second run rebuilds only what differs).
 pub fn run(repo: &Path, args: &[&str], out: &Path, stop: &AtomicBool) -> Result<AbOutcome> {
-    std::fs::create_dir_all(out).map_err(|e| LabError::io(out.display().to_string(), e))?;
-    let out = std::path::absolute(out).map_err(|e| LabError::io("the A/B directory", e))?;
+    let out = crate::script::out_dir(out)?;
     let build = repo.join("target").join("ab");
     let env = [("OUT", out.as_path()), ("BUILD_DIR", build.as_path())];
     let r = crate::script::run(

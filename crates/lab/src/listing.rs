@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 
 use serde::Deserialize;
 
-use crate::{LabError, Result};
+use crate::Result;
 
 /// One window, as the script writes it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -97,8 +97,7 @@ impl ListingOutcome {
 /// Runs `bash <args…>` (`scripts/listing-scale.sh` and its options) in `repo`, its windows
 /// written to `out/listing.tsv`.
 pub fn run(repo: &Path, args: &[&str], out: &Path, stop: &AtomicBool) -> Result<ListingOutcome> {
-    std::fs::create_dir_all(out).map_err(|e| LabError::io(out.display().to_string(), e))?;
-    let out = std::path::absolute(out).map_err(|e| LabError::io("the listing's directory", e))?;
+    let out = crate::script::out_dir(out)?;
     let env = [("OUT", out.as_path())];
     let r = crate::script::run(repo, args, &env, (&out.join("listing.tsv"), None), stop)?;
     Ok(ListingOutcome { rows: r.rows })

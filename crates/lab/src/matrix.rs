@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicBool;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{LabError, Result};
+use crate::Result;
 
 /// One row of the matrix: a kernel, a NIC and a socket mode, as the script's table names them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -48,8 +48,7 @@ pub struct MatrixOutcome {
 /// Runs `bash <args…>` (the matrix script) in `repo` with its table and logs in `out`, and
 /// reads the rows back. A row that failed is a result, not an error.
 pub fn run(repo: &Path, args: &[&str], out: &Path, stop: &AtomicBool) -> Result<MatrixOutcome> {
-    std::fs::create_dir_all(out).map_err(|e| LabError::io(out.display().to_string(), e))?;
-    let out = std::path::absolute(out).map_err(|e| LabError::io("the matrix's directory", e))?;
+    let out = crate::script::out_dir(out)?;
     let (md, tsv, logs) = (
         out.join("vm-matrix.md"),
         out.join("vm-matrix.tsv"),

@@ -53,6 +53,13 @@ pub fn run<T: DeserializeOwned>(
     Ok(ScriptRun { rows, md })
 }
 
+/// `out`, created and made absolute: the scripts run in the repository, so a relative path
+/// handed to them in their environment would point elsewhere.
+pub fn out_dir(out: &Path) -> Result<std::path::PathBuf> {
+    std::fs::create_dir_all(out).map_err(|e| LabError::io(out.display().to_string(), e))?;
+    std::path::absolute(out).map_err(|e| LabError::io(out.display().to_string(), e))
+}
+
 /// The rows of a tab-separated file with a header line; none is an error.
 pub fn read<T: DeserializeOwned>(tsv: &Path) -> Result<Vec<T>> {
     let what = || format!("read {}", tsv.display());
