@@ -165,6 +165,10 @@ fn bad_run_configs_exit_2_naming_the_field() {
             "helper-cores = []\n",
             "helper-cores: give at least one core",
         ),
+        (
+            "worker-priority = 100\n",
+            "worker-priority: 100 is no SCHED_FIFO priority: give 1–99",
+        ),
     ] {
         let cfg = dir.join("r.toml");
         std::fs::write(&cfg, format!("{extra}{base}")).unwrap();

@@ -366,6 +366,7 @@ fn supervise(
     plant.ctl.set_datapath(dp);
     tracing::info!("{summary}");
     warn_shared_cores(&plant.r.cfg.cores);
+    warn_realtime_busy(plant.r.cfg.worker_priority, plant.r.cfg.wake);
     if let Err(e) = plant.ctl.start_mirror(plant.seed.take()) {
         stop.store(true, Ordering::Relaxed);
         let _ = tear_down(plant, workers, done_rx, zerocopy);
@@ -460,6 +461,7 @@ fn spawn_worker(
     done: Sender<(usize, WorkerStats)>,
 ) -> Result<WorkerThread, RouterError> {
     let core = plant.r.cfg.cores.get(w).copied();
+    let prio = plant.r.cfg.worker_priority;
     let ports = plant.queues.ports(w, &plant.r.ifindexes);
     let nsock = plant.r.cfg.classes.len().max(plant.r.layout.rings.len());
     let xsk_opts = XskOptions {
@@ -484,6 +486,17 @@ fn spawn_worker(
             if let Some(c) = core {
                 if let Err(e) = llr_ops::cpus::set_affinity(&[c].into()) {
                     let e = RouterError::Setup(format!("cores: pin worker {w} to core {c}: {e:#}"));
+                    let _ = opened.send((w, Err(e)));
+                    return;
+                }
+            }
+            if prio > 0 {
+                if let Err(e) = llr_io::sys::set_fifo(prio.into()) {
+                    let e = RouterError::Setup(format!(
+                        "worker-priority: SCHED_FIFO {prio} for worker {w}: {e} (needs root or \
+                         CAP_SYS_NICE, and real-time time for the router's cgroup where the \
+                         kernel gives cgroups their own)"
+                    ));
                     let _ = opened.send((w, Err(e)));
                     return;
                 }
@@ -655,7 +668,13 @@ fn summary(plant: &Plant, dp: &DatapathView) -> String {
         r.cfg.interfaces.join(", "),
         r.layout.strategy,
         plural(r.layout.rings.len(), "ring"),
-        plural(plant.queues.workers, "worker"),
+        match r.cfg.worker_priority {
+            0 => plural(plant.queues.workers, "worker"),
+            p => format!(
+                "{} at SCHED_FIFO {p}",
+                plural(plant.queues.workers, "worker")
+            ),
+        },
         plant.queues.steering.name(),
         r.cfg.wake.name(),
         dp.describe(),
@@ -688,6 +707,33 @@ fn warn_shared_cores(cores: &[usize]) {
             names[..names.len().min(5)].join(", "),
             if names.len() > 5 { ", …" } else { "" }
         );
+    }
+}
+
+/// A real-time worker that polls busily never yields its core: the kernel's real-time
+/// throttling takes it back in one piece per period, and the rings wait that long.
+fn warn_realtime_busy(prio: u8, wake: llr_io::xsk::WakeMode) {
+    if prio == 0 || wake != llr_io::xsk::WakeMode::Busy {
+        return;
+    }
+    let read = |f: &str| -> Option<i64> {
+        std::fs::read_to_string(format!("/proc/sys/kernel/{f}"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    if let (Some(run), Some(period)) = (read("sched_rt_runtime_us"), read("sched_rt_period_us")) {
+        if run >= 0 && run < period {
+            tracing::warn!(
+                "worker-priority {prio} with wake = \"busy\": the worker never sleeps, so the \
+                 kernel's real-time throttling stops it for {} ms in every {} ms \
+                 (sched_rt_runtime_us = {run}) and no ring is served meanwhile; \
+                 wake = \"interrupt\" lets the worker sleep when idle",
+                (period - run) / 1000,
+                period / 1000
+            );
+        }
     }
 }
 

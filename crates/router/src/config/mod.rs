@@ -5,6 +5,7 @@
 //! ```toml
 //! interfaces = ["veth-rin", "veth-rout"]
 //! cores = [1]                # one worker per core, worker i on rx queue i
+//! worker-priority = 0        # SCHED_FIFO 1–99 for the workers; 0: the normal scheduler
 //! strategy = "ll-wfq"
 //! device-budget = 64
 //! wake = "interrupt"          # interrupt | busy | adaptive
@@ -388,6 +389,13 @@ pub struct RouterConfig {
     /// the process may use except the workers'.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub helper_cores: Option<Vec<usize>>,
+    /// SCHED_FIFO priority of the worker threads, 1–99; 0 (the default): the normal scheduler.
+    /// A real-time worker is not preempted by ordinary tasks, nor by real-time ones below it:
+    /// on a PREEMPT_RT kernel, the interrupt threads (SCHED_FIFO 50) that run the NICs' receive
+    /// work. Above them it leaves that work to its idle moments, so give it its own core.
+    /// Needs CAP_SYS_NICE (as VPP's `scheduler-policy fifo`).
+    #[serde(default)]
+    pub worker_priority: u8,
     #[serde(default = "default_strategy")]
     pub strategy: StrategyKind,
     #[serde(default = "default_device_budget")]
@@ -505,6 +513,7 @@ impl Default for RouterConfig {
             interfaces: Vec::new(),
             cores: Vec::new(),
             helper_cores: None,
+            worker_priority: 0,
             strategy: default_strategy(),
             device_budget: default_device_budget(),
             time_slice_ns: default_time_slice(),

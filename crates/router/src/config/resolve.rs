@@ -96,6 +96,12 @@ impl RouterConfig {
         })
     }
 
+    /// `worker-priority` with the wake-up mode `wake` (the configured one, or one asked for at
+    /// run time), against the kernel's real-time throttling.
+    pub fn check_realtime_wake(&self, wake: llr_io::xsk::WakeMode) -> Result<(), ConfigError> {
+        check_worker_priority(self.worker_priority, wake, rt_runtime_us())
+    }
+
     /// Checks everything that does not need the interfaces; errors name the field.
     pub fn validate(&self) -> Result<Layout, ConfigError> {
         if self.interfaces.is_empty() {
@@ -136,6 +142,7 @@ impl RouterConfig {
                 );
             }
         }
+        self.check_realtime_wake(self.wake)?;
         if self.batch == 0 {
             bail!("batch", "must be at least 1");
         }
@@ -301,5 +308,70 @@ impl RouterConfig {
             neighbors,
             flows,
         })
+    }
+}
+
+/// `/proc/sys/kernel/sched_rt_runtime_us`: how much of each period real-time tasks may take
+/// from a core (-1: all of it); `None` where the kernel does not say.
+fn rt_runtime_us() -> Option<i64> {
+    std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// `worker-priority` against the wake-up mode and the kernel's real-time throttling.
+fn check_worker_priority(
+    prio: u8,
+    wake: llr_io::xsk::WakeMode,
+    rt_runtime_us: Option<i64>,
+) -> Result<(), ConfigError> {
+    if prio > 99 {
+        bail!(
+            "worker-priority",
+            "{prio} is no SCHED_FIFO priority: give 1–99, or 0 for the normal scheduler"
+        );
+    }
+    // A busy-polling real-time worker never yields its core; only the throttling ever takes it
+    // back for the kernel's own threads there.
+    if prio > 0 && wake == llr_io::xsk::WakeMode::Busy && rt_runtime_us == Some(-1) {
+        bail!(
+            "worker-priority",
+            "a real-time worker with wake = \"busy\" never leaves its core, and \
+             /proc/sys/kernel/sched_rt_runtime_us = -1 lets nothing else run there, not even \
+             the kernel's own threads: set it back to 950000, or use wake = \"interrupt\""
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_worker_priority;
+    use llr_io::xsk::WakeMode;
+
+    #[test]
+    fn worker_priority_is_a_fifo_priority_and_never_an_unthrottled_busy_loop() {
+        for p in [0, 1, 51, 99] {
+            check_worker_priority(p, WakeMode::Busy, Some(950_000)).unwrap();
+        }
+        let e = check_worker_priority(100, WakeMode::Interrupt, Some(950_000)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "worker-priority: 100 is no SCHED_FIFO priority: give 1–99, or 0 for the normal scheduler"
+        );
+        let e = check_worker_priority(51, WakeMode::Busy, Some(-1)).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("worker-priority: a real-time worker with wake = \"busy\""),
+            "{e}"
+        );
+        // Without throttling, a worker that sleeps when idle, or one at the normal scheduler,
+        // is fine; so is a kernel that does not say.
+        check_worker_priority(51, WakeMode::Interrupt, Some(-1)).unwrap();
+        check_worker_priority(51, WakeMode::Adaptive, Some(-1)).unwrap();
+        check_worker_priority(0, WakeMode::Busy, Some(-1)).unwrap();
+        check_worker_priority(51, WakeMode::Busy, None).unwrap();
     }
 }

@@ -508,6 +508,9 @@ impl RouterCtl {
             return Err(err("spin_us", "at most 1000000 (1 s)"));
         }
         let mut st = self.lock();
+        st.cfg
+            .check_realtime_wake(mode)
+            .map_err(|e| config_err(&e))?;
         let spin = spin_us.unwrap_or(st.cfg.spin_us);
         let previous = WakeupState {
             wakeup: st.cfg.wake,
