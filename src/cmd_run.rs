@@ -196,8 +196,8 @@ fn print_text(rep: &RunReport) {
             .find(|(i, _)| *i == p.ifindex)
             .map_or_else(|| format!("ifindex {}", p.ifindex), |(_, n)| n.clone());
         println!(
-            "  {name:<12} rx {:>10} tx {:>10} tx kicks {} egress drops {} kernel: rx dropped {} ring full {} fill empty {}",
-            p.rx, p.tx, p.tx_kicks, p.egress_drops, p.kernel_rx_dropped, p.kernel_rx_ring_full, p.kernel_fill_empty
+            "  {name:<12} rx {:>10} tx {:>10} tx kicks {} ({} refused) egress drops {} kernel: rx dropped {} ring full {} fill empty {}",
+            p.rx, p.tx, p.tx_kicks, p.tx_kick_errors, p.egress_drops, p.kernel_rx_dropped, p.kernel_rx_ring_full, p.kernel_fill_empty
         );
     }
     for (n, s) in &rep.classifier {

@@ -226,6 +226,11 @@ print("  interfaces:", [(i["interface"], i["rx_packets"], i["tx_packets"], i["dr
 '
   echo "  sink udp: $(ip netns exec "$S" awk '/^Udp:/' /proc/net/snmp | tail -n1)"
   echo "  sink nic: $(ip netns exec "$S" ip -s link show "$sink_if" | tr -s ' ' | tr '\n' ' ' | head -c 400)"
+  # Where the router's transmissions went: the driver's per-queue transmit counters and its
+  # channels (an XDP program makes virtio_net add transmit queues of its own).
+  echo "  router nic $rout_if: $(ip netns exec "$R" ethtool -l "$rout_if" 2>/dev/null | awk '/^Combined:/ { v = v $2 " " } END { print "combined max/current " v }')"
+  echo "    $(ip netns exec "$R" ethtool -S "$rout_if" 2>/dev/null | grep -E 'tx_queue_[0-9]+_(packets|xdp_tx|xsk|kicks)|tx[0-9]+_' | awk '$2 != 0' | tr -s ' ' | tr '\n' ' ' | head -c 600)"
+  echo "  kernel: $(dmesg 2>/dev/null | grep -iE 'virtio|xdp|xsk' | tail -n 3 | tr '\n' ' ' | head -c 400)"
 fi
 
 # tcp: 1 MB upload, checked byte for byte (sha256 of what arrived).

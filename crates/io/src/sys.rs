@@ -128,6 +128,32 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     set_affinity(&BTreeSet::from([cpu]))
 }
 
+/// Kicks an AF_XDP socket's transmit: `sendto` with no data, as libxdp's `kick_tx`. The
+/// answers that mean "busy, or not now" (EAGAIN, EBUSY, ENOBUFS, ENETDOWN: the next kick
+/// retries) are not errors; any other (EINVAL: the driver cannot transmit on that queue) is.
+pub fn kick_tx(fd: RawFd) -> io::Result<()> {
+    // SAFETY: no buffer and no address are passed (null pointers, lengths 0); `fd` is an
+    // AF_XDP socket the caller owns and keeps open for the call.
+    let r = unsafe {
+        libc::sendto(
+            fd,
+            std::ptr::null(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null(),
+            0,
+        )
+    };
+    if r >= 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::ENETDOWN) => Ok(()),
+        _ => Err(e),
+    }
+}
+
 /// Gives the calling thread SCHED_FIFO priority `prio` (1..=99), so that a sink sharing a core
 /// with a busy generator is scheduled the moment a packet wakes it.
 pub fn set_fifo(prio: i32) -> io::Result<()> {
@@ -751,6 +777,20 @@ pub fn max_open_files() -> io::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_tx_kick_is_an_error_and_a_taken_one_is_not() {
+        // A socket that takes the empty send: fine.
+        let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        u.connect(u.local_addr().unwrap()).unwrap();
+        kick_tx(u.as_raw_fd()).unwrap();
+        // One with nowhere to send, and no socket at all: errors, with the kernel's reason.
+        let v = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let e = kick_tx(v.as_raw_fd()).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EDESTADDRREQ), "{e}");
+        let e = kick_tx(-1).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EBADF), "{e}");
+    }
 
     fn anon_huge_kb() -> u64 {
         let s = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap();

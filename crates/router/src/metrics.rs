@@ -253,7 +253,7 @@ fn per_interface(
         x.rx_packets += p.rx;
         x.tx_packets += p.tx;
         x.dropped_packets += p.egress_drops + p.kernel_rx_dropped + p.kernel_rx_ring_full;
-        x.errors += p.kernel_tx_invalid + p.no_port;
+        x.errors += p.kernel_tx_invalid + p.no_port + p.tx_kick_errors;
     }
     let mut kernel_pass: Vec<(String, u64)> = if classifier.is_empty() {
         classes.clear();

@@ -39,6 +39,31 @@ struct Port {
     zerocopy: bool,
 }
 
+impl Port {
+    /// Kicks the Tx ring (copy mode transmits in this call). A refusal that is not "busy, try
+    /// again" is counted, and said once per port: frames then wait in the Tx ring untransmitted,
+    /// which nothing else would show. Returns whether the kernel took the kick.
+    fn kick(&mut self) -> bool {
+        self.stats.tx_kicks += 1;
+        match sys::kick_tx(self.fds[0]) {
+            Ok(()) => true,
+            Err(e) => {
+                if self.stats.tx_kick_errors == 0 {
+                    let name = crate::ebpf::ifname(self.ifindex)
+                        .unwrap_or_else(|_| format!("ifindex {}", self.ifindex));
+                    tracing::warn!(
+                        "{name} queue {}: the kernel refused to transmit (sendto: {e}): frames \
+                         wait in the Tx ring; counted in the interface's errors",
+                        self.queue
+                    );
+                }
+                self.stats.tx_kick_errors += 1;
+                false
+            }
+        }
+    }
+}
+
 /// The AF_XDP side of one worker: its ports (interface queues) sharing one UMEM.
 ///
 /// A device registers nothing anywhere: the caller puts [`Device::sockets`] into the
@@ -718,12 +743,10 @@ impl Device {
                 // Copy mode transmits in this syscall, at most 32 descriptors per call (the
                 // kernel's Tx budget): kick again while descriptors wait (bounded), so a flush
                 // of a large batch does not leave frames for the next one.
-                p.tx.wake();
-                p.stats.tx_kicks += 1;
+                let mut ok = p.kick();
                 let mut more = 0;
-                while p.tx.pending() > 0 && more < 16 {
-                    p.tx.wake();
-                    p.stats.tx_kicks += 1;
+                while ok && p.tx.pending() > 0 && more < 16 {
+                    ok = p.kick();
                     more += 1;
                 }
             }

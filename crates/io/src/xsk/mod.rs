@@ -310,6 +310,9 @@ pub struct PortStats {
     pub kernel_rx_ring_full: u64,
     pub kernel_fill_empty: u64,
     pub kernel_tx_invalid: u64,
+    /// Tx kicks the kernel refused with an error (not "busy, try again"): the frames stay in
+    /// the Tx ring, untransmitted, while this grows.
+    pub tx_kick_errors: u64,
 }
 
 impl PortStats {
@@ -327,6 +330,7 @@ impl PortStats {
         self.kernel_rx_ring_full += o.kernel_rx_ring_full;
         self.kernel_fill_empty += o.kernel_fill_empty;
         self.kernel_tx_invalid += o.kernel_tx_invalid;
+        self.tx_kick_errors += o.tx_kick_errors;
     }
 
     /// `ports` summed per interface (first-seen order).

@@ -16,7 +16,7 @@
 //! | `llrouter_interface_tx_packets_total` | counter | `interface` | frames the router transmitted on the interface |
 //! | `llrouter_interface_kernel_pass_packets_total` | counter | `interface` | frames the XDP classifier handed to the kernel stack |
 //! | `llrouter_interface_dropped_packets_total` | counter | `interface` | frames dropped at the interface (egress queue full, socket ring full, other kernel AF_XDP drops) |
-//! | `llrouter_interface_errors_total` | counter | `interface` | malformed frames, invalid Tx descriptors, frames for a port the worker does not serve |
+//! | `llrouter_interface_errors_total` | counter | `interface` | malformed frames, invalid Tx descriptors, frames for a port the worker does not serve, Tx kicks the kernel refused |
 //! | `llrouter_class_packets_total` | counter | `class` | frames the XDP classifier steered to the class, all interfaces (before its ring) |
 //! | `llrouter_ring_packets_total` | counter | `worker`,`engine_device`,`ring`,`class` | frames that entered the ring |
 //! | `llrouter_ring_bytes_total` | counter | same | bytes of the frames the poll engine took from the ring |
@@ -235,7 +235,8 @@ pub struct InterfaceMetrics {
     pub kernel_pass_packets: u64,
     /// Frames dropped at it: egress queue full, socket ring full, other kernel AF_XDP drops.
     pub dropped_packets: u64,
-    /// Malformed frames, invalid Tx descriptors, frames for a port the worker does not serve.
+    /// Malformed frames, invalid Tx descriptors, frames for a port the worker does not serve,
+    /// Tx kicks the kernel refused (frames left in the Tx ring).
     pub errors: u64,
 }
 

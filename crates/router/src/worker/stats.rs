@@ -139,8 +139,8 @@ impl std::fmt::Display for WorkerStats {
         for p in &self.ports {
             writeln!(
                 f,
-                "  ifindex {:<3} rx {:>10} tx {:>10} tx kicks {} egress drops {} kernel: rx dropped {} ring full {} fill empty {}",
-                p.ifindex, p.rx, p.tx, p.tx_kicks, p.egress_drops, p.kernel_rx_dropped, p.kernel_rx_ring_full, p.kernel_fill_empty
+                "  ifindex {:<3} rx {:>10} tx {:>10} tx kicks {} ({} refused) egress drops {} kernel: rx dropped {} ring full {} fill empty {}",
+                p.ifindex, p.rx, p.tx, p.tx_kicks, p.tx_kick_errors, p.egress_drops, p.kernel_rx_dropped, p.kernel_rx_ring_full, p.kernel_fill_empty
             )?;
         }
         Ok(())
