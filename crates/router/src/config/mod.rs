@@ -90,6 +90,9 @@ macro_rules! bail {
 mod resolve;
 pub use resolve::{FlowSetup, Resolved};
 
+fn is_zero_u8(v: &u8) -> bool {
+    *v == 0
+}
 fn default_strategy() -> StrategyKind {
     StrategyKind::LlWfq
 }
@@ -393,8 +396,9 @@ pub struct RouterConfig {
     /// A real-time worker is not preempted by ordinary tasks, nor by real-time ones below it:
     /// on a PREEMPT_RT kernel, the interrupt threads (SCHED_FIFO 50) that run the NICs' receive
     /// work. Above them it leaves that work to its idle moments, so give it its own core.
-    /// Needs CAP_SYS_NICE (as VPP's `scheduler-policy fifo`).
-    #[serde(default)]
+    /// Needs CAP_SYS_NICE (as VPP's `scheduler-policy fifo`). Left out of a written config
+    /// when 0, so that one written for an older router (the testbed's `--router-bin`) loads.
+    #[serde(default, skip_serializing_if = "is_zero_u8")]
     pub worker_priority: u8,
     #[serde(default = "default_strategy")]
     pub strategy: StrategyKind,
@@ -755,6 +759,13 @@ via = "10.0.2.1"
             dev: "b".into(),
         });
         assert_eq!(RouterConfig::from_toml(&c.to_toml().unwrap()).unwrap(), c);
+        // A default worker priority is not written (an older router would refuse the key);
+        // a set one is, and reads back.
+        assert!(!c.to_toml().unwrap().contains("worker-priority"));
+        c.worker_priority = 51;
+        let t = c.to_toml().unwrap();
+        assert!(t.contains("worker-priority = 51"), "{t}");
+        assert_eq!(RouterConfig::from_toml(&t).unwrap(), c);
     }
 
     #[test]
