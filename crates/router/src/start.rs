@@ -716,14 +716,7 @@ fn warn_realtime_busy(prio: u8, wake: llr_io::xsk::WakeMode) {
     if prio == 0 || wake != llr_io::xsk::WakeMode::Busy {
         return;
     }
-    let read = |f: &str| -> Option<i64> {
-        std::fs::read_to_string(format!("/proc/sys/kernel/{f}"))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
-    };
-    if let (Some(run), Some(period)) = (read("sched_rt_runtime_us"), read("sched_rt_period_us")) {
+    if let (Some(run), Some(period)) = crate::config::rt_throttle_us() {
         if run >= 0 && run < period {
             tracing::warn!(
                 "worker-priority {prio} with wake = \"busy\": the worker never sleeps, so the \

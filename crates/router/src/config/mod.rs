@@ -88,6 +88,7 @@ macro_rules! bail {
 
 // After `bail!`, which it uses.
 mod resolve;
+pub(crate) use resolve::rt_throttle_us;
 pub use resolve::{FlowSetup, Resolved};
 
 fn is_zero_u8(v: &u8) -> bool {

@@ -99,7 +99,7 @@ impl RouterConfig {
     /// `worker-priority` with the wake-up mode `wake` (the configured one, or one asked for at
     /// run time), against the kernel's real-time throttling.
     pub fn check_realtime_wake(&self, wake: llr_io::xsk::WakeMode) -> Result<(), ConfigError> {
-        check_worker_priority(self.worker_priority, wake, rt_runtime_us())
+        check_worker_priority(self.worker_priority, wake, rt_throttle_us().0)
     }
 
     /// Checks everything that does not need the interfaces; errors name the field.
@@ -311,14 +311,18 @@ impl RouterConfig {
     }
 }
 
-/// `/proc/sys/kernel/sched_rt_runtime_us`: how much of each period real-time tasks may take
-/// from a core (-1: all of it); `None` where the kernel does not say.
-fn rt_runtime_us() -> Option<i64> {
-    std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us")
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+/// The kernel's real-time throttling, µs: `sched_rt_runtime_us` (how much of each period
+/// real-time tasks may take from a core; -1: all of it) and `sched_rt_period_us`. `None` where
+/// the kernel does not say.
+pub(crate) fn rt_throttle_us() -> (Option<i64>, Option<i64>) {
+    let read = |f: &str| -> Option<i64> {
+        std::fs::read_to_string(format!("/proc/sys/kernel/{f}"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    (read("sched_rt_runtime_us"), read("sched_rt_period_us"))
 }
 
 /// `worker-priority` against the wake-up mode and the kernel's real-time throttling.
